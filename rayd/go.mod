@@ -1,0 +1,3 @@
+module github.com/rayito-dev/rayito/rayd
+
+go 1.26.8
