@@ -1,6 +1,6 @@
 module github.com/rayito-dev/rayito/tools
 
-go 1.26.8
+go 1.26.7
 
 tool (
 	connectrpc.com/connect/cmd/protoc-gen-connect-go
