@@ -3,6 +3,6 @@ module github.com/rayito-dev/rayito/proto
 go 1.26.0
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	connectrpc.com/connect v1.21.1
+	google.golang.org/protobuf v1.36.12
 )
