@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// allowedModules is rayd's dependency budget. The AWS SDK in particular
+// stays out (ARCHITECTURE.md §2): growing this list is a reviewed decision.
+var allowedModules = map[string]bool{
+	"github.com/rayito-dev/rayito/rayd":  true,
+	"github.com/rayito-dev/rayito/proto": true,
+	"connectrpc.com/connect":             true,
+	"google.golang.org/protobuf":         true,
+	"golang.org/x/sys":                   true,
+}
+
+func TestDependencyBudget(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		if !seen[m] && !allowedModules[m] {
+			t.Errorf("rayd links module %s, which is outside its dependency budget", m)
+		}
+		seen[m] = true
+	}
+	if !seen["connectrpc.com/connect"] {
+		t.Fatalf("go list output looks wrong: %q", out)
+	}
+}

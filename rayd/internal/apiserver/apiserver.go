@@ -1,0 +1,123 @@
+// Package apiserver serves rayd's RPC API: Connect, gRPC and gRPC-Web over
+// HTTP/1.1 and cleartext HTTP/2 (h2c) on one port, behind the access-token
+// interceptor, with server timeouts, header limits, a connection cap and
+// panic recovery.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/netlimit"
+	"github.com/rayito-dev/rayito/rayd/internal/service/unimplemented"
+)
+
+// Limits of the API port.
+const (
+	// MaxConns bounds concurrent connections; more are closed at accept.
+	MaxConns = 256
+	// MaxStreams bounds concurrent HTTP/2 streams per connection.
+	MaxStreams = 256
+	// MaxMessageBytes bounds one decoded request message.
+	MaxMessageBytes = 8 << 20
+	// MaxHeaderBytes bounds request headers.
+	MaxHeaderBytes = 64 << 10
+	// ReadHeaderTimeout cuts a client that never finishes its header.
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout = 2 * time.Minute
+)
+
+// Mount is one built service: it returns its path and handler.
+type Mount func(opts ...connect.HandlerOption) (string, http.Handler)
+
+// Options configure the API handler.
+type Options struct {
+	Authorizer auth.Authorizer
+	// Services are the built services.
+	Services []Mount
+	Logger   *slog.Logger
+}
+
+// Handler returns the API's HTTP handler: the built services, and every
+// other service of the contract answering Unimplemented.
+func Handler(opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	gate := auth.NewInterceptor(opts.Authorizer, raydv1connect.HealthServiceHealthProcedure)
+	recoverPanic := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, _ any) error {
+		// The panic value may hold user data: log only where it happened.
+		log.Error("panic in RPC handler", "procedure", spec.Procedure)
+		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	})
+	common := []connect.HandlerOption{
+		recoverPanic,
+		connect.WithReadMaxBytes(MaxMessageBytes),
+		connect.WithSendMaxBytes(MaxMessageBytes),
+	}
+	mux := http.NewServeMux()
+	for _, m := range opts.Services {
+		mux.Handle(m(append(common, connect.WithInterceptors(gate))...))
+	}
+	for _, u := range unimplemented.Services() {
+		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, unimplemented.Interceptor(u.Feature)))...))
+	}
+	return mux
+}
+
+// Server returns an http.Server for h speaking HTTP/1.1 and h2c. There is
+// no read or write timeout: streams are long-lived by design.
+func Server(h http.Handler, log *slog.Logger) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: MaxStreams,
+			MaxReadFrameSize:     1 << 20,
+			PingTimeout:          15 * time.Second,
+			SendPingTimeout:      60 * time.Second,
+		},
+	}
+	if log != nil {
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	}
+	return srv
+}
+
+// Serve serves h on ln (capped at MaxConns connections) until ctx ends,
+// then shuts down gracefully within grace.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration) error {
+	srv := Server(h, log)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(netlimit.Listener(ln, MaxConns)) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+)
+
+func TestHealthIsAnonymousAndReportsBoot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	before := h.health()
+	if before.GetAgentReady() || before.GetSandboxId() != "" {
+		t.Fatalf("before /run: %v", before)
+	}
+	h.run(nil)
+	after := h.health()
+	if !after.GetAgentReady() || after.GetSandboxId() != "microvm-test" || after.GetMetadata()["team"] != "a" {
+		t.Fatalf("after /run: %v", after)
+	}
+	if after.GetAgentVersion() == "" || after.GetCpuCount() == 0 || after.GetMemoryTotalBytes() == 0 {
+		t.Fatalf("facts missing: %v", after)
+	}
+}
+
+func TestAuthGate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	noToken := raydv1connect.NewProcessServiceClient(h.client, h.apiURL)
+	start := func(c raydv1connect.ProcessServiceClient) error {
+		s, err := c.Start(ctx, connect.NewRequest(shell("echo hi")))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for s.Receive() {
+		}
+		return s.Err()
+	}
+	list := func(c raydv1connect.ProcessServiceClient) error {
+		_, err := c.List(ctx, connect.NewRequest(&raydv1.ListRequest{}))
+		return err
+	}
+
+	// Before /run even the right token is refused.
+	if got := code(start(h.processes())); got != connect.CodeUnauthenticated {
+		t.Fatalf("token before /run: %v", got)
+	}
+	h.run(nil)
+	other, _ := newToken(t)
+	wrong := raydv1connect.NewProcessServiceClient(h.client, h.apiURL, withToken(other))
+	garbage := raydv1connect.NewProcessServiceClient(h.client, h.apiURL, withToken("not base64url!"))
+	for name, c := range map[string]raydv1connect.ProcessServiceClient{"none": noToken, "wrong": wrong, "garbage": garbage} {
+		if got := code(start(c)); got != connect.CodeUnauthenticated {
+			t.Errorf("%s token, stream: %v", name, got)
+		}
+		if got := code(list(c)); got != connect.CodeUnauthenticated {
+			t.Errorf("%s token, unary: %v", name, got)
+		}
+	}
+	if err := start(h.processes()); err != nil {
+		t.Fatalf("right token: %v", err)
+	}
+	if err := list(h.processes()); err != nil {
+		t.Fatalf("right token, unary: %v", err)
+	}
+
+	// A client stream (FilesystemService.Write) is gated too, before the
+	// Unimplemented answer.
+	fsNoToken := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL)
+	w := fsNoToken.Write(ctx)
+	_ = w.Send(&raydv1.WriteRequest{Chunk: []byte("x")})
+	if _, err := w.CloseAndReceive(); code(err) != connect.CodeUnauthenticated {
+		t.Fatalf("client stream without token: %v", err)
+	}
+	fs := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL, withToken(h.token))
+	if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: "/x"})); code(err) != connect.CodeUnimplemented {
+		t.Fatalf("unbuilt service with token: %v", err)
+	}
+	metrics := raydv1connect.NewHealthServiceClient(h.client, h.apiURL)
+	if _, err := metrics.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); code(err) != connect.CodeUnauthenticated {
+		t.Fatalf("Metrics without token: %v", err)
+	}
+}
+
+func TestInvalidPayloadLeavesRaydTokenless(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	out := h.hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": `{"v":2}`})
+	if out["outcome"] != "tokenless" {
+		t.Fatalf("outcome %v", out["outcome"])
+	}
+	// The boot /run is spent: a valid one now is already_ran.
+	digestPayload := func() string {
+		_, d := newToken(t)
+		return `{"token_sha256":"` + d + `","v":1}`
+	}()
+	if out := h.hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": digestPayload}); out["outcome"] != "already_ran" {
+		t.Fatalf("second /run: %v", out["outcome"])
+	}
+	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); code(err) != connect.CodeUnauthenticated {
+		t.Fatalf("tokenless List: %v", err)
+	}
+	if hr := h.health(); hr.GetAgentReady() || hr.GetHookAnomalies() == 0 {
+		t.Fatalf("health: %v", hr)
+	}
+}
+
+func TestSecondRunIsAnAnomaly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.run(nil)
+	if n := h.health().GetHookAnomalies(); n != 0 {
+		t.Fatalf("anomalies after first /run: %d", n)
+	}
+	_, d := newToken(t)
+	out := h.hook("run", map[string]string{"microvmId": "microvm-evil", "runHookPayload": `{"token_sha256":"` + d + `","v":1}`})
+	if out["outcome"] != "already_ran" {
+		t.Fatalf("outcome %v", out["outcome"])
+	}
+	hr := h.health()
+	if hr.GetHookAnomalies() != 1 || hr.GetSandboxId() != "microvm-test" {
+		t.Fatalf("health after second /run: %v", hr)
+	}
+	// The original token still works.
+	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); err != nil {
+		t.Fatal(err)
+	}
+}

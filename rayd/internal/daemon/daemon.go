@@ -1,0 +1,250 @@
+// Package daemon wires rayd together: flags, the sandbox state, the process
+// supervisor, the hooks server on the hooks port and the RPC API on the API
+// port. cmd/rayd only calls Main.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/proto/limits"
+	"github.com/rayito-dev/rayito/rayd/internal/apiserver"
+	"github.com/rayito-dev/rayito/rayd/internal/hooks"
+	"github.com/rayito-dev/rayito/rayd/internal/identity"
+	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	"github.com/rayito-dev/rayito/rayd/internal/service/health"
+	"github.com/rayito-dev/rayito/rayd/internal/service/process"
+	"github.com/rayito-dev/rayito/rayd/internal/version"
+)
+
+// Exit codes of rayd.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// terminateGrace is the time user processes get between SIGTERM and
+// SIGKILL when the sandbox terminates; /terminate has 10 s in all.
+const terminateGrace = 3 * time.Second
+
+// Config is rayd's configuration from flags and environment.
+type Config struct {
+	APIAddr   string
+	HooksAddr string
+	StateDir  string
+	// AllowRoot lets clients run as root (RAYITO_ALLOW_ROOT=1).
+	AllowRoot bool
+	LogLevel  slog.Level
+}
+
+// ParseFlags parses rayd's command line.
+func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1"}
+	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
+	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
+	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
+	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *showVersion {
+		return cfg, errVersion
+	}
+	if *debug {
+		cfg.LogLevel = slog.LevelDebug
+	}
+	return cfg, nil
+}
+
+var errVersion = errors.New("version requested")
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/rayd"
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("rayd-%d", os.Geteuid()))
+}
+
+// Main runs rayd and returns its exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cfg, err := ParseFlags(args, os.Getenv, stderr)
+	switch {
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, "rayd", version.Version)
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case err != nil:
+		fmt.Fprintln(stderr, "rayd:", err)
+		return ExitUsage
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := Run(ctx, cfg, log); err != nil {
+		log.Error("rayd failed", "err", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// Run serves until ctx ends or the platform calls /terminate, then stops
+// user processes and returns.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	apiLn, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("api listener: %w", err)
+	}
+	defer apiLn.Close()
+	hooksLn, err := net.Listen("tcp", cfg.HooksAddr)
+	if err != nil {
+		return fmt.Errorf("hooks listener: %w", err)
+	}
+	defer hooksLn.Close()
+
+	d, err := New(cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.onTerminated = cancel
+	log.Info("rayd listening", "version", version.Version, "api", apiLn.Addr().String(), "hooks", hooksLn.Addr().String(), "root", d.privileged)
+	return d.Serve(ctx, apiLn, hooksLn)
+}
+
+// Daemon is a wired rayd, exposed for in-process tests.
+type Daemon struct {
+	log          *slog.Logger
+	State        *sandbox.State
+	Supervisor   *proc.Supervisor
+	Hooks        *hooks.Server
+	API          http.Handler
+	privileged   bool
+	ownsSup      bool
+	onTerminated func()
+	stopOnce     sync.Once
+}
+
+// New wires a daemon without listening. sup is the process supervisor; nil
+// makes one, which the daemon then shuts down when it stops. A program has
+// at most one running supervisor (it reaps every child of the process), so
+// tests that run several daemons share one.
+func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
+	d := &Daemon{log: log, privileged: os.Geteuid() == 0}
+	if sup == nil {
+		var err error
+		sup, err = proc.New(proc.Options{Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("process supervisor: %w", err)
+		}
+		d.ownsSup = true
+	}
+	d.Supervisor = sup
+	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
+	d.Hooks = hooks.New(hooks.Options{
+		Lifecycle:    d.State,
+		Logger:       log,
+		OnTerminated: func() { d.terminated() },
+	})
+	builder := &launch.Builder{
+		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
+		Privileged: d.privileged,
+		SelfUID:    uint32(os.Geteuid()),
+	}
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process"})
+	processSvc := process.New(d.State, sup, builder, log)
+	d.API = apiserver.Handler(apiserver.Options{
+		Authorizer: d.State,
+		Logger:     log,
+		Services: []apiserver.Mount{
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewHealthServiceHandler(healthSvc, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewProcessServiceHandler(processSvc, o...)
+			},
+		},
+	})
+	if !d.privileged {
+		log.Warn("rayd runs without root: processes run as rayd's own user; identity switching and limits that need privileges are refused")
+	}
+	return d, nil
+}
+
+func (d *Daemon) terminated() {
+	if d.onTerminated != nil {
+		d.onTerminated()
+	}
+}
+
+// stopProcesses sends SIGTERM to every user process group, then SIGKILL
+// after the grace period, and waits for them.
+func (d *Daemon) stopProcesses(ctx context.Context) {
+	if !d.ownsSup {
+		return
+	}
+	d.stopOnce.Do(func() {
+		d.Supervisor.Shutdown(ctx, terminateGrace)
+	})
+}
+
+// Serve serves the API and the hooks until ctx ends, then stops user
+// processes.
+func (d *Daemon) Serve(ctx context.Context, apiLn, hooksLn net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		errc <- apiserver.Serve(ctx, apiLn, d.API, d.log, 2*time.Second)
+	}()
+	go func() {
+		defer wg.Done()
+		errc <- d.Hooks.Serve(ctx, hooksLn)
+	}()
+	var first error
+	select {
+	case first = <-errc:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelStop()
+	d.stopProcesses(sctx)
+	d.log.Info("rayd stopped")
+	return first
+}

@@ -1,0 +1,248 @@
+// Package launch turns an RPC's "run this as that user" into a proc.Spec:
+// it resolves the account under the identity rules, builds the environment
+// from scratch and picks the working directory. Processes and PTYs share
+// it, so both follow the same rules.
+package launch
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/rayito-dev/rayito/proto/limits"
+	"github.com/rayito-dev/rayito/rayd/internal/identity"
+	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+)
+
+// DefaultPath is the PATH every process starts with.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Bounds on what one request may carry.
+const (
+	maxArgs     = 4096
+	maxEnvs     = 1024
+	maxArgBytes = 128 << 10
+	maxTagBytes = 256
+	maxTimeout  = 7 * 24 * time.Hour
+)
+
+// Request is what a client asked to run.
+type Request struct {
+	User string // "" = the sandbox's default user
+	Cmd  string
+	Args []string
+	Envs map[string]string
+	Cwd  *string
+	// Timeout is the client's time limit; 0 = none.
+	Timeout time.Duration
+	Stdin   bool
+	Tag     *string
+}
+
+// Builder builds specs. Privileged tells whether rayd may switch users
+// (it runs as root); without it, a process may only run as rayd's own uid.
+type Builder struct {
+	Resolver   *identity.Resolver
+	Privileged bool
+	// SelfUID is rayd's own uid, used when not Privileged.
+	SelfUID uint32
+}
+
+// Spec validates req and returns the spec to start. Errors are Connect
+// errors with fixed messages.
+func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
+	if err := validate(req); err != nil {
+		return proc.Spec{}, err
+	}
+	username := req.User
+	if username == "" {
+		username = boot.User
+	}
+	id, err := b.identity(username)
+	if err != nil {
+		return proc.Spec{}, err
+	}
+	env := buildEnv(id, boot.Envs, req.Envs)
+	path, err := proc.LookPath(req.Cmd, lookupEnv(env, "PATH"))
+	if err != nil {
+		return proc.Spec{}, rpcerr.New(connect.CodeNotFound, "executable not found")
+	}
+	dir, err := workdir(boot, id, req.Cwd)
+	if err != nil {
+		return proc.Spec{}, err
+	}
+	spec := proc.Spec{
+		Path:    path,
+		Args:    append([]string{req.Cmd}, req.Args...),
+		Env:     env,
+		Dir:     dir,
+		Stdin:   req.Stdin,
+		Timeout: req.Timeout,
+	}
+	if req.Tag != nil {
+		spec.Tag = *req.Tag
+	}
+	if b.Privileged {
+		spec.Identity = &id
+	}
+	return spec, nil
+}
+
+// identity resolves username under the identity rules, with one fallback:
+// the sandbox's default account "user" is uid 1000 even when the image
+// names uid 1000 differently or has no passwd entry for it.
+func (b *Builder) identity(username string) (identity.Identity, error) {
+	id, err := b.Resolver.Resolve(username)
+	var denied *identity.DeniedError
+	if err != nil && username == limits.DefaultUser && errors.As(err, &denied) && denied.Reason == "unknown_user" {
+		id, err = b.defaultIdentity()
+	}
+	if err != nil {
+		if errors.As(err, &denied) {
+			return identity.Identity{}, rpcerr.New(connect.CodePermissionDenied, "user not allowed: "+denied.Reason)
+		}
+		return identity.Identity{}, rpcerr.New(connect.CodeInternal, "cannot read the account database")
+	}
+	if !b.Privileged && id.UID != b.SelfUID {
+		return identity.Identity{}, rpcerr.New(connect.CodePermissionDenied,
+			"rayd runs without root: processes can only run as rayd's own user")
+	}
+	return id, nil
+}
+
+// defaultIdentity is uid 1000: the passwd entry that has it, if any and
+// allowed, otherwise a synthesized user:user with HOME /home/user.
+func (b *Builder) defaultIdentity() (identity.Identity, error) {
+	if id, err := b.Resolver.ResolveUID(limits.DefaultUID); err == nil {
+		return id, nil
+	}
+	return identity.Identity{
+		Username: limits.DefaultUser,
+		UID:      limits.DefaultUID,
+		GID:      limits.DefaultUID,
+		Home:     "/home/" + limits.DefaultUser,
+		Shell:    "/bin/sh",
+	}, nil
+}
+
+func validate(req Request) error {
+	if req.Cmd == "" {
+		return rpcerr.New(connect.CodeInvalidArgument, "cmd is empty")
+	}
+	if len(req.Args) > maxArgs || len(req.Envs) > maxEnvs {
+		return rpcerr.New(connect.CodeInvalidArgument, "too many args or envs")
+	}
+	if !clean(req.Cmd) {
+		return rpcerr.New(connect.CodeInvalidArgument, "cmd contains a NUL byte")
+	}
+	for _, a := range req.Args {
+		if !clean(a) || len(a) > maxArgBytes {
+			return rpcerr.New(connect.CodeInvalidArgument, "an argument contains a NUL byte or is too long")
+		}
+	}
+	for k, v := range req.Envs {
+		if !validEnvName(k) || !clean(v) || len(v) > maxArgBytes {
+			return rpcerr.New(connect.CodeInvalidArgument, "invalid environment variable")
+		}
+	}
+	if req.Cwd != nil && (!clean(*req.Cwd) || *req.Cwd == "") {
+		return rpcerr.New(connect.CodeInvalidArgument, "invalid cwd")
+	}
+	if req.Tag != nil && (len(*req.Tag) > maxTagBytes || !clean(*req.Tag)) {
+		return rpcerr.New(connect.CodeInvalidArgument, "invalid tag")
+	}
+	if req.Timeout < 0 || req.Timeout > maxTimeout {
+		return rpcerr.New(connect.CodeInvalidArgument, "timeout out of range")
+	}
+	return nil
+}
+
+func clean(s string) bool { return !strings.ContainsRune(s, 0) }
+
+func validEnvName(k string) bool {
+	if k == "" || len(k) > 256 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '=' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// buildEnv builds the environment from scratch: PATH, HOME, USER, LOGNAME,
+// then the sandbox's envs, then the request's; later entries win.
+func buildEnv(id identity.Identity, sandboxEnvs, reqEnvs map[string]string) []string {
+	keys := []string{"PATH", "HOME", "USER", "LOGNAME"}
+	vals := map[string]string{"PATH": DefaultPath, "HOME": id.Home, "USER": id.Username, "LOGNAME": id.Username}
+	add := func(m map[string]string) {
+		for _, k := range sortedKeys(m) {
+			if _, ok := vals[k]; !ok {
+				keys = append(keys, k)
+			}
+			vals[k] = m[k]
+		}
+	}
+	add(sandboxEnvs)
+	add(reqEnvs)
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+vals[k])
+	}
+	return env
+}
+
+func lookupEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// workdir picks the working directory: the request's cwd, else the
+// sandbox's workdir, else HOME, else /. A directory the client or the
+// payload named must exist; the default workdir falls back quietly.
+func workdir(boot *sandbox.Boot, id identity.Identity, cwd *string) (string, error) {
+	if cwd != nil {
+		if !isDir(*cwd) {
+			return "", rpcerr.New(connect.CodeNotFound, "cwd is not an existing directory")
+		}
+		return *cwd, nil
+	}
+	if boot.WorkdirSet {
+		if !isDir(boot.Workdir) {
+			return "", rpcerr.New(connect.CodeNotFound, "the sandbox workdir is not an existing directory")
+		}
+		return boot.Workdir, nil
+	}
+	for _, d := range []string{boot.Workdir, id.Home} {
+		if d != "" && isDir(d) {
+			return d, nil
+		}
+	}
+	return "/", nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,271 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/rayd/internal/identity"
+)
+
+// reapInterval is how often the reaper polls even without SIGCHLD.
+const reapInterval = 5 * time.Second
+
+// errGroupGone is returned by killGroup when the process group is empty.
+var errGroupGone = errors.New("proc: process group is gone")
+
+// platform holds the Linux-specific state of a Supervisor.
+type platform struct {
+	devNull    *os.File       // stdin of children without Spec.Stdin
+	sigch      chan os.Signal // SIGCHLD notifications
+	privileged bool           // CAP_SYS_RESOURCE: hard rlimits can be set and restored
+}
+
+func (pl *platform) init(s *Supervisor) error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("proc: PR_SET_CHILD_SUBREAPER: %w", err)
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("proc: open %s: %w", os.DevNull, err)
+	}
+	pl.devNull = devNull
+	pl.privileged = hasCapSysResource()
+	if !pl.privileged && os.Geteuid() == 0 {
+		pinRootLimits(s)
+	}
+	pl.sigch = make(chan os.Signal, 1)
+	signal.Notify(pl.sigch, syscall.SIGCHLD)
+	s.bg.Add(1)
+	go pl.reapLoop(s)
+	return nil
+}
+
+// stop runs after the reaper has exited. rayd stops being a subreaper, so
+// that later orphans go to init instead of turning into zombies nobody
+// reaps.
+func (pl *platform) stop() {
+	signal.Stop(pl.sigch)
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	_ = pl.devNull.Close()
+}
+
+// reapLoop is the only place where children are waited for. It runs until
+// the supervisor's quit channel is closed, reaping on every SIGCHLD and on
+// a ticker (signals coalesce, and a missed one must not leave a zombie).
+func (pl *platform) reapLoop(s *Supervisor) {
+	defer s.bg.Done()
+	t := time.NewTicker(reapInterval)
+	defer t.Stop()
+	for {
+		reapAll(s)
+		select {
+		case <-pl.sigch:
+		case <-t.C:
+		case <-s.quit:
+			reapAll(s)
+			return
+		}
+	}
+}
+
+// reapAll collects every exited child without blocking. __WALL also
+// catches descendants cloned with an exit signal other than SIGCHLD.
+func reapAll(s *Supervisor) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return // ECHILD: no children; 0: none exited
+		}
+		switch {
+		case ws.Exited():
+			s.reaped(pid, rawExit{exited: true, code: ws.ExitStatus()})
+		case ws.Signaled():
+			s.reaped(pid, rawExit{sig: ws.Signal()})
+		}
+	}
+}
+
+// killGroup sends sig to the process group pgid.
+func killGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return errGroupGone // never kill(0) or kill(-1)
+	}
+	err := unix.Kill(-pgid, sig)
+	if err == unix.ESRCH {
+		return errGroupGone
+	}
+	return err
+}
+
+// spawn forks and execs the child. The caller holds s.mu, which also
+// serialises the rlimit switching below.
+//
+// Resource limits are inherited through fork and execve, and Go offers no
+// hook between the two, so the child's limits are installed on rayd itself
+// for the duration of the fork: rayd's current values are saved, the
+// child's values are set, os.StartProcess forks (CLONE_VFORK: it returns
+// once the child has exec'd or failed) and rayd's values are restored. The
+// child therefore runs its first instruction with its limits in place. The
+// limits are set through prlimit on pid 0, which also tells
+// os.StartProcess not to re-raise RLIMIT_NOFILE in the child.
+func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir string, id *identity.Identity, files []*os.File) (int, error) {
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if id != nil {
+		groups := make([]uint32, len(id.Groups))
+		copy(groups, id.Groups)
+		sys.Credential = &syscall.Credential{Uid: id.UID, Gid: id.GID, Groups: groups}
+	}
+	attr := &os.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys}
+
+	// Go opens its own descriptors close-on-exec, but rayd may have
+	// inherited some without the flag (from whatever started it); none of
+	// them may reach the child.
+	if err := markCloexec(); err != nil {
+		return 0, fmt.Errorf("proc: start: mark descriptors close-on-exec: %w", err)
+	}
+	restore, err := pl.setChildRlimits(s)
+	if err != nil {
+		return 0, fmt.Errorf("proc: start: set rlimits: %w", err)
+	}
+	child, err := os.StartProcess(path, argv, attr)
+	restore()
+	if err != nil {
+		return 0, startErrno(err)
+	}
+	pid := child.Pid
+	// Never Wait on it (the reaper does); Release only drops the pidfd.
+	_ = child.Release()
+	return pid, nil
+}
+
+// markCloexec sets FD_CLOEXEC on every descriptor from 3 up.
+func markCloexec() error {
+	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Kernels before 5.11: walk /proc/self/fd instead.
+	ents, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	for _, e := range ents {
+		fd, aerr := strconv.Atoi(e.Name())
+		if aerr != nil || fd < 3 {
+			continue
+		}
+		// F_SETFD replaces the descriptor flags; FD_CLOEXEC is the only one.
+		// EBADF is the descriptor ReadDir used, closed meanwhile.
+		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); ferr != nil && ferr != unix.EBADF {
+			return ferr
+		}
+	}
+	return nil
+}
+
+// startErrno converts an os.StartProcess error, which names the path, into
+// an error that does not.
+func startErrno(err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return newStartError("fork/exec failed")
+	}
+	switch errno {
+	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.ENAMETOOLONG:
+		return newStartError("executable not found", ErrNotFound, fs.ErrNotExist, errno)
+	case unix.EACCES, unix.EPERM:
+		return newStartError("permission denied", fs.ErrPermission, errno)
+	}
+	return newStartError("fork/exec: "+errno.Error(), errno)
+}
+
+type rlimitSetting struct {
+	resource int
+	value    uint64
+}
+
+// setChildRlimits installs the child limits on rayd and returns a function
+// restoring rayd's own values.
+func (pl *platform) setChildRlimits(s *Supervisor) (restore func(), err error) {
+	want := [...]rlimitSetting{
+		{unix.RLIMIT_NOFILE, s.opts.Rlimits.Nofile},
+		{unix.RLIMIT_NPROC, s.opts.Rlimits.Nproc},
+		{unix.RLIMIT_CORE, s.opts.Rlimits.Core},
+	}
+	var saved [len(want)]unix.Rlimit
+	var changed [len(want)]bool
+	restore = func() {
+		for i := len(want) - 1; i >= 0; i-- {
+			if !changed[i] {
+				continue
+			}
+			if err := unix.Prlimit(0, want[i].resource, &saved[i], nil); err != nil {
+				s.log.Error("proc: restoring rlimit failed", "resource", want[i].resource, "err", err)
+			}
+		}
+	}
+	for i, w := range want {
+		if err := unix.Prlimit(0, w.resource, nil, &saved[i]); err != nil {
+			restore()
+			return nil, err
+		}
+		child := saved[i]
+		if pl.privileged {
+			child = unix.Rlimit{Cur: w.value, Max: w.value}
+		} else {
+			// Without CAP_SYS_RESOURCE a lowered hard limit could not be
+			// raised back: lower only the soft one.
+			child.Cur = min(w.value, saved[i].Max)
+		}
+		if child == saved[i] {
+			continue
+		}
+		if err := unix.Prlimit(0, w.resource, &child, nil); err != nil {
+			restore()
+			return nil, err
+		}
+		changed[i] = true
+	}
+	return restore, nil
+}
+
+// pinRootLimits handles a root rayd without CAP_SYS_RESOURCE (container
+// runtimes often drop it): it cannot raise a hard limit back after a fork,
+// so it lowers its own RLIMIT_CORE hard limit once, for good, and children
+// inherit it exactly; rayd needs no core dumps. RLIMIT_NPROC and
+// RLIMIT_NOFILE stay soft-only: in a user namespace root is not exempt from
+// NPROC (its threads count), and rayd needs more descriptors than a child.
+func pinRootLimits(s *Supervisor) {
+	var cur unix.Rlimit
+	if err := unix.Prlimit(0, unix.RLIMIT_CORE, nil, &cur); err == nil && cur.Max > s.opts.Rlimits.Core {
+		lim := unix.Rlimit{Cur: min(cur.Cur, s.opts.Rlimits.Core), Max: s.opts.Rlimits.Core}
+		if err := unix.Prlimit(0, unix.RLIMIT_CORE, &lim, nil); err != nil {
+			s.log.Warn("proc: cannot pin RLIMIT_CORE", "err", err)
+		}
+	}
+	s.log.Warn("proc: no CAP_SYS_RESOURCE: children get CORE exactly, NPROC and NOFILE as soft limits only")
+}
+
+// hasCapSysResource reports whether CAP_SYS_RESOURCE is in rayd's effective
+// capability set.
+func hasCapSysResource() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) != 0
+}

@@ -1,0 +1,74 @@
+// Package health implements HealthService. Health is the only anonymous
+// RPC; Metrics and MetricsHistory are not built yet and answer
+// Unimplemented.
+package health
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"runtime"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	"github.com/rayito-dev/rayito/rayd/internal/version"
+)
+
+// Service implements raydv1connect.HealthServiceHandler.
+type Service struct {
+	raydv1connect.UnimplementedHealthServiceHandler
+
+	state     *sandbox.State
+	anomalies func() uint64
+	services  []string
+	memTotal  uint64
+}
+
+// New returns the service. anomalies reports the hook anomaly count;
+// services names the built services, reported in features.services.
+func New(state *sandbox.State, anomalies func() uint64, services []string) *Service {
+	s := &Service{state: state, anomalies: anomalies, services: services}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		s.memTotal = uint64(si.Totalram) * uint64(si.Unit)
+	}
+	return s
+}
+
+// Health reports readiness. agent_ready is true once /run installed a valid
+// configuration; sandbox_id is the microvmId /run carried.
+func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequest]) (*connect.Response[raydv1.HealthResponse], error) {
+	b := s.state.Boot()
+	resp := &raydv1.HealthResponse{
+		AgentReady:        b != nil,
+		AgentVersion:      version.Version,
+		UptimeMs:          uint64(s.state.Uptime().Milliseconds()),
+		SandboxId:         s.state.SandboxID(),
+		HookAnomalies:     s.anomalies(),
+		CpuCount:          uint32(runtime.NumCPU()),
+		MemoryTotalBytes:  s.memTotal,
+		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
+		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
+		Features:          &raydv1.AgentFeatures{Services: s.services},
+	}
+	if b != nil {
+		resp.Metadata = maps.Clone(b.Metadata)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+var errMetrics = errors.New("metrics (HealthService.Metrics, MetricsHistory) are not built yet in this rayd; see docs/features.md")
+
+// Metrics is not built yet.
+func (s *Service) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errMetrics)
+}
+
+// MetricsHistory is not built yet.
+func (s *Service) MetricsHistory(context.Context, *connect.Request[raydv1.MetricsHistoryRequest]) (*connect.Response[raydv1.MetricsHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errMetrics)
+}

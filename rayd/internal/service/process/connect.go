@@ -1,0 +1,22 @@
+package process
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+)
+
+// Connect reattaches to a process, replaying from from_seq.
+func (s *Service) Connect(ctx context.Context, req *connect.Request[raydv1.ConnectRequest], stream *connect.ServerStream[raydv1.ProcessEvent]) error {
+	p, err := s.lookup(req.Msg.GetPid())
+	if err != nil {
+		return err
+	}
+	sub, err := p.Subscribe(req.Msg.GetFromSeq())
+	if err != nil {
+		return procErr(err)
+	}
+	return pump(ctx, p, sub, stream)
+}

@@ -1,0 +1,93 @@
+// Package process implements ProcessService: it starts commands through the
+// proc supervisor and streams their output. One file per RPC.
+package process
+
+import (
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+)
+
+// Service implements raydv1connect.ProcessServiceHandler.
+type Service struct {
+	state   *sandbox.State
+	sup     *proc.Supervisor
+	builder *launch.Builder
+	log     *slog.Logger
+}
+
+var _ raydv1connect.ProcessServiceHandler = (*Service)(nil)
+
+// New returns the service.
+func New(state *sandbox.State, sup *proc.Supervisor, builder *launch.Builder, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{state: state, sup: sup, builder: builder, log: log}
+}
+
+// boot returns the installed configuration. The auth interceptor already
+// refused calls before /run, so nil here is an internal error.
+func (s *Service) boot() (*sandbox.Boot, error) {
+	if b := s.state.Boot(); b != nil {
+		return b, nil
+	}
+	return nil, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token")
+}
+
+// lookup finds a live or recently ended process.
+func (s *Service) lookup(pid uint32) (*proc.Process, error) {
+	p, err := s.sup.Get(int(pid))
+	if err != nil {
+		return nil, procErr(err)
+	}
+	return p, nil
+}
+
+// procErr maps the supervisor's errors to Connect errors.
+func procErr(err error) error {
+	switch {
+	case errors.Is(err, proc.ErrNotFound):
+		return rpcerr.New(connect.CodeNotFound, "no such process")
+	case errors.Is(err, proc.ErrTooManyProcesses):
+		return rpcerr.New(connect.CodeResourceExhausted, "too many processes: at most 256 processes and PTYs live at once")
+	case errors.Is(err, proc.ErrOutOfRange):
+		return rpcerr.New(connect.CodeOutOfRange, "output at from_seq is no longer held (or not produced yet)")
+	case errors.Is(err, proc.ErrProcessEnded):
+		return rpcerr.New(connect.CodeFailedPrecondition, "the process has ended")
+	case errors.Is(err, proc.ErrStdinNotEnabled):
+		return rpcerr.New(connect.CodeFailedPrecondition, "the process was started without stdin=true")
+	case errors.Is(err, proc.ErrStdinClosed):
+		return rpcerr.New(connect.CodeFailedPrecondition, "stdin is closed")
+	case errors.Is(err, proc.ErrShuttingDown):
+		return rpcerr.New(connect.CodeUnavailable, "rayd is shutting down")
+	default:
+		return rpcerr.Wrap(err, "process operation failed")
+	}
+}
+
+// info renders a process for List.
+func info(p *proc.Process) *raydv1.ProcessInfo {
+	spec := p.Spec()
+	pi := &raydv1.ProcessInfo{
+		Pid:           uint32(p.Pid()),
+		Kind:          raydv1.ProcessKind_PROCESS_KIND_PROCESS,
+		StartedUnixMs: p.StartedAt().UnixMilli(),
+	}
+	if req, ok := spec.Config.(*raydv1.StartRequest); ok {
+		pi.Config = req.GetProcess()
+		pi.Tag = req.Tag
+	}
+	if spec.Identity != nil {
+		pi.Username = spec.Identity.Username
+	}
+	return pi
+}

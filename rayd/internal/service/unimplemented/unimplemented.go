@@ -1,0 +1,72 @@
+// Package unimplemented mounts the services whose feature has not landed
+// yet. Every RPC of such a service answers Unimplemented with a message
+// that names the feature, so a client can tell "not built" from "broken".
+// docs/features.md lists the same services.
+package unimplemented
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+)
+
+// Service is one not-yet-built service.
+type Service struct {
+	// Feature is the product feature, e.g. "terminals (PtyService)".
+	Feature string
+	// Mount returns the service's path and handler given handler options.
+	Mount func(opts ...connect.HandlerOption) (string, http.Handler)
+}
+
+// Services lists the services that answer Unimplemented in this build.
+func Services() []Service {
+	return []Service{
+		{"terminals (PtyService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewPtyServiceHandler(raydv1connect.UnimplementedPtyServiceHandler{}, o...)
+		}},
+		{"files (FilesystemService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewFilesystemServiceHandler(raydv1connect.UnimplementedFilesystemServiceHandler{}, o...)
+		}},
+		{"the code interpreter (CodeService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewCodeServiceHandler(raydv1connect.UnimplementedCodeServiceHandler{}, o...)
+		}},
+		{"server-side timeouts (LifecycleService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewLifecycleServiceHandler(raydv1connect.UnimplementedLifecycleServiceHandler{}, o...)
+		}},
+		{"network policy (NetworkService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewNetworkServiceHandler(raydv1connect.UnimplementedNetworkServiceHandler{}, o...)
+		}},
+		{"optional features (ConfigureService)", func(o ...connect.HandlerOption) (string, http.Handler) {
+			return raydv1connect.NewConfigureServiceHandler(raydv1connect.UnimplementedConfigureServiceHandler{}, o...)
+		}},
+	}
+}
+
+// Interceptor answers every call with Unimplemented naming feature. It runs
+// after authentication, so an unauthenticated caller learns nothing.
+func Interceptor(feature string) connect.Interceptor {
+	err := errors.New(feature + " is not built yet in this rayd; see docs/features.md")
+	return &interceptor{err: err}
+}
+
+type interceptor struct{ err error }
+
+func (i *interceptor) WrapUnary(connect.UnaryFunc) connect.UnaryFunc {
+	return func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
+		return nil, connect.NewError(connect.CodeUnimplemented, i.err)
+	}
+}
+
+func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i *interceptor) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(context.Context, connect.StreamingHandlerConn) error {
+		return connect.NewError(connect.CodeUnimplemented, i.err)
+	}
+}
