@@ -7,7 +7,10 @@ package launch
 import (
 	"errors"
 	"os"
+	"os/user"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,6 +101,10 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 // the sandbox's default account "user" is uid 1000 even when the image
 // names uid 1000 differently or has no passwd entry for it.
 func (b *Builder) identity(username string) (identity.Identity, error) {
+	if !b.Privileged && username == limits.DefaultUser {
+		// Without root the sandbox's default user is rayd's own.
+		return selfIdentity(), nil
+	}
 	id, err := b.Resolver.Resolve(username)
 	var denied *identity.DeniedError
 	if err != nil && username == limits.DefaultUser && errors.As(err, &denied) && denied.Reason == "unknown_user" {
@@ -114,6 +121,21 @@ func (b *Builder) identity(username string) (identity.Identity, error) {
 			"rayd runs without root: processes can only run as rayd's own user")
 	}
 	return id, nil
+}
+
+// selfIdentity describes rayd's own account, for the unprivileged mode.
+func selfIdentity() identity.Identity {
+	id := identity.Identity{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Shell: "/bin/sh"}
+	if u, err := user.Current(); err == nil {
+		id.Username, id.Home = u.Username, u.HomeDir
+	}
+	if id.Username == "" {
+		id.Username = strconv.Itoa(int(id.UID))
+	}
+	if id.Home == "" {
+		id.Home = "/"
+	}
+	return id
 }
 
 // defaultIdentity is uid 1000: the passwd entry that has it, if any and
@@ -209,15 +231,20 @@ func lookupEnv(env []string, key string) string {
 	return ""
 }
 
-// workdir picks the working directory: the request's cwd, else the
+// workdir picks the working directory: the request's cwd (relative to
+// HOME when relative), else the
 // sandbox's workdir, else HOME, else /. A directory the client or the
 // payload named must exist; the default workdir falls back quietly.
 func workdir(boot *sandbox.Boot, id identity.Identity, cwd *string) (string, error) {
 	if cwd != nil {
-		if !isDir(*cwd) {
+		dir := *cwd
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(id.Home, dir)
+		}
+		if !isDir(dir) {
 			return "", rpcerr.New(connect.CodeNotFound, "cwd is not an existing directory")
 		}
-		return *cwd, nil
+		return filepath.Clean(dir), nil
 	}
 	if boot.WorkdirSet {
 		if !isDir(boot.Workdir) {
