@@ -1128,3 +1128,20 @@ func TestLoneStuckSubscriberReleasesTheProcess(t *testing.T) {
 		}
 	}
 }
+
+// StartSubscribed sees the first byte even when the process floods its
+// pipe before anyone could call Subscribe.
+func TestStartSubscribedMissesNothing(t *testing.T) {
+	s := newTestSupervisor(t, Options{RingBytes: 64 << 10, MaxSubscriberLag: 1 << 20})
+	p, sub, err := s.StartSubscribed(sh("printf first; head -c 4000000 /dev/zero"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	time.Sleep(100 * time.Millisecond) // the process runs ahead of the reader
+	out := drain(t, sub)
+	if !strings.HasPrefix(out.stdout.String(), "first") || out.stdout.Len() != 4000005 {
+		t.Fatalf("got %d bytes starting %q", out.stdout.Len(), out.stdout.String()[:min(8, out.stdout.Len())])
+	}
+	waitDone(t, p, 10*time.Second)
+}

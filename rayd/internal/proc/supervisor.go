@@ -82,11 +82,23 @@ func New(opts Options) (*Supervisor, error) {
 // may not be executed fs.ErrPermission, and a missing or non-directory Dir
 // an error matching fs.ErrNotExist. Nothing is leaked on failure.
 func (s *Supervisor) Start(spec Spec) (*Process, error) {
+	p, _, err := s.start(spec, false)
+	return p, err
+}
+
+// StartSubscribed is Start plus a subscription attached before the process
+// can write anything, so its reader sees every byte from seq 1 however
+// fast the process writes.
+func (s *Supervisor) StartSubscribed(spec Spec) (*Process, *Subscription, error) {
+	return s.start(spec, true)
+}
+
+func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, error) {
 	if spec.Path == "" {
-		return nil, newStartError("executable not found", ErrNotFound, fs.ErrNotExist)
+		return nil, nil, newStartError("executable not found", ErrNotFound, fs.ErrNotExist)
 	}
 	if err := s.admit(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	argv := spec.Args
 	if len(argv) == 0 {
@@ -102,11 +114,11 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 		fi, err := os.Stat(spec.Dir)
 		switch {
 		case errors.Is(err, fs.ErrPermission):
-			return nil, newStartError("working directory not accessible", fs.ErrPermission)
+			return nil, nil, newStartError("working directory not accessible", fs.ErrPermission)
 		case err != nil:
-			return nil, newStartError("working directory not found", fs.ErrNotExist)
+			return nil, nil, newStartError("working directory not found", fs.ErrNotExist)
 		case !fi.IsDir():
-			return nil, newStartError("working directory is not a directory", fs.ErrNotExist, syscall.ENOTDIR)
+			return nil, nil, newStartError("working directory is not a directory", fs.ErrNotExist, syscall.ENOTDIR)
 		}
 	}
 
@@ -118,20 +130,20 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pipes = append(pipes, outR, outW)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
 	pipes = append(pipes, errR, errW)
 	var inR, inW *os.File
 	if spec.Stdin {
 		if inR, inW, err = os.Pipe(); err != nil {
 			closeAll()
-			return nil, err
+			return nil, nil, err
 		}
 		pipes = append(pipes, inR, inW)
 	}
@@ -148,13 +160,13 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 	if err := s.admitLocked(); err != nil {
 		s.mu.Unlock()
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
 	pid, err := s.plat.spawn(s, spec.Path, argv, env, spec.Dir, spec.Identity, []*os.File{childStdin, outW, errW})
 	if err != nil {
 		s.mu.Unlock()
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
 	p := newProcess(s, pid, spec, time.Now(), outR, errR, inW)
 	if old := s.byPid[pid]; old != nil {
@@ -177,6 +189,11 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 	if inR != nil {
 		_ = inR.Close()
 	}
+	var sub *Subscription
+	if subscribe {
+		// Nothing has been read yet: the subscription starts at seq 1.
+		sub, _ = p.Subscribe(0)
+	}
 	go p.readLoop(outR, Stdout)
 	go p.readLoop(errR, Stderr)
 	if spec.Timeout > 0 {
@@ -187,7 +204,7 @@ func (s *Supervisor) Start(spec Spec) (*Process, error) {
 		p.mu.Unlock()
 	}
 	s.log.Debug("process started", "pid", pid)
-	return p, nil
+	return p, sub, nil
 }
 
 func (s *Supervisor) admit() error {

@@ -39,12 +39,7 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[raydv1.StartRe
 		return err
 	}
 	spec.Config = m
-	p, err := s.sup.Start(spec)
-	if err != nil {
-		return procErr(err)
-	}
-	s.log.Debug("process started", "pid", p.Pid())
-	sub, err := p.Subscribe(0)
+	p, sub, err := s.sup.StartSubscribed(spec)
 	if err != nil {
 		return procErr(err)
 	}
