@@ -46,13 +46,13 @@ func TestStartRunsAsUser1000(t *testing.T) {
 	requireRoot(t)
 	h := newHarness(t)
 	h.run(nil)
-	s, err := h.processes().Start(context.Background(), connect.NewRequest(shell("id -u; id -g; echo $USER $LOGNAME; ulimit -n; awk '/^Max (core file size|processes)/{print $(NF-2), $(NF-1)}' /proc/self/limits; echo hi")))
+	s, err := h.processes().Start(context.Background(), connect.NewRequest(shell("id -u; id -g; echo $USER $LOGNAME; echo $(ulimit -Sn) $(ulimit -Hn); awk '/^Max (core file size|processes)/{print $(NF-2), $(NF-1)}' /proc/self/limits; echo hi")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := collect(t, s)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 7 || lines[0] != "1000" || lines[1] != "1000" || lines[3] != "4096" || lines[4] != "0 0" || !strings.HasPrefix(lines[5], "512 ") || lines[6] != "hi" {
+	if len(lines) != 7 || lines[0] != "1000" || lines[1] != "1000" || lines[3] != "4096 4096" || lines[4] != "0 0" || !strings.HasPrefix(lines[5], "512 ") || lines[6] != "hi" {
 		t.Fatalf("stdout %q", r.stdout)
 	}
 	if r.end.GetExitCode() != 0 {

@@ -46,8 +46,9 @@ type Options struct {
 // CAP_SYS_RESOURCE both the soft and the hard limit are set to the value;
 // otherwise only the soft limit is lowered (to at most the current hard
 // limit), since rayd could not raise its own hard limit back. A root rayd
-// without CAP_SYS_RESOURCE lowers its own CORE hard limit once at start
-// instead, so that one still binds children exactly.
+// without CAP_SYS_RESOURCE instead lowers its own CORE and NOFILE hard
+// limits once at start (and NPROC, outside a user namespace), so those
+// still bind children exactly.
 type Rlimits struct {
 	Nproc  uint64 // RLIMIT_NPROC; 0 means the default, 512
 	Nofile uint64 // RLIMIT_NOFILE; 0 means the default, 4096

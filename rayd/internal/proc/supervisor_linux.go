@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -242,21 +243,50 @@ func (pl *platform) setChildRlimits(s *Supervisor) (restore func(), err error) {
 	return restore, nil
 }
 
-// pinRootLimits handles a root rayd without CAP_SYS_RESOURCE (container
-// runtimes often drop it): it cannot raise a hard limit back after a fork,
-// so it lowers its own RLIMIT_CORE hard limit once, for good, and children
-// inherit it exactly; rayd needs no core dumps. RLIMIT_NPROC and
-// RLIMIT_NOFILE stay soft-only: in a user namespace root is not exempt from
-// NPROC (its threads count), and rayd needs more descriptors than a child.
+// pinRootLimits handles a root rayd without CAP_SYS_RESOURCE (Docker and
+// other runtimes drop it): it could not raise a hard limit back after a
+// fork, so it lowers its own hard limits once, for good, and children
+// inherit them exactly. RLIMIT_CORE costs rayd nothing. RLIMIT_NOFILE at
+// 4096 leaves rayd room: its connections, pipes and files are capped far
+// below that. RLIMIT_NPROC is pinned only in the initial user namespace,
+// where root is exempt from it; in a user namespace root's own threads and
+// processes count, so there it stays a soft limit (a cgroup pids limit is
+// the hard bound there).
 func pinRootLimits(s *Supervisor) {
-	var cur unix.Rlimit
-	if err := unix.Prlimit(0, unix.RLIMIT_CORE, nil, &cur); err == nil && cur.Max > s.opts.Rlimits.Core {
-		lim := unix.Rlimit{Cur: min(cur.Cur, s.opts.Rlimits.Core), Max: s.opts.Rlimits.Core}
-		if err := unix.Prlimit(0, unix.RLIMIT_CORE, &lim, nil); err != nil {
-			s.log.Warn("proc: cannot pin RLIMIT_CORE", "err", err)
+	pins := []rlimitSetting{
+		{unix.RLIMIT_CORE, s.opts.Rlimits.Core},
+		{unix.RLIMIT_NOFILE, s.opts.Rlimits.Nofile},
+	}
+	if initialUserNamespace() {
+		pins = append(pins, rlimitSetting{unix.RLIMIT_NPROC, s.opts.Rlimits.Nproc})
+	}
+	for _, w := range pins {
+		var cur unix.Rlimit
+		if err := unix.Prlimit(0, w.resource, nil, &cur); err != nil || cur.Max <= w.value {
+			continue
+		}
+		lim := unix.Rlimit{Cur: min(cur.Cur, w.value), Max: w.value}
+		if w.resource == unix.RLIMIT_NOFILE {
+			lim.Cur = w.value
+		}
+		// syscall.Setrlimit for NOFILE also stops os/exec from restoring
+		// the pre-start soft limit in children.
+		if err := syscall.Setrlimit(w.resource, &syscall.Rlimit{Cur: lim.Cur, Max: lim.Max}); err != nil {
+			s.log.Warn("proc: cannot pin an rlimit", "resource", w.resource, "err", err)
 		}
 	}
-	s.log.Warn("proc: no CAP_SYS_RESOURCE: children get CORE exactly, NPROC and NOFILE as soft limits only")
+	s.log.Warn("proc: no CAP_SYS_RESOURCE: rayd pinned its own hard limits for its children")
+}
+
+// initialUserNamespace reports whether this process runs in the initial
+// user namespace (its uid map is the identity over the whole range).
+func initialUserNamespace() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
 }
 
 // hasCapSysResource reports whether CAP_SYS_RESOURCE is in rayd's effective
