@@ -1,0 +1,370 @@
+// Package proxy is the local platform's endpoint proxy: the stand-in for
+// the proxy that AWS Lambda MicroVMs runs in front of every microVM's
+// endpoint. It receives client requests addressed to an endpoint, checks
+// the x-aws-proxy-auth token and the x-aws-proxy-port header, and forwards
+// the request to that port of the guest, streaming both ways.
+//
+// The guest sees what it would see behind the AWS proxy: the endpoint as
+// Host, and none of the x-aws-proxy-* headers. Errors are answered the way
+// AWS does, with a small JSON body {"message": "..."}:
+//
+//   - 400 when x-aws-proxy-port is not a port number;
+//   - 403 when the token is missing or invalid, or does not allow the
+//     port, and always for the hooks port 9000;
+//   - 404 when the endpoint is unknown;
+//   - 502 when the microVM is not running or the guest port does not
+//     answer.
+//
+// The proxy never logs headers, tokens, paths or bodies: one debug record
+// per request gives the microVM id, the port, the status and the duration
+// (and, for a 502 from the guest side, the dial or protocol error).
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rayito-dev/rayito/localvm/internal/authtoken"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
+)
+
+// EndpointHeader names the endpoint for clients that cannot set Host. When
+// present it takes precedence over Host. It is never forwarded.
+const EndpointHeader = "x-rayito-endpoint"
+
+// Target is one microVM as the proxy sees it.
+type Target interface {
+	// MicrovmID is the id tokens must be minted for.
+	MicrovmID() string
+	// Running is false for any state but RUNNING.
+	Running() bool
+	// Addr returns a host-reachable address (host:port) of a guest port,
+	// or an error when that port cannot be reached.
+	Addr(port int) (string, error)
+}
+
+// Verifier checks a token for a microVM and a port; *authtoken.Minter is
+// one.
+type Verifier interface {
+	Verify(token, microvmID string, port int) (*authtoken.Claims, error)
+}
+
+// Options configure a Proxy.
+type Options struct {
+	// Lookup finds the microVM of an endpoint (a host name without port,
+	// lowercased).
+	Lookup func(endpoint string) (Target, bool)
+	// Verifier checks x-aws-proxy-auth tokens.
+	Verifier Verifier
+	// Logger receives one debug record per request; nil discards.
+	Logger *slog.Logger
+	// EndpointSuffix makes Match accept requests whose Host (without port)
+	// ends with it, e.g. ".microvms.localhost". Compared case-insensitively.
+	EndpointSuffix string
+}
+
+// Proxy is the endpoint proxy, an http.Handler. It is safe for concurrent
+// use.
+type Proxy struct {
+	lookup   func(string) (Target, bool)
+	verifier Verifier
+	log      *slog.Logger
+	suffix   string
+	h1, h2c  *http.Transport
+	rpH1     *httputil.ReverseProxy
+	rpH2C    *httputil.ReverseProxy
+}
+
+// New returns a Proxy. Lookup and Verifier are required (New panics
+// without them).
+func New(opts Options) *Proxy {
+	if opts.Lookup == nil || opts.Verifier == nil {
+		panic("proxy: Options.Lookup and Options.Verifier are required")
+	}
+	p := &Proxy{
+		lookup:   opts.Lookup,
+		verifier: opts.Verifier,
+		log:      opts.Logger,
+		suffix:   strings.ToLower(opts.EndpointSuffix),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	var h1, h2c http.Protocols
+	h1.SetHTTP1(true)
+	h2c.SetUnencryptedHTTP2(true)
+	p.h1 = newTransport(h1)
+	p.h2c = newTransport(h2c)
+	p.rpH1 = newReverseProxy(p.h1)
+	p.rpH2C = newReverseProxy(p.h2c)
+	return p
+}
+
+// newTransport returns a transport to guests speaking only protocols.
+func newTransport(protocols http.Protocols) *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:               nil, // guests are local: never an HTTP proxy from the environment
+		DialContext:         d.DialContext,
+		Protocols:           &protocols,
+		DisableCompression:  true, // pass bodies through as they are
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+		// No response header timeout: gRPC and long polls may answer late.
+	}
+}
+
+// newReverseProxy returns a streaming reverse proxy over t.
+func newReverseProxy(t http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      t,
+		FlushInterval:  -1, // flush every write: streams, SSE, gRPC
+		ErrorHandler:   upstreamError,
+		ModifyResponse: recordStatus,
+		// ReverseProxy's own messages may quote URLs; keep them out.
+		ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelDebug),
+	}
+}
+
+// CloseIdleConnections closes idle connections to guests.
+func (p *Proxy) CloseIdleConnections() {
+	p.h1.CloseIdleConnections()
+	p.h2c.CloseIdleConnections()
+}
+
+// Match reports whether r is for the proxy: it carries EndpointHeader, or
+// its Host without port ends with Options.EndpointSuffix (and is longer).
+func (p *Proxy) Match(r *http.Request) bool {
+	if _, ok := r.Header[http.CanonicalHeaderKey(EndpointHeader)]; ok {
+		return true
+	}
+	if p.suffix == "" {
+		return false
+	}
+	h := hostname(r.Host)
+	return len(h) > len(p.suffix) && strings.HasSuffix(h, p.suffix)
+}
+
+// hostname returns host without port, lowercased, without a trailing dot.
+func hostname(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	return strings.TrimSuffix(strings.ToLower(host), ".")
+}
+
+// ctxKey keys the per-request route in the request context.
+type ctxKey struct{}
+
+// route is what ServeHTTP decided for one request, read by the reverse
+// proxy's hooks.
+type route struct {
+	endpoint string
+	addr     string
+	status   int    // the status sent, for the log
+	err      string // why the guest could not be reached, for the log
+}
+
+// ServeHTTP authorizes r and forwards it to the guest. In order:
+//
+//  1. The endpoint is EndpointHeader if present, else Host without port;
+//     unknown: 404. A microVM that is not running: 502.
+//  2. x-aws-proxy-auth must hold exactly one non-empty value: else 403.
+//  3. x-aws-proxy-port defaults to 8080; anything but one value of one to
+//     five digits worth 1..65535 is 400; 9000 is 403, never forwarded.
+//  4. The Verifier must accept the token for the microVM and port: else 403.
+//  5. The request goes to Target.Addr(port) (an error there is 502), over
+//     h2c when x-aws-proxy-force-h2 is "true" and HTTP/1.1 otherwise, with
+//     Host set to the endpoint and without any x-aws-proxy-* header,
+//     EndpointHeader, hop-by-hop header or client-sent Forwarded and
+//     X-Forwarded-* header. Bodies stream both ways, flushed as they come;
+//     trailers and protocol upgrades (WebSocket) pass through. A guest that
+//     cannot be reached or fails before answering gives 502.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt := &route{}
+	var (
+		id   string
+		port int
+	)
+	defer func() {
+		// Runs on ErrAbortHandler panics too (a stream cut mid-way).
+		attrs := []slog.Attr{slog.Int("status", rt.status), slog.Duration("duration", time.Since(start))}
+		if id != "" {
+			attrs = append(attrs, slog.String("microvm", id))
+		}
+		if port != 0 {
+			attrs = append(attrs, slog.Int("port", port))
+		}
+		if rt.err != "" {
+			attrs = append(attrs, slog.String("error", rt.err))
+		}
+		p.log.LogAttrs(r.Context(), slog.LevelDebug, "endpoint request", attrs...)
+	}()
+	fail := func(code int, msg string) {
+		rt.status = code
+		writeError(w, code, msg)
+	}
+
+	if v, ok := r.Header[http.CanonicalHeaderKey(EndpointHeader)]; ok {
+		if len(v) == 1 {
+			rt.endpoint = hostname(strings.TrimSpace(v[0]))
+		}
+	} else {
+		rt.endpoint = hostname(r.Host)
+	}
+	var target Target
+	if rt.endpoint != "" {
+		target, _ = p.lookup(rt.endpoint)
+	}
+	if target == nil {
+		fail(http.StatusNotFound, "Endpoint not found")
+		return
+	}
+	id = target.MicrovmID()
+	if !target.Running() {
+		fail(http.StatusBadGateway, "MicroVM is not running")
+		return
+	}
+
+	tokens := r.Header.Values(microvmsapi.ProxyAuthHeader)
+	if len(tokens) != 1 || tokens[0] == "" {
+		fail(http.StatusForbidden, "Forbidden")
+		return
+	}
+	port, ok := parsePort(r.Header.Values(microvmsapi.ProxyPortHeader))
+	if !ok {
+		fail(http.StatusBadRequest, "Invalid "+microvmsapi.ProxyPortHeader+" header")
+		return
+	}
+	if port == microvmsapi.HooksPort {
+		fail(http.StatusForbidden, "Forbidden")
+		return
+	}
+	if _, err := p.verifier.Verify(tokens[0], id, port); err != nil {
+		fail(http.StatusForbidden, "Forbidden")
+		return
+	}
+
+	addr, err := target.Addr(port)
+	if err != nil {
+		fail(http.StatusBadGateway, "Bad gateway")
+		return
+	}
+	rt.addr = addr
+
+	rp := p.rpH1
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get(microvmsapi.ProxyForceH2Header)), "true") {
+		rp = p.rpH2C
+	}
+	if r.ProtoMajor == 1 {
+		// Let an HTTP/1.1 client keep sending its body while the response
+		// streams back (bidirectional streams). Harmless otherwise.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+	rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)))
+}
+
+// parsePort parses the values of x-aws-proxy-port: none means
+// DefaultProxyPort; otherwise there must be exactly one value of one to
+// five ASCII digits (no sign, no spaces) worth 1..65535.
+func parsePort(values []string) (int, bool) {
+	switch len(values) {
+	case 0:
+		return microvmsapi.DefaultProxyPort, true
+	case 1:
+	default:
+		return 0, false
+	}
+	s := values[0]
+	if len(s) == 0 || len(s) > 5 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n < 1 || n > 65535 {
+		return 0, false
+	}
+	return n, true
+}
+
+// rewrite builds the upstream request. ReverseProxy has already removed
+// hop-by-hop headers and client-sent Forwarded and X-Forwarded-* headers.
+func rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(ctxKey{}).(*route)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = rt.addr
+	pr.Out.Host = rt.endpoint
+	for k := range pr.Out.Header {
+		if isProxyHeader(k) {
+			delete(pr.Out.Header, k)
+		}
+	}
+}
+
+// isProxyHeader reports whether a header name is one the guest must not
+// see: x-aws-proxy-* or EndpointHeader, in any case.
+func isProxyHeader(name string) bool {
+	const prefix = "x-aws-proxy-"
+	return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix) ||
+		strings.EqualFold(name, EndpointHeader)
+}
+
+// recordStatus notes the guest's status for the log.
+func recordStatus(res *http.Response) error {
+	if rt, ok := res.Request.Context().Value(ctxKey{}).(*route); ok {
+		rt.status = res.StatusCode
+	}
+	return nil
+}
+
+// upstreamError answers 502 when the guest cannot be reached or fails
+// before answering.
+func upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if rt, ok := r.Context().Value(ctxKey{}).(*route); ok {
+		rt.status = http.StatusBadGateway
+		// A *url.Error quotes the URL, and so the path: keep what is
+		// under it (a dial or protocol error).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		rt.err = err.Error()
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away; nobody reads the answer.
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	writeError(w, http.StatusBadGateway, "Bad gateway")
+}
+
+// writeError answers code with {"message": msg}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	body, _ := json.Marshal(struct {
+		Message string `json:"message"`
+	}{msg})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write(body)
+}

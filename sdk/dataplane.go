@@ -1,0 +1,168 @@
+package rayito
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/microvms"
+)
+
+// Proxy auth tokens live 60 minutes; the SDK refreshes them at 45.
+const (
+	authTokenMinutes = 60
+	authTokenRefresh = 45 * time.Minute
+)
+
+// tokenStore caches the proxy auth token (JWE) of one sandbox and port.
+// Concurrent callers share one mint.
+type tokenStore struct {
+	mu       sync.Mutex
+	mint     func(ctx context.Context) (string, error)
+	token    string
+	mintedAt time.Time
+	now      func() time.Time
+}
+
+func (s *tokenStore) get(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token != "" && s.now().Sub(s.mintedAt) < authTokenRefresh {
+		return s.token, nil
+	}
+	tok, err := s.mint(ctx)
+	if err != nil {
+		return "", err
+	}
+	s.token, s.mintedAt = tok, s.now()
+	return tok, nil
+}
+
+// invalidate drops tok if it is still the cached one.
+func (s *tokenStore) invalidate(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.token == tok {
+		s.token = ""
+	}
+}
+
+// proxyTransport adds the proxy and access headers to every request to a
+// sandbox and sets Host to its endpoint. A 403 from the proxy itself (not
+// from rayd) re-mints the auth token and retries once.
+type proxyTransport struct {
+	base        http.RoundTripper
+	host        string
+	port        int
+	tokens      *tokenStore
+	accessToken string
+}
+
+func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, tok, err := t.send(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusForbidden && isProxyRejection(resp) && replayable(req) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		t.tokens.invalidate(tok)
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+		resp, _, err = t.send(req)
+	}
+	return resp, err
+}
+
+func (t *proxyTransport) send(req *http.Request) (*http.Response, string, error) {
+	tok, err := t.tokens.get(req.Context())
+	if err != nil {
+		return nil, "", err
+	}
+	r := req.Clone(req.Context())
+	r.Host = t.host
+	r.Header.Set(microvmsapi.ProxyAuthHeader, tok)
+	r.Header.Set(microvmsapi.ProxyPortHeader, strconv.Itoa(t.port))
+	r.Header.Set(microvmsapi.ProxyForceH2Header, "true")
+	if t.accessToken != "" {
+		r.Header.Set("x-access-token", t.accessToken)
+	}
+	resp, err := t.base.RoundTrip(r)
+	return resp, tok, err
+}
+
+// isProxyRejection tells the proxy's 403 (no gRPC status, not a Connect
+// error body) from an answer of rayd.
+func isProxyRejection(resp *http.Response) bool {
+	if resp.Header.Get("grpc-status") != "" {
+		return false
+	}
+	ct := resp.Header.Get("Content-Type")
+	return !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect")
+}
+
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// dataPlane reaches one sandbox's rayd through the endpoint proxy.
+type dataPlane struct {
+	baseURL string
+	client  *http.Client
+	health  raydv1connect.HealthServiceClient
+	process raydv1connect.ProcessServiceClient
+}
+
+// newDataPlane builds the clients of a sandbox. Locally the SDK dials the
+// platform's address and names the endpoint in Host (h2c); on AWS it dials
+// https://<endpoint> (h2 over TLS).
+func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken string) *dataPlane {
+	var base http.RoundTripper
+	baseURL := "https://" + endpoint
+	if cfg.backend == BackendLocal {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		base = &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+		baseURL = strings.TrimRight(cfg.endpoint, "/")
+	} else {
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+		base = &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
+	}
+	tokens := &tokenStore{now: time.Now, mint: func(ctx context.Context) (string, error) {
+		port := microvmsapi.DefaultProxyPort
+		return mv.CreateMicrovmAuthToken(ctx, id, &microvmsapi.CreateMicrovmAuthTokenInput{
+			ExpirationInMinutes: authTokenMinutes,
+			AllowedPorts:        []microvmsapi.AllowedPort{{Port: &port}},
+		})
+	}}
+	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
+	return &dataPlane{
+		baseURL: baseURL,
+		client:  hc,
+		health:  raydv1connect.NewHealthServiceClient(hc, baseURL),
+		process: raydv1connect.NewProcessServiceClient(hc, baseURL),
+	}
+}
+
+func (d *dataPlane) close() {
+	if t, ok := d.client.Transport.(*proxyTransport); ok {
+		if b, ok := t.base.(*http.Transport); ok {
+			b.CloseIdleConnections()
+		}
+	}
+}
