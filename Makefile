@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace.
-MODULES := proto rayd
+MODULES := proto rayd sdk localvm
 LIBRARIES := proto
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -59,6 +59,9 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
 	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzParsePasswd$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
+	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./localvm/internal/authtoken
+	go test -run '^$$' -fuzz '^FuzzPortHeader$$' -fuzztime $(FUZZTIME) ./localvm/internal/proxy
+	go test -run '^$$' -fuzz '^FuzzResponseError$$' -fuzztime $(FUZZTIME) ./sdk/microvms
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.
