@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace.
-MODULES := proto rayd sdk localvm
+MODULES := proto rayd sdk localvm cli tests
 LIBRARIES := proto
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin

@@ -24,7 +24,8 @@
 // is accepted, [Server.Serve] looks up, once, which uid owns the client end of
 // the connection (see package peercred) and classifies the caller:
 //
-//   - [CallerPlatform]: the socket belongs to a uid below 1000, or it is not
+//   - [CallerPlatform]: the socket belongs to a uid below 1000 or to rayd's
+//     own uid (an unprivileged rayd shares it with its platform), or it is not
 //     in this network namespace at all and the client address is not one of
 //     this namespace's own addresses (the platform calls over a veth or from
 //     the host).
@@ -75,6 +76,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +192,7 @@ type Server struct {
 	maxConns     int
 	readHeader   time.Duration
 	peerOwner    func(local, remote net.Addr) (peercred.Owner, error)
+	selfUID      int64                        // rayd's own euid: a caller with it is the platform
 	localAddrs   func() ([]netip.Addr, error) // this namespace's addresses; swapped by tests
 	onTerminated func()
 
@@ -217,6 +220,7 @@ func New(opts Options) *Server {
 		localAddrs:   interfaceAddrs,
 		onTerminated: opts.OnTerminated,
 		phase:        PhaseBooting,
+		selfUID:      int64(os.Geteuid()),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

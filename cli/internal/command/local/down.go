@@ -1,0 +1,69 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/platform"
+)
+
+func downCommand(io cliutil.IO) *cli.Command {
+	return &cli.Command{
+		Name:  "down",
+		Usage: "stop the background local platform and its sandboxes",
+		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			dir := stateDir(cmd)
+			out := statusOut{Endpoint: platform.Endpoint(os.Getenv), StateDir: dir}
+			pid := readPid(dir)
+			if pid == 0 || syscall.Kill(pid, 0) != nil {
+				_ = os.Remove(pidFile(dir))
+				return report(io, cmd, out, "not running")
+			}
+			out.Pid = pid
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("stop pid %d: %w", pid, err)
+			}
+			deadline := time.Now().Add(90 * time.Second)
+			for syscall.Kill(pid, 0) == nil {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("pid %d did not stop within 90s", pid)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			_ = os.Remove(pidFile(dir))
+			return report(io, cmd, out, "stopped")
+		},
+	}
+}
+
+func statusCommand(io cliutil.IO) *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "say whether the local platform answers",
+		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			dir := stateDir(cmd)
+			ep := platform.Endpoint(os.Getenv)
+			out := statusOut{Endpoint: ep, StateDir: dir, Running: platform.Answers(ctx, ep), Pid: readPid(dir)}
+			text := "not running at " + ep
+			if out.Running {
+				text = "running at " + ep
+			}
+			if err := report(io, cmd, out, text); err != nil {
+				return err
+			}
+			if !out.Running {
+				return &cliutil.ExitCodeError{Code: cliutil.ExitError}
+			}
+			return nil
+		},
+	}
+}

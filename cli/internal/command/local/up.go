@@ -1,0 +1,93 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/platform"
+)
+
+type statusOut struct {
+	Endpoint string `json:"endpoint"`
+	Running  bool   `json:"running"`
+	Pid      int    `json:"pid,omitempty"`
+	StateDir string `json:"state_dir"`
+	Log      string `json:"log,omitempty"`
+}
+
+func upCommand(io cliutil.IO) *cli.Command {
+	return &cli.Command{
+		Name:  "up",
+		Usage: "start the local platform in the background",
+		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			ep := platform.Endpoint(os.Getenv)
+			dir := stateDir(cmd)
+			out := statusOut{Endpoint: ep, StateDir: dir, Log: filepath.Join(dir, "serve.log")}
+			if platform.Answers(ctx, ep) {
+				out.Running, out.Pid = true, readPid(dir)
+				return report(io, cmd, out, "already running at "+ep)
+			}
+			if _, err := listenAddr(); err != nil {
+				return cliutil.Usage(err)
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			logf, err := os.OpenFile(out.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return err
+			}
+			defer logf.Close()
+			child := exec.Command(self, "local", "serve", "--state-dir", dir)
+			child.Stdout, child.Stderr = logf, logf
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := child.Start(); err != nil {
+				return err
+			}
+			out.Pid = child.Process.Pid
+			if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(out.Pid)+"\n"), 0o600); err != nil {
+				return err
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- child.Wait() }()
+			deadline := time.Now().Add(30 * time.Second)
+			for !platform.Answers(ctx, ep) {
+				select {
+				case <-exited:
+					_ = os.Remove(pidFile(dir))
+					return fmt.Errorf("the local platform exited at start; see %s", out.Log)
+				case <-time.After(100 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					_ = child.Process.Kill()
+					return fmt.Errorf("the local platform did not answer within 30s; see %s", out.Log)
+				}
+			}
+			_ = child.Process.Release()
+			out.Running = true
+			return report(io, cmd, out, "local platform up at "+ep)
+		},
+	}
+}
+
+func report(io cliutil.IO, cmd *cli.Command, out statusOut, text string) error {
+	if cmd.Bool("json") {
+		return cliutil.PrintJSON(io.Out, out)
+	}
+	fmt.Fprintln(io.Out, text)
+	return nil
+}

@@ -1,0 +1,407 @@
+package launcher
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupVersion is the cgroup layout the launcher uses on this machine.
+type cgroupVersion int
+
+const (
+	cgroupNone cgroupVersion = iota
+	cgroupV1
+	cgroupV2
+)
+
+func (v cgroupVersion) String() string {
+	switch v {
+	case cgroupV1:
+		return "v1"
+	case cgroupV2:
+		return "v2"
+	}
+	return "none"
+}
+
+// v1Controllers are the cgroup v1 hierarchies a sandbox gets a directory in.
+var v1Controllers = []string{"memory", "pids", "freezer"}
+
+// cgroups manages the sandboxes' cgroup directories.
+type cgroups struct {
+	version cgroupVersion
+	// v2root is the cgroup2 mount point (v2 only).
+	v2root string
+	// v1 maps each controller of v1Controllers to its mount point (v1 only).
+	v1 map[string]string
+	// parent is the directory under each hierarchy that holds the
+	// sandboxes' directories.
+	parent string
+	// setLimits is false only in tests that exercise a cgroup2 hierarchy
+	// without controllers.
+	setLimits bool
+}
+
+// mountEntry is one cgroup mount from /proc/self/mountinfo.
+type mountEntry struct {
+	point  string
+	fstype string
+	opts   []string // super options
+}
+
+func cgroupMounts() ([]mountEntry, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		pf := strings.Fields(pre)
+		qf := strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 {
+			continue
+		}
+		if qf[0] != "cgroup" && qf[0] != "cgroup2" {
+			continue
+		}
+		point := strings.ReplaceAll(pf[4], `\040`, " ")
+		out = append(out, mountEntry{point: point, fstype: qf[0], opts: strings.Split(qf[2], ",")})
+	}
+	return out, sc.Err()
+}
+
+// detectCgroups picks the layout: cgroup v1 when the memory controller is
+// mounted as a v1 hierarchy (hybrid or legacy machines), else cgroup v2
+// when a cgroup2 mount offers memory and pids.
+func detectCgroups(parent string) (*cgroups, error) {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, fmt.Errorf("launcher: reading mounts: %w", err)
+	}
+	v1 := map[string]string{}
+	var v2 []string
+	for _, m := range mounts {
+		switch m.fstype {
+		case "cgroup":
+			for _, c := range v1Controllers {
+				if slices.Contains(m.opts, c) {
+					if _, dup := v1[c]; !dup {
+						v1[c] = m.point
+					}
+				}
+			}
+		case "cgroup2":
+			v2 = append(v2, m.point)
+		}
+	}
+	if _, ok := v1["memory"]; ok {
+		for _, c := range v1Controllers {
+			if _, ok := v1[c]; !ok {
+				return nil, fmt.Errorf("launcher: cgroup v1 memory hierarchy found but no %s hierarchy", c)
+			}
+		}
+		return &cgroups{version: cgroupV1, v1: v1, parent: parent, setLimits: true}, nil
+	}
+	for _, p := range v2 {
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.controllers"))
+		if err != nil {
+			continue
+		}
+		ctrl := strings.Fields(string(b))
+		if slices.Contains(ctrl, "memory") && slices.Contains(ctrl, "pids") {
+			return &cgroups{version: cgroupV2, v2root: p, parent: parent, setLimits: true}, nil
+		}
+	}
+	return nil, errors.New("launcher: no usable cgroup hierarchy (need cgroup2 with memory and pids, or cgroup v1 memory, pids and freezer)")
+}
+
+// roots returns the directories that hold the sandboxes' cgroups.
+func (c *cgroups) roots() []string {
+	if c.version == cgroupV2 {
+		return []string{filepath.Join(c.v2root, c.parent)}
+	}
+	out := make([]string, 0, len(v1Controllers))
+	for _, ctrl := range v1Controllers {
+		out = append(out, filepath.Join(c.v1[ctrl], c.parent))
+	}
+	return out
+}
+
+// dirsFor returns the cgroup directories of sandbox id.
+func (c *cgroups) dirsFor(id string) []string {
+	roots := c.roots()
+	out := make([]string, len(roots))
+	for i, r := range roots {
+		out[i] = filepath.Join(r, id)
+	}
+	return out
+}
+
+// ownsDir reports whether dir is a sandbox directory this launcher may
+// remove: <root>/<id> for one of its roots.
+func (c *cgroups) ownsDir(dir, id string) bool {
+	return slices.Contains(c.dirsFor(id), filepath.Clean(dir))
+}
+
+func writeFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func enableControllers(dir string, want []string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	have := strings.Fields(string(b))
+	var add []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			add = append(add, "+"+w)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	return writeFile(filepath.Join(dir, "cgroup.subtree_control"), strings.Join(add, " "))
+}
+
+// create makes the sandbox's cgroup directories and writes its limits. For
+// cgroup v2 it also returns an open descriptor of the directory for
+// CLONE_INTO_CGROUP (-1 for v1); the caller closes it.
+func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string, cgfd int, err error) {
+	cgfd = -1
+	dirs = c.dirsFor(id)
+	var made []string
+	defer func() {
+		if err != nil {
+			for _, d := range made {
+				_ = unix.Rmdir(d)
+			}
+			dirs = nil
+		}
+	}()
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Dir(d), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, -1, fmt.Errorf("launcher: cgroup: %w", err)
+		}
+	}
+	if c.version == cgroupV2 && c.setLimits {
+		if err := enableControllers(c.v2root, []string{"memory", "pids"}); err != nil {
+			return nil, -1, fmt.Errorf("launcher: cgroup: enabling memory and pids at the root: %w", err)
+		}
+		if err := enableControllers(filepath.Dir(dirs[0]), []string{"memory", "pids"}); err != nil {
+			return nil, -1, fmt.Errorf("launcher: cgroup: enabling memory and pids: %w", err)
+		}
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, -1, fmt.Errorf("launcher: cgroup: %w", err)
+		}
+		made = append(made, d)
+	}
+	mem := strconv.FormatInt(memBytes, 10)
+	pids := strconv.Itoa(pidsMax)
+	if c.setLimits {
+		switch c.version {
+		case cgroupV2:
+			if err := writeFile(filepath.Join(dirs[0], "memory.max"), mem); err != nil {
+				return nil, -1, fmt.Errorf("launcher: cgroup: memory.max: %w", err)
+			}
+			// No swap beyond the memory limit, when the kernel accounts swap.
+			if err := writeFile(filepath.Join(dirs[0], "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, -1, fmt.Errorf("launcher: cgroup: memory.swap.max: %w", err)
+			}
+			if err := writeFile(filepath.Join(dirs[0], "pids.max"), pids); err != nil {
+				return nil, -1, fmt.Errorf("launcher: cgroup: pids.max: %w", err)
+			}
+		case cgroupV1:
+			memDir := filepath.Join(c.v1["memory"], c.parent, id)
+			if err := writeFile(filepath.Join(memDir, "memory.limit_in_bytes"), mem); err != nil {
+				return nil, -1, fmt.Errorf("launcher: cgroup: memory.limit_in_bytes: %w", err)
+			}
+			if err := writeFile(filepath.Join(memDir, "memory.memsw.limit_in_bytes"), mem); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, -1, fmt.Errorf("launcher: cgroup: memory.memsw.limit_in_bytes: %w", err)
+			}
+			if err := writeFile(filepath.Join(c.v1["pids"], c.parent, id, "pids.max"), pids); err != nil {
+				return nil, -1, fmt.Errorf("launcher: cgroup: pids.max: %w", err)
+			}
+		}
+	}
+	if c.version == cgroupV2 {
+		fd, err := unix.Open(dirs[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, -1, fmt.Errorf("launcher: cgroup: %w", err)
+		}
+		cgfd = fd
+	}
+	return dirs, cgfd, nil
+}
+
+// addProc moves pid into every directory (cgroup v1; v2 uses
+// CLONE_INTO_CGROUP).
+func addProc(dirs []string, pid int) error {
+	for _, d := range dirs {
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("launcher: cgroup: joining %s: %w", filepath.Base(filepath.Dir(filepath.Dir(d))), err)
+		}
+	}
+	return nil
+}
+
+// cgroupPids lists the processes of one cgroup directory.
+func cgroupPids(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// killCgroups kills every process in dirs (which may mix v1 and v2
+// directories): cgroup.kill where the kernel has it, else the freezer
+// (freeze, SIGKILL each member, thaw), else SIGKILL of each listed member.
+// It returns once the cgroups are empty or the deadline passes.
+func killCgroups(dirs []string, deadline time.Time) error {
+	var live []string
+	for _, d := range dirs {
+		if exists(d) {
+			live = append(live, d)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	var freezer string
+	for _, d := range live {
+		if exists(filepath.Join(d, "freezer.state")) {
+			freezer = d
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		empty := true
+		for _, d := range live {
+			if pids, err := cgroupPids(d); err == nil && len(pids) > 0 {
+				empty = false
+			}
+		}
+		if empty {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("launcher: cgroup: processes survive SIGKILL")
+		}
+		if attempt%10 == 0 { // re-kill every ~200 ms, let exits progress in between
+			for _, d := range live {
+				if err := writeFile(filepath.Join(d, "cgroup.kill"), "1"); err == nil {
+					continue
+				}
+				if d == freezer {
+					freezeKill(d)
+					continue
+				}
+				if pids, err := cgroupPids(d); err == nil {
+					for _, p := range pids {
+						_ = unix.Kill(p, unix.SIGKILL)
+					}
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freezeKill freezes a v1 freezer cgroup so that nothing in it can fork,
+// SIGKILLs every member and thaws it so that they die.
+func freezeKill(dir string) {
+	state := filepath.Join(dir, "freezer.state")
+	if writeFile(state, "FROZEN") == nil {
+		for end := time.Now().Add(time.Second); time.Now().Before(end); {
+			b, err := os.ReadFile(state)
+			if err != nil || strings.TrimSpace(string(b)) == "FROZEN" {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if pids, err := cgroupPids(dir); err == nil {
+		for _, p := range pids {
+			_ = unix.Kill(p, unix.SIGKILL)
+		}
+	}
+	_ = writeFile(state, "THAWED")
+}
+
+// removeCgroups removes dirs, retrying while they still have members,
+// until the deadline. Missing directories are not an error.
+func removeCgroups(dirs []string, deadline time.Time) error {
+	var errs []error
+	for _, d := range dirs {
+		for {
+			err := unix.Rmdir(d)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("launcher: cgroup: removing %s: %w", d, err))
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// list returns the sandbox ids that have a cgroup directory, with their
+// directories.
+func (c *cgroups) list() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range c.roots() {
+		ents, err := os.ReadDir(r)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && validID(e.Name()) == nil {
+				out[e.Name()] = append(out[e.Name()], filepath.Join(r, e.Name()))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,256 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// instance is a sandbox launched or adopted by a Launcher.
+type instance struct {
+	l    *Launcher
+	rec  Record
+	slot netip.Prefix
+
+	cmd *exec.Cmd // our child; nil when adopted
+
+	pidMu sync.Mutex
+	pidfd int // adopted: a pidfd of the init until it exits, else -1
+
+	done     chan struct{}
+	doneOnce sync.Once
+	code     int
+	codeOK   bool
+
+	termMu  sync.Mutex
+	cleaned bool
+}
+
+func (i *instance) ID() string        { return i.rec.ID }
+func (i *instance) APIAddr() string   { return i.rec.APIAddr }
+func (i *instance) HooksAddr() string { return i.rec.HooksAddr }
+
+func (i *instance) Record() Record {
+	r := i.rec
+	r.Cgroups = append([]string(nil), i.rec.Cgroups...)
+	return r
+}
+
+// GuestAddr returns a host-reachable address of a guest port. Unprivileged
+// sandboxes share the host's network: only rayd's own ports (8080, 9000)
+// map to an address, so that nothing else of the host's loopback is
+// reachable through it.
+func (i *instance) GuestAddr(port int) (string, error) {
+	if port < 1 || port > 65535 {
+		return "", fmt.Errorf("launcher: port %d out of range", port)
+	}
+	if i.rec.Privileged {
+		return net.JoinHostPort(i.rec.GuestIP, strconv.Itoa(port)), nil
+	}
+	switch port {
+	case guestAPIPort:
+		return i.rec.APIAddr, nil
+	case guestHooksPort:
+		return i.rec.HooksAddr, nil
+	}
+	return "", fmt.Errorf("launcher: port %d: unprivileged sandboxes expose only rayd's API: %w", port, ErrNotPrivileged)
+}
+
+func (i *instance) Done() <-chan struct{} { return i.done }
+
+// ExitCode returns rayd's exit status once Done is closed: its exit code,
+// or 128+n when it was killed by signal n. ok is false before that and for
+// adopted sandboxes, whose status only their parent could collect.
+func (i *instance) ExitCode() (int, bool) {
+	select {
+	case <-i.done:
+		return i.code, i.codeOK
+	default:
+		return 0, false
+	}
+}
+
+func (i *instance) finish(code int, ok bool) {
+	i.doneOnce.Do(func() {
+		i.code, i.codeOK = code, ok
+		close(i.done)
+	})
+}
+
+// attachChild records the started init and waits for it in the background.
+func (i *instance) attachChild(s *started) {
+	i.cmd = s.cmd
+	i.rec.Pid = s.pid
+	i.rec.StartedAt = time.Now().UTC()
+	go func() {
+		_ = s.cmd.Wait()
+		st := s.cmd.ProcessState
+		code := st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		i.finish(code, true)
+	}()
+}
+
+// watch waits for an adopted init to exit (pidfd, else /proc polling).
+func (i *instance) watch() {
+	i.pidMu.Lock()
+	fd := i.pidfd
+	i.pidMu.Unlock()
+	if fd < 0 || !waitPidfd(fd) {
+		for sameProcess(i.rec.Pid, i.rec.PidStartTime) {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	i.pidMu.Lock()
+	if i.pidfd >= 0 {
+		unix.Close(i.pidfd)
+		i.pidfd = -1
+	}
+	i.pidMu.Unlock()
+	i.finish(0, false)
+}
+
+// signal sends sig to the init, race-free against pid reuse.
+func (i *instance) signal(sig syscall.Signal) {
+	if i.cmd != nil {
+		_ = i.cmd.Process.Signal(sig)
+		return
+	}
+	i.pidMu.Lock()
+	defer i.pidMu.Unlock()
+	if i.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(i.pidfd, sig, nil, 0)
+	}
+}
+
+// alive reports whether the init has not exited yet.
+func (i *instance) alive() bool {
+	select {
+	case <-i.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Terminate kills everything in the sandbox, waits for its init (at most
+// 10 s) and removes every trace of it. Idempotent; after an error it can be
+// called again.
+func (i *instance) Terminate(ctx context.Context) error {
+	i.termMu.Lock()
+	defer i.termMu.Unlock()
+	if i.cleaned {
+		return nil
+	}
+	if err := i.destroy(ctx); err != nil {
+		return err
+	}
+	i.cleaned = true
+	i.l.forget(i)
+	i.l.log.Info("launcher: sandbox terminated", "id", i.rec.ID)
+	return nil
+}
+
+// waitDone waits for the init to exit until deadline or ctx ends.
+func (i *instance) waitDone(ctx context.Context, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-i.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return !i.alive()
+}
+
+// destroy kills the sandbox and removes its resources.
+func (i *instance) destroy(ctx context.Context) error {
+	if i.cmd == nil {
+		i.pidMu.Lock()
+		noProc := i.pidfd < 0
+		i.pidMu.Unlock()
+		if noProc && !sameProcess(i.rec.Pid, i.rec.PidStartTime) {
+			i.finish(0, false) // never started, or already gone
+		}
+	}
+	deadline := time.Now().Add(terminateTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	var errs []error
+	if i.rec.Privileged {
+		if i.alive() {
+			i.signal(syscall.SIGKILL) // the kernel then kills the whole pid namespace
+		}
+		if err := killCgroups(i.rec.Cgroups, deadline); err != nil {
+			errs = append(errs, err)
+		}
+	} else if i.alive() {
+		i.stopPlain(ctx, deadline)
+	}
+	if !i.waitDone(ctx, deadline) {
+		return errors.Join(append(errs, fmt.Errorf("launcher: sandbox %s: init still running after SIGKILL", i.rec.ID))...)
+	}
+	if i.rec.Privileged {
+		if err := removeCgroups(i.rec.Cgroups, deadline); err != nil {
+			errs = append(errs, err)
+		}
+		if i.rec.Veth != "" {
+			if err := deleteVeth(i.rec.Veth); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		id := i.rec.ID
+		if err := i.l.fw.remove(func(s string) bool { return s == id }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeLauncherFiles(i.rec.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if i.slot.IsValid() {
+		i.l.releaseSlot(i.slot, i.rec.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// stopPlain stops an unprivileged rayd: SIGTERM to its process group (rayd
+// then stops its user processes), SIGKILL after a grace period, then
+// SIGKILL to whatever of its process tree survived.
+func (i *instance) stopPlain(ctx context.Context, deadline time.Time) {
+	tree := descendants(i.rec.Pid)
+	pgid := i.rec.Pid
+	group := func(sig syscall.Signal) {
+		if i.alive() && (i.cmd != nil || sameProcess(i.rec.Pid, i.rec.PidStartTime)) {
+			_ = unix.Kill(-pgid, sig)
+		}
+	}
+	group(syscall.SIGTERM)
+	i.signal(syscall.SIGTERM)
+	grace := time.Now().Add(plainGrace)
+	if grace.After(deadline) {
+		grace = deadline
+	}
+	if !i.waitDone(ctx, grace) {
+		group(syscall.SIGKILL)
+		i.signal(syscall.SIGKILL)
+		i.waitDone(ctx, deadline)
+	}
+	for pid, start := range tree {
+		if sameProcess(pid, start) {
+			_ = unix.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

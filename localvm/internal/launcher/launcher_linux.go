@@ -1,0 +1,793 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timeouts.
+const (
+	readyTimeout     = 20 * time.Second // Launch: until rayd's ports accept connections
+	terminateTimeout = 10 * time.Second // Terminate: until the init has exited
+	plainGrace       = 5 * time.Second  // unprivileged: SIGTERM to SIGKILL
+	probeTimeout     = 15 * time.Second
+)
+
+// failInit, when set by a test, alters the init's configuration.
+var failInit func(*initConfig)
+
+// cloneFlags are the namespaces of a privileged sandbox.
+const cloneFlags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWNET
+
+// Launcher starts and manages sandboxes. It is safe for concurrent use.
+type Launcher struct {
+	opts   Options
+	log    *slog.Logger
+	n      names
+	subnet netip.Prefix
+	priv   bool
+	cg     *cgroups // privileged mode; nil when cgErr is set
+	cgErr  error
+	fw     *firewall
+
+	warnOnce sync.Once
+
+	mu    sync.Mutex
+	slots map[netip.Prefix]string // /30 → id of live sandboxes known here
+	next  int                     // where the next /30 search starts
+	insts map[string]*instance    // live instances (launched or adopted)
+}
+
+// New returns a Launcher. It starts this binary once as a probe: the probe
+// checks that main calls MaybeRunInit and, as root, that namespaces can be
+// created. Without root, or when they cannot, the launcher runs in
+// unprivileged mode (see the package documentation).
+func New(opts Options) (*Launcher, error) {
+	if opts.StateDir == "" || !filepath.IsAbs(opts.StateDir) {
+		return nil, errors.New("launcher: Options.StateDir must be an absolute path")
+	}
+	opts.StateDir = filepath.Clean(opts.StateDir)
+	subnet, err := checkSubnet(opts.Subnet)
+	if err != nil {
+		return nil, err
+	}
+	n, err := namesFor(opts.Scope)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	l := &Launcher{
+		opts: opts, log: log, n: n, subnet: subnet,
+		fw:    &firewall{n: n},
+		slots: map[netip.Prefix]string{},
+		insts: map[string]*instance{},
+	}
+	if os.Geteuid() == 0 && !opts.forceUnprivileged {
+		if err := probe("/proc/self/exe", true); err == nil {
+			l.priv = true
+		} else {
+			log.Warn("launcher: namespaces are not usable, falling back to unprivileged mode", "err", err.Error())
+		}
+	}
+	if !l.priv {
+		if err := probe("/proc/self/exe", false); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	l.cg, l.cgErr = detectCgroups(n.cgroupParent)
+	if l.cgErr != nil {
+		log.Error("launcher: no usable cgroups: privileged launches will fail", "err", l.cgErr.Error())
+	} else {
+		log.Debug("launcher: privileged mode", "cgroups", l.cg.version.String())
+	}
+	return l, nil
+}
+
+// probe starts exe (this binary) as InitArgv0 with the probe argument (in
+// new namespaces when isolated) and checks its answer.
+func probe(exe string, isolated bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, probeArg)
+	cmd.Args[0] = InitArgv0
+	cmd.Env = baseEnv(true)
+	cmd.Dir = "/"
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if isolated {
+		cmd.SysProcAttr.Cloneflags = cloneFlags
+	}
+	if err := cmd.Run(); err != nil {
+		if isolated {
+			return fmt.Errorf("launcher: starting a process in new namespaces: %w", err)
+		}
+		return fmt.Errorf("launcher: the binary does not answer as a sandbox init (%v): main must call launcher.MaybeRunInit first", err)
+	}
+	if strings.TrimSpace(out.String()) != probeReply {
+		return errors.New("launcher: the binary does not answer as a sandbox init: main must call launcher.MaybeRunInit first")
+	}
+	return nil
+}
+
+// Privileged reports whether sandboxes get namespaces, cgroups and network
+// isolation (root, and namespaces usable).
+func (l *Launcher) Privileged() bool { return l.priv }
+
+// runtimeKnobs are environment variables of the Go runtime passed through to
+// a sandbox's init (nothing else of the launcher's environment is).
+var runtimeKnobs = []string{"GODEBUG", "GOTRACEBACK", "GORACE", "GOCOVERDIR"}
+
+// baseEnv is the init's exec environment, built from scratch.
+func baseEnv(isolated bool) []string {
+	var env []string
+	if isolated {
+		env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "LANG=C.UTF-8"}
+	} else {
+		path := os.Getenv("PATH")
+		if path == "" {
+			path = "/usr/local/bin:/usr/bin:/bin"
+		}
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "/"
+		}
+		env = []string{"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8"}
+		if t := os.Getenv("TMPDIR"); t != "" {
+			env = append(env, "TMPDIR="+t)
+		}
+	}
+	for _, k := range runtimeKnobs {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Launch starts a sandbox and returns once rayd's API and hooks ports accept
+// connections (at most 20 s). On failure everything it created is removed.
+func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
+	if err := validID(spec.ID); err != nil {
+		return nil, err
+	}
+	if err := checkDir(l.opts.StateDir, spec.Dir); err != nil {
+		return nil, err
+	}
+	if spec.LogPath == "" || !filepath.IsAbs(spec.LogPath) {
+		return nil, errors.New("launcher: Spec.LogPath must be an absolute path")
+	}
+	if spec.MemoryBytes < 0 || spec.PidsMax < 0 {
+		return nil, errors.New("launcher: negative limits")
+	}
+	if spec.MemoryBytes == 0 {
+		spec.MemoryBytes = DefaultMemoryBytes
+	}
+	if spec.PidsMax == 0 {
+		spec.PidsMax = DefaultPidsMax
+	}
+	for _, kv := range spec.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return nil, errors.New("launcher: Spec.Env entries must be KEY=VALUE")
+		}
+	}
+	l.mu.Lock()
+	if _, dup := l.insts[spec.ID]; dup {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("launcher: sandbox %s is already running", spec.ID)
+	}
+	l.insts[spec.ID] = nil // reserve the id
+	l.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	var inst *instance
+	var err error
+	if l.priv {
+		inst, err = l.launchIsolated(ctx, spec)
+	} else {
+		inst, err = l.launchPlain(ctx, spec)
+	}
+	l.mu.Lock()
+	if err != nil {
+		delete(l.insts, spec.ID)
+	} else {
+		l.insts[spec.ID] = inst
+	}
+	l.mu.Unlock()
+	if err != nil {
+		l.log.Warn("launcher: launch failed", "id", spec.ID, "err", err.Error())
+		return nil, err
+	}
+	l.log.Info("launcher: sandbox started", "id", spec.ID, "pid", inst.rec.Pid, "api", inst.rec.APIAddr, "privileged", inst.rec.Privileged)
+	return inst, nil
+}
+
+// allocSlot reserves a free /30 for id: not used by a sandbox known to this
+// launcher and not overlapping any address of the host's interfaces.
+func (l *Launcher) allocSlot(id string) (slot netip.Prefix, host, guest netip.Addr, err error) {
+	used, err := hostAddrs()
+	if err != nil {
+		return slot, host, guest, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := slotCount(l.subnet)
+	for k := 0; k < n; k++ {
+		i := (l.next + k) % n
+		slot, host, guest = subnetSlot(l.subnet, i)
+		if _, busy := l.slots[slot]; busy {
+			continue
+		}
+		clash := false
+		for _, a := range used {
+			if slot.Contains(a) {
+				clash = true
+				break
+			}
+		}
+		if clash {
+			continue
+		}
+		l.slots[slot] = id
+		l.next = (i + 1) % n
+		return slot, host, guest, nil
+	}
+	return slot, host, guest, fmt.Errorf("launcher: no free /30 left in %s", l.subnet)
+}
+
+func (l *Launcher) releaseSlot(slot netip.Prefix, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.slots[slot] == id {
+		delete(l.slots, slot)
+	}
+}
+
+// prepareDir (re)creates the launcher's directory under the sandbox's Dir.
+func prepareDir(dir string) (string, error) {
+	ld := launcherDir(dir)
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("launcher: sandbox dir: %v", errOr(err, "not a directory"))
+	}
+	if err := os.RemoveAll(ld); err != nil {
+		return "", fmt.Errorf("launcher: clearing %s: %w", ld, err)
+	}
+	if err := os.Mkdir(ld, 0o700); err != nil {
+		return "", fmt.Errorf("launcher: %w", err)
+	}
+	return ld, nil
+}
+
+func errOr(err error, msg string) any {
+	if err != nil {
+		return err
+	}
+	return msg
+}
+
+// started is a started init, before it has been released.
+type started struct {
+	cmd  *exec.Cmd
+	sync *os.File // the launcher's end of the sync socket
+	pid  int
+}
+
+// startInit starts the init with cfg on fd 3 and the sync socket on fd 4.
+func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath string) (*started, error) {
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: opening the log: %w", err)
+	}
+	defer logf.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: socketpair: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, err
+	}
+	mine := os.NewFile(uintptr(fds[0]), "sync")
+	theirs := os.NewFile(uintptr(fds[1]), "sync-child")
+	defer theirs.Close()
+
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{InitArgv0, cfg.ID},
+		Env:         env,
+		Dir:         "/",
+		Stdout:      logf,
+		Stderr:      logf,
+		ExtraFiles:  []*os.File{cfgR, theirs},
+		SysProcAttr: sys,
+	}
+	markCloexec()
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("launcher: starting the sandbox init: %w", err)
+	}
+	cfgR.Close()
+	theirs.Close()
+	b, _ := json.Marshal(cfg)
+	if _, err := cfgW.Write(b); err != nil {
+		mine.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("launcher: sending the configuration: %w", err)
+	}
+	cfgW.Close()
+	return &started{cmd: cmd, sync: mine, pid: cmd.Process.Pid}, nil
+}
+
+// release tells the init to proceed and waits for its answer.
+func release(ctx context.Context, s *started) error {
+	defer s.sync.Close()
+	if _, err := s.sync.Write([]byte{syncGo}); err != nil {
+		return fmt.Errorf("launcher: releasing the sandbox init: %w", err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = s.sync.SetReadDeadline(deadline)
+	var buf [4096]byte
+	n, err := readFull(s.sync, buf[:])
+	if n > 0 && buf[0] == syncOK {
+		return nil
+	}
+	if n > 0 && buf[0] == syncError {
+		return fmt.Errorf("launcher: sandbox setup failed: %s", string(buf[1:n]))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("launcher: sandbox setup timed out: %w", context.DeadlineExceeded)
+	}
+	return errors.New("launcher: the sandbox init exited during setup")
+}
+
+// readFull reads until buf is full, EOF or an error.
+func readFull(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if n > 0 && buf[0] == syncOK {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// waitReady waits until every address accepts TCP connections.
+func waitReady(ctx context.Context, done <-chan struct{}, addrs ...string) error {
+	d := net.Dialer{Timeout: 250 * time.Millisecond}
+	for _, a := range addrs {
+		for {
+			c, err := d.DialContext(ctx, "tcp", a)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case <-done:
+				return errors.New("launcher: rayd exited before it was ready")
+			case <-ctx.Done():
+				return fmt.Errorf("launcher: rayd is not ready after %s: %w", readyTimeout, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// launchIsolated launches a sandbox in namespaces and cgroups.
+func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, err error) {
+	if l.cgErr != nil {
+		return nil, l.cgErr
+	}
+	slot, host, guest, err := l.allocSlot(spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	veth := l.n.vethName(spec.ID)
+	inst := &instance{
+		l:     l,
+		done:  make(chan struct{}),
+		pidfd: -1,
+		slot:  slot,
+		rec: Record{
+			ID: spec.ID, Privileged: true,
+			APIAddr:   netip.AddrPortFrom(guest, guestAPIPort).String(),
+			HooksAddr: netip.AddrPortFrom(guest, guestHooksPort).String(),
+			GuestIP:   guest.String(), HostIP: host.String(), Veth: veth,
+			Internet: spec.Internet, Dir: spec.Dir,
+		},
+	}
+	defer func() {
+		if err != nil {
+			if derr := inst.destroy(context.Background()); derr != nil {
+				l.log.Error("launcher: cleaning up a failed launch", "id", spec.ID, "err", derr.Error())
+			}
+		}
+	}()
+	ld, err := prepareDir(spec.Dir)
+	if err != nil {
+		return inst, err
+	}
+	rootDir, homeDir := filepath.Join(ld, "root"), filepath.Join(ld, "home")
+	if err := os.Mkdir(rootDir, 0o700); err != nil {
+		return inst, err
+	}
+	if err := os.Mkdir(homeDir, 0o750); err != nil {
+		return inst, err
+	}
+	if err := os.Lchown(homeDir, 1000, 1000); err != nil {
+		return inst, err
+	}
+	if err := os.Chmod(homeDir, 0o750); err != nil {
+		return inst, err
+	}
+	dirs, cgfd, err := l.cg.create(spec.ID, spec.MemoryBytes, spec.PidsMax)
+	if err != nil {
+		return inst, err
+	}
+	inst.rec.Cgroups = dirs
+	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	if cgfd >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, cgfd
+	}
+	cfg := &initConfig{
+		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
+		RootDir: rootDir, HomeDir: homeDir, Env: spec.Env,
+		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd"},
+	}
+	if failInit != nil {
+		failInit(cfg)
+	}
+	s, err := startInit(cfg, baseEnv(true), sys, spec.LogPath)
+	if cgfd >= 0 {
+		unix.Close(cgfd)
+	}
+	if err != nil {
+		return inst, err
+	}
+	inst.attachChild(s)
+	defer s.sync.Close()
+	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
+		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
+	}
+	if l.cg.version == cgroupV1 {
+		if err := addProc(dirs, s.pid); err != nil {
+			return inst, err
+		}
+	}
+	if err := setupNetwork(s.pid, veth, host, guest); err != nil {
+		return inst, err
+	}
+	if spec.Internet {
+		if err := enableForwarding(); err != nil {
+			return inst, err
+		}
+	}
+	if err := l.fw.install(spec.ID, veth, guest, spec.Internet); err != nil {
+		return inst, err
+	}
+	if err := release(ctx, s); err != nil {
+		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	if err := waitReady(ctx, inst.done, inst.rec.APIAddr, inst.rec.HooksAddr); err != nil {
+		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	return inst, nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launchPlain launches rayd without isolation (unprivileged mode).
+func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err error) {
+	l.warnOnce.Do(func() {
+		l.log.Warn("launcher: unprivileged mode (needs root and namespaces for isolation): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine")
+	})
+	inst := &instance{l: l, done: make(chan struct{}), pidfd: -1, rec: Record{ID: spec.ID, Dir: spec.Dir}}
+	defer func() {
+		if err != nil {
+			if derr := inst.destroy(context.Background()); derr != nil {
+				l.log.Error("launcher: cleaning up a failed launch", "id", spec.ID, "err", derr.Error())
+			}
+		}
+	}()
+	ld, err := prepareDir(spec.Dir)
+	if err != nil {
+		return inst, err
+	}
+	state := filepath.Join(ld, "rayd")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		return inst, err
+	}
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if c := l.opts.unprivCred; c != nil {
+		for _, p := range []string{ld, state} {
+			if err := os.Lchown(p, int(c.UID), int(c.GID)); err != nil {
+				return inst, err
+			}
+		}
+		sys.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID}
+	}
+	api, err := freePort()
+	if err != nil {
+		return inst, err
+	}
+	hooks, err := freePort()
+	for err == nil && hooks == api {
+		hooks, err = freePort()
+	}
+	if err != nil {
+		return inst, err
+	}
+	inst.rec.APIAddr = "127.0.0.1:" + strconv.Itoa(api)
+	inst.rec.HooksAddr = "127.0.0.1:" + strconv.Itoa(hooks)
+	cfg := &initConfig{
+		Mode: modePlain, ID: spec.ID, Env: spec.Env,
+		RaydArgs: []string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state},
+	}
+	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
+	if err != nil {
+		return inst, err
+	}
+	inst.attachChild(s)
+	defer s.sync.Close()
+	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
+		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
+	}
+	if err := release(ctx, s); err != nil {
+		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	if err := waitReady(ctx, inst.done, inst.rec.APIAddr, inst.rec.HooksAddr); err != nil {
+		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	return inst, nil
+}
+
+// checkRecord validates a persisted record before acting on it.
+func (l *Launcher) checkRecord(rec Record) error {
+	if err := validID(rec.ID); err != nil {
+		return err
+	}
+	if err := checkDir(l.opts.StateDir, rec.Dir); err != nil {
+		return err
+	}
+	if rec.Privileged {
+		if !l.priv {
+			return fmt.Errorf("launcher: sandbox %s was launched with namespaces: %w", rec.ID, ErrNotPrivileged)
+		}
+		if l.cgErr != nil {
+			return l.cgErr
+		}
+		for _, d := range rec.Cgroups {
+			if !l.cg.ownsDir(d, rec.ID) {
+				return fmt.Errorf("launcher: record of %s names a cgroup outside the launcher's", rec.ID)
+			}
+		}
+		if rec.Veth != "" && rec.Veth != l.n.vethName(rec.ID) {
+			return fmt.Errorf("launcher: record of %s names a veth the launcher did not create", rec.ID)
+		}
+		if _, err := netip.ParseAddr(rec.GuestIP); err != nil {
+			return fmt.Errorf("launcher: record of %s: bad guest address", rec.ID)
+		}
+	}
+	return nil
+}
+
+// fromRecord builds an instance for a sandbox this process did not start.
+func (l *Launcher) fromRecord(rec Record) *instance {
+	rec.Cgroups = append([]string(nil), rec.Cgroups...)
+	inst := &instance{l: l, rec: rec, done: make(chan struct{}), pidfd: -1}
+	if rec.Privileged {
+		inst.rec.Cgroups = l.cg.dirsFor(rec.ID)
+		inst.rec.Veth = l.n.vethName(rec.ID)
+		if g, err := netip.ParseAddr(rec.GuestIP); err == nil && g.Is4() {
+			inst.slot, _ = g.Prefix(30)
+		}
+	}
+	return inst
+}
+
+// Adopt takes over a sandbox from a record persisted by a previous platform
+// process. Its init must be alive and have the recorded start time;
+// otherwise the error wraps ErrGone (call Cleanup then). The instance's
+// ExitCode is unknown (ok=false): it is not this process's child.
+func (l *Launcher) Adopt(rec Record) (Instance, error) {
+	if err := l.checkRecord(rec); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if inst, ok := l.insts[rec.ID]; ok {
+		l.mu.Unlock()
+		if inst == nil {
+			return nil, fmt.Errorf("launcher: sandbox %s is being launched", rec.ID)
+		}
+		return inst, nil
+	}
+	l.mu.Unlock()
+	fd, err := openPidfd(rec.Pid, rec.PidStartTime)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: adopting %s: %w", rec.ID, err)
+	}
+	inst := l.fromRecord(rec)
+	inst.pidfd = fd
+	if rec.Privileged {
+		// Put back what a restart may have lost: the table (someone may
+		// have flushed the ruleset) and, with Internet, forwarding.
+		var err error
+		if rec.Internet {
+			err = enableForwarding()
+		}
+		if err == nil {
+			err = l.fw.install(rec.ID, inst.rec.Veth, netip.MustParseAddr(rec.GuestIP), rec.Internet && !l.fw.hasRules(rec.ID))
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	l.mu.Lock()
+	if other, ok := l.insts[rec.ID]; ok {
+		l.mu.Unlock()
+		unix.Close(fd)
+		if other == nil {
+			return nil, fmt.Errorf("launcher: sandbox %s is being launched", rec.ID)
+		}
+		return other, nil
+	}
+	if inst.slot.IsValid() {
+		l.slots[inst.slot] = rec.ID
+	}
+	l.insts[rec.ID] = inst
+	l.mu.Unlock()
+	go inst.watch()
+	l.log.Info("launcher: sandbox adopted", "id", rec.ID, "pid", rec.Pid)
+	return inst, nil
+}
+
+// Cleanup removes every leftover of a sandbox: it kills whatever still runs
+// in it, then removes its cgroups, veth, nftables rules and the launcher's
+// files under its Dir. Idempotent.
+func (l *Launcher) Cleanup(rec Record) error {
+	if err := l.checkRecord(rec); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), terminateTimeout+5*time.Second)
+	defer cancel()
+	l.mu.Lock()
+	inst, ok := l.insts[rec.ID]
+	l.mu.Unlock()
+	if ok && inst != nil {
+		return inst.Terminate(ctx)
+	}
+	if ok {
+		return fmt.Errorf("launcher: sandbox %s is being launched", rec.ID)
+	}
+	inst = l.fromRecord(rec)
+	if fd, err := openPidfd(rec.Pid, rec.PidStartTime); err == nil {
+		inst.pidfd = fd
+		go inst.watch()
+	} else {
+		inst.finish(0, false)
+	}
+	return inst.Terminate(ctx)
+}
+
+// Sweep removes the leftovers of every sandbox of this launcher's scope
+// that is neither in keep nor live in this Launcher: cgroup directories
+// (killing what runs in them), veths and nftables rules. Call it at start-up
+// with the records the platform still wants, before adopting them. Files
+// under sandbox directories are not found by Sweep: use Cleanup for
+// records the platform knows about.
+func (l *Launcher) Sweep(keep []Record) error {
+	if !l.priv {
+		return nil
+	}
+	keepIDs := map[string]bool{}
+	for _, r := range keep {
+		keepIDs[r.ID] = true
+	}
+	l.mu.Lock()
+	for id := range l.insts {
+		keepIDs[id] = true
+	}
+	l.mu.Unlock()
+	keepVeths := map[string]bool{}
+	for id := range keepIDs {
+		keepVeths[l.n.vethName(id)] = true
+	}
+	var errs []error
+	if l.cg != nil {
+		for id, dirs := range l.cg.list() {
+			if keepIDs[id] {
+				continue
+			}
+			deadline := time.Now().Add(terminateTimeout)
+			if err := killCgroups(dirs, deadline); err != nil {
+				errs = append(errs, err)
+			}
+			if err := removeCgroups(dirs, deadline); err != nil {
+				errs = append(errs, err)
+			}
+			l.log.Info("launcher: swept leftover cgroups", "id", id)
+		}
+	}
+	veths, err := listVeths(l.n.isVeth)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range veths {
+		if !keepVeths[v] {
+			if err := deleteVeth(v); err != nil {
+				errs = append(errs, err)
+			}
+			l.log.Info("launcher: swept leftover veth", "veth", v)
+		}
+	}
+	if err := l.fw.remove(func(id string) bool { return !keepIDs[id] }); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// forget drops a terminated instance.
+func (l *Launcher) forget(inst *instance) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.insts[inst.rec.ID] == inst {
+		delete(l.insts, inst.rec.ID)
+	}
+	if inst.slot.IsValid() && l.slots[inst.slot] == inst.rec.ID {
+		delete(l.slots, inst.slot)
+	}
+}
+
+// removeLauncherFiles removes the launcher's directory under a sandbox's
+// Dir. Only called once nothing of the sandbox runs any more.
+func removeLauncherFiles(dir string) error {
+	ld := launcherDir(dir)
+	if err := os.RemoveAll(ld); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("launcher: removing %s: %w", ld, err)
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+//go:build !linux
+
+package launcher
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrUnsupported is returned by New on systems other than Linux.
+var ErrUnsupported = errors.New("launcher: localvm sandboxes need Linux")
+
+// Launcher starts and manages sandboxes (Linux only).
+type Launcher struct{}
+
+// New returns ErrUnsupported on systems other than Linux.
+func New(opts Options) (*Launcher, error) { return nil, ErrUnsupported }
+
+// Privileged reports false.
+func (l *Launcher) Privileged() bool { return false }
+
+// Launch returns ErrUnsupported.
+func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
+	return nil, ErrUnsupported
+}
+
+// Adopt returns ErrUnsupported.
+func (l *Launcher) Adopt(rec Record) (Instance, error) { return nil, ErrUnsupported }
+
+// Cleanup returns ErrUnsupported.
+func (l *Launcher) Cleanup(rec Record) error { return ErrUnsupported }
+
+// Sweep returns ErrUnsupported.
+func (l *Launcher) Sweep(keep []Record) error { return ErrUnsupported }

@@ -1,0 +1,353 @@
+package launcher
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// The launcher's nftables table (family inet):
+//
+//	table inet rayito_localvm {
+//	  chain input {        # filter, hook input, priority 0, policy accept
+//	    iifname "rl-*" ct state established,related accept
+//	    iifname "rl-*" drop
+//	  }
+//	  chain forward {      # filter, hook forward, priority 0, policy accept
+//	    oifname "rl-*" ct state established,related accept
+//	    oifname "rl-*" drop                          # nothing forwarded into a sandbox
+//	    iifname "rl-*" ip daddr 169.254.0.0/16 drop  # link-local, cloud metadata
+//	    iifname "rl-*" jump egress
+//	    iifname "rl-*" drop
+//	  }
+//	  chain egress {       # regular chain: one rule per sandbox with Internet
+//	    iifname "rl-xxxxxxxx" ip saddr <guest> accept  comment "rayito-localvm:<id>"
+//	  }
+//	  chain postrouting {  # nat, hook postrouting, priority 100
+//	    ip saddr <guest> masquerade                    comment "rayito-localvm:<id>"
+//	  }
+//	}
+//
+// The static rules carry the comment "<tag>static"; the per-sandbox rules
+// "<tag><id>". Installing a sandbox's rules is one batch (one Flush), so a
+// failure leaves nothing of them behind.
+
+const (
+	chainInput       = "input"
+	chainForward     = "forward"
+	chainEgress      = "egress"
+	chainPostrouting = "postrouting"
+)
+
+// nftMu serializes the launcher's nftables changes in this process
+// (several Launchers may share one table, as in tests).
+var nftMu sync.Mutex
+
+type firewall struct {
+	n names
+}
+
+func (fw *firewall) table() *nftables.Table {
+	return &nftables.Table{Name: fw.n.table, Family: nftables.TableFamilyINet}
+}
+
+func (fw *firewall) chains(t *nftables.Table) (input, forward, egress, post *nftables.Chain) {
+	accept := nftables.ChainPolicyAccept
+	input = &nftables.Chain{Name: chainInput, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	forward = &nftables.Chain{Name: chainForward, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	egress = &nftables.Chain{Name: chainEgress, Table: t}
+	post = &nftables.Chain{Name: chainPostrouting, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept}
+	return
+}
+
+func comment(s string) []byte { return userdata.AppendString(nil, userdata.TypeComment, s) }
+
+func ruleComment(r *nftables.Rule) string {
+	s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+	return s
+}
+
+// ifname matches an interface name: a prefix ("rl-*") when wildcard is
+// true, else the exact name.
+func ifname(key expr.MetaKey, name string, wildcard bool) []expr.Any {
+	data := []byte(name)
+	if !wildcard {
+		data = make([]byte, unix.IFNAMSIZ)
+		copy(data, name)
+	}
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data},
+	}
+}
+
+func ctEstablished() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+func ipv4() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+	}
+}
+
+// ipAddr matches the IPv4 source (offset 12) or destination (offset 16)
+// against prefix.
+func ipAddr(offset uint32, p netip.Prefix) []expr.Any {
+	a := p.Masked().Addr().As4()
+	var mask [4]byte
+	for i := 0; i < p.Bits(); i++ {
+		mask[i/8] |= 0x80 >> (i % 8)
+	}
+	out := append(ipv4(), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4})
+	if p.Bits() < 32 {
+		out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask[:], Xor: []byte{0, 0, 0, 0}})
+	}
+	return append(out, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a[:]})
+}
+
+func verdict(k expr.VerdictKind) expr.Any { return &expr.Verdict{Kind: k} }
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// staticRules returns the input and forward chains' rules.
+func (fw *firewall) staticRules(input, forward *nftables.Chain) []*nftables.Rule {
+	t := input.Table
+	p := fw.n.vethPrefix
+	tag := comment(fw.n.commentTag + "static")
+	linkLocal := netip.MustParsePrefix("169.254.0.0/16")
+	mk := func(c *nftables.Chain, e []expr.Any) *nftables.Rule {
+		return &nftables.Rule{Table: t, Chain: c, Exprs: e, UserData: tag}
+	}
+	return []*nftables.Rule{
+		mk(input, cat(ifname(expr.MetaKeyIIFNAME, p, true), ctEstablished(), []expr.Any{verdict(expr.VerdictAccept)})),
+		mk(input, cat(ifname(expr.MetaKeyIIFNAME, p, true), []expr.Any{verdict(expr.VerdictDrop)})),
+		mk(forward, cat(ifname(expr.MetaKeyOIFNAME, p, true), ctEstablished(), []expr.Any{verdict(expr.VerdictAccept)})),
+		mk(forward, cat(ifname(expr.MetaKeyOIFNAME, p, true), []expr.Any{verdict(expr.VerdictDrop)})),
+		mk(forward, cat(ifname(expr.MetaKeyIIFNAME, p, true), ipAddr(16, linkLocal), []expr.Any{verdict(expr.VerdictDrop)})),
+		mk(forward, cat(ifname(expr.MetaKeyIIFNAME, p, true), []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: chainEgress}})),
+		mk(forward, cat(ifname(expr.MetaKeyIIFNAME, p, true), []expr.Any{verdict(expr.VerdictDrop)})),
+	}
+}
+
+// sandboxRules returns the rules of a sandbox with Internet access.
+func (fw *firewall) sandboxRules(egress, post *nftables.Chain, id, veth string, guest netip.Addr) []*nftables.Rule {
+	tag := comment(fw.n.commentTag + id)
+	g := netip.PrefixFrom(guest, 32)
+	return []*nftables.Rule{
+		{Table: egress.Table, Chain: egress, UserData: tag,
+			Exprs: cat(ifname(expr.MetaKeyIIFNAME, veth, false), ipAddr(12, g), []expr.Any{verdict(expr.VerdictAccept)})},
+		{Table: post.Table, Chain: post, UserData: tag,
+			Exprs: cat(ipAddr(12, g), []expr.Any{&expr.Masq{}})},
+	}
+}
+
+// baseOK reports whether the table has its chains and exactly its static
+// rules.
+func (fw *firewall) baseOK(c *nftables.Conn) bool {
+	t := fw.table()
+	input, forward, _, _ := fw.chains(t)
+	want := fw.staticRules(input, forward)
+	var got []*nftables.Rule
+	for _, ch := range []*nftables.Chain{input, forward} {
+		rs, err := c.GetRules(t, ch)
+		if err != nil {
+			return false
+		}
+		got = append(got, rs...)
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if ruleComment(got[i]) != fw.n.commentTag+"static" || got[i].Chain.Name != want[i].Chain.Name {
+			return false
+		}
+	}
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, ch := range chains {
+		if ch.Table.Name == t.Name {
+			switch ch.Name {
+			case chainEgress, chainPostrouting:
+				n++
+			}
+		}
+	}
+	return n == 2
+}
+
+// ensureBase creates the table, its chains and its static rules if they are
+// missing or incomplete, in one batch. Per-sandbox rules live in the
+// egress and postrouting chains and survive a rebuild of the static ones.
+// The caller holds nftMu.
+func (fw *firewall) ensureBase(c *nftables.Conn) error {
+	if fw.baseOK(c) {
+		return nil
+	}
+	t := fw.table()
+	input, forward, egress, post := fw.chains(t)
+	c.AddTable(t)
+	c.AddChain(input)
+	c.AddChain(forward)
+	c.AddChain(egress)
+	c.AddChain(post)
+	c.FlushChain(input)
+	c.FlushChain(forward)
+	for _, r := range fw.staticRules(input, forward) {
+		c.AddRule(r)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("launcher: nftables: installing table %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// install ensures the base table and adds the sandbox's rules (if it has
+// Internet access), all or nothing. Rules already present for id are
+// replaced.
+func (fw *firewall) install(id, veth string, guest netip.Addr, internet bool) error {
+	nftMu.Lock()
+	defer nftMu.Unlock()
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("launcher: nftables: %w", err)
+	}
+	if err := fw.ensureBase(c); err != nil {
+		return err
+	}
+	if !internet {
+		return nil
+	}
+	t := fw.table()
+	_, _, egress, post := fw.chains(t)
+	if err := fw.queueDelete(c, func(s string) bool { return s == id }); err != nil {
+		return err
+	}
+	for _, r := range fw.sandboxRules(egress, post, id, veth, guest) {
+		c.AddRule(r)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("launcher: nftables: adding the sandbox's rules: %w", err)
+	}
+	return nil
+}
+
+// hasRules reports whether id has its two per-sandbox rules.
+func (fw *firewall) hasRules(id string) bool {
+	nftMu.Lock()
+	defer nftMu.Unlock()
+	c, err := nftables.New()
+	if err != nil {
+		return false
+	}
+	rules, err := fw.sandboxRuleList(c)
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, r := range rules {
+		if ruleComment(r) == fw.n.commentTag+id {
+			n++
+		}
+	}
+	return n == 2
+}
+
+// sandboxRuleList lists the rules of the per-sandbox chains (none when the
+// table does not exist).
+func (fw *firewall) sandboxRuleList(c *nftables.Conn) ([]*nftables.Rule, error) {
+	t := fw.table()
+	_, _, egress, post := fw.chains(t)
+	var out []*nftables.Rule
+	for _, ch := range []*nftables.Chain{egress, post} {
+		rs, err := c.GetRules(t, ch)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "no such file") {
+				continue
+			}
+			return nil, fmt.Errorf("launcher: nftables: listing rules: %w", err)
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// queueDelete queues the deletion of every per-sandbox rule whose id
+// matches.
+func (fw *firewall) queueDelete(c *nftables.Conn, match func(id string) bool) error {
+	rules, err := fw.sandboxRuleList(c)
+	if err != nil {
+		return err
+	}
+	for _, r := range rules {
+		id, ok := strings.CutPrefix(ruleComment(r), fw.n.commentTag)
+		if !ok || !match(id) {
+			continue
+		}
+		if err := c.DelRule(r); err != nil {
+			return fmt.Errorf("launcher: nftables: %w", err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the per-sandbox rules whose id matches, in one batch.
+func (fw *firewall) remove(match func(id string) bool) error {
+	nftMu.Lock()
+	defer nftMu.Unlock()
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("launcher: nftables: %w", err)
+	}
+	if err := fw.queueDelete(c, match); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("launcher: nftables: removing rules: %w", err)
+	}
+	return nil
+}
+
+// enableForwarding turns net.ipv4.ip_forward on (never off: other
+// sandboxes and the host may rely on it).
+func enableForwarding() error {
+	const path = "/proc/sys/net/ipv4/ip_forward"
+	b, err := os.ReadFile(path)
+	if err == nil && bytes.Equal(bytes.TrimSpace(b), []byte("1")) {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("launcher: enabling net.ipv4.ip_forward: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,403 @@
+package launcher
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// setupSandbox runs in the init, in its private mount namespace (and new
+// pid, uts, ipc and net namespaces): it builds the sandbox's root
+// filesystem on cfg.RootDir, pivots into it and sets the hostname.
+func setupSandbox(cfg *initConfig) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", err)
+	}
+	root := cfg.RootDir
+	if err := mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64m"); err != nil {
+		return err
+	}
+	if err := mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
+		return err
+	}
+	if err := bindReadOnly("/usr", filepath.Join(root, "usr")); err != nil {
+		return err
+	}
+	// /bin, /sbin, /lib*: symlinks into /usr on merged-/usr hosts, else
+	// read-only binds.
+	for _, name := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		host := "/" + name
+		fi, err := os.Lstat(host)
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(root, name)
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		case fi.IsDir():
+			if err := mkdir(dst, 0o755); err != nil {
+				return err
+			}
+			if err := bindReadOnly(host, dst); err != nil {
+				return err
+			}
+		}
+	}
+	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname); err != nil {
+		return err
+	}
+	// /home/user: on disk, owned by 1000:1000 (the launcher made it).
+	home := filepath.Join(root, "home", "user")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(cfg.HomeDir, home, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding /home/user: %w", err)
+	}
+	if err := unix.Mount("", home, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remounting /home/user: %w", err)
+	}
+	// /tmp (1777) and /run (0755, rayd's state is /run/rayd): private tmpfs.
+	for path, opts := range map[string]string{"tmp": "mode=1777", "run": "mode=0755"} {
+		p := filepath.Join(root, path)
+		if err := mkdir(p, 0o755); err != nil {
+			return err
+		}
+		if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "var", "tmp"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(root, "var", "tmp"), 0o777|os.ModeSticky); err != nil {
+		return err
+	}
+	if err := mkdir(filepath.Join(root, "proc"), 0o555); err != nil {
+		return err
+	}
+	if err := mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	if err := setupDev(filepath.Join(root, "dev")); err != nil {
+		return err
+	}
+
+	if err := unix.Chdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	return nil
+}
+
+func mount(source, target, fstype string, flags uintptr, data string) error {
+	if err := unix.Mount(source, target, fstype, flags, data); err != nil {
+		return fmt.Errorf("mounting %s on %s: %w", fstype, target, err)
+	}
+	return nil
+}
+
+func mkdir(path string, mode os.FileMode) error {
+	if err := os.Mkdir(path, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// bindReadOnly bind-mounts src on dst, read-only, nosuid and nodev.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("binding %s: %w", src, err)
+	}
+	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remounting %s read-only: %w", src, err)
+	}
+	return nil
+}
+
+// etcCopies are host files copied into the sandbox's /etc: public package
+// data only (no credentials, no host-specific secrets such as npmrc or
+// pip.conf). Symlinks are reproduced as symlinks.
+var etcCopies = []string{
+	"ld.so.cache", "ld.so.conf", "profile", "bash.bashrc", "inputrc", "protocols", "services",
+	"gai.conf", "host.conf", "mime.types", "locale.alias", "debian_version", "magic", "magic.mime",
+	"timezone", "localtime", "os-release", "system-release", "redhat-release",
+}
+
+// etcBinds are host directories bound read-only into the sandbox's /etc:
+// CA certificates, Debian's alternatives, loader and font configuration.
+var etcBinds = []string{
+	"ssl", "ca-certificates", "pki", "crypto-policies", "alternatives", "ld.so.conf.d", "fonts", "profile.d",
+}
+
+const maxEtcCopy = 8 << 20
+
+// setupEtc mounts a small tmpfs on dir, writes the generated account and
+// network files, copies or binds the allow-listed host files and makes it
+// read-only.
+func setupEtc(dir, hostname string) error {
+	if err := mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=16m"); err != nil {
+		return err
+	}
+	hostResolv, _ := readLimited("/etc/resolv.conf", 64<<10)
+	stubResolv, _ := readLimited("/run/systemd/resolve/resolv.conf", 64<<10)
+	shell := "/bin/sh"
+	if _, err := os.Stat("/usr/bin/bash"); err == nil {
+		shell = "/bin/bash"
+	} else if _, err := os.Stat("/bin/bash"); err == nil {
+		shell = "/bin/bash"
+	}
+	files := map[string]string{
+		"passwd":        passwdFile(shell),
+		"group":         groupFile(),
+		"hostname":      hostname + "\n",
+		"hosts":         hostsFile(hostname),
+		"resolv.conf":   resolvConf(hostResolv, stubResolv),
+		"nsswitch.conf": nsswitchConf,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink("../proc/self/mounts", filepath.Join(dir, "mtab")); err != nil {
+		return err
+	}
+	for _, name := range etcCopies {
+		if err := copyEtc("/etc/"+name, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	for _, pattern := range append(etcBinds, "python3*") {
+		matches, _ := filepath.Glob("/etc/" + pattern)
+		for _, host := range matches {
+			fi, err := os.Lstat(host)
+			if err != nil {
+				continue
+			}
+			dst := filepath.Join(dir, filepath.Base(host))
+			switch {
+			case fi.Mode()&fs.ModeSymlink != 0:
+				if err := copyEtc(host, dst); err != nil {
+					return err
+				}
+			case fi.IsDir():
+				if err := mkdir(dst, 0o755); err != nil {
+					return err
+				}
+				if err := bindReadOnly(host, dst); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("remounting /etc read-only: %w", err)
+	}
+	return nil
+}
+
+// copyEtc copies a regular file (up to maxEtcCopy bytes, mode 0644) or
+// reproduces a symlink; a missing source is skipped.
+func copyEtc(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return nil
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return nil
+		}
+		return os.Symlink(target, dst)
+	case fi.Mode().IsRegular():
+		b, err := readLimited(src, maxEtcCopy)
+		if err != nil {
+			return nil // unreadable or too large: leave it out
+		}
+		return os.WriteFile(dst, b, 0o644)
+	}
+	return nil
+}
+
+func readLimited(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
+}
+
+// passwdFile is the sandbox's generated /etc/passwd.
+func passwdFile(shell string) string {
+	return "root:x:0:0:root:/root:" + shell + "\n" +
+		"user:x:1000:1000:user:/home/user:" + shell + "\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+}
+
+// groupFile is the sandbox's generated /etc/group.
+func groupFile() string {
+	return "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
+}
+
+func hostsFile(hostname string) string {
+	return "127.0.0.1\tlocalhost\n" +
+		"127.0.1.1\t" + hostname + "\n" +
+		"::1\tlocalhost ip6-localhost ip6-loopback\n" +
+		"ff02::1\tip6-allnodes\n" +
+		"ff02::2\tip6-allrouters\n"
+}
+
+const nsswitchConf = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n" +
+	"protocols: files\nservices: files\nethers: files\nrpc: files\n"
+
+// fallbackNameserver replaces loopback resolvers, which are unreachable
+// from a sandbox's network namespace.
+const fallbackNameserver = "1.1.1.1"
+
+// resolvConf builds the sandbox's /etc/resolv.conf from the host's
+// nameserver lines. A loopback resolver (such as systemd-resolved's
+// 127.0.0.53) is replaced by the upstream servers systemd-resolved lists,
+// if any, else by 1.1.1.1. At most three servers (the resolver's limit).
+func resolvConf(host, systemdUpstream []byte) string {
+	servers := nameservers(host)
+	var out []string
+	loopback := false
+	for _, s := range servers {
+		if s.IsLoopback() {
+			loopback = true
+			continue
+		}
+		out = append(out, s.String())
+	}
+	if loopback {
+		for _, s := range nameservers(systemdUpstream) {
+			if !s.IsLoopback() && !contains(out, s.String()) {
+				out = append(out, s.String())
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []string{fallbackNameserver}
+	}
+	if len(out) > 3 {
+		out = out[:3]
+	}
+	var b strings.Builder
+	for _, s := range out {
+		b.WriteString("nameserver " + s + "\n")
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func nameservers(conf []byte) []netip.Addr {
+	var out []netip.Addr
+	sc := bufio.NewScanner(bytes.NewReader(conf))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || a.Zone() != "" {
+			continue
+		}
+		out = append(out, a.Unmap())
+	}
+	return out
+}
+
+// setupDev mounts a tmpfs on dir with the host's harmless device nodes
+// bound in, a private devpts instance and a /dev/shm.
+func setupDev(dir string) error {
+	if err := mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, name := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		host := "/dev/" + name
+		if _, err := os.Stat(host); err != nil {
+			continue
+		}
+		dst := filepath.Join(dir, name)
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount(host, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding %s: %w", host, err)
+		}
+	}
+	pts := filepath.Join(dir, "pts")
+	if err := mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	if err := mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return err
+	}
+	shm := filepath.Join(dir, "shm")
+	if err := mkdir(shm, 0o755); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return err
+	}
+	for name, target := range map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+//go:build linux
+
+package launcher
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	line := "1234 (we) ird (name)) S 42 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10"
+	ppid, start, err := parseStat([]byte(line))
+	if err != nil || ppid != 42 || start != 987654 {
+		t.Fatalf("got %d %d %v", ppid, start, err)
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 2 3", "1 (x) S notanumber 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 0 0 5"} {
+		if _, _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, ok := range []string{"microvm-0b0c8a34-7d36-4a63-9b1f-3f0f1f2f3f4f", "a", "A.b_c-1"} {
+		if err := validID(ok); err != nil {
+			t.Errorf("validID(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "-x", ".x", "../x", "a/b", "a b", "a\x00", strings.Repeat("a", maxIDLen+1), "é"} {
+		if validID(bad) == nil {
+			t.Errorf("validID(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	n, err := namesFor("")
+	if err != nil || n.cgroupParent != "rayito-localvm" || n.vethPrefix != "rl-" || n.table != "rayito_localvm" {
+		t.Fatalf("default names %+v %v", n, err)
+	}
+	v := n.vethName("microvm-1")
+	if len(v) != 11 || !strings.HasPrefix(v, "rl-") || !n.isVeth(v) || n.vethName("microvm-1") != v || n.vethName("microvm-2") == v {
+		t.Fatalf("veth name %q", v)
+	}
+	if n.isVeth("rl-zzzzzzzz") || n.isVeth("rl-abc") || n.isVeth("eth0") {
+		t.Fatal("isVeth accepts foreign names")
+	}
+	s, err := namesFor("abc")
+	if err != nil || len(s.vethName("x")) > 15 || s.isVeth(n.vethName("x")) || n.isVeth(s.vethName("x")) {
+		t.Fatalf("scoped names %+v %v", s, err)
+	}
+	for _, bad := range []string{"abcd", "A", "a-", "l "} {
+		if _, err := namesFor(bad); err == nil {
+			t.Errorf("namesFor(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestSubnetSlots(t *testing.T) {
+	p := netip.MustParsePrefix("10.213.0.0/16")
+	if slotCount(p) != 16384 {
+		t.Fatal(slotCount(p))
+	}
+	slot, host, guest := subnetSlot(p, 0)
+	if slot.String() != "10.213.0.0/30" || host.String() != "10.213.0.1" || guest.String() != "10.213.0.2" {
+		t.Fatal(slot, host, guest)
+	}
+	slot, host, guest = subnetSlot(p, 16383)
+	if slot.String() != "10.213.255.252/30" || host.String() != "10.213.255.253" || guest.String() != "10.213.255.254" {
+		t.Fatal(slot, host, guest)
+	}
+	for _, bad := range []string{"10.0.0.0/31", "fd00::/64", "10.0.0.0/7"} {
+		if _, err := checkSubnet(netip.MustParsePrefix(bad)); err == nil {
+			t.Errorf("checkSubnet(%s) succeeded", bad)
+		}
+	}
+	if got, _ := checkSubnet(netip.Prefix{}); got != DefaultSubnet {
+		t.Fatal(got)
+	}
+}
+
+func TestCheckDir(t *testing.T) {
+	for _, ok := range []string{"/var/lib/x/sb/1", "/var/lib/x/a"} {
+		if err := checkDir("/var/lib/x", ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "/var/lib/x", "/var/lib", "/", "/var/lib/xy/1", "/var/lib/x/../y", "rel/x", "/var/lib/x/a/"} {
+		if checkDir("/var/lib/x", bad) == nil {
+			t.Errorf("checkDir(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestResolvConf(t *testing.T) {
+	cases := []struct{ host, upstream, want string }{
+		{"nameserver 10.0.0.2\nsearch x\n", "", "nameserver 10.0.0.2\n"},
+		{"nameserver 127.0.0.53\noptions edns0\n", "nameserver 192.0.2.1\nnameserver 192.0.2.2\n", "nameserver 192.0.2.1\nnameserver 192.0.2.2\n"},
+		{"nameserver 127.0.0.53\n", "", "nameserver 1.1.1.1\n"},
+		{"nameserver ::1\nnameserver 9.9.9.9\n", "", "nameserver 9.9.9.9\n"},
+		{"", "", "nameserver 1.1.1.1\n"},
+		{"nameserver 1.0.0.1\nnameserver 2.0.0.1\nnameserver 3.0.0.1\nnameserver 4.0.0.1\n", "", "nameserver 1.0.0.1\nnameserver 2.0.0.1\nnameserver 3.0.0.1\n"},
+		{"nameserver fe80::1%eth0\nnameserver garbage\n", "", "nameserver 1.1.1.1\n"},
+	}
+	for _, c := range cases {
+		if got := resolvConf([]byte(c.host), []byte(c.upstream)); got != c.want {
+			t.Errorf("resolvConf(%q, %q) = %q, want %q", c.host, c.upstream, got, c.want)
+		}
+	}
+}
+
+func TestGeneratedAccounts(t *testing.T) {
+	p := passwdFile("/bin/bash")
+	for _, want := range []string{"root:x:0:0:", "user:x:1000:1000:user:/home/user:/bin/bash\n", "nobody:x:65534:65534:"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("passwd lacks %q", want)
+		}
+	}
+	if strings.Count(p, "\n") != 3 {
+		t.Errorf("passwd has extra accounts:\n%s", p)
+	}
+	g := groupFile()
+	if g != "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n" {
+		t.Errorf("group:\n%s", g)
+	}
+}

@@ -1,0 +1,658 @@
+// Package registry holds localvm's microVMs: their state machine, the
+// background work that boots and tears down each sandbox, and the state
+// files that let a restarted platform find its sandboxes again.
+//
+// # States
+//
+// RunMicrovm creates a microVM in PENDING and answers at once. In the
+// background the registry launches the sandbox ([Launcher.Launch]) and
+// POSTs the run hook to rayd, exactly as AWS Lambda MicroVMs does:
+//
+//	POST http://<hooks>/aws/lambda-microvms/runtime/v1/run
+//	{"microvmId": "<id>", "runHookPayload": "<payload>"}
+//
+// A 200 within 30 seconds makes the microVM RUNNING; anything else makes it
+// TERMINATING and then TERMINATED, with a stateReason. A RUNNING microVM
+// ends in TERMINATED when TerminateMicrovm is called (the terminate hook is
+// POSTed, then the sandbox is destroyed), when maximumDurationInSeconds
+// has passed since startedAt ("Maximum duration reached."), or when rayd
+// exits by itself ("Container Stopped with Exit Code: N"). TERMINATED
+// microVMs stay listed and gettable for a retention period (20 minutes, as
+// on AWS) and then vanish. Suspend and resume are not supported yet.
+//
+// # State directory
+//
+// The registry keeps one JSON file per microVM, <StateDir>/vms/<id>.json
+// (0600, replaced atomically on every change), with the public fields and
+// the launcher's [launcher.Record]; it never stores the run hook payload.
+// Each sandbox also gets a private directory <StateDir>/vms/<id>/ (0700),
+// where rayd's output goes to rayd.log. [Open] reads the files back:
+// every RUNNING microVM is re-adopted ([Launcher.Adopt]) when its sandbox
+// is still alive and marked TERMINATED ("Platform restarted; sandbox
+// lost.") otherwise; then [Launcher.Sweep] removes what belongs to no kept
+// sandbox. [Registry.Close] does not terminate sandboxes: they survive a
+// platform restart.
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rayito-dev/rayito/localvm/internal/launcher"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
+)
+
+// Launcher starts, re-adopts and cleans up sandboxes; package launcher
+// implements it.
+type Launcher interface {
+	// Launch starts one sandbox. It returns once rayd runs; the registry
+	// then calls the run hook.
+	Launch(ctx context.Context, spec launcher.Spec) (launcher.Instance, error)
+	// Adopt takes over a sandbox a previous platform process launched. It
+	// fails when the sandbox is gone.
+	Adopt(rec launcher.Record) (launcher.Instance, error)
+	// Cleanup removes what is left of a sandbox that could not be adopted.
+	Cleanup(rec launcher.Record) error
+	// Sweep removes every sandbox trace that belongs to none of keep.
+	Sweep(keep []launcher.Record) error
+	// Privileged reports whether sandboxes get namespaces and cgroups.
+	Privileged() bool
+}
+
+// Minter mints the port-scoped auth tokens of CreateMicrovmAuthToken;
+// package authtoken implements it. Errors that are the caller's fault
+// must be *Error values of type ValidationException (wrap the minter to
+// convert its own error type); any other error answers
+// InternalServerException.
+type Minter interface {
+	Mint(microvmID string, ports []microvmsapi.AllowedPort, ttl time.Duration) (token string, expires time.Time, err error)
+}
+
+// EndpointSuffix ends every local microVM endpoint: "<uuid>.microvms.localhost".
+const EndpointSuffix = ".microvms.localhost"
+
+// DefaultMaxSandboxes is the default of Options.MaxSandboxes.
+const DefaultMaxSandboxes = 64
+
+// DefaultImageVersion is the imageVersion of a microVM run without one.
+const DefaultImageVersion = "1.0"
+
+// Hook paths and timeouts.
+const (
+	HookPathPrefix = "/aws/lambda-microvms/runtime/v1/"
+	// RunHookTimeout bounds the run hook, retries included: rayd may
+	// still be binding its hooks port when Launch returns.
+	RunHookTimeout = 30 * time.Second
+	// TerminateHookTimeout bounds the terminate hook.
+	TerminateHookTimeout = 10 * time.Second
+	// TeardownTimeout bounds Instance.Terminate.
+	TeardownTimeout = 60 * time.Second
+)
+
+// State reasons the registry sets.
+const (
+	ReasonTerminated      = "Success."
+	ReasonMaxDuration     = "Maximum duration reached."
+	ReasonPlatformLost    = "Platform restarted; sandbox lost."
+	ReasonPlatformStopped = "Platform stopped while the microVM was starting."
+	ReasonTerminateAll    = "Terminated by the local platform."
+	ReasonRunHookTimeout  = "Run hook timed out."
+	ReasonLaunchFailed    = "Sandbox launch failed"
+	reasonExitPrefix      = "Container Stopped with Exit Code: "
+	reasonExitUnknown     = "Container Stopped."
+)
+
+// Options configure a Registry.
+type Options struct {
+	// StateDir is the platform's state directory (see DefaultStateDir);
+	// required. The registry uses StateDir/vms.
+	StateDir string
+	// Launcher and Minter are required.
+	Launcher Launcher
+	Minter   Minter
+	// Logger receives state changes; it never gets tokens or payloads.
+	Logger *slog.Logger
+	// MaxSandboxes bounds the microVMs that are not TERMINATED; RunMicrovm
+	// beyond it answers ServiceQuotaExceededException. 0 means
+	// DefaultMaxSandboxes.
+	MaxSandboxes int
+	// TerminatedRetention is how long TERMINATED microVMs stay listed; 0
+	// means microvmsapi.TerminatedListedFor (20 minutes).
+	TerminatedRetention time.Duration
+	// RunHookTimeout, TerminateHookTimeout and TeardownTimeout override
+	// the package defaults when positive (for tests).
+	RunHookTimeout       time.Duration
+	TerminateHookTimeout time.Duration
+	TeardownTimeout      time.Duration
+}
+
+// Registry is the set of microVMs. It is safe for concurrent use.
+type Registry struct {
+	log        *slog.Logger
+	launcher   Launcher
+	minter     Minter
+	vmsDir     string
+	max        int
+	retention  time.Duration
+	runTO      time.Duration
+	termTO     time.Duration
+	teardownTO time.Duration
+	hc         *http.Client
+	seq        atomic.Uint64
+
+	// base is cancelled by Close: it aborts launches in progress and
+	// releases the goroutines that watch running sandboxes.
+	base       context.Context
+	cancelBase context.CancelFunc
+	wg         sync.WaitGroup
+
+	mu         sync.Mutex
+	closed     bool
+	vms        map[string]*vm
+	byEndpoint map[string]*vm
+	byToken    map[string]*vm
+}
+
+// vm is one microVM. Fields marked "mu" are guarded by Registry.mu.
+type vm struct {
+	id          string
+	endpoint    string
+	seq         uint64
+	dir         string
+	clientToken string
+	fingerprint string
+
+	pub  microvmsapi.Microvm // mu
+	inst launcher.Instance   // mu; nil until launched or adopted
+	rec  *launcher.Record    // mu
+	gen  uint64              // mu; bumped on every change to persist
+
+	stop        chan struct{}      // closed on the move to TERMINATING
+	done        chan struct{}      // closed on the move to TERMINATED
+	cancelStart context.CancelFunc // mu; aborts Launch and the run hook
+	timer       *time.Timer        // mu; maximum duration
+
+	fileMu  sync.Mutex
+	written uint64 // fileMu: gen of the file on disk
+	removed bool   // fileMu: files deleted, write no more
+}
+
+// Open opens the registry in opts.StateDir: it loads the state files,
+// re-adopts the sandboxes that are still alive, marks the others
+// TERMINATED and cleans up after them, and sweeps the launcher's leftovers.
+// ctx bounds that work.
+func Open(ctx context.Context, opts Options) (*Registry, error) {
+	if opts.StateDir == "" || opts.Launcher == nil || opts.Minter == nil {
+		return nil, errors.New("registry: StateDir, Launcher and Minter are required")
+	}
+	r := &Registry{
+		log:        opts.Logger,
+		launcher:   opts.Launcher,
+		minter:     opts.Minter,
+		vmsDir:     filepath.Join(opts.StateDir, "vms"),
+		max:        opts.MaxSandboxes,
+		retention:  opts.TerminatedRetention,
+		runTO:      orDefault(opts.RunHookTimeout, RunHookTimeout),
+		termTO:     orDefault(opts.TerminateHookTimeout, TerminateHookTimeout),
+		teardownTO: orDefault(opts.TeardownTimeout, TeardownTimeout),
+		vms:        map[string]*vm{},
+		byEndpoint: map[string]*vm{},
+		byToken:    map[string]*vm{},
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.max <= 0 {
+		r.max = DefaultMaxSandboxes
+	}
+	if r.retention <= 0 {
+		r.retention = microvmsapi.TerminatedListedFor
+	}
+	r.hc = &http.Client{Transport: &http.Transport{
+		Proxy:             nil, // hooks are local: never through HTTP_PROXY
+		DisableKeepAlives: true,
+	}}
+	for _, d := range []string{opts.StateDir, r.vmsDir} {
+		if err := ensureDir(d); err != nil {
+			return nil, fmt.Errorf("registry: state dir: %w", err)
+		}
+	}
+	r.base, r.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
+	if err := r.recover(ctx); err != nil {
+		r.cancelBase()
+		return nil, err
+	}
+	return r, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// now is the registry's clock: UTC, millisecond precision, no monotonic
+// reading, so that the times survive a round trip through the state files.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// Run creates a microVM and starts it in the background; it answers the
+// microVM in PENDING. A repeated clientToken with the same input answers
+// the microVM created first, with a different input ConflictException.
+func (r *Registry) Run(_ context.Context, in microvmsapi.RunMicrovmInput) (microvmsapi.Microvm, error) {
+	if err := normalizeRun(&in); err != nil {
+		return microvmsapi.Microvm{}, err
+	}
+	fp := fingerprint(in)
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return microvmsapi.Microvm{}, fmt.Errorf("registry: uuid: %w", err)
+	}
+	id := "microvm-" + u.String()
+	payload := in.RunHookPayload
+	in.RunHookPayload = ""
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return microvmsapi.Microvm{}, ErrClosed
+	}
+	purged := r.purgeLocked(now())
+	if in.ClientToken != "" {
+		if prev := r.byToken[in.ClientToken]; prev != nil {
+			out := clone(prev.pub)
+			r.mu.Unlock()
+			r.removeFiles(purged)
+			if prev.fingerprint != fp {
+				return microvmsapi.Microvm{}, conflictErr("The clientToken was already used with a different request.")
+			}
+			return out, nil
+		}
+	}
+	if r.activeLocked() >= r.max {
+		r.mu.Unlock()
+		r.removeFiles(purged)
+		return microvmsapi.Microvm{}, &Error{Type: microvmsapi.ServiceQuotaExceededException,
+			Message: fmt.Sprintf("At most %d microVMs may exist that are not TERMINATED.", r.max)}
+	}
+	started := now()
+	v := &vm{
+		id:          id,
+		endpoint:    u.String() + EndpointSuffix,
+		seq:         r.seq.Add(1),
+		dir:         filepath.Join(r.vmsDir, id),
+		clientToken: in.ClientToken,
+		fingerprint: fp,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		gen:         1,
+	}
+	v.pub = microvmsapi.Microvm{
+		MicrovmID:                id,
+		State:                    microvmsapi.StatePending,
+		Endpoint:                 v.endpoint,
+		ImageArn:                 in.ImageIdentifier,
+		ImageVersion:             in.ImageVersion,
+		StartedAt:                &started,
+		ExecutionRoleArn:         in.ExecutionRoleArn,
+		IdlePolicy:               in.IdlePolicy,
+		Logging:                  in.Logging,
+		MaximumDurationInSeconds: in.MaximumDurationInSeconds,
+		IngressNetworkConnectors: in.IngressNetworkConnectors,
+		EgressNetworkConnectors:  in.EgressNetworkConnectors,
+	}
+	if v.pub.ImageVersion == "" {
+		v.pub.ImageVersion = DefaultImageVersion
+	}
+	r.insertLocked(v)
+	r.mu.Unlock()
+	r.removeFiles(purged)
+
+	// The directory and the first state file exist before anything is
+	// launched, so that a crash mid-launch leaves a record to clean up.
+	if err := r.createFiles(v); err != nil {
+		r.mu.Lock()
+		r.deleteLocked(v)
+		r.mu.Unlock()
+		r.removeFiles([]*vm{v})
+		r.log.Error("registry: cannot store a new microVM", "microvm", id, "err", err)
+		return microvmsapi.Microvm{}, fmt.Errorf("registry: store %s: %w", id, err)
+	}
+
+	r.mu.Lock()
+	if r.closed {
+		r.requestTerminateLocked(v, ReasonPlatformStopped)
+		r.mu.Unlock()
+		r.finish(v)
+		return microvmsapi.Microvm{}, ErrClosed
+	}
+	var startCtx context.Context
+	startCtx, v.cancelStart = context.WithCancel(r.base)
+	r.armTimerLocked(v, time.Duration(in.MaximumDurationInSeconds)*time.Second)
+	out := clone(v.pub)
+	r.wg.Add(1)
+	r.mu.Unlock()
+
+	r.log.Info("registry: microVM pending", "microvm", id)
+	go r.lifecycle(v, startCtx, payload, nil)
+	return out, nil
+}
+
+// fingerprint identifies a normalized RunMicrovm input for clientToken
+// idempotency; the payload enters only through the hash.
+func fingerprint(in microvmsapi.RunMicrovmInput) string {
+	b, _ := json.Marshal(in)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Get returns one microVM.
+func (r *Registry) Get(id string) (microvmsapi.Microvm, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return microvmsapi.Microvm{}, ErrClosed
+	}
+	purged := r.purgeLocked(now())
+	v := r.vms[id]
+	var out microvmsapi.Microvm
+	if v != nil {
+		out = clone(v.pub)
+	}
+	r.mu.Unlock()
+	r.removeFiles(purged)
+	if v == nil {
+		return microvmsapi.Microvm{}, ErrNotFound
+	}
+	return out, nil
+}
+
+// Terminate moves a PENDING or RUNNING microVM to TERMINATING and tears it
+// down in the background (terminate hook, then the sandbox); it answers
+// before the microVM is TERMINATED. Terminating a microVM that is already
+// TERMINATING or TERMINATED does nothing and succeeds.
+func (r *Registry) Terminate(id string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	purged := r.purgeLocked(now())
+	v := r.vms[id]
+	changed := v != nil && r.requestTerminateLocked(v, ReasonTerminated)
+	r.mu.Unlock()
+	r.removeFiles(purged)
+	if v == nil {
+		return ErrNotFound
+	}
+	if changed {
+		r.log.Info("registry: microVM terminating", "microvm", id, "reason", ReasonTerminated)
+		r.persist(v)
+	}
+	return nil
+}
+
+// Suspend is not supported yet: it answers ErrSuspendNotSupported for an
+// existing microVM and ErrNotFound otherwise.
+func (r *Registry) Suspend(id string) error { return r.notSupported(id) }
+
+// Resume is not supported yet; see Suspend.
+func (r *Registry) Resume(id string) error { return r.notSupported(id) }
+
+func (r *Registry) notSupported(id string) error {
+	if _, err := r.Get(id); err != nil {
+		return err
+	}
+	return ErrSuspendNotSupported
+}
+
+// CreateAuthToken mints a token for the microVM's endpoint proxy. The
+// microVM must exist and not be TERMINATING or TERMINATED.
+func (r *Registry) CreateAuthToken(id string, in microvmsapi.CreateMicrovmAuthTokenInput) (microvmsapi.CreateMicrovmAuthTokenOutput, error) {
+	if err := checkAuthToken(&in); err != nil {
+		return microvmsapi.CreateMicrovmAuthTokenOutput{}, err
+	}
+	m, err := r.Get(id)
+	if err != nil {
+		return microvmsapi.CreateMicrovmAuthTokenOutput{}, err
+	}
+	if m.State == microvmsapi.StateTerminating || m.State == microvmsapi.StateTerminated {
+		return microvmsapi.CreateMicrovmAuthTokenOutput{}, conflictErr("The microVM is terminated.")
+	}
+	tok, _, err := r.minter.Mint(id, in.AllowedPorts, time.Duration(in.ExpirationInMinutes)*time.Minute)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return microvmsapi.CreateMicrovmAuthTokenOutput{}, e
+		}
+		return microvmsapi.CreateMicrovmAuthTokenOutput{}, fmt.Errorf("registry: mint: %w", err)
+	}
+	return microvmsapi.CreateMicrovmAuthTokenOutput{AuthToken: map[string]string{microvmsapi.AuthTokenResponseKey: tok}}, nil
+}
+
+// TerminateAll terminates every microVM that is not TERMINATED and waits
+// until they all are, or until ctx ends.
+func (r *Registry) TerminateAll(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	var changed, waiting []*vm
+	for _, v := range r.vms {
+		if r.requestTerminateLocked(v, ReasonTerminateAll) {
+			changed = append(changed, v)
+		}
+		if v.pub.State != microvmsapi.StateTerminated {
+			waiting = append(waiting, v)
+		}
+	}
+	r.mu.Unlock()
+	for _, v := range changed {
+		r.persist(v)
+	}
+	for _, v := range waiting {
+		select {
+		case <-v.done:
+		case <-ctx.Done():
+			return fmt.Errorf("registry: terminate all: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close stops the registry's timers and background work and waits for it,
+// or until ctx ends. It does not terminate sandboxes: RUNNING ones keep
+// running and a later Open re-adopts them; launches still in progress are
+// aborted. Every method but Lookup answers ErrClosed afterwards.
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	for _, v := range r.vms {
+		if v.timer != nil {
+			v.timer.Stop()
+		}
+	}
+	r.mu.Unlock()
+	r.cancelBase()
+	waited := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		return fmt.Errorf("registry: close: %w", ctx.Err())
+	}
+	r.hc.CloseIdleConnections()
+	return nil
+}
+
+// insertLocked adds v to the indexes.
+func (r *Registry) insertLocked(v *vm) {
+	r.vms[v.id] = v
+	r.byEndpoint[v.endpoint] = v
+	if v.clientToken != "" {
+		r.byToken[v.clientToken] = v
+	}
+}
+
+// deleteLocked removes v from the indexes.
+func (r *Registry) deleteLocked(v *vm) {
+	delete(r.vms, v.id)
+	if r.byEndpoint[v.endpoint] == v {
+		delete(r.byEndpoint, v.endpoint)
+	}
+	if v.clientToken != "" && r.byToken[v.clientToken] == v {
+		delete(r.byToken, v.clientToken)
+	}
+}
+
+// activeLocked counts the microVMs that are not TERMINATED.
+func (r *Registry) activeLocked() int {
+	n := 0
+	for _, v := range r.vms {
+		if v.pub.State != microvmsapi.StateTerminated {
+			n++
+		}
+	}
+	return n
+}
+
+// expiredLocked reports whether v is TERMINATED for longer than the
+// retention period.
+func (r *Registry) expiredLocked(v *vm, t time.Time) bool {
+	return v.pub.State == microvmsapi.StateTerminated && v.pub.TerminatedAt != nil &&
+		t.Sub(*v.pub.TerminatedAt) >= r.retention
+}
+
+// purgeLocked drops the expired microVMs from the indexes and returns
+// them; the caller removes their files with removeFiles after unlocking.
+func (r *Registry) purgeLocked(t time.Time) []*vm {
+	var out []*vm
+	for _, v := range r.vms {
+		if r.expiredLocked(v, t) {
+			r.deleteLocked(v)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// armTimerLocked starts v's maximum-duration timer to fire after d.
+func (r *Registry) armTimerLocked(v *vm, d time.Duration) {
+	v.timer = time.AfterFunc(max(d, 0), func() {
+		r.mu.Lock()
+		changed := !r.closed && r.requestTerminateLocked(v, ReasonMaxDuration)
+		r.mu.Unlock()
+		if changed {
+			r.log.Info("registry: microVM terminating", "microvm", v.id, "reason", ReasonMaxDuration)
+			r.persist(v)
+		}
+	})
+}
+
+// requestTerminateLocked moves a PENDING or RUNNING v to TERMINATING with
+// reason and wakes its lifecycle goroutine, which tears it down. It
+// reports whether v changed (the caller then persists it).
+func (r *Registry) requestTerminateLocked(v *vm, reason string) bool {
+	switch v.pub.State {
+	case microvmsapi.StatePending, microvmsapi.StateRunning:
+	default:
+		return false
+	}
+	v.pub.State = microvmsapi.StateTerminating
+	v.pub.StateReason = reason
+	v.gen++
+	close(v.stop)
+	if v.cancelStart != nil {
+		v.cancelStart()
+	}
+	return true
+}
+
+// clone deep-copies a Microvm so that callers never share its pointers.
+func clone(m microvmsapi.Microvm) microvmsapi.Microvm {
+	if m.StartedAt != nil {
+		t := *m.StartedAt
+		m.StartedAt = &t
+	}
+	if m.TerminatedAt != nil {
+		t := *m.TerminatedAt
+		m.TerminatedAt = &t
+	}
+	if m.IdlePolicy != nil {
+		p := *m.IdlePolicy
+		m.IdlePolicy = &p
+	}
+	if m.Logging != nil {
+		l := *m.Logging
+		if l.CloudWatch != nil {
+			cw := *l.CloudWatch
+			l.CloudWatch = &cw
+		}
+		if l.Disabled != nil {
+			l.Disabled = &struct{}{}
+		}
+		m.Logging = &l
+	}
+	m.IngressNetworkConnectors = cloneStrings(m.IngressNetworkConnectors)
+	m.EgressNetworkConnectors = cloneStrings(m.EgressNetworkConnectors)
+	return m
+}
+
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string(nil), s...)
+}
+
+// exitReason is the stateReason of a sandbox whose rayd exited by itself.
+func exitReason(inst launcher.Instance) string {
+	if code, ok := inst.ExitCode(); ok {
+		return fmt.Sprintf("%s%d", reasonExitPrefix, code)
+	}
+	return reasonExitUnknown
+}
+
+// oneLine shortens an error text for a stateReason.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// DefaultStateDir is the platform's state directory: /var/lib/rayito/localvm
+// for root, else $XDG_STATE_HOME/rayito/localvm when XDG_STATE_HOME is an
+// absolute path, else ~/.local/state/rayito/localvm.
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rayito/localvm"
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "rayito", "localvm")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".local", "state", "rayito", "localvm")
+}

@@ -1,0 +1,332 @@
+// Package localvm is Rayito's embedded local platform: a faithful stand-in
+// for AWS Lambda MicroVMs on one Linux machine.
+//
+// A [Server] serves, on one loopback port (127.0.0.1:7450 by default), the
+// same REST-JSON control-plane API as the lambda-microvms service
+// (RunMicrovm, GetMicrovm, ListMicrovms, TerminateMicrovm,
+// CreateMicrovmAuthToken; suspend and resume are not supported yet), and
+// the endpoint proxy of every microVM: a request whose Host is a microVM's
+// endpoint, "<uuid>.microvms.localhost", goes to that microVM when it
+// carries a valid auth token, the rest to the API. HTTP/1.1 and cleartext
+// HTTP/2 (h2c) are both spoken.
+//
+// Each microVM is the guest daemon rayd in fresh Linux namespaces and a
+// cgroup, driven through its lifecycle hooks exactly as the service does.
+// This is container-grade isolation, not a virtual machine: sandboxes
+// share the host's kernel. Full fidelity (user switching, network policy,
+// resource limits) needs root; without root sandboxes run as plain
+// processes of the current user, and features that need privileges fail
+// with an error (see [Server.Privileged]).
+//
+// The API has no authentication, so it listens on loopback only: New
+// refuses any other address unless [Options.AllowRemote] is set, and the
+// API refuses requests from web pages (an Origin header) and, unless
+// AllowRemote, requests whose Host is not a loopback name.
+//
+// Sandboxes outlive the Server: [Server.Close] leaves them running and the
+// next Server on the same state directory re-adopts them (or records them
+// as lost). [Server.TerminateAll] ends them all.
+//
+// Any binary that embeds localvm must call [MaybeRunInit] first thing in
+// main: sandboxes are started by re-executing the binary itself.
+package localvm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rayito-dev/rayito/localvm/internal/api"
+	"github.com/rayito-dev/rayito/localvm/internal/registry"
+)
+
+// DefaultAddr is the default listen address of the platform.
+const DefaultAddr = "127.0.0.1:7450"
+
+// Server limits.
+const (
+	readHeaderTimeout = 10 * time.Second
+	maxHeaderBytes    = 64 << 10
+	idleTimeout       = 2 * time.Minute
+	// shutdownGrace is how long Serve lets requests in flight finish after
+	// its context ends, before it closes their connections.
+	shutdownGrace = 5 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the TCP address ListenAndServe listens on; default
+	// DefaultAddr. It must be a loopback address (or "localhost") unless
+	// AllowRemote is set.
+	Addr string
+	// StateDir holds the platform's state: the auth-token key, one state
+	// file and one directory (with rayd's log) per microVM. Default
+	// DefaultStateDir(). It is created with mode 0700.
+	StateDir string
+	// Logger receives the platform's logs; never tokens, payloads or
+	// environments. Nil means slog.Default().
+	Logger *slog.Logger
+	// MaxSandboxes bounds the microVMs that are not TERMINATED; default 64.
+	MaxSandboxes int
+	// AllowRemote lets the server listen on a non-loopback address and
+	// accept any Host header. The API has no authentication: anyone who
+	// can reach the port can run sandboxes. Leave it off.
+	AllowRemote bool
+	// Scope separates platforms that share a machine: each one's start-up
+	// sweep removes the leftovers of its own scope only. "" is the
+	// machine's main platform (`rayito local serve`); a short-lived
+	// platform, such as the one `rayito run` starts in its own process,
+	// takes a scope of its own: 1 to 3 characters of [a-z0-9].
+	Scope string
+	// Subnet is the private IPv4 pool sandboxes take their /30s from;
+	// zero means 10.213.0.0/16. Addresses already on the host are skipped.
+	Subnet netip.Prefix
+}
+
+// DefaultStateDir is the default state directory: /var/lib/rayito/localvm
+// for root, else $XDG_STATE_HOME/rayito/localvm, else
+// ~/.local/state/rayito/localvm.
+func DefaultStateDir() string { return registry.DefaultStateDir() }
+
+// Server is a running local platform. Its methods are safe for concurrent
+// use.
+type Server struct {
+	opts  Options
+	log   *slog.Logger
+	deps  deps
+	reg   *registry.Registry
+	api   *api.Handler
+	proxy proxy
+	lock  *os.File // the state directory's lock
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// proxy is the endpoint proxy as the Server uses it.
+type proxy interface {
+	http.Handler
+	// Match reports whether a request is for a microVM's endpoint.
+	Match(r *http.Request) bool
+	CloseIdleConnections()
+}
+
+// deps are what New builds from the launcher, authtoken and proxy
+// packages (see wire.go); tests substitute fakes.
+type deps struct {
+	launcher registry.Launcher
+	minter   registry.Minter
+	newProxy func(lookup func(endpoint string) (*registry.Target, bool)) proxy
+}
+
+// New opens the platform: it creates and locks the state directory (only
+// one Server may use it at a time: ErrInUse), loads (or creates) the
+// auth-token key, starts the launcher and opens the registry,
+// which re-adopts the sandboxes a previous Server left running and cleans
+// up after the others. Serve or ListenAndServe then serve it; Close
+// releases it.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	opts, err := normalize(opts)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, opts, func() (deps, error) { return wire(opts, wireConfig{scope: opts.Scope, subnet: opts.Subnet}) })
+}
+
+// ErrInUse is New's error when another Server (in this process or another)
+// has the state directory open.
+var ErrInUse = errors.New("localvm: another local platform is using the state directory")
+
+// lockFile is the file in the state directory that a Server holds locked.
+const lockFile = "lock"
+
+// open prepares and locks the state directory, builds the dependencies
+// and opens the Server.
+func open(ctx context.Context, opts Options, build func() (deps, error)) (*Server, error) {
+	if err := registry.EnsureStateDir(opts.StateDir); err != nil {
+		return nil, fmt.Errorf("localvm: state dir: %w", err)
+	}
+	lock, err := lockStateDir(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := build()
+	if err == nil {
+		var s *Server
+		if s, err = newServer(ctx, opts, d); err == nil {
+			s.lock = lock
+			return s, nil
+		}
+	}
+	_ = lock.Close()
+	return nil, err
+}
+
+// lockStateDir takes an exclusive lock on the state directory, held until
+// the returned file is closed.
+func lockStateDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("localvm: state dir lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrInUse
+		}
+		return nil, fmt.Errorf("localvm: state dir lock: %w", err)
+	}
+	return f, nil
+}
+
+// normalize fills in defaults and checks opts.
+func normalize(opts Options) (Options, error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if err := checkAddr(opts.Addr, opts.AllowRemote); err != nil {
+		return opts, err
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
+	}
+	dir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return opts, fmt.Errorf("localvm: state dir: %w", err)
+	}
+	opts.StateDir = dir
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return opts, nil
+}
+
+// checkAddr refuses a listen address that is not loopback unless
+// allowRemote.
+func checkAddr(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("localvm: listen address: %w", err)
+	}
+	if allowRemote || isLoopback(host) {
+		return nil
+	}
+	return errors.New("localvm: the listen address is not a loopback address; the API has no authentication (set AllowRemote to listen beyond loopback)")
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
+	reg, err := registry.Open(ctx, registry.Options{
+		StateDir:     opts.StateDir,
+		Launcher:     d.launcher,
+		Minter:       d.minter,
+		Logger:       opts.Logger,
+		MaxSandboxes: opts.MaxSandboxes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h, err := api.New(api.Options{Backend: reg, Logger: opts.Logger, AllowAnyHost: opts.AllowRemote})
+	if err != nil {
+		_ = reg.Close(ctx)
+		return nil, err
+	}
+	return &Server{opts: opts, log: opts.Logger, deps: d, reg: reg, api: h, proxy: d.newProxy(reg.Lookup)}, nil
+}
+
+// route sends endpoint requests to the proxy and the rest to the API.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if s.proxy.Match(r) {
+		s.proxy.ServeHTTP(w, r)
+		return
+	}
+	s.api.ServeHTTP(w, r)
+}
+
+// Serve serves the API and the endpoint proxy on ln (HTTP/1.1 and h2c)
+// until ctx ends, then shuts down gracefully (requests in flight get a few
+// seconds) and returns nil. A TCP listener must be on a loopback address
+// unless Options.AllowRemote. Serve does not close the Server: sandboxes
+// keep running until TerminateAll or forever.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !s.opts.AllowRemote && !ta.IP.IsLoopback() {
+		return errors.New("localvm: the listener is not on a loopback address (set AllowRemote to serve beyond loopback)")
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(s.route),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("localvm: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// ListenAndServe listens on Options.Addr and serves until ctx ends; see
+// Serve.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("localvm: %w", err)
+	}
+	s.log.Info("localvm: serving", "addr", ln.Addr().String(), "state_dir", s.opts.StateDir, "privileged", s.Privileged())
+	return s.Serve(ctx, ln)
+}
+
+// TerminateAll terminates every microVM and waits until all are
+// TERMINATED or ctx ends.
+func (s *Server) TerminateAll(ctx context.Context) error { return s.reg.TerminateAll(ctx) }
+
+// Privileged reports whether sandboxes get namespaces, cgroups and network
+// policy (root). Without it they are plain processes of the current user.
+func (s *Server) Privileged() bool { return s.deps.launcher.Privileged() }
+
+// Close stops the platform's background work and waits for it (or ctx),
+// then releases the state directory. It does not terminate sandboxes: a
+// later New on the same state directory re-adopts them. Call it after Serve has returned. Later calls return the
+// first call's result.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.reg.Close(ctx)
+		s.proxy.CloseIdleConnections()
+		if s.lock != nil {
+			_ = s.lock.Close()
+		}
+	})
+	return s.closeErr
+}

@@ -1,0 +1,83 @@
+package localvm
+
+// This file is the only one of package localvm that imports the launcher,
+// authtoken and proxy packages.
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/rayito-dev/rayito/localvm/internal/authtoken"
+	"github.com/rayito-dev/rayito/localvm/internal/launcher"
+	proxypkg "github.com/rayito-dev/rayito/localvm/internal/proxy"
+	"github.com/rayito-dev/rayito/localvm/internal/registry"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
+)
+
+// MaybeRunInit runs a sandbox's init and never returns when this process
+// was started as one; otherwise it returns at once. localvm starts each
+// sandbox by re-executing the current binary, so every binary that embeds
+// localvm (and every test binary that launches sandboxes, in TestMain) must
+// call MaybeRunInit first thing in main.
+func MaybeRunInit() { launcher.MaybeRunInit() }
+
+// wireConfig holds what only tests change: a launcher scope and subnet of
+// their own, so that they never touch the real platform's sandboxes.
+type wireConfig struct {
+	scope  string
+	subnet netip.Prefix
+}
+
+// authKeyFile is the auth-token key's file in the state directory.
+const authKeyFile = "auth.key"
+
+// wire builds the real launcher, minter and proxy.
+func wire(opts Options, wc wireConfig) (deps, error) {
+	key, err := authtoken.LoadOrCreateKey(filepath.Join(opts.StateDir, authKeyFile))
+	if err != nil {
+		return deps{}, fmt.Errorf("localvm: auth key: %w", err)
+	}
+	minter, err := authtoken.NewMinter(key, nil)
+	if err != nil {
+		return deps{}, fmt.Errorf("localvm: auth key: %w", err)
+	}
+	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope})
+	if err != nil {
+		return deps{}, fmt.Errorf("localvm: launcher: %w", err)
+	}
+	return deps{
+		launcher: l,
+		minter:   mintAdapter{minter},
+		newProxy: func(lookup func(string) (*registry.Target, bool)) proxy {
+			return proxypkg.New(proxypkg.Options{
+				Lookup: func(endpoint string) (proxypkg.Target, bool) {
+					t, ok := lookup(endpoint)
+					if !ok {
+						return nil, false
+					}
+					return t, true
+				},
+				Verifier:       minter,
+				Logger:         opts.Logger,
+				EndpointSuffix: registry.EndpointSuffix,
+			})
+		},
+	}, nil
+}
+
+// mintAdapter turns authtoken's *InvalidError into the ValidationException
+// the API answers.
+type mintAdapter struct{ m *authtoken.Minter }
+
+func (a mintAdapter) Mint(id string, ports []microvmsapi.AllowedPort, ttl time.Duration) (string, time.Time, error) {
+	tok, exp, err := a.m.Mint(id, ports, ttl)
+	var inv *authtoken.InvalidError
+	if errors.As(err, &inv) {
+		// Field and Reason name the input's fields and limits, not values.
+		return "", time.Time{}, &registry.Error{Type: microvmsapi.ValidationException, Message: inv.Field + " " + inv.Reason + "."}
+	}
+	return tok, exp, err
+}

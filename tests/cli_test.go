@@ -1,0 +1,199 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rayitoBin builds the real rayito binary once per test run.
+func rayitoBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rayito-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "rayito")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rayito-dev/rayito/cli/cmd/rayito").CombinedOutput()
+		if err != nil {
+			binErr = errors.New(string(out))
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("build rayito: %v", binErr)
+	}
+	return binPath
+}
+
+// cliEnv points the CLI at a private endpoint and state.
+func cliEnv(t *testing.T) []string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return append(os.Environ(), "RAYITO_ENDPOINT=http://"+addr, "XDG_STATE_HOME="+t.TempDir(), "RAYITO_BACKEND=", "RAYITO_LOCAL_SCOPE=tcl")
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(rayitoBin(t), args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func TestCLIRun(t *testing.T) {
+	env := cliEnv(t)
+	r := runCLI(t, env, "run", "--", "sh", "-c", "id -un; echo hello")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "hello\n") {
+		t.Fatalf("run: %+v", r)
+	}
+	if isRoot() && r.stdout != "user\nhello\n" {
+		t.Fatalf("run as root: %q", r.stdout)
+	}
+	if r := runCLI(t, env, "run", "--", "sh", "-c", "echo err >&2; exit 7"); r.code != 7 || r.stderr != "err\n" {
+		t.Fatalf("exit 7: %+v", r)
+	}
+	if r := runCLI(t, env, "run", "--json", "--env", "GREETING=hi there", "--", "sh", "-c", "echo $GREETING"); r.code != 0 || !strings.Contains(r.stdout, `"stdout": "hi there\n"`) {
+		t.Fatalf("--json --env: %+v", r)
+	}
+	if r := runCLI(t, env, "run"); r.code != 2 {
+		t.Fatalf("run without a command: %+v", r)
+	}
+	if r := runCLI(t, env, "run", "--env", "NOEQUALS", "--", "true"); r.code != 2 {
+		t.Fatalf("bad --env: %+v", r)
+	}
+}
+
+// Ctrl-C during `rayito run` kills the sandbox: its process is gone.
+func TestCLIRunInterrupt(t *testing.T) {
+	env := cliEnv(t)
+	marker := "rayito-interrupt-" + filepath.Base(t.TempDir())
+	cmd := exec.Command(rayitoBin(t), "run", "--", "sh", "-c", "echo ready; exec sleep 300 "+marker)
+	cmd.Env = env
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := stdout.Read(buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("no ready line: %q %v", buf, err)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("exit after Ctrl-C: %v; stderr %q", err, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("rayito run did not exit after Ctrl-C")
+	}
+	if pids := processesWith(marker); len(pids) > 0 {
+		t.Fatalf("sandbox process survived Ctrl-C: %v", pids)
+	}
+}
+
+func processesWith(marker string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), marker) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func TestCLILocalAndSandbox(t *testing.T) {
+	env := cliEnv(t)
+	state := t.TempDir()
+	if r := runCLI(t, env, "local", "up", "--state-dir", state, "--json"); r.code != 0 {
+		t.Fatalf("local up: %+v", r)
+	}
+	defer func() {
+		if r := runCLI(t, env, "local", "down", "--state-dir", state); r.code != 0 {
+			t.Errorf("local down: %+v", r)
+		}
+	}()
+	var st struct {
+		Running bool `json:"running"`
+		Pid     int  `json:"pid"`
+	}
+	r := runCLI(t, env, "local", "status", "--state-dir", state, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || !st.Running || r.code != 0 {
+		t.Fatalf("status: %+v", r)
+	}
+	r = runCLI(t, env, "sandbox", "create", "--json", "--metadata", "k=v")
+	var created struct {
+		ID          string `json:"id"`
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.ID == "" || r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	if created.AccessToken != "" {
+		t.Fatal("create printed the access token without --show-token")
+	}
+	if r := runCLI(t, env, "sandbox", "exec", created.ID, "--", "uname", "-a"); r.code != 0 || !strings.Contains(r.stdout, "Linux") {
+		t.Fatalf("exec: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "exec", created.ID, "--", "sh", "-c", "exit 3"); r.code != 3 {
+		t.Fatalf("exec exit 3: %+v", r)
+	}
+	r = runCLI(t, env, "sandbox", "list", "--json")
+	var items []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &items); err != nil || len(items) == 0 || items[0].ID != created.ID {
+		t.Fatalf("list: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "info", created.ID, "--json"); r.code != 0 || !strings.Contains(r.stdout, `"k": "v"`) {
+		t.Fatalf("info: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "kill", created.ID, "--json"); r.code != 0 {
+		t.Fatalf("kill: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "exec", created.ID, "--", "true"); r.code == 0 {
+		t.Fatalf("exec after kill: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "exec"); r.code != 2 {
+		t.Fatalf("exec without args: %+v", r)
+	}
+}

@@ -1,0 +1,89 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayito-dev/rayito/localvm"
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+func TestMain(m *testing.M) {
+	// The platform launches each sandbox's init by re-executing this
+	// binary.
+	localvm.MaybeRunInit()
+	os.Exit(m.Run())
+}
+
+// platform is an in-process local platform for one test.
+type platform struct {
+	t        *testing.T
+	srv      *localvm.Server
+	endpoint string
+	stateDir string
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+func startPlatform(t *testing.T, stateDir string) *platform {
+	t.Helper()
+	if stateDir == "" {
+		stateDir = t.TempDir()
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	// The tests' own scope and subnet: they never touch a real platform's
+	// sandboxes on this machine.
+	srv, err := localvm.New(ctx, localvm.Options{StateDir: stateDir, Logger: log, Scope: "e2e", Subnet: netip.MustParsePrefix("10.215.0.0/16")})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- srv.Serve(ctx, ln) }()
+	return p
+}
+
+// stop stops serving; terminate says whether sandboxes go too.
+func (p *platform) stop(terminate bool) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if terminate {
+		if err := p.srv.TerminateAll(ctx); err != nil {
+			p.t.Errorf("TerminateAll: %v", err)
+		}
+	}
+	p.cancel()
+	<-p.done
+	if err := p.srv.Close(ctx); err != nil {
+		p.t.Errorf("Close: %v", err)
+	}
+}
+
+func (p *platform) opts(extra ...rayito.Option) []rayito.Option {
+	return append([]rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(p.endpoint)}, extra...)
+}
+
+func isRoot() bool { return os.Geteuid() == 0 }
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
