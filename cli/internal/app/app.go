@@ -75,4 +75,3 @@ func Main(ctx context.Context, args []string, io cliutil.IO) int {
 	fmt.Fprintln(io.Err, "rayito:", cliutil.Describe(err))
 	return cliutil.ExitError
 }
-
