@@ -95,7 +95,7 @@ func TestCLIRun(t *testing.T) {
 func TestCLIRunInterrupt(t *testing.T) {
 	env := cliEnv(t)
 	marker := "rayito-interrupt-" + filepath.Base(t.TempDir())
-	cmd := exec.Command(rayitoBin(t), "run", "--", "sh", "-c", "echo ready; exec sleep 300 "+marker)
+	cmd := exec.Command(rayitoBin(t), "run", "--", "sh", "-c", "echo ready; sleep 300; echo "+marker)
 	cmd.Env = env
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -123,8 +123,23 @@ func TestCLIRunInterrupt(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("rayito run did not exit after Ctrl-C")
 	}
-	if pids := processesWith(marker); len(pids) > 0 {
-		t.Fatalf("sandbox process survived Ctrl-C: %v", pids)
+	// The sandbox's processes are gone (allow the kernel a moment to
+	// finish tearing down the namespace).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := processesWith(marker)
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var desc []string
+			for _, p := range pids {
+				b, _ := os.ReadFile(filepath.Join("/proc", p, "cmdline"))
+				desc = append(desc, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			}
+			t.Fatalf("sandbox process survived Ctrl-C: %v\nstderr: %s", desc, errb.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -165,7 +180,8 @@ func TestCLILocalAndSandbox(t *testing.T) {
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.ID == "" || r.code != 0 {
-		t.Fatalf("create: %+v", r)
+		logs, _ := os.ReadFile(filepath.Join(state, "serve.log"))
+		t.Fatalf("create: %+v\nplatform log:\n%s", r, logs)
 	}
 	if created.AccessToken != "" {
 		t.Fatal("create printed the access token without --show-token")
