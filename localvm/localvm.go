@@ -92,9 +92,9 @@ type Options struct {
 	Subnet netip.Prefix
 }
 
-// DefaultStateDir is the default state directory: /var/lib/rayito/localvm
-// for root, else $XDG_STATE_HOME/rayito/localvm, else
-// ~/.local/state/rayito/localvm.
+// DefaultStateDir is the default state directory:
+// $XDG_STATE_HOME/rayito/localvm when XDG_STATE_HOME is set, else
+// /var/lib/rayito/localvm for root, else ~/.local/state/rayito/localvm.
 func DefaultStateDir() string { return registry.DefaultStateDir() }
 
 // Server is a running local platform. Its methods are safe for concurrent

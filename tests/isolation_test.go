@@ -74,6 +74,18 @@ func TestNoLeaksAfterCycles(t *testing.T) {
 		}
 		waitTerminated(t, sbx)
 	}
+	// The counters see a live sandbox (else this test could not fail).
+	live, err := rayito.Create(ctx, p.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := snapshot(t); s.procs == 0 || s.netns == 0 || len(s.veths) == 0 || len(s.cgroups) == 0 {
+		t.Fatalf("snapshot does not see a live sandbox: %+v", s)
+	}
+	if err := live.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminated(t, live)
 	cycle()
 	before := snapshot(t)
 	for range 20 {
@@ -91,10 +103,16 @@ func TestNoLeaksAfterCycles(t *testing.T) {
 	}
 }
 
+// resources counts what the tests' platform scope ("e2e") owns, so that
+// other packages' sandboxes running at the same time do not count: the
+// processes and network namespaces inside its cgroups, its veths and its
+// cgroup directories, plus the host's mounts.
 type resources struct {
 	procs, mounts, netns int
 	veths, cgroups       []string
 }
+
+const scopeCgroup = "rayito-localvm-e2e"
 
 func snapshot(t *testing.T) resources {
 	t.Helper()
@@ -103,6 +121,10 @@ func snapshot(t *testing.T) resources {
 	nets := map[string]bool{}
 	for _, e := range entries {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !strings.Contains(string(cg), scopeCgroup+"/") {
 			continue
 		}
 		r.procs++
@@ -116,12 +138,12 @@ func snapshot(t *testing.T) resources {
 	}
 	links, _ := os.ReadDir("/sys/class/net")
 	for _, l := range links {
-		if strings.HasPrefix(l.Name(), "rl-") || strings.HasPrefix(l.Name(), "rs") {
+		if strings.HasPrefix(l.Name(), "rse2e-") {
 			r.veths = append(r.veths, l.Name())
 		}
 	}
-	roots, _ := filepath.Glob("/sys/fs/cgroup/rayito-localvm*")
-	more, _ := filepath.Glob("/sys/fs/cgroup/*/rayito-localvm*")
+	roots, _ := filepath.Glob("/sys/fs/cgroup/" + scopeCgroup)
+	more, _ := filepath.Glob("/sys/fs/cgroup/*/" + scopeCgroup)
 	for _, root := range append(roots, more...) {
 		if es, err := os.ReadDir(root); err == nil {
 			for _, e := range es {
@@ -138,15 +160,13 @@ func snapshot(t *testing.T) resources {
 
 func (r resources) diff(before resources) string {
 	var d []string
-	// Other tests and the Go runtime come and go: allow a little slack on
-	// process counts, none on the platform's own objects.
-	if r.procs > before.procs+5 {
+	if r.procs != before.procs {
 		d = append(d, "processes")
 	}
 	if r.mounts != before.mounts {
 		d = append(d, "mounts")
 	}
-	if r.netns > before.netns {
+	if r.netns != before.netns {
 		d = append(d, "network namespaces")
 	}
 	if strings.Join(r.veths, ",") != strings.Join(before.veths, ",") {

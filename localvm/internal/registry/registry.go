@@ -644,11 +644,11 @@ func oneLine(s string, n int) string {
 // for root, else $XDG_STATE_HOME/rayito/localvm when XDG_STATE_HOME is an
 // absolute path, else ~/.local/state/rayito/localvm.
 func DefaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/lib/rayito/localvm"
-	}
 	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
 		return filepath.Join(x, "rayito", "localvm")
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/rayito/localvm"
 	}
 	home, err := os.UserHomeDir()
 	if err != nil || home == "" {
