@@ -250,7 +250,8 @@ func TestLiveProcessCap(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := c.Start(context.Background(), connect.NewRequest(shell("sleep 60")))
+			// sleep itself, not sh -c: the cap test must not eat the uid's NPROC budget twice.
+			s, err := c.Start(context.Background(), connect.NewRequest(&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "sleep", Args: []string{"60"}}}))
 			if err != nil {
 				errs <- err
 				return
