@@ -62,6 +62,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./localvm/internal/authtoken
 	go test -run '^$$' -fuzz '^FuzzPortHeader$$' -fuzztime $(FUZZTIME) ./localvm/internal/proxy
 	go test -run '^$$' -fuzz '^FuzzResponseError$$' -fuzztime $(FUZZTIME) ./sdk/microvms
+	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./localvm/internal/api
+	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) ./rayd/internal/hooks
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.
