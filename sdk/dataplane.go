@@ -124,6 +124,7 @@ type dataPlane struct {
 	client  *http.Client
 	health  raydv1connect.HealthServiceClient
 	process raydv1connect.ProcessServiceClient
+	pty     raydv1connect.PtyServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox. Locally the SDK dials the
@@ -156,6 +157,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		client:  hc,
 		health:  raydv1connect.NewHealthServiceClient(hc, baseURL),
 		process: raydv1connect.NewProcessServiceClient(hc, baseURL),
+		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL),
 	}
 }
 

@@ -29,6 +29,8 @@ type Sandbox struct {
 
 	// Commands runs and manages processes in the sandbox.
 	Commands *Commands
+	// Pty drives interactive terminals in the sandbox.
+	Pty *Pty
 }
 
 // ID is the sandbox id (the microVM id).
@@ -110,6 +112,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: token, cfg: cfg, mv: mv}
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
 	s.Commands = &Commands{sbx: s}
+	s.Pty = &Pty{sbx: s}
 	if err := s.waitReady(ctx); err != nil {
 		if !cfg.keepOnFailure {
 			_ = s.Kill(context.WithoutCancel(ctx))
@@ -180,6 +183,7 @@ func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sand
 	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: accessToken, cfg: cfg, mv: mv}
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, accessToken)
 	s.Commands = &Commands{sbx: s}
+	s.Pty = &Pty{sbx: s}
 	return s, nil
 }
 

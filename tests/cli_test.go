@@ -53,8 +53,14 @@ type cliResult struct {
 
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
+	return runCLIInput(t, env, "", args...)
+}
+
+func runCLIInput(t *testing.T, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.Command(rayitoBin(t), args...)
 	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

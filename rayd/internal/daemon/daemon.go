@@ -31,6 +31,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
+	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
@@ -182,8 +183,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Privileged: d.privileged,
 		SelfUID:    uint32(os.Geteuid()),
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process"})
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty"})
 	processSvc := process.New(d.State, sup, builder, log)
+	ptySvc := pty.New(d.State, sup, builder, log)
 	d.API = apiserver.Handler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,
@@ -193,6 +195,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			},
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewProcessServiceHandler(processSvc, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewPtyServiceHandler(ptySvc, o...)
 			},
 		},
 	})

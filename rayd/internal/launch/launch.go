@@ -46,6 +46,9 @@ type Request struct {
 	Timeout time.Duration
 	Stdin   bool
 	Tag     *string
+	// Shell is the login shell of a PTY (PTYSpec); nil means the user's.
+	// Spec ignores it.
+	Shell *string
 }
 
 // Builder builds specs. Privileged tells whether rayd may switch users
@@ -125,7 +128,8 @@ func (b *Builder) identity(username string) (identity.Identity, error) {
 
 // selfIdentity describes rayd's own account, for the unprivileged mode.
 func selfIdentity() identity.Identity {
-	id := identity.Identity{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Shell: "/bin/sh"}
+	// os/user does not tell the shell: PTYs get DefaultShell.
+	id := identity.Identity{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
 	if u, err := user.Current(); err == nil {
 		id.Username, id.Home = u.Username, u.HomeDir
 	}
@@ -149,7 +153,7 @@ func (b *Builder) defaultIdentity() (identity.Identity, error) {
 		UID:      limits.DefaultUID,
 		GID:      limits.DefaultUID,
 		Home:     "/home/" + limits.DefaultUser,
-		Shell:    "/bin/sh",
+		Shell:    "", // no passwd entry: PTYs get DefaultShell
 	}, nil
 }
 
@@ -157,6 +161,11 @@ func validate(req Request) error {
 	if req.Cmd == "" {
 		return rpcerr.New(connect.CodeInvalidArgument, "cmd is empty")
 	}
+	return validateCommon(req)
+}
+
+// validateCommon checks what processes and PTYs share.
+func validateCommon(req Request) error {
 	if len(req.Args) > maxArgs || len(req.Envs) > maxEnvs {
 		return rpcerr.New(connect.CodeInvalidArgument, "too many args or envs")
 	}
@@ -203,6 +212,12 @@ func validEnvName(k string) bool {
 // buildEnv builds the environment from scratch: PATH, HOME, USER, LOGNAME,
 // then the sandbox's envs, then the request's; later entries win.
 func buildEnv(id identity.Identity, sandboxEnvs, reqEnvs map[string]string) []string {
+	return buildEnvWith(id, nil, sandboxEnvs, reqEnvs)
+}
+
+// buildEnvWith is buildEnv with defaults added after the fixed variables
+// (they replace nothing of those) and before the sandbox's envs.
+func buildEnvWith(id identity.Identity, defaults, sandboxEnvs, reqEnvs map[string]string) []string {
 	keys := []string{"PATH", "HOME", "USER", "LOGNAME"}
 	vals := map[string]string{"PATH": DefaultPath, "HOME": id.Home, "USER": id.Username, "LOGNAME": id.Username}
 	add := func(m map[string]string) {
@@ -213,6 +228,7 @@ func buildEnv(id identity.Identity, sandboxEnvs, reqEnvs map[string]string) []st
 			vals[k] = m[k]
 		}
 	}
+	add(defaults)
 	add(sandboxEnvs)
 	add(reqEnvs)
 	env := make([]string, 0, len(keys))

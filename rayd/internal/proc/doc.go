@@ -25,6 +25,23 @@
 // the soft limits are lowered, since rayd could not raise its own hard
 // limits back.
 //
+// # Terminals
+//
+// A Spec with PTY starts the command on a new pseudo-terminal instead of
+// pipes: the supervisor opens /dev/ptmx (close-on-exec, non-blocking),
+// unlocks it, opens the slave (TIOCGPTPEER, or /dev/pts/N on kernels
+// before 4.13), sets the window size, hands the slave to the child as fds
+// 0-2 and makes it the child's controlling terminal in a new session
+// (setsid, TIOCSCTTY; the session id is also the process group id). The
+// slave is owned by the child's account, like a login terminal. One reader
+// copies the master into the ring in reads of at most 16 KiB, all as
+// Stdout; it stops at EIO (no slave descriptor left open) or, once the
+// leader has been reaped, after DrainAfterExit without data, and then
+// closes the master. [Process.WriteInput] writes to the master and
+// [Process.Resize] sets the window size (the kernel sends SIGWINCH). PTYs
+// are processes of [KindPTY] in every other respect: same cap, replay,
+// subscribers, signals and timeouts.
+//
 // # Reaping
 //
 // [New] makes rayd a child subreaper, so orphaned descendants of the

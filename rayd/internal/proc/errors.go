@@ -23,6 +23,11 @@ var (
 	// ErrStdinClosed is returned by WriteStdin after CloseStdin, or when the
 	// child closed its end of the pipe.
 	ErrStdinClosed = errors.New("proc: stdin closed")
+	// ErrNotPTY is returned by WriteInput and Resize on a process started
+	// without Spec.PTY.
+	ErrNotPTY = errors.New("proc: not a PTY")
+	// ErrInvalidSize is returned by Resize for a zero column or row count.
+	ErrInvalidSize = errors.New("proc: invalid terminal size")
 	// ErrShuttingDown is returned by Start once Shutdown has been called.
 	ErrShuttingDown = errors.New("proc: supervisor is shutting down")
 )

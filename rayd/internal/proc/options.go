@@ -25,7 +25,13 @@ const (
 	// beyond it the oldest is evicted early.
 	MaxRetainedEnded = 256
 
-	readSize = 32 << 10 // bytes read from a pipe at a time (one chunk at most)
+	readSize    = 32 << 10 // bytes read from a pipe at a time (one chunk at most)
+	ptyReadSize = 16 << 10 // bytes read from a PTY master at a time
+
+	// DefaultPTYCols and DefaultPTYRows are the window size of a PTY whose
+	// PTYConfig leaves them zero.
+	DefaultPTYCols = 80
+	DefaultPTYRows = 24
 )
 
 // Options configures a [Supervisor]. Zero fields take the defaults shown.
@@ -114,8 +120,13 @@ type Spec struct {
 	// list (an empty list clears rayd's groups).
 	Identity *identity.Identity
 	// Stdin selects a pipe fed by WriteStdin/CloseStdin; when false the
-	// child's stdin is /dev/null.
+	// child's stdin is /dev/null. Ignored with PTY.
 	Stdin bool
+	// PTY, when set, gives the child a new pseudo-terminal as stdin, stdout,
+	// stderr and controlling terminal (the child starts a new session)
+	// instead of pipes. Its output is one Stdout stream; input goes through
+	// Process.WriteInput and the window size through Process.Resize.
+	PTY *PTYConfig
 	// Timeout, when non-zero, sends SIGTERM to the process group when it
 	// expires and SIGKILL Options.KillGrace later if the leader is still
 	// alive; the process then ends with Status "timeout".

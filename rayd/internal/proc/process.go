@@ -19,9 +19,11 @@ type Process struct {
 	spec      Spec
 	startedAt time.Time
 	done      chan struct{}
-	outputs   [2]*os.File // read ends of stdout and stderr; each closed by its reader
+	outputs   []*os.File // read ends of stdout and stderr, or the PTY master; each closed by its reader
+	master    *os.File   // PTY master (also outputs[0]); nil for pipes
 
-	// stdinSem serialises writers without holding mu during a write.
+	// stdinSem serialises writers (stdin pipe or PTY master) without
+	// holding mu during a write.
 	stdinSem chan struct{}
 
 	mu          sync.Mutex
@@ -40,20 +42,21 @@ type Process struct {
 	evicted     bool
 }
 
-func newProcess(s *Supervisor, pid int, spec Spec, started time.Time, stdout, stderr, stdin *os.File) *Process {
+func newProcess(s *Supervisor, pid int, spec Spec, started time.Time, outputs []*os.File, stdin, master *os.File) *Process {
 	p := &Process{
 		sup:         s,
 		pid:         pid,
 		spec:        spec,
 		startedAt:   started,
 		done:        make(chan struct{}),
-		outputs:     [2]*os.File{stdout, stderr},
+		outputs:     outputs,
+		master:      master,
 		stdinSem:    make(chan struct{}, 1),
 		stdin:       stdin,
 		stdinClosed: stdin == nil,
 		ring:        newRing(s.opts.RingBytes, &s.held),
 		subs:        make(map[*Subscription]struct{}),
-		readersLeft: 2,
+		readersLeft: len(outputs),
 	}
 	p.paced.L = &p.mu
 	return p
@@ -132,17 +135,7 @@ func (p *Process) WriteStdin(ctx context.Context, b []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// A previous call may have left an expired deadline behind.
-	_ = f.SetWriteDeadline(time.Time{})
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = f.SetWriteDeadline(time.Unix(1, 0)) // in the past: unblock the write
-		close(fired)
-	})
-	_, err = f.Write(b)
-	if !stop() {
-		<-fired
-	}
+	err = writeCtx(ctx, f, b)
 	if err == nil {
 		return nil
 	}
@@ -154,6 +147,22 @@ func (p *Process) WriteStdin(ctx context.Context, b []byte) error {
 	}
 	if errors.Is(err, syscall.EPIPE) {
 		return ErrStdinClosed
+	}
+	return err
+}
+
+// writeCtx writes all of b to f, giving up when ctx is done.
+func writeCtx(ctx context.Context, f *os.File, b []byte) error {
+	// A previous call may have left an expired deadline behind.
+	_ = f.SetWriteDeadline(time.Time{})
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = f.SetWriteDeadline(time.Unix(1, 0)) // in the past: unblock the write
+		close(fired)
+	})
+	_, err := f.Write(b)
+	if !stop() {
+		<-fired
 	}
 	return err
 }
@@ -193,10 +202,11 @@ func (p *Process) CloseStdin() error {
 	return f.Close()
 }
 
-// readLoop copies one output pipe into the ring until EOF, a read error, or
-// DrainAfterExit without data once the leader has been reaped.
-func (p *Process) readLoop(f *os.File, stream Stream) {
-	buf := make([]byte, readSize)
+// readLoop copies one output pipe (or the PTY master) into the ring until
+// EOF, a read error (EIO on a master whose slave side is closed everywhere),
+// or DrainAfterExit without data once the leader has been reaped.
+func (p *Process) readLoop(f *os.File, stream Stream, size int) {
+	buf := make([]byte, size)
 	for {
 		if p.waitForSubscribers() {
 			// The drain deadline may have passed while we waited; the

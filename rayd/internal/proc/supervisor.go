@@ -122,34 +122,57 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		}
 	}
 
-	var pipes []*os.File
+	var pipes []*os.File // every descriptor opened here, closed on failure
 	closeAll := func() {
 		for _, f := range pipes {
 			_ = f.Close()
 		}
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	pipes = append(pipes, outR, outW)
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	pipes = append(pipes, errR, errW)
-	var inR, inW *os.File
-	if spec.Stdin {
-		if inR, inW, err = os.Pipe(); err != nil {
+	var (
+		outputs    []*os.File // parent ends read by readLoop
+		childFiles []*os.File // the child's fds 0, 1, 2
+		childEnds  []*os.File // closed in the parent once the child has them
+		inW        *os.File   // stdin pipe, write end
+		master     *os.File   // PTY master
+	)
+	if spec.PTY != nil {
+		spec.Stdin = false
+		cols, rows := spec.PTY.size()
+		m, slave, err := openPTY(cols, rows, spec.Identity)
+		if err != nil {
+			return nil, nil, err
+		}
+		pipes = append(pipes, m, slave)
+		master = m
+		outputs = []*os.File{m}
+		childFiles = []*os.File{slave, slave, slave}
+		childEnds = []*os.File{slave}
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		pipes = append(pipes, outR, outW)
+		errR, errW, err := os.Pipe()
+		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		pipes = append(pipes, inR, inW)
-	}
-	childStdin := s.plat.devNull
-	if inR != nil {
-		childStdin = inR
+		pipes = append(pipes, errR, errW)
+		childStdin := s.plat.devNull
+		if spec.Stdin {
+			inR, w, err := os.Pipe()
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			pipes = append(pipes, inR, w)
+			childStdin, inW = inR, w
+			childEnds = append(childEnds, inR)
+		}
+		outputs = []*os.File{outR, errR}
+		childFiles = []*os.File{childStdin, outW, errW}
+		childEnds = append(childEnds, outW, errW)
 	}
 
 	// The registry lock is held from before the fork until the pid is
@@ -162,13 +185,13 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		closeAll()
 		return nil, nil, err
 	}
-	pid, err := s.plat.spawn(s, spec.Path, argv, env, spec.Dir, spec.Identity, []*os.File{childStdin, outW, errW})
+	pid, err := s.plat.spawn(s, spec.Path, argv, env, spec.Dir, spec.Identity, childFiles, master != nil)
 	if err != nil {
 		s.mu.Unlock()
 		closeAll()
 		return nil, nil, err
 	}
-	p := newProcess(s, pid, spec, time.Now(), outR, errR, inW)
+	p := newProcess(s, pid, spec, time.Now(), outputs, inW, master)
 	if old := s.byPid[pid]; old != nil {
 		// The pid was reused while an older process still had it. A retained
 		// one is forgotten now; a live one (still draining its output) is
@@ -184,18 +207,20 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 	s.mu.Unlock()
 
 	// The child has its copies; close the parent's.
-	_ = outW.Close()
-	_ = errW.Close()
-	if inR != nil {
-		_ = inR.Close()
+	for _, f := range childEnds {
+		_ = f.Close()
 	}
 	var sub *Subscription
 	if subscribe {
 		// Nothing has been read yet: the subscription starts at seq 1.
 		sub, _ = p.Subscribe(0)
 	}
-	go p.readLoop(outR, Stdout)
-	go p.readLoop(errR, Stderr)
+	if master != nil {
+		go p.readLoop(master, Stdout, ptyReadSize)
+	} else {
+		go p.readLoop(outputs[0], Stdout, readSize)
+		go p.readLoop(outputs[1], Stderr, readSize)
+	}
 	if spec.Timeout > 0 {
 		p.mu.Lock()
 		if !p.reaped {

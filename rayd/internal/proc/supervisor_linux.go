@@ -122,8 +122,17 @@ func killGroup(pgid int, sig syscall.Signal) error {
 // child therefore runs its first instruction with its limits in place. The
 // limits are set through prlimit on pid 0, which also tells
 // os.StartProcess not to re-raise RLIMIT_NOFILE in the child.
-func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir string, id *identity.Identity, files []*os.File) (int, error) {
+//
+// With ctty the child starts a new session (and so a new process group
+// with the same id) and files[0] becomes its controlling terminal;
+// otherwise it only starts a new process group.
+func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir string, id *identity.Identity, files []*os.File, ctty bool) (int, error) {
 	sys := &syscall.SysProcAttr{Setpgid: true}
+	if ctty {
+		// setpgid would fail on a session leader; setsid already made the
+		// child the leader of a new group. Ctty is the child's fd number.
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
 	if id != nil {
 		groups := make([]uint32, len(id.Groups))
 		copy(groups, id.Groups)

@@ -21,8 +21,14 @@ func (pl *platform) init(*Supervisor) error { return errUnsupported }
 
 func (pl *platform) stop() {}
 
-func (pl *platform) spawn(*Supervisor, string, []string, []string, string, *identity.Identity, []*os.File) (int, error) {
+func (pl *platform) spawn(*Supervisor, string, []string, []string, string, *identity.Identity, []*os.File, bool) (int, error) {
 	return 0, errUnsupported
 }
+
+func openPTY(uint16, uint16, *identity.Identity) (master, slave *os.File, err error) {
+	return nil, nil, errUnsupported
+}
+
+func setWinsize(uintptr, uint16, uint16) error { return errUnsupported }
 
 func killGroup(int, syscall.Signal) error { return errUnsupported }

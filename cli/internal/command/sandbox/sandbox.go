@@ -24,6 +24,7 @@ func Command(io cliutil.IO) *cli.Command {
 			listCommand(io),
 			infoCommand(io),
 			execCommand(io),
+			shellCommand(io),
 			killCommand(io),
 		},
 	}

@@ -82,9 +82,16 @@ func info(p *proc.Process) *raydv1.ProcessInfo {
 		Kind:          raydv1.ProcessKind_PROCESS_KIND_PROCESS,
 		StartedUnixMs: p.StartedAt().UnixMilli(),
 	}
-	if req, ok := spec.Config.(*raydv1.StartRequest); ok {
+	switch req := spec.Config.(type) {
+	case *raydv1.StartRequest:
 		pi.Config = req.GetProcess()
 		pi.Tag = req.Tag
+	case *raydv1.PtyStart:
+		// The login shell as started; argv[0] ("-bash") is not an arg.
+		pi.Config = &raydv1.ProcessConfig{Cmd: spec.Path, Envs: req.GetEnvs(), Cwd: req.Cwd}
+	}
+	if p.Kind() == proc.KindPTY {
+		pi.Kind = raydv1.ProcessKind_PROCESS_KIND_PTY
 	}
 	if spec.Identity != nil {
 		pi.Username = spec.Identity.Username

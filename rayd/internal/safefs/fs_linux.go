@@ -1,0 +1,990 @@
+package safefs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/user"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for [Options].
+const (
+	DefaultDiskReserve    = 256 << 20
+	DefaultMaxListEntries = 10000
+	// MaxRemoveDepth bounds the nesting a recursive [FS.Remove] descends.
+	MaxRemoveDepth = 512
+)
+
+// Options configure an [FS].
+type Options struct {
+	// Deny is the list of denied path prefixes (absolute, no ".."); nil
+	// means [DefaultDeny]. RaydDirs are always added.
+	Deny []string
+	// RaydDirs are rayd's own directories (e.g. /run/rayd), always denied.
+	RaydDirs []string
+	// DiskReserve is the free space, in bytes, that writes must leave on
+	// the target file system; 0 means [DefaultDiskReserve], negative
+	// disables the check.
+	DiskReserve int64
+	// Privileged makes every operation run with the user's fsuid, fsgid
+	// and supplementary groups. It needs CAP_SETUID and CAP_SETGID (rayd
+	// runs as root). When false, operations run with rayd's own identity
+	// and User only supplies the home directory.
+	Privileged bool
+	// MaxListEntries caps [FS.ListDir]; 0 means [DefaultMaxListEntries].
+	MaxListEntries int
+}
+
+// FS performs file operations on behalf of sandbox users. It is safe for
+// concurrent use.
+type FS struct {
+	deny       []string
+	reserve    int64
+	privileged bool
+	maxList    int
+	noOpenat2  atomic.Bool // set once openat2 reports ENOSYS
+	names      sync.Map    // "u123"/"g123" -> name
+}
+
+// New returns an FS configured by opts.
+func New(opts Options) (*FS, error) {
+	deny := opts.Deny
+	if deny == nil {
+		deny = DefaultDeny
+	}
+	deny, ok := normalizeDeny(append(slices.Clone(deny), opts.RaydDirs...))
+	if !ok {
+		return nil, errors.New("safefs: deny entries must be absolute paths without '..'")
+	}
+	f := &FS{deny: deny, reserve: opts.DiskReserve, privileged: opts.Privileged, maxList: opts.MaxListEntries}
+	if f.reserve == 0 {
+		f.reserve = DefaultDiskReserve
+	}
+	if f.maxList <= 0 {
+		f.maxList = DefaultMaxListEntries
+	}
+	return f, nil
+}
+
+// Resolve validates p for u and returns its canonical absolute path. A
+// relative p is taken relative to u.Home. It refuses empty paths, paths over
+// [MaxPathLen] bytes and paths containing NUL ([ErrInvalidPath]), and paths
+// with a ".." component or equal to or under a denied prefix ([ErrDenied],
+// reasons "dotdot" and "denied"). Resolve does not touch the file system;
+// symbolic links are never resolved (the operations refuse them instead).
+func (f *FS) Resolve(u User, p string) (string, error) {
+	return resolvePath(f.deny, u.Home, p)
+}
+
+// deniedFSTypes are the kernel pseudo file systems that are never accessed.
+var deniedFSTypes = map[int64]bool{
+	unix.PROC_SUPER_MAGIC:    true,
+	unix.SYSFS_MAGIC:         true,
+	unix.DEVPTS_SUPER_MAGIC:  true,
+	unix.CGROUP_SUPER_MAGIC:  true,
+	unix.CGROUP2_SUPER_MAGIC: true,
+	unix.SECURITYFS_MAGIC:    true,
+	unix.DEBUGFS_MAGIC:       true,
+	unix.TRACEFS_MAGIC:       true,
+	unix.BPF_FS_MAGIC:        true,
+	unix.EFIVARFS_MAGIC:      true,
+	unix.PSTOREFS_MAGIC:      true,
+	unix.BINFMTFS_MAGIC:      true,
+	unix.SELINUX_MAGIC:       true,
+	unix.SMACK_MAGIC:         true,
+	unix.NSFS_MAGIC:          true,
+}
+
+// checkFS refuses descriptors on denied file system types.
+func checkFS(op string, fd int) error {
+	var st unix.Statfs_t
+	if err := fstatfs(fd, &st); err != nil {
+		return errnoErr(op, err)
+	}
+	if deniedFSTypes[int64(st.Type)] {
+		return perr(op, "fstype", ErrDenied)
+	}
+	return nil
+}
+
+func fstatfs(fd int, st *unix.Statfs_t) error {
+	for {
+		err := unix.Fstatfs(fd, st)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// errnoErr converts a system call error into a *PathError.
+func errnoErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	switch err {
+	case unix.ELOOP:
+		return perr(op, "symlink", ErrSymlink)
+	case unix.ENOENT:
+		return perr(op, "not_found", err)
+	case unix.EACCES, unix.EPERM:
+		return perr(op, "permission", err)
+	case unix.ENOTDIR:
+		return perr(op, "not_dir", ErrNotDir)
+	case unix.EISDIR:
+		return perr(op, "is_dir", ErrIsDir)
+	case unix.EEXIST:
+		return perr(op, "exists", ErrExist)
+	case unix.ENOTEMPTY:
+		return perr(op, "not_empty", ErrNotEmpty)
+	case unix.ENOSPC, unix.EDQUOT:
+		return perr(op, "disk_full", ErrDiskFull)
+	case unix.ENAMETOOLONG:
+		return perr(op, "too_long", ErrInvalidPath)
+	}
+	return perr(op, "io", err)
+}
+
+const resolveFlags = unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_BENEATH
+
+// openat opens the single component name relative to dirfd, never following
+// a symbolic link (O_NOFOLLOW is always added, as is O_CLOEXEC). It uses
+// openat2 with RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|RESOLVE_BENEATH
+// and falls back to openat when the kernel lacks openat2.
+func (f *FS) openat(dirfd int, name string, flags int, mode uint32) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if flags&unix.O_CREAT == 0 {
+		mode = 0
+	}
+	if !f.noOpenat2.Load() {
+		how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveFlags}
+		for {
+			fd, err := unix.Openat2(dirfd, name, &how)
+			switch err {
+			case unix.EINTR, unix.EAGAIN:
+				continue
+			case unix.ENOSYS:
+				f.noOpenat2.Store(true)
+			default:
+				return fd, err
+			}
+			break
+		}
+	}
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, mode)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func closeFD(fd int) {
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// openRoot opens "/" as an O_PATH directory descriptor.
+func openRoot(op string) (int, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, errnoErr(op, err)
+	}
+	if err := checkFS(op, fd); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// walkDir opens the directory whose components are comps, one component at
+// a time from "/", and returns an O_PATH descriptor for it. Each component
+// must be a real directory on an allowed file system: a symbolic link gives
+// ErrSymlink and anything else ErrNotDir. With create, missing components
+// are created with mode 0755 (as the current fsuid, so owned by the user).
+func (f *FS) walkDir(op string, comps []string, create bool) (int, error) {
+	fd, err := openRoot(op)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range comps {
+		nfd, err := f.openat(fd, c, unix.O_PATH, 0)
+		if err == unix.ENOENT && create {
+			if merr := unix.Mkdirat(fd, c, 0o755); merr != nil && merr != unix.EEXIST {
+				unix.Close(fd)
+				return -1, errnoErr(op, merr)
+			}
+			nfd, err = f.openat(fd, c, unix.O_PATH, 0)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return -1, errnoErr(op, err)
+		}
+		fd = nfd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, errnoErr(op, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			unix.Close(fd)
+			return -1, perr(op, "symlink", ErrSymlink)
+		default:
+			unix.Close(fd)
+			return -1, perr(op, "not_dir", ErrNotDir)
+		}
+		if err := checkFS(op, fd); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	return fd, nil
+}
+
+// entryFromStat fills the fields of an Entry that come from a stat buffer.
+func entryFromStat(name, p string, st *unix.Stat_t) Entry {
+	e := Entry{
+		Name:    name,
+		Path:    p,
+		Size:    st.Size,
+		UID:     st.Uid,
+		GID:     st.Gid,
+		ModTime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		Perm:    permString(st.Mode),
+		Mode:    goMode(st.Mode),
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		e.Type = TypeFile
+	case unix.S_IFDIR:
+		e.Type = TypeDir
+	case unix.S_IFLNK:
+		e.Type = TypeSymlink
+	default:
+		e.Type = TypeOther
+	}
+	return e
+}
+
+// entryAt describes name in dirfd without following it. The returned
+// O_PATH descriptor is the object described (the caller closes it). With
+// withMeta, regular files and directories the user can open for reading
+// also get their metadata.
+func (f *FS) entryAt(op string, dirfd int, name, p string, withMeta bool) (Entry, int, error) {
+	fd, err := f.openat(dirfd, name, unix.O_PATH, 0)
+	if err != nil {
+		return Entry{}, -1, errnoErr(op, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return Entry{}, -1, errnoErr(op, err)
+	}
+	if err := checkFS(op, fd); err != nil {
+		unix.Close(fd)
+		return Entry{}, -1, err
+	}
+	e := entryFromStat(name, p, &st)
+	switch e.Type {
+	case TypeSymlink:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			unix.Close(fd)
+			return Entry{}, -1, errnoErr(op, err)
+		}
+		e.SymlinkTarget = string(buf[:n])
+	case TypeFile, TypeDir:
+		if withMeta {
+			if mfd, err := f.openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0); err == nil {
+				var mst unix.Stat_t
+				if unix.Fstat(mfd, &mst) == nil && mst.Dev == st.Dev && mst.Ino == st.Ino {
+					e.Metadata = readMetadata(mfd)
+				}
+				unix.Close(mfd)
+			}
+		}
+	}
+	return e, fd, nil
+}
+
+// readMetadata returns the user.rayito.* attributes of fd, prefix stripped;
+// unreadable or oversized attributes are skipped.
+func readMetadata(fd int) map[string]string {
+	size, err := unix.Flistxattr(fd, nil)
+	if err != nil || size <= 0 {
+		return nil
+	}
+	buf := make([]byte, min(size, 64<<10))
+	n, err := unix.Flistxattr(fd, buf)
+	if err != nil {
+		return nil
+	}
+	var md map[string]string
+	val := make([]byte, MaxMetadataBytes)
+	for _, attr := range splitNul(buf[:n]) {
+		if len(attr) <= len(MetadataPrefix) || attr[:len(MetadataPrefix)] != MetadataPrefix {
+			continue
+		}
+		if len(md) >= MaxMetadataKeys {
+			break
+		}
+		vn, err := unix.Fgetxattr(fd, attr, val)
+		if err != nil {
+			continue
+		}
+		if md == nil {
+			md = make(map[string]string)
+		}
+		md[attr[len(MetadataPrefix):]] = string(val[:vn])
+	}
+	return md
+}
+
+func splitNul(b []byte) []string {
+	var out []string
+	start := 0
+	for i, c := range b {
+		if c == 0 {
+			if i > start {
+				out = append(out, string(b[start:i]))
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// setMetadata sets md as user.rayito.* attributes of fd (a fresh file, so
+// there is no previous set to remove).
+func setMetadata(op string, fd int, md map[string]string) error {
+	for k, v := range md {
+		if err := unix.Fsetxattr(fd, MetadataPrefix+k, []byte(v), 0); err != nil {
+			switch err {
+			case unix.EOPNOTSUPP:
+				return perr(op, "metadata_unsupported", ErrMetadataUnsupported)
+			case unix.E2BIG, unix.ERANGE, unix.ENOSPC:
+				return perr(op, "metadata_too_large", ErrMetadataTooLarge)
+			}
+			return errnoErr(op, err)
+		}
+	}
+	return nil
+}
+
+// fillNames sets Owner and Group from the account databases (read by rayd
+// itself, outside any identity switch), falling back to decimal IDs.
+func (f *FS) fillNames(e *Entry) {
+	e.Owner = f.lookupName('u', e.UID)
+	e.Group = f.lookupName('g', e.GID)
+}
+
+func (f *FS) lookupName(kind byte, id uint32) string {
+	key := string(kind) + strconv.FormatUint(uint64(id), 10)
+	if v, ok := f.names.Load(key); ok {
+		return v.(string)
+	}
+	name := strconv.FormatUint(uint64(id), 10)
+	if kind == 'u' {
+		if u, err := user.LookupId(name); err == nil {
+			name = u.Username
+		}
+	} else if g, err := user.LookupGroupId(name); err == nil {
+		name = g.Name
+	}
+	f.names.Store(key, name)
+	return name
+}
+
+// split returns the parent components and the last component of a
+// canonical path other than "/".
+func split(c string) ([]string, string) {
+	comps := splitPath(c)
+	return comps[:len(comps)-1], comps[len(comps)-1]
+}
+
+// Stat describes the object at p with lstat semantics: a symbolic link is
+// reported as a link with its target and is not followed. Intermediate
+// components must be real directories.
+func (f *FS) Stat(ctx context.Context, u User, p string) (Entry, error) {
+	const op = "stat"
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Entry{}, perr(op, "canceled", err)
+	}
+	var e Entry
+	err = f.runAs(u, func() error {
+		if c == "/" {
+			fd, err := openRoot(op)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				return errnoErr(op, err)
+			}
+			e = entryFromStat("/", "/", &st)
+			return nil
+		}
+		parent, name := split(c)
+		dfd, err := f.walkDir(op, parent, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		var fd int
+		e, fd, err = f.entryAt(op, dfd, name, c, true)
+		closeFD(fd)
+		return err
+	})
+	if err != nil {
+		return Entry{}, err
+	}
+	f.fillNames(&e)
+	return e, nil
+}
+
+// ReadFile opens the regular file at p for reading through the safe walk and
+// returns it with its description. A symbolic link anywhere in the path,
+// including the last component, is refused with [ErrSymlink]; a
+// non-regular file with [ErrNotRegular]. The caller closes the reader.
+func (f *FS) ReadFile(ctx context.Context, u User, p string) (io.ReadCloser, Entry, error) {
+	const op = "read"
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	if c == "/" {
+		return nil, Entry{}, perr(op, "not_regular", ErrNotRegular)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, Entry{}, perr(op, "canceled", err)
+	}
+	var e Entry
+	fd := -1
+	err = f.runAs(u, func() error {
+		parent, name := split(c)
+		dfd, err := f.walkDir(op, parent, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		// O_NONBLOCK so that a FIFO cannot block the open; everything is
+		// opened with the user's credentials, so nothing is reachable that
+		// the user could not open directly.
+		rfd, err := f.openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(rfd, &st); err != nil {
+			unix.Close(rfd)
+			return errnoErr(op, err)
+		}
+		if err := checkFS(op, rfd); err != nil {
+			unix.Close(rfd)
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(rfd)
+			return perr(op, "not_regular", ErrNotRegular)
+		}
+		if err := unix.SetNonblock(rfd, false); err != nil {
+			unix.Close(rfd)
+			return errnoErr(op, err)
+		}
+		e = entryFromStat(name, c, &st)
+		e.Metadata = readMetadata(rfd)
+		fd = rfd
+		return nil
+	})
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	f.fillNames(&e)
+	// The os.File name appears in its errors; it must not be the path.
+	return os.NewFile(uintptr(fd), "safefs"), e, nil
+}
+
+// tempPrefix starts the names of WriteFile's temporary files.
+const tempPrefix = ".rayito-tmp-"
+
+// WriteFile atomically replaces (or creates) the file at p with the
+// contents of r. Missing parent directories are created (mode 0755, owned
+// by the user). The data goes to a randomly named temporary file in the
+// target directory, which is fsynced, given mode (0 keeps the mode of the
+// file being replaced, or 0644 for a new file) and the metadata (which
+// replaces the file's previous set), then renamed over p.
+//
+// Before and during the copy, the free space of the target file system is
+// checked; a write that would leave less than the disk reserve fails with
+// [ErrDiskReserve]. On any error, including cancellation of ctx between
+// reads from r, the temporary file is removed and the previous file is left
+// untouched. r itself runs with rayd's identity, never the user's; a Read
+// that blocks is not interrupted by ctx.
+func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode os.FileMode, metadata map[string]string) (Entry, error) {
+	const op = "write"
+	if err := ValidateMetadata(metadata); err != nil {
+		return Entry{}, err
+	}
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	if c == "/" {
+		return Entry{}, perr(op, "is_dir", ErrIsDir)
+	}
+	if err := ctx.Err(); err != nil {
+		return Entry{}, perr(op, "canceled", err)
+	}
+	parent, name := split(c)
+	perm := uint32(mode.Perm())
+	keepMode := mode.Perm() == 0
+	if keepMode {
+		perm = 0o644
+	}
+	dfd, tfd, tmpName := -1, -1, ""
+	cleanup := func() {
+		if tmpName != "" {
+			_ = f.runAs(u, func() error { return unix.Unlinkat(dfd, tmpName, 0) })
+		}
+		closeFD(tfd)
+		closeFD(dfd)
+	}
+	// Phase 1, as the user: walk (creating parents) and create the temp file.
+	err = f.runAs(u, func() error {
+		var err error
+		dfd, err = f.walkDir(op, parent, true)
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+		case err == nil:
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				return perr(op, "is_dir", ErrIsDir)
+			}
+			if keepMode && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				perm = st.Mode & 0o777
+			}
+		case err != unix.ENOENT:
+			return errnoErr(op, err)
+		}
+		if err := f.checkReserve(op, dfd, 0); err != nil {
+			return err
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		tmp := tempPrefix + hex.EncodeToString(rnd[:])
+		fd, err := f.openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		tfd, tmpName = fd, tmp
+		return nil
+	})
+	if err != nil {
+		cleanup()
+		return Entry{}, err
+	}
+	// Phase 2, as rayd: copy. Writing to an open descriptor needs no
+	// identity, and the caller's reader must not run as the user.
+	if err := f.copyIn(ctx, op, tfd, r); err != nil {
+		cleanup()
+		return Entry{}, err
+	}
+	// Phase 3, as the user: fsync, mode, metadata, rename into place.
+	var e Entry
+	err = f.runAs(u, func() error {
+		if err := unix.Fsync(tfd); err != nil {
+			return errnoErr(op, err)
+		}
+		if err := unix.Fchmod(tfd, perm); err != nil {
+			return errnoErr(op, err)
+		}
+		if err := setMetadata(op, tfd, metadata); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return perr(op, "canceled", err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(tfd, &st); err != nil {
+			return errnoErr(op, err)
+		}
+		if err := unix.Renameat(dfd, tmpName, dfd, name); err != nil {
+			return errnoErr(op, err)
+		}
+		tmpName = ""
+		// Best effort: make the rename durable.
+		if d, err := f.openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
+			_ = unix.Fsync(d)
+			unix.Close(d)
+		}
+		e = entryFromStat(name, c, &st)
+		if len(metadata) > 0 {
+			e.Metadata = readMetadata(tfd)
+		}
+		return nil
+	})
+	cleanup()
+	if err != nil {
+		return Entry{}, err
+	}
+	f.fillNames(&e)
+	return e, nil
+}
+
+// checkReserve fails with ErrDiskReserve when writing n more bytes to the
+// file system of fd would leave less than the reserve available to
+// unprivileged users.
+func (f *FS) checkReserve(op string, fd int, n int) error {
+	if f.reserve < 0 {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := fstatfs(fd, &st); err != nil {
+		return errnoErr(op, err)
+	}
+	avail := int64(st.Bavail) * int64(st.Bsize)
+	if avail-int64(n) < f.reserve {
+		return perr(op, "disk_reserve", ErrDiskReserve)
+	}
+	return nil
+}
+
+// copyIn copies r into fd, checking ctx and the disk reserve before every
+// chunk.
+func (f *FS) copyIn(ctx context.Context, op string, fd int, r io.Reader) error {
+	buf := make([]byte, 256<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return perr(op, "canceled", err)
+		}
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			if err := ctx.Err(); err != nil {
+				return perr(op, "canceled", err)
+			}
+			if err := f.checkReserve(op, fd, n); err != nil {
+				return err
+			}
+			for b := buf[:n]; len(b) > 0; {
+				w, err := unix.Write(fd, b)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					return errnoErr(op, err)
+				}
+				b = b[w:]
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return perr(op, "source", rerr)
+		}
+	}
+}
+
+// ListDir lists the directory at p to the given depth (0 or 1: its entries
+// only). Entries are sorted by name within each directory and reported with
+// lstat semantics; symbolic links are not descended into. Entries on
+// denied file systems or under denied prefixes are omitted, as are
+// subdirectories the user cannot read. More than Options.MaxListEntries
+// entries fail with [ErrTooMany].
+func (f *FS) ListDir(ctx context.Context, u User, p string, depth int) ([]Entry, error) {
+	const op = "list"
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return nil, err
+	}
+	if depth < 1 {
+		depth = 1
+	}
+	var out []Entry
+	err = f.runAs(u, func() error {
+		fd, err := f.walkDir(op, splitPath(c), false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return f.list(ctx, op, fd, c, depth, &out, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		f.fillNames(&out[i])
+	}
+	return out, nil
+}
+
+func (f *FS) list(ctx context.Context, op string, fd int, dir string, depth int, out *[]Entry, top bool) error {
+	if err := ctx.Err(); err != nil {
+		return perr(op, "canceled", err)
+	}
+	rfd, err := f.openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		if top {
+			return errnoErr(op, err)
+		}
+		return nil // an unreadable subdirectory is skipped
+	}
+	d := os.NewFile(uintptr(rfd), "safefs")
+	var names []string
+	for {
+		batch, err := d.Readdirnames(1024)
+		names = append(names, batch...)
+		if len(names)+len(*out) > f.maxList {
+			d.Close()
+			return perr(op, "too_many", ErrTooMany)
+		}
+		if err == io.EOF || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			d.Close()
+			return errnoErr(op, err)
+		}
+	}
+	d.Close()
+	slices.Sort(names)
+	for _, name := range names {
+		p := path.Join(dir, name)
+		if isDenied(f.deny, p) {
+			continue
+		}
+		e, efd, err := f.entryAt(op, fd, name, p, true)
+		if err != nil {
+			if errors.Is(err, ErrDenied) || errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		*out = append(*out, e)
+		if len(*out) > f.maxList {
+			unix.Close(efd)
+			return perr(op, "too_many", ErrTooMany)
+		}
+		if e.Type == TypeDir && depth > 1 {
+			err = f.list(ctx, op, efd, p, depth-1, out, false)
+		}
+		unix.Close(efd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MakeDir creates the directory p and any missing parents (mode 0755, owned
+// by the user). It fails with [ErrExist] when p already is a directory and
+// with [ErrNotDir] when a non-directory is in the way (at p or above).
+func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
+	const op = "mkdir"
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	if c == "/" {
+		return Entry{}, perr(op, "exists", ErrExist)
+	}
+	if err := ctx.Err(); err != nil {
+		return Entry{}, perr(op, "canceled", err)
+	}
+	var e Entry
+	err = f.runAs(u, func() error {
+		parent, name := split(c)
+		dfd, err := f.walkDir(op, parent, true)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		if err := unix.Mkdirat(dfd, name, 0o755); err != nil {
+			if err != unix.EEXIST {
+				return errnoErr(op, err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return perr(op, "not_dir", ErrNotDir)
+			}
+			return perr(op, "exists", ErrExist)
+		}
+		var fd int
+		e, fd, err = f.entryAt(op, dfd, name, c, false)
+		closeFD(fd)
+		return err
+	})
+	if err != nil {
+		return Entry{}, err
+	}
+	f.fillNames(&e)
+	return e, nil
+}
+
+// Move renames src to dst (rename(2) semantics: an existing dst file, or an
+// empty dst directory, is replaced). Both parents are reached through the
+// safe walk and the rename is done with renameat2 between those
+// descriptors; a symbolic link src is moved as a link. dst's parent must
+// exist.
+func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
+	const op = "move"
+	cs, err := f.Resolve(u, src)
+	if err != nil {
+		return Entry{}, err
+	}
+	cd, err := f.Resolve(u, dst)
+	if err != nil {
+		return Entry{}, err
+	}
+	if cs == "/" || cd == "/" {
+		return Entry{}, perr(op, "denied", ErrDenied)
+	}
+	if err := ctx.Err(); err != nil {
+		return Entry{}, perr(op, "canceled", err)
+	}
+	var e Entry
+	err = f.runAs(u, func() error {
+		sp, sn := split(cs)
+		dp, dn := split(cd)
+		sfd, err := f.walkDir(op, sp, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sfd)
+		dfd, err := f.walkDir(op, dp, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		// The source must not be on a denied file system (e.g. a mount
+		// point of one).
+		lfd, err := f.openat(sfd, sn, unix.O_PATH, 0)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		err = checkFS(op, lfd)
+		unix.Close(lfd)
+		if err != nil {
+			return err
+		}
+		if err := unix.Renameat2(sfd, sn, dfd, dn, 0); err != nil {
+			if err != unix.ENOSYS {
+				return errnoErr(op, err)
+			}
+			if err := unix.Renameat(sfd, sn, dfd, dn); err != nil {
+				return errnoErr(op, err)
+			}
+		}
+		var fd int
+		e, fd, err = f.entryAt(op, dfd, dn, cd, true)
+		closeFD(fd)
+		return err
+	})
+	if err != nil {
+		return Entry{}, err
+	}
+	f.fillNames(&e)
+	return e, nil
+}
+
+// Remove deletes p. A directory needs recursive unless it is empty
+// ([ErrNotEmpty]). Recursion goes through directory descriptors opened
+// with O_NOFOLLOW and unlinkat, so symbolic links are removed, never
+// followed, and denied file systems are never entered.
+func (f *FS) Remove(ctx context.Context, u User, p string, recursive bool) error {
+	const op = "remove"
+	c, err := f.Resolve(u, p)
+	if err != nil {
+		return err
+	}
+	if c == "/" {
+		return perr(op, "denied", ErrDenied)
+	}
+	if err := ctx.Err(); err != nil {
+		return perr(op, "canceled", err)
+	}
+	return f.runAs(u, func() error {
+		parent, name := split(c)
+		dfd, err := f.walkDir(op, parent, false)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dfd)
+		return f.removeAt(ctx, op, dfd, name, recursive, 0)
+	})
+}
+
+func (f *FS) removeAt(ctx context.Context, op string, dirfd int, name string, recursive bool, level int) error {
+	if err := ctx.Err(); err != nil {
+		return perr(op, "canceled", err)
+	}
+	if level > MaxRemoveDepth {
+		return perr(op, "too_deep", ErrTooDeep)
+	}
+	fd, err := f.openat(dirfd, name, unix.O_PATH, 0)
+	if err != nil {
+		return errnoErr(op, err)
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	if err == nil {
+		err = checkFS(op, fd)
+	}
+	unix.Close(fd)
+	if err != nil {
+		return errnoErr(op, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errnoErr(op, unix.Unlinkat(dirfd, name, 0))
+	}
+	if recursive {
+		sub, err := f.openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		if err := checkFS(op, sub); err != nil {
+			unix.Close(sub)
+			return err
+		}
+		d := os.NewFile(uintptr(sub), "safefs")
+		defer d.Close()
+		names, err := d.Readdirnames(-1)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		for _, n := range names {
+			if err := f.removeAt(ctx, op, sub, n, true, level+1); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR); err != nil {
+		return errnoErr(op, err)
+	}
+	return nil
+}
