@@ -10,7 +10,7 @@ LIBRARIES := proto
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
-FUZZTIME ?= 10s
+FUZZTIME ?= 20000x
 
 .PHONY: help
 help: ## List the targets.
@@ -54,7 +54,7 @@ test: ## Run every test with -race (root-only tests skip with a reason when not 
 	for m in $(LIBRARIES); do (cd $$m && GOWORK=off go test -count=1 ./...); done
 
 .PHONY: test-fuzz
-test-fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
+test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine).
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/runpayload
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
 	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
@@ -64,6 +64,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	go test -run '^$$' -fuzz '^FuzzResponseError$$' -fuzztime $(FUZZTIME) ./sdk/microvms
 	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./localvm/internal/api
 	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) ./rayd/internal/hooks
+	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.

@@ -63,6 +63,9 @@ type proxyTransport struct {
 	port        int
 	tokens      *tokenStore
 	accessToken string
+	// forceH2 asks the proxy to speak h2c to rayd (RPCs); file transfers
+	// go over HTTP/1.1, which crosses the AWS proxy much faster.
+	forceH2 bool
 }
 
 func (t *proxyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -96,7 +99,9 @@ func (t *proxyTransport) send(req *http.Request) (*http.Response, string, error)
 	r.Host = t.host
 	r.Header.Set(microvmsapi.ProxyAuthHeader, tok)
 	r.Header.Set(microvmsapi.ProxyPortHeader, strconv.Itoa(t.port))
-	r.Header.Set(microvmsapi.ProxyForceH2Header, "true")
+	if t.forceH2 {
+		r.Header.Set(microvmsapi.ProxyForceH2Header, "true")
+	}
 	if t.accessToken != "" {
 		r.Header.Set("x-access-token", t.accessToken)
 	}
@@ -122,27 +127,35 @@ func replayable(req *http.Request) bool {
 type dataPlane struct {
 	baseURL string
 	client  *http.Client
+	// files carries the HTTP/1.1 file endpoints.
+	files   *http.Client
 	health  raydv1connect.HealthServiceClient
 	process raydv1connect.ProcessServiceClient
 	pty     raydv1connect.PtyServiceClient
+	fs      raydv1connect.FilesystemServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox. Locally the SDK dials the
 // platform's address and names the endpoint in Host (h2c); on AWS it dials
 // https://<endpoint> (h2 over TLS).
 func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken string) *dataPlane {
-	var base http.RoundTripper
+	var base, http1 http.RoundTripper
 	baseURL := "https://" + endpoint
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
 	if cfg.backend == BackendLocal {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		base = &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
+		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
 		baseURL = strings.TrimRight(cfg.endpoint, "/")
 	} else {
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetHTTP2(true)
-		base = &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}
+		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		base = &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}
+		http1 = &http.Transport{Protocols: &h1, TLSClientConfig: tlsCfg.Clone()}
 	}
 	tokens := &tokenStore{now: time.Now, mint: func(ctx context.Context) (string, error) {
 		port := microvmsapi.DefaultProxyPort
@@ -151,20 +164,25 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 			AllowedPorts:        []microvmsapi.AllowedPort{{Port: &port}},
 		})
 	}}
-	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
+	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken, forceH2: true}}
+	fc := &http.Client{Transport: &proxyTransport{base: http1, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
 	return &dataPlane{
 		baseURL: baseURL,
 		client:  hc,
+		files:   fc,
 		health:  raydv1connect.NewHealthServiceClient(hc, baseURL),
 		process: raydv1connect.NewProcessServiceClient(hc, baseURL),
 		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL),
+		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL),
 	}
 }
 
 func (d *dataPlane) close() {
-	if t, ok := d.client.Transport.(*proxyTransport); ok {
-		if b, ok := t.base.(*http.Transport); ok {
-			b.CloseIdleConnections()
+	for _, c := range []*http.Client{d.client, d.files} {
+		if t, ok := c.Transport.(*proxyTransport); ok {
+			if b, ok := t.base.(*http.Transport); ok {
+				b.CloseIdleConnections()
+			}
 		}
 	}
 }

@@ -75,7 +75,7 @@ func TestProxyTransportRetriesProxy403Once(t *testing.T) {
 	tokens := &tokenStore{now: time.Now, mint: func(context.Context) (string, error) {
 		return "jwe-" + string(rune('0'+mints.Add(1))), nil
 	}}
-	c := &http.Client{Transport: &proxyTransport{base: http.DefaultTransport, host: "abc.microvms.localhost", port: 8080, tokens: tokens, accessToken: "secret"}}
+	c := &http.Client{Transport: &proxyTransport{base: http.DefaultTransport, host: "abc.microvms.localhost", port: 8080, tokens: tokens, accessToken: "secret", forceH2: true}}
 	resp, err := c.Post(srv.URL+"/x", "application/proto", strings.NewReader("payload"))
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ type Sandbox struct {
 	Commands *Commands
 	// Pty drives interactive terminals in the sandbox.
 	Pty *Pty
+	// Files reads and writes files in the sandbox.
+	Files *Files
 }
 
 // ID is the sandbox id (the microVM id).
@@ -113,6 +115,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
 	s.Commands = &Commands{sbx: s}
 	s.Pty = &Pty{sbx: s}
+	s.Files = &Files{sbx: s}
 	if err := s.waitReady(ctx); err != nil {
 		if !cfg.keepOnFailure {
 			_ = s.Kill(context.WithoutCancel(ctx))
@@ -184,6 +187,7 @@ func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sand
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, accessToken)
 	s.Commands = &Commands{sbx: s}
 	s.Pty = &Pty{sbx: s}
+	s.Files = &Files{sbx: s}
 	return s, nil
 }
 

@@ -1,0 +1,325 @@
+package rayito
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+)
+
+// Files reads and writes files in a sandbox as its user. rayd refuses
+// paths outside what the user may touch (/proc, /etc, symlinks mid-path,
+// ...) with a typed error.
+type Files struct {
+	sbx *Sandbox
+}
+
+// TransferThreshold is the size above which Write and Read go over the
+// HTTP/1.1 file endpoint instead of an RPC stream.
+const TransferThreshold = 8 << 20
+
+// Entry describes a file, directory or symlink.
+type Entry struct {
+	Name          string
+	Path          string
+	Type          string // "file", "dir", "symlink"
+	Size          int64
+	Mode          uint32
+	Permissions   string
+	Owner, Group  string
+	ModTime       time.Time
+	SymlinkTarget string
+	Metadata      map[string]string
+}
+
+func entryOf(e *raydv1.EntryInfo) *Entry {
+	if e == nil {
+		return nil
+	}
+	t := ""
+	switch e.GetType() {
+	case raydv1.FileType_FILE_TYPE_FILE:
+		t = "file"
+	case raydv1.FileType_FILE_TYPE_DIRECTORY:
+		t = "dir"
+	case raydv1.FileType_FILE_TYPE_SYMLINK:
+		t = "symlink"
+	}
+	return &Entry{
+		Name: e.GetName(), Path: e.GetPath(), Type: t, Size: e.GetSize(), Mode: e.GetMode(),
+		Permissions: e.GetPermissions(), Owner: e.GetOwner(), Group: e.GetGroup(),
+		ModTime: time.UnixMilli(e.GetModifiedTimeUnixMs()), SymlinkTarget: e.GetSymlinkTarget(),
+		Metadata: e.GetMetadata(),
+	}
+}
+
+// FileOption configures one file operation.
+type FileOption func(*fileConfig)
+
+type fileConfig struct {
+	user     string
+	mode     *uint32
+	metadata map[string]string
+}
+
+// AsUser acts as another account.
+func AsUser(user string) FileOption { return func(c *fileConfig) { c.user = user } }
+
+// WithMode sets a written file's permission bits.
+func WithMode(mode uint32) FileOption { return func(c *fileConfig) { c.mode = &mode } }
+
+// WithFileMetadata replaces a written file's metadata (user.rayito.*
+// attributes: at most 64 lowercase keys, 4000 bytes).
+func WithFileMetadata(md map[string]string) FileOption {
+	return func(c *fileConfig) { c.metadata = md }
+}
+
+func fileOpts(opts []FileOption) *fileConfig {
+	c := &fileConfig{}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func (c *fileConfig) userMsg() *raydv1.User {
+	if c.user == "" {
+		return nil
+	}
+	return &raydv1.User{Username: c.user}
+}
+
+// Read returns a file's content.
+func (f *Files) Read(ctx context.Context, path string, opts ...FileOption) ([]byte, error) {
+	c := fileOpts(opts)
+	stream, err := f.sbx.dp.fs.Read(ctx, connect.NewRequest(&raydv1.ReadRequest{Path: path, User: c.userMsg()}))
+	if err != nil {
+		return nil, rpcErr("read", err)
+	}
+	defer stream.Close()
+	var buf bytes.Buffer
+	for stream.Receive() {
+		if e := stream.Msg().GetEntry(); e != nil && e.GetSize() > 0 && e.GetSize() < 1<<30 {
+			buf.Grow(int(e.GetSize()))
+		}
+		buf.Write(stream.Msg().GetChunk())
+	}
+	if err := stream.Err(); err != nil {
+		return nil, rpcErr("read", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// ReadStream streams a file over the HTTP/1.1 file endpoint; close it.
+func (f *Files) ReadStream(ctx context.Context, path string, opts ...FileOption) (io.ReadCloser, error) {
+	c := fileOpts(opts)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.fileURL(path, c), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.sbx.dp.files.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("rayito: read: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, httpErr("read", resp)
+	}
+	return resp.Body, nil
+}
+
+// Write writes data to path atomically (parents are created). Data above
+// TransferThreshold goes over the HTTP/1.1 file endpoint.
+func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (*Entry, error) {
+	c := fileOpts(opts)
+	if len(data) > TransferThreshold && c.metadata == nil {
+		return f.WriteStream(ctx, path, bytes.NewReader(data), opts...)
+	}
+	entries, err := f.WriteMany(ctx, []WriteEntry{{Path: path, Data: data, Mode: c.mode, Metadata: c.metadata}}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &entries[0], nil
+}
+
+// WriteEntry is one file of WriteMany.
+type WriteEntry struct {
+	Path     string
+	Data     []byte
+	Mode     *uint32
+	Metadata map[string]string
+}
+
+// writeChunk is the chunk size of the Write stream (rayd takes ≤ 1 MiB).
+const writeChunk = 1 << 20
+
+// WriteMany writes several files in one call, each atomically.
+func (f *Files) WriteMany(ctx context.Context, files []WriteEntry, opts ...FileOption) ([]Entry, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	c := fileOpts(opts)
+	stream := f.sbx.dp.fs.Write(ctx)
+	for _, fe := range files {
+		path := fe.Path
+		first := &raydv1.WriteRequest{Path: &path, User: c.userMsg(), Mode: fe.Mode, Metadata: fe.Metadata}
+		data := fe.Data
+		n := min(len(data), writeChunk)
+		first.Chunk = data[:n]
+		if err := stream.Send(first); err != nil {
+			break // the error comes with CloseAndReceive
+		}
+		for data = data[n:]; len(data) > 0; data = data[n:] {
+			n = min(len(data), writeChunk)
+			if err := stream.Send(&raydv1.WriteRequest{Chunk: data[:n]}); err != nil {
+				break
+			}
+		}
+	}
+	resp, err := stream.CloseAndReceive()
+	if err != nil {
+		return nil, rpcErr("write", err)
+	}
+	out := make([]Entry, 0, len(resp.Msg.GetEntries()))
+	for _, e := range resp.Msg.GetEntries() {
+		out = append(out, *entryOf(e))
+	}
+	return out, nil
+}
+
+// WriteStream writes r to path atomically over the HTTP/1.1 file endpoint.
+func (f *Files) WriteStream(ctx context.Context, path string, r io.Reader, opts ...FileOption) (*Entry, error) {
+	c := fileOpts(opts)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, f.fileURL(path, c), r)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := f.sbx.dp.files.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("rayito: write: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, httpErr("write", resp)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	var info raydv1.EntryInfo
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("rayito: write: malformed answer")
+	}
+	return entryOf(&info), nil
+}
+
+func (f *Files) fileURL(path string, c *fileConfig) string {
+	q := url.Values{"path": {path}}
+	if c.user != "" {
+		q.Set("user", c.user)
+	}
+	if c.mode != nil {
+		q.Set("mode", strconv.FormatUint(uint64(*c.mode), 8))
+	}
+	return f.sbx.dp.baseURL + "/files?" + q.Encode()
+}
+
+// httpErr maps an answer of the file endpoint to an *RPCError.
+func httpErr(op string, resp *http.Response) error {
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+	code := connect.CodeUnknown
+	if err := code.UnmarshalText([]byte(body.Code)); err != nil {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			code = connect.CodeUnauthenticated
+		case http.StatusForbidden:
+			code = connect.CodePermissionDenied
+		case http.StatusNotFound:
+			code = connect.CodeNotFound
+		case http.StatusBadRequest:
+			code = connect.CodeInvalidArgument
+		default:
+			code = connect.CodeInternal
+		}
+	}
+	if body.Message == "" {
+		body.Message = http.StatusText(resp.StatusCode)
+	}
+	return &RPCError{Op: op, Code: code, Message: body.Message}
+}
+
+// Stat describes path; errors.Is(err, ErrNotFound) when it does not exist.
+func (f *Files) Stat(ctx context.Context, path string, opts ...FileOption) (*Entry, error) {
+	c := fileOpts(opts)
+	resp, err := f.sbx.dp.fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: path, User: c.userMsg()}))
+	if err != nil {
+		return nil, rpcErr("stat", err)
+	}
+	return entryOf(resp.Msg.GetEntry()), nil
+}
+
+// Exists reports whether path exists.
+func (f *Files) Exists(ctx context.Context, path string, opts ...FileOption) (bool, error) {
+	_, err := f.Stat(ctx, path, opts...)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// List lists a directory to depth levels (0 means 1).
+func (f *Files) List(ctx context.Context, path string, depth int, opts ...FileOption) ([]Entry, error) {
+	c := fileOpts(opts)
+	resp, err := f.sbx.dp.fs.ListDir(ctx, connect.NewRequest(&raydv1.ListDirRequest{Path: path, Depth: uint32(max(depth, 0)), User: c.userMsg()}))
+	if err != nil {
+		return nil, rpcErr("list", err)
+	}
+	out := make([]Entry, 0, len(resp.Msg.GetEntries()))
+	for _, e := range resp.Msg.GetEntries() {
+		out = append(out, *entryOf(e))
+	}
+	return out, nil
+}
+
+// MakeDir creates a directory and its parents.
+func (f *Files) MakeDir(ctx context.Context, path string, opts ...FileOption) (*Entry, error) {
+	c := fileOpts(opts)
+	resp, err := f.sbx.dp.fs.MakeDir(ctx, connect.NewRequest(&raydv1.MakeDirRequest{Path: path, User: c.userMsg()}))
+	if err != nil {
+		return nil, rpcErr("make dir", err)
+	}
+	return entryOf(resp.Msg.GetEntry()), nil
+}
+
+// Rename moves src to dst.
+func (f *Files) Rename(ctx context.Context, src, dst string, opts ...FileOption) (*Entry, error) {
+	c := fileOpts(opts)
+	resp, err := f.sbx.dp.fs.Move(ctx, connect.NewRequest(&raydv1.MoveRequest{Source: src, Destination: dst, User: c.userMsg()}))
+	if err != nil {
+		return nil, rpcErr("rename", err)
+	}
+	return entryOf(resp.Msg.GetEntry()), nil
+}
+
+// Remove removes path; directories need recursive.
+func (f *Files) Remove(ctx context.Context, path string, recursive bool, opts ...FileOption) error {
+	c := fileOpts(opts)
+	_, err := f.sbx.dp.fs.Remove(ctx, connect.NewRequest(&raydv1.RemoveRequest{Path: path, Recursive: recursive, User: c.userMsg()}))
+	return rpcErr("remove", err)
+}
