@@ -44,7 +44,11 @@ type Options struct {
 	Authorizer auth.Authorizer
 	// Services are the built services.
 	Services []Mount
-	Logger   *slog.Logger
+	// Extra are plain HTTP handlers mounted as-is on the mux, keyed by
+	// pattern (e.g. the file endpoints at "/files"). They do their own
+	// authentication.
+	Extra  map[string]http.Handler
+	Logger *slog.Logger
 }
 
 // Handler returns the API's HTTP handler: the built services, and every
@@ -71,6 +75,9 @@ func Handler(opts Options) http.Handler {
 	}
 	for _, u := range unimplemented.Services() {
 		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, unimplemented.Interceptor(u.Feature)))...))
+	}
+	for pattern, h := range opts.Extra {
+		mux.Handle(pattern, h)
 	}
 	return mux
 }

@@ -70,8 +70,7 @@ func TestAuthGate(t *testing.T) {
 		t.Fatalf("right token, unary: %v", err)
 	}
 
-	// A client stream (FilesystemService.Write) is gated too, before the
-	// Unimplemented answer.
+	// A client stream (FilesystemService.Write) is gated too.
 	fsNoToken := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL)
 	w := fsNoToken.Write(ctx)
 	_ = w.Send(&raydv1.WriteRequest{Chunk: []byte("x")})
@@ -79,8 +78,8 @@ func TestAuthGate(t *testing.T) {
 		t.Fatalf("client stream without token: %v", err)
 	}
 	fs := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL, withToken(h.token))
-	if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: "/x"})); code(err) != connect.CodeUnimplemented {
-		t.Fatalf("unbuilt service with token: %v", err)
+	if _, err := fs.GetTransfer(ctx, connect.NewRequest(&raydv1.GetTransferRequest{TransferId: "x"})); code(err) != connect.CodeUnimplemented {
+		t.Fatalf("unbuilt RPC with token: %v", err)
 	}
 	metrics := raydv1connect.NewHealthServiceClient(h.client, h.apiURL)
 	if _, err := metrics.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); code(err) != connect.CodeUnauthenticated {

@@ -28,7 +28,9 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
@@ -183,9 +185,14 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Privileged: d.privileged,
 		SelfUID:    uint32(os.Geteuid()),
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty"})
+	fsys, err := safefs.New(safefs.Options{Privileged: d.privileged, RaydDirs: []string{cfg.StateDir}})
+	if err != nil {
+		return nil, fmt.Errorf("file layer: %w", err)
+	}
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files"})
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
+	filesSvc := files.New(d.State, builder, fsys, log)
 	d.API = apiserver.Handler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,
@@ -199,7 +206,11 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewPtyServiceHandler(ptySvc, o...)
 			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewFilesystemServiceHandler(filesSvc, o...)
+			},
 		},
+		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
 	if !d.privileged {
 		log.Warn("rayd runs without root: processes run as rayd's own user; identity switching and limits that need privileges are refused")

@@ -289,3 +289,17 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Identity resolves username ("" = the sandbox's default user) under the
+// same identity rules as Spec, for services that act for a user without
+// starting a process (files). Errors are Connect errors with fixed
+// messages.
+func (b *Builder) Identity(boot *sandbox.Boot, username string) (identity.Identity, error) {
+	if username == "" {
+		username = boot.User
+	}
+	if !clean(username) {
+		return identity.Identity{}, rpcerr.New(connect.CodeInvalidArgument, "invalid user")
+	}
+	return b.identity(username)
+}

@@ -76,7 +76,12 @@ var tokenFlag = &cli.StringFlag{Name: "token", Usage: "the sandbox's access toke
 
 // connect reaches the sandbox named by the first argument.
 func connect(ctx context.Context, cmd *cli.Command) (*rayito.Sandbox, error) {
-	id := cmd.Args().First()
+	return connectID(ctx, cmd, cmd.Args().First())
+}
+
+// connectID reaches sandbox id with the token from --token,
+// RAYITO_ACCESS_TOKEN or the token store.
+func connectID(ctx context.Context, cmd *cli.Command, id string) (*rayito.Sandbox, error) {
 	opts, err := options(ctx, os.Getenv)
 	if err != nil {
 		return nil, err

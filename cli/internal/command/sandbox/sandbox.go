@@ -25,6 +25,7 @@ func Command(io cliutil.IO) *cli.Command {
 			infoCommand(io),
 			execCommand(io),
 			shellCommand(io),
+			cpCommand(io),
 			killCommand(io),
 		},
 	}

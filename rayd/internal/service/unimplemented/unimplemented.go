@@ -16,7 +16,7 @@ import (
 
 // Service is one not-yet-built service.
 type Service struct {
-	// Feature is the product feature, e.g. "files (FilesystemService)".
+	// Feature is the product feature, e.g. "network policy (NetworkService)".
 	Feature string
 	// Mount returns the service's path and handler given handler options.
 	Mount func(opts ...connect.HandlerOption) (string, http.Handler)
@@ -25,9 +25,6 @@ type Service struct {
 // Services lists the services that answer Unimplemented in this build.
 func Services() []Service {
 	return []Service{
-		{"files (FilesystemService)", func(o ...connect.HandlerOption) (string, http.Handler) {
-			return raydv1connect.NewFilesystemServiceHandler(raydv1connect.UnimplementedFilesystemServiceHandler{}, o...)
-		}},
 		{"the code interpreter (CodeService)", func(o ...connect.HandlerOption) (string, http.Handler) {
 			return raydv1connect.NewCodeServiceHandler(raydv1connect.UnimplementedCodeServiceHandler{}, o...)
 		}},

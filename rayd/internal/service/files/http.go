@@ -1,0 +1,220 @@
+package files
+
+import (
+	"compress/flate"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+)
+
+// HTTPPath is where the HTTP/1.1 file endpoints are mounted on the API port.
+const HTTPPath = "/files"
+
+// HTTPHandler serves the file endpoints for large transfers, behind the
+// same access token as the RPCs (header x-access-token):
+//
+//	GET /files?path=<p>[&user=<u>]                streams the file
+//	PUT /files?path=<p>[&user=<u>][&mode=<octal>] replaces it with the body
+//
+// GET answers application/octet-stream with Content-Length, or gzip when
+// the request accepts it. PUT accepts a gzip body (Content-Encoding: gzip)
+// and answers the new EntryInfo as JSON. Errors are JSON
+// {"code": "<connect code>", "message": "<fixed text>"}.
+func (s *Service) HTTPHandler() http.Handler {
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.state.Authorize(r.Header.Get(auth.Header)) {
+		httpError(w, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token"))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.httpGet(w, r)
+	case http.MethodPut:
+		s.httpPut(w, r)
+	default:
+		w.Header().Set("Allow", "GET, PUT")
+		writeJSONError(w, http.StatusMethodNotAllowed, "unimplemented", "method not allowed")
+	}
+}
+
+func (s *Service) httpGet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	u, err := s.userNamed(q.Get("user"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	rc, e, err := s.fs.ReadFile(r.Context(), u, q.Get("path"))
+	if err != nil {
+		httpError(w, fsErr(err))
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Add("Vary", "Accept-Encoding")
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		w.WriteHeader(http.StatusOK)
+		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+		if _, err := io.Copy(gz, io.LimitReader(rc, e.Size)); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		if err := gz.Close(); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	h.Set("Content-Length", strconv.FormatInt(e.Size, 10))
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.CopyN(w, rc, e.Size); err != nil {
+		// The file shrank or the client left: cut the response so the
+		// client sees a short body rather than a silently wrong one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// acceptsGzip reports whether an Accept-Encoding header allows gzip.
+func acceptsGzip(v string) bool {
+	for part := range strings.SplitSeq(v, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+			continue
+		}
+		p := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+		if qv, ok := strings.CutPrefix(p, "q="); ok {
+			if f, err := strconv.ParseFloat(qv, 64); err == nil && f == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// bodyReader remembers the error of the request body (client gone, bad
+// gzip), which safefs reports only as reason "source".
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	mode, err := parseMode(q.Get("mode"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	u, err := s.userNamed(q.Get("user"))
+	if err != nil {
+		httpError(w, err)
+		return
+	}
+	var body io.Reader = r.Body
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		// The decompressed size is bounded by the disk reserve, which
+		// safefs checks before every chunk it writes.
+		gz, err := gzip.NewReader(r.Body)
+		if err != nil {
+			httpError(w, rpcerr.New(connect.CodeInvalidArgument, "invalid gzip body"))
+			return
+		}
+		defer gz.Close()
+		body = gz
+	default:
+		httpError(w, rpcerr.New(connect.CodeInvalidArgument, "unsupported Content-Encoding"))
+		return
+	}
+	src := &bodyReader{r: body}
+	e, err := s.fs.WriteFile(r.Context(), u, q.Get("path"), src, mode, nil)
+	if err != nil {
+		if src.err != nil {
+			var corrupt flate.CorruptInputError
+			if errors.Is(src.err, gzip.ErrChecksum) || errors.Is(src.err, gzip.ErrHeader) || errors.As(src.err, &corrupt) || errors.Is(src.err, io.ErrUnexpectedEOF) {
+				httpError(w, rpcerr.New(connect.CodeInvalidArgument, "invalid or truncated body"))
+				return
+			}
+			httpError(w, rpcerr.New(connect.CodeCanceled, "request body failed"))
+			return
+		}
+		httpError(w, fsErr(err))
+		return
+	}
+	out, err := protojson.Marshal(entryInfo(e))
+	if err != nil {
+		httpError(w, rpcerr.New(connect.CodeInternal, "cannot encode the entry"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// httpError answers a Connect error as JSON with the matching status.
+func httpError(w http.ResponseWriter, err error) {
+	code, msg := connect.CodeInternal, "file operation failed"
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		code, msg = ce.Code(), ce.Message()
+	}
+	writeJSONError(w, httpStatus(code), code.String(), msg)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
+	b, _ := json.Marshal(map[string]string{"code": code, "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// httpStatus maps a Connect code to the endpoint's HTTP status.
+func httpStatus(c connect.Code) int {
+	switch c {
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case connect.CodePermissionDenied, connect.CodeFailedPrecondition:
+		// FailedPrecondition is a symbolic link in the path: refused.
+		return http.StatusForbidden
+	case connect.CodeNotFound:
+		return http.StatusNotFound
+	case connect.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case connect.CodeResourceExhausted:
+		return http.StatusInsufficientStorage
+	case connect.CodeAlreadyExists:
+		return http.StatusConflict
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeUnimplemented:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}

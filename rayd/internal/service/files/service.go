@@ -1,0 +1,186 @@
+// Package files implements FilesystemService on top of the safe file layer
+// (internal/safefs): every path goes through safefs with the identity of
+// the request's user. One file per RPC; http.go serves the HTTP/1.1 file
+// endpoints for large transfers. WatchDir, checkpoints and transfers are
+// not built yet and answer Unimplemented naming the feature.
+package files
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+)
+
+// Sizes of the streamed data.
+const (
+	// ReadChunk is the size of a Read chunk.
+	ReadChunk = 256 << 10
+	// MaxWriteChunk bounds one Write chunk.
+	MaxWriteChunk = 1 << 20
+)
+
+// Service implements raydv1connect.FilesystemServiceHandler.
+type Service struct {
+	raydv1connect.UnimplementedFilesystemServiceHandler
+
+	state   *sandbox.State
+	builder *launch.Builder
+	fs      *safefs.FS
+	log     *slog.Logger
+}
+
+var _ raydv1connect.FilesystemServiceHandler = (*Service)(nil)
+
+// New returns the service.
+func New(state *sandbox.State, builder *launch.Builder, fsys *safefs.FS, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{state: state, builder: builder, fs: fsys, log: log}
+}
+
+// user resolves the request's user (nil or "" = the sandbox's default) to
+// the safefs identity. The auth interceptor already refused calls before
+// /run, so a missing boot is answered like a missing token.
+func (s *Service) user(u *raydv1.User) (safefs.User, error) {
+	return s.userNamed(u.GetUsername())
+}
+
+func (s *Service) userNamed(name string) (safefs.User, error) {
+	boot := s.state.Boot()
+	if boot == nil {
+		return safefs.User{}, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token")
+	}
+	id, err := s.builder.Identity(boot, name)
+	if err != nil {
+		return safefs.User{}, err
+	}
+	return safefs.User{UID: id.UID, GID: id.GID, Groups: id.Groups, Home: id.Home}, nil
+}
+
+// entryInfo renders a safefs entry.
+func entryInfo(e safefs.Entry) *raydv1.EntryInfo {
+	info := &raydv1.EntryInfo{
+		Name:               e.Name,
+		Type:               fileType(e.Type),
+		Path:               e.Path,
+		Size:               e.Size,
+		Mode:               stMode(e.Mode),
+		Permissions:        e.Perm,
+		Owner:              e.Owner,
+		Group:              e.Group,
+		ModifiedTimeUnixMs: e.ModTime.UnixMilli(),
+		Metadata:           e.Metadata,
+	}
+	if e.Type == safefs.TypeSymlink {
+		t := e.SymlinkTarget
+		info.SymlinkTarget = &t
+	}
+	return info
+}
+
+func entryInfos(es []safefs.Entry) []*raydv1.EntryInfo {
+	out := make([]*raydv1.EntryInfo, len(es))
+	for i, e := range es {
+		out[i] = entryInfo(e)
+	}
+	return out
+}
+
+func fileType(t safefs.FileType) raydv1.FileType {
+	switch t {
+	case safefs.TypeFile:
+		return raydv1.FileType_FILE_TYPE_FILE
+	case safefs.TypeDir:
+		return raydv1.FileType_FILE_TYPE_DIRECTORY
+	case safefs.TypeSymlink:
+		return raydv1.FileType_FILE_TYPE_SYMLINK
+	}
+	return raydv1.FileType_FILE_TYPE_UNSPECIFIED
+}
+
+// stMode turns Go's fs.FileMode back into the full st_mode bits.
+func stMode(m fs.FileMode) uint32 {
+	out := uint32(m.Perm())
+	switch {
+	case m&fs.ModeDir != 0:
+		out |= unix.S_IFDIR
+	case m&fs.ModeSymlink != 0:
+		out |= unix.S_IFLNK
+	case m&fs.ModeNamedPipe != 0:
+		out |= unix.S_IFIFO
+	case m&fs.ModeSocket != 0:
+		out |= unix.S_IFSOCK
+	case m&fs.ModeCharDevice != 0:
+		out |= unix.S_IFCHR
+	case m&fs.ModeDevice != 0:
+		out |= unix.S_IFBLK
+	default:
+		out |= unix.S_IFREG
+	}
+	if m&fs.ModeSetuid != 0 {
+		out |= unix.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		out |= unix.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		out |= unix.S_ISVTX
+	}
+	return out
+}
+
+// notBuilt answers the RPCs whose feature has not landed yet.
+func notBuilt(feature string) error {
+	return rpcerr.New(connect.CodeUnimplemented, feature+" is not built yet in this rayd; see docs/features.md")
+}
+
+// WatchDir is not built yet.
+func (s *Service) WatchDir(context.Context, *connect.Request[raydv1.WatchDirRequest], *connect.ServerStream[raydv1.WatchDirResponse]) error {
+	return notBuilt("directory watches (FilesystemService.WatchDir)")
+}
+
+// Checkpoint is not built yet.
+func (s *Service) Checkpoint(context.Context, *connect.Request[raydv1.CheckpointRequest], *connect.ServerStream[raydv1.PersistEvent]) error {
+	return notBuilt("checkpoints (FilesystemService.Checkpoint)")
+}
+
+// Restore is not built yet.
+func (s *Service) Restore(context.Context, *connect.Request[raydv1.RestoreRequest], *connect.ServerStream[raydv1.PersistEvent]) error {
+	return notBuilt("checkpoints (FilesystemService.Restore)")
+}
+
+// StartImport is not built yet.
+func (s *Service) StartImport(context.Context, *connect.Request[raydv1.StartImportRequest]) (*connect.Response[raydv1.StartImportResponse], error) {
+	return nil, notBuilt("S3 transfers (FilesystemService.StartImport)")
+}
+
+// StartExport is not built yet.
+func (s *Service) StartExport(context.Context, *connect.Request[raydv1.StartExportRequest]) (*connect.Response[raydv1.StartExportResponse], error) {
+	return nil, notBuilt("S3 transfers (FilesystemService.StartExport)")
+}
+
+// GetTransfer is not built yet.
+func (s *Service) GetTransfer(context.Context, *connect.Request[raydv1.GetTransferRequest]) (*connect.Response[raydv1.GetTransferResponse], error) {
+	return nil, notBuilt("S3 transfers (FilesystemService.GetTransfer)")
+}
+
+// WatchTransfer is not built yet.
+func (s *Service) WatchTransfer(context.Context, *connect.Request[raydv1.WatchTransferRequest], *connect.ServerStream[raydv1.WatchTransferResponse]) error {
+	return notBuilt("S3 transfers (FilesystemService.WatchTransfer)")
+}
+
+// CancelTransfer is not built yet.
+func (s *Service) CancelTransfer(context.Context, *connect.Request[raydv1.CancelTransferRequest]) (*connect.Response[raydv1.CancelTransferResponse], error) {
+	return nil, notBuilt("S3 transfers (FilesystemService.CancelTransfer)")
+}
