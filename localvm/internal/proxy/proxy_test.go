@@ -876,6 +876,12 @@ func TestLogging(t *testing.T) {
 	})
 	do(t, client(false), req)
 
+	// A request is logged when its handler returns, which can be just
+	// after the client has read the whole answer.
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(e.logs.String(), "endpoint request") < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	logs := e.logs.String()
 	t.Logf("logs:\n%s", logs)
 	for _, secret := range []string{tok, "secret", "/echo", "X-Secret", endpoint} {
