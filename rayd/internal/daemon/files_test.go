@@ -594,15 +594,15 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 		t.Fatal("an unauthenticated call touched the file system")
 	}
 	// Not built yet: Unimplemented naming the feature, with the token.
-	s, err := h.files().WatchDir(ctx, connect.NewRequest(&raydv1.WatchDirRequest{Path: "/tmp"}))
+	s, err := h.files().Checkpoint(ctx, connect.NewRequest(&raydv1.CheckpointRequest{}))
 	if err == nil {
 		for s.Receive() {
 		}
 		err = s.Err()
 		s.Close()
 	}
-	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "WatchDir") {
-		t.Fatalf("WatchDir: %v", err)
+	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "Checkpoint") {
+		t.Fatalf("Checkpoint: %v", err)
 	}
 	if got := h.health().GetFeatures().GetServices(); !strings.Contains(strings.Join(got, ","), "files") {
 		t.Fatalf("features.services %v", got)

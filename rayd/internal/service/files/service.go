@@ -1,14 +1,16 @@
 // Package files implements FilesystemService on top of the safe file layer
 // (internal/safefs): every path goes through safefs with the identity of
 // the request's user. One file per RPC; http.go serves the HTTP/1.1 file
-// endpoints for large transfers. WatchDir, checkpoints and transfers are
-// not built yet and answer Unimplemented naming the feature.
+// endpoints for large transfers; watch_dir.go serves WatchDir over inotify.
+// Checkpoints and transfers are not built yet and answer Unimplemented
+// naming the feature.
 package files
 
 import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
@@ -37,6 +39,9 @@ type Service struct {
 	builder *launch.Builder
 	fs      *safefs.FS
 	log     *slog.Logger
+
+	// watchStreams counts the live WatchDir streams.
+	watchStreams atomic.Int64
 }
 
 var _ raydv1connect.FilesystemServiceHandler = (*Service)(nil)
@@ -143,11 +148,6 @@ func stMode(m fs.FileMode) uint32 {
 // notBuilt answers the RPCs whose feature has not landed yet.
 func notBuilt(feature string) error {
 	return rpcerr.New(connect.CodeUnimplemented, feature+" is not built yet in this rayd; see docs/features.md")
-}
-
-// WatchDir is not built yet.
-func (s *Service) WatchDir(context.Context, *connect.Request[raydv1.WatchDirRequest], *connect.ServerStream[raydv1.WatchDirResponse]) error {
-	return notBuilt("directory watches (FilesystemService.WatchDir)")
 }
 
 // Checkpoint is not built yet.

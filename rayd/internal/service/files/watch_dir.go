@@ -1,0 +1,387 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/limits"
+	"github.com/rayito-dev/rayito/rayd/internal/keepalive"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
+)
+
+// Limits of directory watches.
+const (
+	// MaxWatchStreams bounds the concurrent WatchDir streams of the sandbox.
+	MaxWatchStreams = 64
+	// MaxWatchDirs bounds the directories one recursive watch covers.
+	MaxWatchDirs = 64
+	// WatchQueue bounds the events waiting to be sent on one stream.
+	WatchQueue = 1024
+	// maxWatchDepth bounds how deep a recursive watch descends.
+	maxWatchDepth = 16
+	// tmpPrefix starts the names of safefs.WriteFile's temporary files.
+	tmpPrefix = ".rayito-tmp-"
+)
+
+// errWatchExhausted ends a stream whose recursive watch outgrew MaxWatchDirs.
+var errWatchExhausted = errors.New("too many watched directories")
+
+// errWatchEnded ends a stream whose watched directory went away.
+var errWatchEnded = errors.New("watched directory gone")
+
+// watcher is the state of one WatchDir stream. Only the handler goroutine
+// touches it; the reader goroutine only decodes and queues raw events.
+type watcher struct {
+	s         *Service
+	u         safefs.User
+	in        *inotify
+	root      string // canonical path of the watched directory
+	recursive bool
+	entries   bool
+	rootWD    int32
+	dirs      map[int32]string // watch descriptor -> path relative to root
+	byRel     map[string]int32
+	tmpMoves  map[uint32]bool // cookies of renames away from a temporary name
+	out       *keepalive.Sender[raydv1.WatchDirResponse]
+}
+
+// WatchDir streams the changes under a directory: `started` once inotify is
+// armed, then events named relative to the watched directory. Errors found
+// before arming come as the call's error.
+func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.WatchDirRequest], stream *connect.ServerStream[raydv1.WatchDirResponse]) error {
+	u, err := s.user(req.Msg.GetUser())
+	if err != nil {
+		return err
+	}
+	root, err := s.fs.Resolve(u, req.Msg.GetPath())
+	if err != nil {
+		return fsErr(err)
+	}
+	if err := s.requireDir(ctx, u, root); err != nil {
+		return err
+	}
+	if s.watchStreams.Add(1) > MaxWatchStreams {
+		s.watchStreams.Add(-1)
+		return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+	}
+	defer s.watchStreams.Add(-1)
+
+	in, err := newInotify()
+	if err != nil {
+		if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM {
+			return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+		}
+		return rpcerr.New(connect.CodeInternal, "watch failed")
+	}
+	defer in.Close()
+
+	w := &watcher{
+		s: s, u: u, in: in, root: root,
+		recursive: req.Msg.GetRecursive(),
+		entries:   req.Msg.GetIncludeEntry(),
+		dirs:      map[int32]string{},
+		byRel:     map[string]int32{},
+		tmpMoves:  map[uint32]bool{},
+	}
+	if w.rootWD, err = w.arm(""); err != nil {
+		return watchErr(err)
+	}
+	if w.recursive {
+		es, err := s.fs.ListDir(ctx, u, root, maxWatchDepth)
+		if err != nil {
+			return fsErr(err)
+		}
+		for _, e := range es {
+			if e.Type != safefs.TypeDir {
+				continue
+			}
+			rel, ok := w.rel(e.Path)
+			if !ok || hiddenName(rel) {
+				continue
+			}
+			if len(w.dirs) >= MaxWatchDirs {
+				return rpcerr.New(connect.CodeResourceExhausted, "too many watched directories")
+			}
+			if _, err := w.arm(rel); err != nil && !errors.Is(err, unix.ENOENT) {
+				return watchErr(err)
+			}
+		}
+	}
+	// The watch is armed on the canonical path without following a final
+	// symbolic link; re-check through the safe walk that the path still is
+	// a directory the user may see, on an allowed file system.
+	if err := s.requireDir(ctx, u, root); err != nil {
+		return err
+	}
+
+	var overflowed atomic.Bool
+	queue := make(chan rawEvent, WatchQueue)
+	go func() {
+		defer close(queue)
+		buf := make([]byte, 64<<10)
+		for {
+			evs, err := in.read(buf)
+			if err != nil {
+				return
+			}
+			for _, ev := range evs {
+				if ev.mask&unix.IN_Q_OVERFLOW != 0 {
+					overflowed.Store(true)
+					return
+				}
+				select {
+				case queue <- ev:
+				default:
+					overflowed.Store(true)
+					return
+				}
+			}
+		}
+	}()
+
+	w.out = keepalive.Start(limits.KeepAliveInterval, stream.Send, func() *raydv1.WatchDirResponse {
+		return &raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Keepalive{Keepalive: &raydv1.KeepAlive{}}}
+	})
+	defer w.out.Stop()
+	if err := w.out.Send(&raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Started{Started: &raydv1.WatchStarted{}}}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return rpcerr.New(connect.CodeCanceled, "canceled")
+		case ev, ok := <-queue:
+			if !ok {
+				if ctx.Err() != nil {
+					return rpcerr.New(connect.CodeCanceled, "canceled")
+				}
+				if overflowed.Load() {
+					return w.streamError("output_truncated", "event queue overflowed; events were lost")
+				}
+				return rpcerr.New(connect.CodeInternal, "watch failed")
+			}
+			err := w.handle(ctx, ev)
+			switch {
+			case err == nil:
+			case errors.Is(err, errWatchExhausted):
+				return w.streamError("resource_exhausted", "too many watched directories")
+			case errors.Is(err, errWatchEnded):
+				return nil
+			default:
+				return err
+			}
+		}
+	}
+}
+
+// requireDir checks through safefs, as the user, that the canonical path c
+// is a directory.
+func (s *Service) requireDir(ctx context.Context, u safefs.User, c string) error {
+	e, err := s.fs.Stat(ctx, u, c)
+	if err != nil {
+		return fsErr(err)
+	}
+	if e.Type != safefs.TypeDir {
+		return rpcerr.New(connect.CodeInvalidArgument, "not a directory")
+	}
+	return nil
+}
+
+// watchErr maps an inotify_add_watch error to a fixed Connect error.
+func watchErr(err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return rpcerr.New(connect.CodeNotFound, "no such file or directory")
+	case errors.Is(err, unix.ENOTDIR):
+		return rpcerr.New(connect.CodeInvalidArgument, "not a directory")
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return rpcerr.New(connect.CodePermissionDenied, "permission denied")
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.ENOMEM):
+		return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+	}
+	return rpcerr.New(connect.CodeInternal, "watch failed")
+}
+
+func (w *watcher) streamError(code, msg string) error {
+	return w.out.Send(&raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Error{Error: &raydv1.StreamError{Code: code, Message: msg}}})
+}
+
+// full returns the canonical path of rel.
+func (w *watcher) full(rel string) string {
+	if rel == "" {
+		return w.root
+	}
+	return path.Join(w.root, rel)
+}
+
+// rel returns p relative to the root.
+func (w *watcher) rel(p string) (string, bool) {
+	prefix := w.root + "/"
+	if w.root == "/" {
+		prefix = "/"
+	}
+	r, ok := strings.CutPrefix(p, prefix)
+	return r, ok && r != ""
+}
+
+// hiddenName reports whether a relative path names a temporary file.
+func hiddenName(rel string) bool {
+	return strings.HasPrefix(path.Base(rel), tmpPrefix)
+}
+
+// arm adds a watch on the directory rel.
+func (w *watcher) arm(rel string) (int32, error) {
+	// Through the safe walk, as the user: a parent swapped for a symlink
+	// between the checks and the watch is refused.
+	wd32, err := w.s.fs.AddWatch(w.u, w.in.fd, w.full(rel), watchMask)
+	if err != nil {
+		return 0, err
+	}
+	wd := int32(wd32)
+	if old, ok := w.dirs[wd]; ok {
+		delete(w.byRel, old)
+	}
+	w.dirs[wd] = rel
+	w.byRel[rel] = wd
+	return wd, nil
+}
+
+// armNew watches a directory that appeared after the stream started and
+// reports what it already holds (events before its watch are otherwise
+// lost).
+func (w *watcher) armNew(ctx context.Context, rel string) error {
+	if strings.Count(rel, "/")+1 > maxWatchDepth {
+		return nil
+	}
+	if _, ok := w.byRel[rel]; ok {
+		return nil
+	}
+	if len(w.dirs) >= MaxWatchDirs {
+		return errWatchExhausted
+	}
+	full := w.full(rel)
+	e, err := w.s.fs.Stat(ctx, w.u, full)
+	if err != nil || e.Type != safefs.TypeDir {
+		return nil
+	}
+	if _, err := w.arm(rel); err != nil {
+		return nil
+	}
+	es, err := w.s.fs.ListDir(ctx, w.u, full, 1)
+	if err != nil {
+		return nil
+	}
+	for _, e := range es {
+		child, ok := w.rel(e.Path)
+		if !ok || hiddenName(child) {
+			continue
+		}
+		if err := w.emit(ctx, child, raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CREATE); err != nil {
+			return err
+		}
+		if e.Type == safefs.TypeDir {
+			if err := w.armNew(ctx, child); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// drop forgets the watches of rel and everything under it.
+func (w *watcher) drop(rel string) {
+	for r, wd := range w.byRel {
+		if r == rel || strings.HasPrefix(r, rel+"/") {
+			w.in.remove(wd)
+			delete(w.byRel, r)
+			delete(w.dirs, wd)
+		}
+	}
+}
+
+// handle turns one raw event into at most a few stream messages.
+func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
+	dir, ok := w.dirs[ev.wd]
+	if !ok {
+		return nil
+	}
+	if ev.mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_UNMOUNT) != 0 {
+		if ev.wd == w.rootWD {
+			return errWatchEnded
+		}
+		if ev.mask&(unix.IN_IGNORED|unix.IN_UNMOUNT) != 0 {
+			delete(w.dirs, ev.wd)
+			delete(w.byRel, dir)
+		}
+		return nil
+	}
+	if ev.name == "" {
+		return nil
+	}
+	if strings.HasPrefix(ev.name, tmpPrefix) {
+		if ev.mask&unix.IN_MOVED_FROM != 0 {
+			if len(w.tmpMoves) >= WatchQueue {
+				clear(w.tmpMoves)
+			}
+			w.tmpMoves[ev.cookie] = true
+		}
+		return nil
+	}
+	rel := ev.name
+	if dir != "" {
+		rel = dir + "/" + ev.name
+	}
+	isDir := ev.mask&unix.IN_ISDIR != 0
+	var t raydv1.FilesystemEventType
+	switch {
+	case ev.mask&unix.IN_CREATE != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CREATE
+	case ev.mask&unix.IN_MODIFY != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE
+	case ev.mask&unix.IN_ATTRIB != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CHMOD
+	case ev.mask&unix.IN_DELETE != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_REMOVE
+	case ev.mask&unix.IN_MOVED_FROM != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_RENAME
+		if isDir {
+			w.drop(rel)
+		}
+	case ev.mask&unix.IN_MOVED_TO != 0:
+		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CREATE
+		if w.tmpMoves[ev.cookie] {
+			// An atomic replacement (temporary file renamed into place).
+			delete(w.tmpMoves, ev.cookie)
+			t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE
+		}
+	default:
+		return nil
+	}
+	if err := w.emit(ctx, rel, t); err != nil {
+		return err
+	}
+	if isDir && w.recursive && ev.mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+		return w.armNew(ctx, rel)
+	}
+	return nil
+}
+
+// emit sends one event, with the entry when asked and still available.
+func (w *watcher) emit(ctx context.Context, rel string, t raydv1.FilesystemEventType) error {
+	fe := &raydv1.FilesystemEvent{Name: rel, Type: t}
+	if w.entries && t != raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_REMOVE &&
+		t != raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_RENAME {
+		if e, err := w.s.fs.Stat(ctx, w.u, w.full(rel)); err == nil {
+			fe.Entry = entryInfo(e)
+		}
+	}
+	return w.out.Send(&raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Filesystem{Filesystem: fe}})
+}
