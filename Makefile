@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace.
-MODULES := proto rayd sdk localvm cli tests
+MODULES := proto rayd sdk localvm cli tests bench
 LIBRARIES := proto
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin

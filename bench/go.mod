@@ -1,0 +1,3 @@
+module github.com/rayito-dev/rayito/bench
+
+go 1.26
