@@ -19,10 +19,12 @@ var (
 // its remote address (the client's), as returned by net.Conn's LocalAddr and
 // RemoteAddr.
 //
-// It searches the socket tables of this process's network namespace
-// (/proc/self/net/tcp, then /proc/self/net/tcp6 for IPv4 clients, and only
-// /proc/self/net/tcp6 for IPv6 clients) for the row whose local address is
-// remote and whose remote address is local. IPv4 addresses match their
+// It asks the kernel through a sock_diag netlink request for the socket of
+// this process's network namespace whose own address is remote and whose
+// peer is local (a hash lookup). Where sock_diag is not available it
+// searches the socket tables instead (/proc/self/net/tcp, then
+// /proc/self/net/tcp6 for IPv4 clients, and only /proc/self/net/tcp6 for
+// IPv6 clients), which costs a walk of the whole established hash. IPv4 addresses match their
 // IPv4-mapped IPv6 forms, so an IPv4 client of a dual-stack listener is found
 // whichever table its socket is in.
 //
@@ -43,6 +45,17 @@ func LookupTCP(local, remote net.Addr) (Owner, error) {
 	if err != nil {
 		return Owner{}, err
 	}
+	if o, err := lookupDiag(l, r); !errors.Is(err, errDiagUnavailable) &&
+		!(errors.Is(err, ErrNotFound) && r.Addr().IsLinkLocalUnicast()) {
+		return o, err
+	}
+	return lookupTables(l, r)
+}
+
+// lookupTables is LookupTCP through /proc/self/net/tcp{,6}: the fallback
+// when sock_diag cannot answer, and for link-local IPv6 clients (whose
+// exact lookup would need the interface).
+func lookupTables(l, r netip.AddrPort) (Owner, error) {
 	if r.Addr().Is4() {
 		// An IPv4 client socket is in tcp, unless it is an IPv6 socket
 		// talking to an IPv4-mapped address; tcp6 may be absent when IPv6 is

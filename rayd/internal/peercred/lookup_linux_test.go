@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -354,6 +355,44 @@ func TestLookupTCPOtherUser(t *testing.T) {
 			}
 			if o.UID != 1000 {
 				t.Errorf("UID = %d, want 1000", o.UID)
+			}
+		})
+	}
+}
+
+// TestDiagAgreesWithTables checks that the sock_diag lookup and the table
+// fallback give the same answer, for live, reversed and unknown sockets.
+func TestDiagAgreesWithTables(t *testing.T) {
+	for _, tc := range []struct{ name, listenNet, listenAddr, dialNet, host string }{
+		{"ipv4", "tcp4", "127.0.0.1:0", "tcp4", "127.0.0.1"},
+		{"ipv6", "tcp6", "[::1]:0", "tcp6", "::1"},
+		{"ipv4 client to dual-stack listener", "tcp", "[::]:0", "tcp4", "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := listen(t, tc.listenNet, tc.listenAddr)
+			client, server := pair(t, ln, tc.dialNet, net.JoinHostPort(tc.host, strconv.Itoa(port(ln))))
+			l, _ := addrPort(server.LocalAddr())
+			r, _ := addrPort(server.RemoteAddr())
+			for _, q := range []struct {
+				name string
+				l, r netip.AddrPort
+				want uint64
+			}{
+				{"client end", l, r, socketInode(t, client)},
+				{"server end", r, l, socketInode(t, server)},
+			} {
+				d, derr := lookupDiag(q.l, q.r)
+				tb, terr := lookupTables(q.l, q.r)
+				if derr != nil || terr != nil || d != tb || d.Inode != q.want {
+					t.Errorf("%s: diag %+v, %v; tables %+v, %v; want inode %d", q.name, d, derr, tb, terr, q.want)
+				}
+			}
+			unknown := netip.MustParseAddrPort("192.0.2.1:1")
+			if l.Addr().Is6() {
+				unknown = netip.MustParseAddrPort("[2001:db8::1]:1")
+			}
+			if _, err := lookupDiag(l, unknown); !errors.Is(err, ErrNotFound) {
+				t.Errorf("diag of an unknown client = %v, want ErrNotFound", err)
 			}
 		})
 	}

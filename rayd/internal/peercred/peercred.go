@@ -4,7 +4,8 @@
 // rayd's lifecycle hooks listen on TCP. The platform reaches them from outside
 // the sandbox, but code running inside the sandbox can reach the same port over
 // loopback. To tell the two apart, [LookupTCP] looks the connection's client
-// socket up in the kernel's socket tables (/proc/self/net/tcp and tcp6) and
+// socket up in the kernel (an exact sock_diag netlink query, or the socket
+// tables /proc/self/net/tcp and tcp6 where sock_diag is unavailable) and
 // reports the uid that created it. A client socket that lives in another
 // network namespace (the platform calling over a veth or from the host) is not
 // in those tables at all, and LookupTCP reports [ErrNotFound]; a client socket
