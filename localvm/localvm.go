@@ -60,6 +60,13 @@ const (
 	// shutdownGrace is how long Serve lets requests in flight finish after
 	// its context ends, before it closes their connections.
 	shutdownGrace = 5 * time.Second
+	// runWait is how long RunMicrovm waits for the new sandbox to boot
+	// before answering (PENDING if it has not): a local boot takes tens of
+	// milliseconds, so clients need not poll.
+	runWait = 2 * time.Second
+	// localRateFactor multiplies the AWS service's TPS quotas into the
+	// local platform's default throttling rates.
+	localRateFactor = 10
 )
 
 // Options configure a Server.
@@ -90,6 +97,11 @@ type Options struct {
 	// Subnet is the private IPv4 pool sandboxes take their /30s from;
 	// zero means 10.213.0.0/16. Addresses already on the host are skipped.
 	Subnet netip.Prefix
+	// AWSQuotas throttles the API at the AWS service's published TPS
+	// quotas (RunMicrovm 5/s, TerminateMicrovm 10/s, ...), to try a client
+	// against the service's limits. By default the local platform allows
+	// ten times those rates: one machine creates sandboxes far faster.
+	AWSQuotas bool
 }
 
 // DefaultStateDir is the default state directory:
@@ -238,11 +250,18 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		Minter:       d.minter,
 		Logger:       opts.Logger,
 		MaxSandboxes: opts.MaxSandboxes,
+		RunWait:      runWait,
 	})
 	if err != nil {
 		return nil, err
 	}
-	h, err := api.New(api.Options{Backend: reg, Logger: opts.Logger, AllowAnyHost: opts.AllowRemote})
+	rates := api.DefaultRates()
+	if !opts.AWSQuotas {
+		for op := range rates {
+			rates[op] *= localRateFactor
+		}
+	}
+	h, err := api.New(api.Options{Backend: reg, Logger: opts.Logger, AllowAnyHost: opts.AllowRemote, Rates: rates})
 	if err != nil {
 		_ = reg.Close(ctx)
 		return nil, err

@@ -327,3 +327,28 @@ func TestReopenKeepsSandboxes(t *testing.T) {
 	base2, _ := serve(t, s2)
 	waitState(t, base2, m.MicrovmID, microvmsapi.StateRunning)
 }
+
+// TestQuotas checks the local platform's throttling: ten times the AWS
+// quotas by default, the AWS quotas themselves with AWSQuotas.
+func TestQuotas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		aws       bool
+		throttled bool
+	}{{false, false}, {true, true}} {
+		s, _ := newFakeServer(t, Options{AWSQuotas: tc.aws})
+		base, stop := serve(t, s)
+		// TerminateMicrovm's AWS quota is 10/s with a burst of 10.
+		got429 := false
+		for range 15 {
+			res, _ := do(t, http.DefaultClient, "DELETE", base+microvmsapi.PathMicrovms+"/microvm-nope", "", "")
+			got429 = got429 || res.StatusCode == http.StatusTooManyRequests
+		}
+		if got429 != tc.throttled {
+			t.Errorf("AWSQuotas=%v: throttled=%v, want %v", tc.aws, got429, tc.throttled)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -158,3 +158,24 @@ func TestCreateRefusesBadOptionsLocally(t *testing.T) {
 		t.Fatalf("bad token: %v", err)
 	}
 }
+
+// TestCreateFailsAtOnceWhenTheBootFailed: the local platform answers
+// RunMicrovm after the boot; a sandbox that ended during it is an
+// ErrSandboxEnded without any polling, and the platform's reason is kept.
+func TestCreateFailsAtOnceWhenTheBootFailed(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"microvmId":"microvm-1","state":"TERMINATING","stateReason":"launch failed: no cgroups","endpoint":"x.microvms.localhost"}`)
+	}))
+	defer srv.Close()
+	_, err := Create(t.Context(), WithBackend(BackendLocal), WithEndpoint(srv.URL))
+	if !errors.Is(err, ErrSandboxEnded) || !strings.Contains(err.Error(), "no cgroups") {
+		t.Fatalf("Create = %v, want ErrSandboxEnded with the reason", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d requests, want only RunMicrovm", n)
+	}
+}

@@ -50,7 +50,9 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 	}
 	switch cfg.backend {
 	case BackendLocal:
-		return microvms.New(cfg.endpoint, append(opts, microvms.Unsigned())...)
+		// The local platform throttles by itself (and 429s are retried);
+		// the client-side buckets model the AWS quotas only.
+		return microvms.New(cfg.endpoint, append(opts, microvms.Unsigned(), microvms.WithoutRateLimits())...)
 	case BackendAWS:
 		if cfg.awsConfig == nil {
 			awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -111,6 +113,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if vm.State == microvmsapi.StateTerminating || vm.State == microvmsapi.StateTerminated {
+		// The local platform answers once the boot is over, failed or not.
+		reason := vm.StateReason
+		if len(reason) > 240 {
+			reason = reason[:240]
+		}
+		return nil, fmt.Errorf("%w: the sandbox ended while starting: %q", ErrSandboxEnded, reason)
+	}
 	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: token, cfg: cfg, mv: mv}
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
 	s.Commands = &Commands{sbx: s}
@@ -132,13 +142,25 @@ func region(cfg *config) string {
 	return "local"
 }
 
-// waitReady polls Health (0.25 s doubling to 2 s) until rayd answers ready
+// Health polling: the first retry comes after firstPoll (a local sandbox
+// boots in tens of milliseconds; a microVM on AWS in seconds), doubling up
+// to maxPoll.
+const (
+	firstPollLocal = 2 * time.Millisecond
+	firstPollAWS   = 100 * time.Millisecond
+	maxPoll        = 2 * time.Second
+)
+
+// waitReady polls Health (see firstPollLocal) until rayd answers ready
 // with the sandbox's id, reading the control plane every 5 s: TERMINATING
 // or TERMINATED is fatal.
 func (s *Sandbox) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.readyTimeout)
 	defer cancel()
-	delay := 250 * time.Millisecond
+	delay := firstPollAWS
+	if s.cfg.backend == BackendLocal {
+		delay = firstPollLocal
+	}
 	lastGet := time.Now()
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -162,7 +184,7 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 2*time.Second)
+		delay = min(2*delay, maxPoll)
 	}
 }
 

@@ -386,9 +386,12 @@ func readFull(f *os.File, buf []byte) (int, error) {
 	return n, nil
 }
 
-// waitReady waits until every address accepts TCP connections.
+// waitReady waits until every address accepts TCP connections, retrying
+// after 1 ms and backing off to 16 ms (rayd listens within a few
+// milliseconds of its start; a refused dial costs little).
 func waitReady(ctx context.Context, done <-chan struct{}, addrs ...string) error {
 	d := net.Dialer{Timeout: 250 * time.Millisecond}
+	delay := time.Millisecond
 	for _, a := range addrs {
 		for {
 			c, err := d.DialContext(ctx, "tcp", a)
@@ -401,8 +404,9 @@ func waitReady(ctx context.Context, done <-chan struct{}, addrs ...string) error
 				return errors.New("launcher: rayd exited before it was ready")
 			case <-ctx.Done():
 				return fmt.Errorf("launcher: rayd is not ready after %s: %w", readyTimeout, ctx.Err())
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(delay):
 			}
+			delay = min(2*delay, 16*time.Millisecond)
 		}
 	}
 	return nil
@@ -484,21 +488,31 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
+	// Joining cgroup v1 hierarchies costs a few milliseconds each (the
+	// kernel waits for an RCU grace period): do it while the network is
+	// wired, and join both before the init goes on.
+	cgDone := make(chan error, 1)
 	if l.cg.version == cgroupV1 {
-		if err := addProc(dirs, s.pid); err != nil {
-			return inst, err
-		}
+		go func() { cgDone <- addProc(dirs, s.pid) }()
+	} else {
+		cgDone <- nil
 	}
-	if err := setupNetwork(s.pid, veth, host, guest); err != nil {
+	netErr := func() error {
+		if err := setupNetwork(s.pid, veth, host, guest); err != nil {
+			return err
+		}
+		if spec.Internet {
+			if err := enableForwarding(); err != nil {
+				return err
+			}
+		}
+		return l.fw.install(spec.ID, veth, guest, spec.Internet)
+	}()
+	if err := <-cgDone; err != nil {
 		return inst, err
 	}
-	if spec.Internet {
-		if err := enableForwarding(); err != nil {
-			return inst, err
-		}
-	}
-	if err := l.fw.install(spec.ID, veth, guest, spec.Internet); err != nil {
-		return inst, err
+	if netErr != nil {
+		return inst, netErr
 	}
 	if err := release(ctx, s); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)

@@ -24,6 +24,7 @@ const LogFileName = "rayd.log"
 // running, when the registry closes.
 func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, inst launcher.Instance) {
 	defer r.wg.Done()
+	defer v.markBooted()
 	if inst == nil {
 		inst = r.boot(v, startCtx, payload)
 		if inst == nil {
@@ -38,6 +39,7 @@ func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, in
 // nothing was launched (v is then TERMINATING); otherwise the instance,
 // with v RUNNING or, when the run hook failed, TERMINATING.
 func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Instance {
+	defer v.markBooted()
 	defer func() {
 		r.mu.Lock()
 		v.cancelStart()

@@ -138,6 +138,12 @@ type Options struct {
 	RunHookTimeout       time.Duration
 	TerminateHookTimeout time.Duration
 	TeardownTimeout      time.Duration
+	// RunWait is how long Run waits for a new microVM to leave PENDING
+	// (to be RUNNING, or to have failed) before it answers. 0 answers at
+	// once with PENDING, as the AWS service does; the local platform waits
+	// so that a client need not poll for a boot of a few tens of
+	// milliseconds. A caller's cancelled context ends the wait early.
+	RunWait time.Duration
 }
 
 // Registry is the set of microVMs. It is safe for concurrent use.
@@ -151,6 +157,7 @@ type Registry struct {
 	runTO      time.Duration
 	termTO     time.Duration
 	teardownTO time.Duration
+	runWait    time.Duration
 	hc         *http.Client
 	seq        atomic.Uint64
 
@@ -181,6 +188,8 @@ type vm struct {
 	rec  *launcher.Record    // mu
 	gen  uint64              // mu; bumped on every change to persist
 
+	booted      chan struct{} // closed when boot has finished (or never runs)
+	bootOnce    sync.Once
 	stop        chan struct{}      // closed on the move to TERMINATING
 	done        chan struct{}      // closed on the move to TERMINATED
 	cancelStart context.CancelFunc // mu; aborts Launch and the run hook
@@ -208,6 +217,7 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 		retention:  opts.TerminatedRetention,
 		runTO:      orDefault(opts.RunHookTimeout, RunHookTimeout),
 		termTO:     orDefault(opts.TerminateHookTimeout, TerminateHookTimeout),
+		runWait:    max(opts.RunWait, 0),
 		teardownTO: orDefault(opts.TeardownTimeout, TeardownTimeout),
 		vms:        map[string]*vm{},
 		byEndpoint: map[string]*vm{},
@@ -253,7 +263,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 // Run creates a microVM and starts it in the background; it answers the
 // microVM in PENDING. A repeated clientToken with the same input answers
 // the microVM created first, with a different input ConflictException.
-func (r *Registry) Run(_ context.Context, in microvmsapi.RunMicrovmInput) (microvmsapi.Microvm, error) {
+func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (microvmsapi.Microvm, error) {
 	if err := normalizeRun(&in); err != nil {
 		return microvmsapi.Microvm{}, err
 	}
@@ -297,6 +307,7 @@ func (r *Registry) Run(_ context.Context, in microvmsapi.RunMicrovmInput) (micro
 		dir:         filepath.Join(r.vmsDir, id),
 		clientToken: in.ClientToken,
 		fingerprint: fp,
+		booted:      make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		gen:         1,
@@ -349,8 +360,24 @@ func (r *Registry) Run(_ context.Context, in microvmsapi.RunMicrovmInput) (micro
 
 	r.log.Info("registry: microVM pending", "microvm", id)
 	go r.lifecycle(v, startCtx, payload, nil)
+	if r.runWait <= 0 {
+		return out, nil
+	}
+	t := time.NewTimer(r.runWait)
+	defer t.Stop()
+	select {
+	case <-v.booted:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	out = clone(v.pub)
+	r.mu.Unlock()
 	return out, nil
 }
+
+// markBooted releases the Run waiting for v's boot.
+func (v *vm) markBooted() { v.bootOnce.Do(func() { close(v.booted) }) }
 
 // fingerprint identifies a normalized RunMicrovm input for clientToken
 // idempotency; the payload enters only through the hash.

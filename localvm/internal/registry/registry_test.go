@@ -782,3 +782,60 @@ func TestDefaultStateDir(t *testing.T) {
 		t.Fatalf("as root: %q", d)
 	}
 }
+
+// TestRunWait checks that with RunWait, Run answers once the boot is over:
+// RUNNING after a good boot, TERMINATING after a failed launch, and
+// PENDING when the boot outlasts the wait.
+func TestRunWait(t *testing.T) {
+	t.Parallel()
+	t.Run("running", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.opts.RunWait = 10 * time.Second
+		r := e.open(t)
+		if m := run(t, r, microvmsapi.RunMicrovmInput{RunHookPayload: "{}"}); m.State != microvmsapi.StateRunning {
+			t.Fatalf("Run answered %s (%s), want RUNNING", m.State, m.StateReason)
+		}
+	})
+	t.Run("launch fails", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.opts.RunWait = 10 * time.Second
+		e.l.LaunchErr = errors.New("no cgroups here")
+		r := e.open(t)
+		m := run(t, r, microvmsapi.RunMicrovmInput{RunHookPayload: "{}"})
+		if m.State != microvmsapi.StateTerminating && m.State != microvmsapi.StateTerminated {
+			t.Fatalf("Run answered %s, want TERMINATING or TERMINATED", m.State)
+		}
+		if !strings.Contains(m.StateReason, "no cgroups here") {
+			t.Fatalf("stateReason %q does not give the launch error", m.StateReason)
+		}
+	})
+	t.Run("slow boot", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.opts.RunWait = 50 * time.Millisecond
+		e.l.LaunchGate = make(chan struct{})
+		r := e.open(t)
+		m := run(t, r, microvmsapi.RunMicrovmInput{RunHookPayload: "{}"})
+		if m.State != microvmsapi.StatePending {
+			t.Fatalf("Run answered %s, want PENDING", m.State)
+		}
+		close(e.l.LaunchGate)
+		wait(t, r, m.MicrovmID, microvmsapi.StateRunning)
+	})
+	t.Run("caller gives up", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.opts.RunWait = time.Minute
+		e.l.LaunchGate = make(chan struct{})
+		r := e.open(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		m, err := r.Run(ctx, microvmsapi.RunMicrovmInput{ImageIdentifier: "local", RunHookPayload: "{}"})
+		if err != nil || m.State != microvmsapi.StatePending {
+			t.Fatalf("Run = %s, %v; want PENDING", m.State, err)
+		}
+		close(e.l.LaunchGate)
+	})
+}

@@ -210,6 +210,7 @@ func (r *Registry) load(id string) (*vm, error) {
 		fingerprint: sf.Fingerprint,
 		pub:         sf.Microvm,
 		rec:         sf.Record,
+		booted:      make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
