@@ -296,8 +296,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: readHeaderTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		HTTP2: &http.HTTP2Config{
+			MaxReadFrameSize:              1 << 20,
+			MaxReceiveBufferPerStream:     4 << 20,
+			MaxReceiveBufferPerConnection: 16 << 20,
+		},
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -343,6 +348,11 @@ func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.reg.Close(ctx)
 		s.proxy.CloseIdleConnections()
+		if r, ok := s.deps.launcher.(interface{ Release() error }); ok {
+			if err := r.Release(); err != nil {
+				s.log.Warn("localvm: releasing the scope's firewall table and cgroups", "err", err)
+			}
+		}
 		if s.lock != nil {
 			_ = s.lock.Close()
 		}

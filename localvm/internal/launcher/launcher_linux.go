@@ -784,6 +784,49 @@ func (l *Launcher) Sweep(keep []Record) error {
 	return errors.Join(errs...)
 }
 
+// Release removes the machine-wide state of this launcher's scope, its
+// nftables table and its cgroup parent directories, when no sandbox of the
+// scope is left: none in this Launcher, and no cgroup or veth of the scope
+// on the machine (another platform may share the scope). Otherwise it
+// leaves everything as it is, so that a platform that stops and leaves
+// sandboxes running keeps them confined. A later launch recreates what it
+// needs. Call it when the platform closes: a short-lived platform (such as
+// `rayito run`'s) otherwise leaves a table whose input chain every packet
+// of the host goes through.
+func (l *Launcher) Release() error {
+	if !l.priv {
+		return nil
+	}
+	l.mu.Lock()
+	alive := len(l.insts)
+	l.mu.Unlock()
+	if alive > 0 {
+		return nil
+	}
+	// Held across the check and the removal: an install in this process
+	// waits, then rebuilds the table.
+	nftMu.Lock()
+	defer nftMu.Unlock()
+	if l.cg != nil && len(l.cg.list()) > 0 {
+		return nil
+	}
+	if veths, err := listVeths(l.n.isVeth); err != nil || len(veths) > 0 {
+		return err
+	}
+	var errs []error
+	if err := l.fw.dropTableLocked(); err != nil {
+		errs = append(errs, err)
+	}
+	if l.cg != nil {
+		for _, d := range l.cg.roots() {
+			if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EBUSY) {
+				errs = append(errs, fmt.Errorf("launcher: cgroup: removing %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // forget drops a terminated instance.
 func (l *Launcher) forget(inst *instance) {
 	l.mu.Lock()

@@ -32,3 +32,6 @@ func (l *Launcher) Cleanup(rec Record) error { return ErrUnsupported }
 
 // Sweep returns ErrUnsupported.
 func (l *Launcher) Sweep(keep []Record) error { return ErrUnsupported }
+
+// Release does nothing.
+func (l *Launcher) Release() error { return nil }

@@ -438,3 +438,62 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 	inst := launch(t, l, spec)
 	health(t, inst.APIAddr())
 }
+
+// tableExists reports whether the test scope's nftables table exists.
+func tableExists(t *testing.T) bool {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tbl := range tables {
+		if tbl.Name == testNames.table {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRelease checks that Release keeps the scope's table while a sandbox
+// lives, removes it (and the cgroup parents) once none is left, and that
+// the next launch brings it back with its static rules. Not parallel: any
+// sandbox of the scope keeps the table.
+func TestRelease(t *testing.T) {
+	l := privileged(t, "")
+	inst := launch(t, l, newSpec(t, l))
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if !tableExists(t) {
+		t.Fatal("Release removed the table of a live sandbox")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := inst.Terminate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if tableExists(t) {
+		t.Fatal("the table outlived the scope's last sandbox")
+	}
+	for _, d := range l.cg.roots() {
+		if exists(d) {
+			t.Errorf("cgroup parent %s left", d)
+		}
+	}
+	// A new sandbox gets its table back, and is confined as before.
+	again := launch(t, l, newSpec(t, l))
+	c, _ := nftables.New()
+	if !l.fw.baseOK(c) {
+		t.Fatal("no static rules after Release and a new launch")
+	}
+	if again.Record().GuestIP == "" {
+		t.Fatal("no guest address")
+	}
+}
