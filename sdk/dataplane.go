@@ -1,6 +1,7 @@
 package rayito
 
 import (
+	"connectrpc.com/connect"
 	"context"
 	"crypto/tls"
 	"io"
@@ -135,26 +136,33 @@ type dataPlane struct {
 	fs      raydv1connect.FilesystemServiceClient
 }
 
-// newDataPlane builds the clients of a sandbox. Locally the SDK dials the
-// platform's address and names the endpoint in Host (h2c); on AWS it dials
-// https://<endpoint> (h2 over TLS).
+// newDataPlane builds the clients of a sandbox.
+//
+// Locally the SDK dials the platform's address, names the endpoint in
+// Host, and speaks HTTP/1.1 for everything, one connection per call in
+// flight (kept alive): on one machine it beats h2c on every call (here an
+// exec round trip took 2.2 ms instead of 3.8 ms and output streamed at
+// 300 MB/s instead of 155 MB/s), and no RPC of rayd is bidirectional.
+//
+// On AWS it dials https://<endpoint>: RPCs over h2 (the AWS proxy allows
+// few connections per microVM), file transfers over HTTP/1.1 (an h2 upload
+// through the AWS proxy is held to a 64 KiB window per round trip).
 func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken string) *dataPlane {
 	var base, http1 http.RoundTripper
 	baseURL := "https://" + endpoint
 	var h1 http.Protocols
 	h1.SetHTTP1(true)
-	if cfg.backend == BackendLocal {
-		var p http.Protocols
-		p.SetUnencryptedHTTP2(true)
-		base = &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}
-		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
+	local := cfg.backend == BackendLocal
+	if local {
+		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second}
+		base = http1
 		baseURL = strings.TrimRight(cfg.endpoint, "/")
 	} else {
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetHTTP2(true)
 		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		base = &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}
+		base = &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, HTTP2: h2Config()}
 		http1 = &http.Transport{Protocols: &h1, TLSClientConfig: tlsCfg.Clone()}
 	}
 	tokens := &tokenStore{now: time.Now, mint: func(ctx context.Context) (string, error) {
@@ -164,17 +172,30 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 			AllowedPorts:        []microvmsapi.AllowedPort{{Port: &port}},
 		})
 	}}
-	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken, forceH2: true}}
+	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken, forceH2: !local}}
 	fc := &http.Client{Transport: &proxyTransport{base: http1, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
+	// On this machine the link is not the bottleneck: compressing output
+	// in rayd (and inflating it here) only costs CPU, so the local backend
+	// does not accept gzip. Through the AWS endpoint (a few MB/s) it does.
+	var copts []connect.ClientOption
+	if local {
+		copts = append(copts, connect.WithAcceptCompression("gzip", nil, nil))
+	}
 	return &dataPlane{
 		baseURL: baseURL,
 		client:  hc,
 		files:   fc,
-		health:  raydv1connect.NewHealthServiceClient(hc, baseURL),
-		process: raydv1connect.NewProcessServiceClient(hc, baseURL),
-		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL),
-		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL),
+		health:  raydv1connect.NewHealthServiceClient(hc, baseURL, copts...),
+		process: raydv1connect.NewProcessServiceClient(hc, baseURL, copts...),
+		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL, copts...),
+		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL, copts...),
 	}
+}
+
+// h2Config lets the peer send frames of up to 1 MiB: with the default
+// 16 KiB, streaming output costs a system call per 16 KiB on the way.
+func h2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{MaxReadFrameSize: 1 << 20}
 }
 
 func (d *dataPlane) close() {

@@ -97,8 +97,11 @@ func Server(h http.Handler, log *slog.Logger) *http.Server {
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: MaxStreams,
 			MaxReadFrameSize:     1 << 20,
-			PingTimeout:          15 * time.Second,
-			SendPingTimeout:      60 * time.Second,
+			// Uploads: a window of 4 MiB per stream instead of 1 MiB.
+			MaxReceiveBufferPerStream:     4 << 20,
+			MaxReceiveBufferPerConnection: 16 << 20,
+			PingTimeout:                   15 * time.Second,
+			SendPingTimeout:               60 * time.Second,
 		},
 	}
 	if log != nil {

@@ -60,7 +60,7 @@
 //
 // # Output
 //
-// Every read from a pipe (at most 32 KiB) becomes an immutable chunk with
+// Every read from a pipe (at most 64 KiB) becomes an immutable chunk with
 // the next sequence number of the process (one counter across stdout and
 // stderr, starting at 1). Each process keeps its most recent
 // [Options].RingBytes for replay (always at least the newest chunk). Older

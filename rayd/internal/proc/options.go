@@ -25,7 +25,7 @@ const (
 	// beyond it the oldest is evicted early.
 	MaxRetainedEnded = 256
 
-	readSize    = 32 << 10 // bytes read from a pipe at a time (one chunk at most)
+	readSize    = 64 << 10 // bytes read from a pipe at a time (one chunk at most)
 	ptyReadSize = 16 << 10 // bytes read from a PTY master at a time
 
 	// DefaultPTYCols and DefaultPTYRows are the window size of a PTY whose
