@@ -154,7 +154,9 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 	h1.SetHTTP1(true)
 	local := cfg.backend == BackendLocal
 	if local {
-		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second}
+		// No gzip: here compressing costs more than sending.
+		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}
 		base = http1
 		baseURL = strings.TrimRight(cfg.endpoint, "/")
 	} else {

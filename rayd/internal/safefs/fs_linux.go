@@ -533,9 +533,10 @@ const tempPrefix = ".rayito-tmp-"
 // WriteFile atomically replaces (or creates) the file at p with the
 // contents of r. Missing parent directories are created (mode 0755, owned
 // by the user). The data goes to a randomly named temporary file in the
-// target directory, which is fsynced, given mode (0 keeps the mode of the
-// file being replaced, or 0644 for a new file) and the metadata (which
-// replaces the file's previous set), then renamed over p.
+// target directory, given mode (0 keeps the mode of the file being
+// replaced, or 0644 for a new file) and the metadata (which replaces the
+// file's previous set), then renamed over p. Nothing is fsynced (see the
+// package documentation).
 //
 // Before and during the copy, the free space of the target file system is
 // checked; a write that would leave less than the disk reserve fails with
@@ -614,12 +615,9 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		cleanup()
 		return Entry{}, err
 	}
-	// Phase 3, as the user: fsync, mode, metadata, rename into place.
+	// Phase 3, as the user: mode, metadata, rename into place.
 	var e Entry
 	err = f.runAs(u, func() error {
-		if err := unix.Fsync(tfd); err != nil {
-			return errnoErr(op, err)
-		}
 		if err := unix.Fchmod(tfd, perm); err != nil {
 			return errnoErr(op, err)
 		}
@@ -637,11 +635,6 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 			return errnoErr(op, err)
 		}
 		tmpName = ""
-		// Best effort: make the rename durable.
-		if d, err := f.openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
-			_ = unix.Fsync(d)
-			unix.Close(d)
-		}
 		e = entryFromStat(name, c, &st)
 		if len(metadata) > 0 {
 			e.Metadata = readMetadata(tfd)
