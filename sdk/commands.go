@@ -232,6 +232,7 @@ func (h *CommandHandle) consume(stream *connect.ServerStreamForClient[raydv1.Pro
 				}
 			}
 		case *raydv1.ProcessEvent_End:
+			drainStream(stream)
 			return ev.End, nil
 		}
 	}

@@ -161,6 +161,7 @@ func (h *PtyHandle) consume(stream *connect.ServerStreamForClient[raydv1.PtyServ
 				h.onData(ev.Data)
 			}
 		case *raydv1.PtyServerMessage_Exited:
+			drainStream(stream)
 			return ev.Exited, nil
 		}
 	}
