@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,21 @@ type platform struct {
 	stateDir string
 	cancel   context.CancelFunc
 	done     chan error
+	accepted *atomic.Int64 // connections the platform's listener accepted
+}
+
+// countingListener counts accepted connections.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 func startPlatform(t *testing.T, stateDir string) *platform {
@@ -54,8 +70,8 @@ func startPlatform(t *testing.T, stateDir string) *platform {
 		cancel()
 		t.Fatal(err)
 	}
-	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1)}
-	go func() { p.done <- srv.Serve(ctx, ln) }()
+	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1), accepted: &atomic.Int64{}}
+	go func() { p.done <- srv.Serve(ctx, countingListener{ln, p.accepted}) }()
 	return p
 }
 

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -142,5 +143,41 @@ func TestConcurrentCreates(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestConnectionsAreReused checks that sequential calls share the SDK's
+// kept-alive connections to the platform instead of dialing each time
+// (a stream closed before its end used to cost its connection).
+func TestConnectionsAreReused(t *testing.T) {
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx := context.Background()
+	sbx, err := rayito.Create(ctx, p.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(ctx)
+	if _, err := sbx.Commands.Exec(ctx, []string{"true"}); err != nil {
+		t.Fatal(err)
+	}
+	before := p.accepted.Load()
+	for i := range 20 {
+		if _, err := sbx.Commands.Exec(ctx, []string{"echo", "hi"}); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("f%d", i)
+		if _, err := sbx.Files.Write(ctx, name, []byte("data")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sbx.Files.Read(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sbx.Commands.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.accepted.Load() - before; n > 2 {
+		t.Fatalf("80 sequential calls opened %d new connections, want at most 2", n)
 	}
 }
