@@ -110,6 +110,12 @@ func TestWatchDirEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitFor("b.txt", evWrite, evCreate)
+	// Replacing an existing file exchanges it with the temporary one: still
+	// one WRITE, never a RENAME of b.txt.
+	if _, err := writeFiles(context.Background(), fs, upFile{path: dir + "/b.txt", data: []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("b.txt", evWrite)
 	if err := os.Rename(filepath.Join(dir, "a.txt"), filepath.Join(dir, "c.txt")); err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +136,12 @@ func TestWatchDirEvents(t *testing.T) {
 		}
 		if ev.GetName() == "b.txt" {
 			n++
+			if ev.GetType() == evRename {
+				t.Fatalf("atomic rewrite reported as a rename: %v", w.seen)
+			}
 		}
 	}
-	if n != 1 {
+	if n != 2 {
 		t.Fatalf("atomic write gave %d events: %v", n, w.seen)
 	}
 }

@@ -41,8 +41,9 @@
 // [FS.WriteFile]) never runs with switched credentials.
 //
 // Writes. [FS.WriteFile] writes to a randomly named temporary file in the
-// target directory, sets its metadata and renames it over the target; on
-// any failure (including context cancellation and the disk
+// target directory, sets its metadata and renames it over the target (or,
+// when a file is there, exchanges the two and unlinks the old one); on any
+// failure (including context cancellation and the disk
 // reserve, see [ErrDiskReserve]) the temporary file is removed and the old
 // file is untouched. Nothing is fsynced: the rename makes the write atomic
 // for every reader and against a crash of rayd, and a sandbox does not

@@ -399,6 +399,9 @@ func TestAtomicWrite(t *testing.T) {
 	if e.Perm != "-rw-------" || len(e.Metadata) != 1 || e.Metadata["b"] != "2" || e.UID != testUID {
 		t.Errorf("rewrite entry: %+v", e)
 	}
+	if tf := tempFiles(t, home); len(tf) != 0 {
+		t.Errorf("rewrite (by exchange) left temp files: %v", tf)
+	}
 	s, err := f.Stat(ctx, u, "f")
 	if err != nil || len(s.Metadata) != 1 || s.Metadata["b"] != "2" {
 		t.Errorf("Stat metadata: %+v %v", s.Metadata, err)
@@ -689,5 +692,42 @@ func TestIdentityRestored(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReplaceUndoesADirectorySwap: when a directory takes the file's place
+// between the checks and the exchange, the exchange is undone and the
+// write fails with ErrIsDir; nothing is lost.
+func TestReplaceUndoesADirectorySwap(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "target"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "target", "keep"), []byte("k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, tempPrefix+"x"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	if err := replace(dfd, tempPrefix+"x", "target", true); !errors.Is(err, ErrIsDir) {
+		t.Fatalf("replace over a directory = %v, want ErrIsDir", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "target", "keep")); err != nil || string(b) != "k" {
+		t.Fatalf("the directory was not put back: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, tempPrefix+"x")); err != nil || string(b) != "new" {
+		t.Fatalf("the new file was lost: %q %v", b, err)
+	}
+	// A missing target falls back to a plain rename.
+	if err := replace(dfd, tempPrefix+"x", "fresh", true); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "fresh")); err != nil || string(b) != "new" {
+		t.Fatalf("fresh: %q %v", b, err)
 	}
 }

@@ -50,7 +50,15 @@ type watcher struct {
 	dirs      map[int32]string // watch descriptor -> path relative to root
 	byRel     map[string]int32
 	tmpMoves  map[uint32]bool // cookies of renames away from a temporary name
-	out       *keepalive.Sender[raydv1.WatchDirResponse]
+	// replaced is the name an atomic write just put in place (by exchange
+	// with its temporary file). The exchange's other half, the old file
+	// moving from that name to the temporary one, comes next: not a change
+	// the user made.
+	replaced struct {
+		wd   int32
+		name string
+	}
+	out *keepalive.Sender[raydv1.WatchDirResponse]
 }
 
 // WatchDir streams the changes under a directory: `started` once inotify is
@@ -326,6 +334,11 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 	if ev.name == "" {
 		return nil
 	}
+	replaced := w.replaced
+	w.replaced.name = ""
+	if ev.mask&unix.IN_MOVED_FROM != 0 && ev.wd == replaced.wd && ev.name == replaced.name {
+		return nil
+	}
 	if strings.HasPrefix(ev.name, tmpPrefix) {
 		if ev.mask&unix.IN_MOVED_FROM != 0 {
 			if len(w.tmpMoves) >= WatchQueue {
@@ -361,6 +374,7 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 			// An atomic replacement (temporary file renamed into place).
 			delete(w.tmpMoves, ev.cookie)
 			t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE
+			w.replaced.wd, w.replaced.name = ev.wd, ev.name
 		}
 	default:
 		return nil
