@@ -76,6 +76,32 @@ func (r Root) PSS(pid int) (uint64, error) {
 	return v, nil
 }
 
+// Rollup is a process's memory from smaps_rollup, in bytes.
+type Rollup struct {
+	RSS, PSS uint64
+	// Private is Private_Clean + Private_Dirty: what the process alone
+	// holds (its unique set size).
+	Private uint64
+}
+
+// MemRollup reads /proc/<pid>/smaps_rollup.
+func (r Root) MemRollup(pid int) (Rollup, error) {
+	b, err := os.ReadFile(filepath.Join(string(r), strconv.Itoa(pid), "smaps_rollup"))
+	if err != nil {
+		return Rollup{}, err
+	}
+	var out Rollup
+	var ok bool
+	if out.PSS, ok = kbField(b, "Pss"); !ok {
+		return Rollup{}, fmt.Errorf("smaps_rollup of %d: no Pss", pid)
+	}
+	out.RSS, _ = kbField(b, "Rss")
+	pc, _ := kbField(b, "Private_Clean")
+	pd, _ := kbField(b, "Private_Dirty")
+	out.Private = pc + pd
+	return out, nil
+}
+
 // RSS returns the resident set size of pid in bytes (VmRSS).
 func (r Root) RSS(pid int) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join(string(r), strconv.Itoa(pid), "status"))
@@ -182,4 +208,13 @@ func FSType(path string) string {
 	default:
 		return fmt.Sprintf("fs magic %#x", st.Type)
 	}
+}
+
+// Comm returns the command name of pid.
+func (r Root) Comm(pid int) string {
+	b, err := os.ReadFile(filepath.Join(string(r), strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
 }

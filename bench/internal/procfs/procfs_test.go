@@ -21,7 +21,7 @@ func TestFakeProc(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "meminfo"), "MemTotal:       24684000 kB\nMemFree: 1 kB\nMemAvailable:   20000000 kB\n")
 	write(t, filepath.Join(dir, "10", "cgroup"), "4:memory:/rayito-localvm-bhx/microvm-a\n0::/\n")
-	write(t, filepath.Join(dir, "10", "smaps_rollup"), "00400000-7fff [rollup]\nRss: 900 kB\nPss:  512 kB\nPss_Anon: 100 kB\n")
+	write(t, filepath.Join(dir, "10", "smaps_rollup"), "00400000-7fff [rollup]\nRss: 900 kB\nPss:  512 kB\nPss_Anon: 100 kB\nPrivate_Clean: 10 kB\nPrivate_Dirty: 20 kB\n")
 	write(t, filepath.Join(dir, "11", "cgroup"), "0::/rayito-localvm/microvm-b\n")
 	write(t, filepath.Join(dir, "12", "cgroup"), "4:memory:/rayito-localvm-bhx/microvm-a\n")
 	write(t, filepath.Join(dir, "13", "cgroup"), "4:memory:/other/microvm-ab\n")
@@ -36,6 +36,9 @@ func TestFakeProc(t *testing.T) {
 	pss, err := r.PSS(10)
 	if err != nil || pss != 512*1024 {
 		t.Fatalf("PSS = %d %v", pss, err)
+	}
+	if ru, err := r.MemRollup(10); err != nil || ru.RSS != 900*1024 || ru.PSS != 512*1024 || ru.Private != 30*1024 {
+		t.Fatalf("MemRollup = %+v %v", ru, err)
 	}
 	if _, err := r.PSS(11); err == nil {
 		t.Fatal("PSS of a pid without smaps_rollup should fail")
