@@ -34,6 +34,7 @@ func main() {
 	densityWorkers := flag.Int("density-workers", 3, "goroutines creating sandboxes in the density ramp (1-4)")
 	memoryN := flag.Int("memory-n", 10, "idle sandboxes of the memory suite")
 	idle := flag.Duration("idle", 30*time.Second, "idle wait of the memory suite")
+	platformLog := flag.String("platform-log", "", "append the in-process localvm's logs to this file (default: discarded)")
 	flag.Parse()
 
 	prefix, err := netip.ParsePrefix(*subnet)
@@ -47,7 +48,7 @@ func main() {
 		Suites: strings.Split(*suite, ","), Iterations: *iters, Warmup: *warmup, JSON: *jsonOut,
 		Peer: *peerPath, Pin: *pinFlag, Scope: *scope, Subnet: prefix,
 		DensityMax: *densityMax, DensityWorkers: *densityWorkers, MemoryN: *memoryN, Idle: *idle,
-		Args: strings.Join(os.Args[1:], " "), Stdout: os.Stdout, Stderr: os.Stderr,
+		Args: strings.Join(os.Args[1:], " "), PlatformLog: *platformLog, Stdout: os.Stdout, Stderr: os.Stderr,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -40,6 +40,9 @@ type Config struct {
 	MemoryN        int
 	Idle           time.Duration
 	Args           string // the command line, for the report
+	// PlatformLog, when set, receives localvm's logs (no tokens, payloads
+	// or environments); otherwise they are discarded.
+	PlatformLog string
 
 	Stdout, Stderr io.Writer
 }
@@ -82,10 +85,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer os.RemoveAll(tmp)
 
+	logOut := io.Discard
+	if cfg.PlatformLog != "" {
+		f, err := os.OpenFile(cfg.PlatformLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("platform log: %w", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
 	maxSbx := max(cfg.DensityMax, cfg.MemoryN) + 32
 	srv, err := localvm.New(ctx, localvm.Options{
 		StateDir:     filepath.Join(tmp, "state"),
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Scope:        cfg.Scope,
 		Subnet:       cfg.Subnet,
 		MaxSandboxes: maxSbx,

@@ -40,6 +40,7 @@ type level struct {
 	execP95   float64
 	availMB   float64
 	dropPerMB float64 // MemAvailable drop since the start, per item
+	fails     []error // failed creates in this step (retried)
 }
 
 func (l level) rate() float64 {
@@ -51,15 +52,15 @@ func (l level) rate() float64 {
 
 const mb = 1e6
 
-// spawnParallel runs create k times over w goroutines and returns each
-// call's duration in ms; it stops at the first error.
-func spawnParallel(ctx context.Context, k, w int, create func(ctx context.Context) error) ([]float64, error) {
+// spawnParallel runs create over w goroutines until k calls succeeded or
+// more than maxFail failed, and returns each successful call's duration in
+// ms and the failures. err is set when it gave up (too many failures or the
+// context ended).
+func spawnParallel(ctx context.Context, k, w, maxFail int, create func(ctx context.Context) error) (times []float64, fails []error, err error) {
 	var (
-		mu    sync.Mutex
-		times []float64
-		first error
-		next  int
-		wg    sync.WaitGroup
+		mu       sync.Mutex
+		inFlight int
+		wg       sync.WaitGroup
 	)
 	for g := 0; g < min(w, k); g++ {
 		wg.Add(1)
@@ -67,20 +68,20 @@ func spawnParallel(ctx context.Context, k, w int, create func(ctx context.Contex
 			defer wg.Done()
 			for {
 				mu.Lock()
-				if next >= k || first != nil || ctx.Err() != nil {
+				if len(times)+inFlight >= k || len(fails) > maxFail || ctx.Err() != nil {
 					mu.Unlock()
 					return
 				}
-				next++
+				inFlight++
 				mu.Unlock()
 				t := time.Now()
 				err := create(ctx)
 				d := harness.Ms(time.Since(t))
 				mu.Lock()
-				if err != nil && first == nil {
-					first = err
-				}
-				if err == nil {
+				inFlight--
+				if err != nil {
+					fails = append(fails, err)
+				} else {
 					times = append(times, d)
 				}
 				mu.Unlock()
@@ -88,10 +89,13 @@ func spawnParallel(ctx context.Context, k, w int, create func(ctx context.Contex
 		}()
 	}
 	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
+	switch {
+	case ctx.Err() != nil:
+		err = ctx.Err()
+	case len(fails) > maxFail:
+		err = fmt.Errorf("%d creates failed (last: %w)", len(fails), fails[len(fails)-1])
 	}
-	return times, first
+	return times, fails, err
 }
 
 // execSample times n runs of fn and returns p50 and p95.
@@ -141,7 +145,7 @@ func Density(ctx context.Context, e *Env) harness.Result {
 
 	rl, stop, rerr := e.sandboxRamp(ctx, levels, workers, execN)
 	var rstarts []float64
-	reached, rateMin := 0, 0.0
+	reached, rateMin, failures := 0, 0.0, 0
 	for i, l := range rl {
 		rstarts = append(rstarts, l.startMs...)
 		r.Details = append(r.Details, fmt.Sprintf("R %3d: create p95 %.1f ms, %.1f/s; exec p50 %.2f p95 %.2f ms; MemAvailable %.0f MB (%.2f MB drop per sandbox)",
@@ -152,11 +156,16 @@ func Density(ctx context.Context, e *Env) harness.Result {
 		if i == 0 || l.rate() < rateMin {
 			rateMin = l.rate()
 		}
+		for _, f := range l.fails {
+			failures++
+			r.Details = append(r.Details, fmt.Sprintf("R %3d: a create failed and was retried: %v", l.count, f))
+		}
 	}
 	r.R = harness.Summarize(rstarts)
 	if len(rl) > 0 {
 		r.SetMetric(harness.MetricDensityReached, float64(reached))
 		r.SetMetric(harness.MetricDensityRateMin, rateMin)
+		r.SetMetric("density_create_failures", float64(failures))
 	}
 	if stop != "" {
 		r.Details = append(r.Details, "R stopped: "+stop)
@@ -196,7 +205,7 @@ func (e *Env) floorRamp(ctx context.Context, levels []int, workers, execN int) (
 		e.progress("density F: %d processes", target)
 		k := target - len(procs)
 		t := time.Now()
-		times, err := spawnParallel(ctx, k, workers, func(context.Context) error {
+		times, fails, err := spawnParallel(ctx, k, workers, 0, func(context.Context) error {
 			cmd := floorCmd("sleep", "infinity")
 			if cmd.SysProcAttr == nil {
 				cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -214,6 +223,7 @@ func (e *Env) floorRamp(ctx context.Context, levels []int, workers, execN int) (
 		if err != nil {
 			return out, err
 		}
+		_ = fails // maxFail 0: any failure is err
 		if l.execP50, l.execP95, err = execSample(ctx, execN, func(context.Context) error {
 			_, err := e.runFloor(floorCmdPlain("/bin/echo", "hi"))
 			return err
@@ -269,7 +279,9 @@ func (e *Env) sandboxRamp(ctx context.Context, levels []int, workers, execN int)
 		k := target - len(sbxs)
 		before := len(sbxs)
 		t := time.Now()
-		times, cerr := spawnParallel(ctx, k, workers, func(ctx context.Context) error {
+		// Tolerate a few failed creates per step (10 %, at least 2): they
+		// are reported, and the step retries until the level is full.
+		times, fails, cerr := spawnParallel(ctx, k, workers, max(2, k/10), func(ctx context.Context) error {
 			s, err := e.create(ctx)
 			if err != nil {
 				return err
@@ -279,7 +291,7 @@ func (e *Env) sandboxRamp(ctx context.Context, levels []int, workers, execN int)
 			mu.Unlock()
 			return nil
 		})
-		l := level{count: len(sbxs), stepWall: time.Since(t), startMs: times}
+		l := level{count: len(sbxs), stepWall: time.Since(t), startMs: times, fails: fails}
 		if cerr != nil {
 			return out, "", fmt.Errorf("create at level %d (have %d): %w", target, len(sbxs), cerr)
 		}

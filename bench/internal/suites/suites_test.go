@@ -39,13 +39,25 @@ func TestIterationCaps(t *testing.T) {
 
 func TestSpawnParallel(t *testing.T) {
 	var calls atomic.Int32
-	times, err := spawnParallel(context.Background(), 7, 3, func(context.Context) error { calls.Add(1); return nil })
-	if err != nil || len(times) != 7 || calls.Load() != 7 {
+	times, fails, err := spawnParallel(context.Background(), 7, 3, 0, func(context.Context) error { calls.Add(1); return nil })
+	if err != nil || len(times) != 7 || len(fails) != 0 || calls.Load() != 7 {
 		t.Fatalf("times %d calls %d err %v", len(times), calls.Load(), err)
 	}
+	// One failure within the tolerance is retried: 10 successes, 11 calls.
 	calls.Store(0)
 	boom := errors.New("boom")
-	_, err = spawnParallel(context.Background(), 50, 2, func(context.Context) error {
+	times, fails, err = spawnParallel(context.Background(), 10, 2, 1, func(context.Context) error {
+		if calls.Add(1) == 3 {
+			return boom
+		}
+		return nil
+	})
+	if err != nil || len(times) != 10 || len(fails) != 1 || calls.Load() != 11 {
+		t.Fatalf("tolerated: times %d fails %d calls %d err %v", len(times), len(fails), calls.Load(), err)
+	}
+	// Beyond the tolerance it gives up.
+	calls.Store(0)
+	_, _, err = spawnParallel(context.Background(), 50, 2, 0, func(context.Context) error {
 		if calls.Add(1) == 3 {
 			return boom
 		}
