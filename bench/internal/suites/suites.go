@@ -18,6 +18,7 @@ func All() []Suite {
 		{"create", Create},
 		{"exec", Exec},
 		{"stream", Stream},
+		{"lines", Lines},
 		{"files1m", Files1M},
 		{"files100m", Files100M},
 		{"pty", Pty},
