@@ -41,6 +41,7 @@ type level struct {
 	availMB   float64
 	dropPerMB float64 // MemAvailable drop since the start, per item
 	fails     []error // failed creates in this step (retried)
+	resampled bool    // exec was re-measured after a first p95 over 2 × base
 }
 
 func (l level) rate() float64 {
@@ -125,9 +126,11 @@ func Density(ctx context.Context, e *Env) harness.Result {
 		return failed("density", errors.New("-density-max must be > 0"))
 	}
 	workers := max(1, min(e.DensityWorkers, 4))
-	execN := e.n(20)
+	// Not capped by -iterations: its p95 is the stop criterion, and a p95
+	// of 5 samples is just their maximum.
+	const execN = 20
 	r := harness.Result{Suite: "density", Unit: "ms",
-		Note: fmt.Sprintf("ramp %v with %d concurrent creators; F = namespaced (%s) `sleep infinity` processes, R = idle sandboxes via rayito.Create; the F/R columns are the time to start one item during the ramp; at each level exec p50/p95 of n=%d `echo hi` (F: fork/exec /bin/echo, R: Commands.Exec on one extra warm sandbox) and MemAvailable; stop when exec p95 > 2 × level %d or MemAvailable < 20 %% of MemTotal",
+		Note: fmt.Sprintf("ramp %v with %d concurrent creators; F = namespaced (%s) `sleep infinity` processes, R = idle sandboxes via rayito.Create; the F/R columns are the time to start one item during the ramp; at each level exec p50/p95 of n=%d `echo hi` (not capped by -iterations) (F: fork/exec /bin/echo, R: Commands.Exec on one extra warm sandbox) and MemAvailable; stop when exec p95 > 2 × level %d or MemAvailable < 20 %% of MemTotal",
 			levels, workers, nsNote(), execN, levels[0])}
 	r.SetMetric(harness.MetricDensityMax, float64(levels[len(levels)-1]))
 
@@ -148,8 +151,12 @@ func Density(ctx context.Context, e *Env) harness.Result {
 	reached, rateMin, failures := 0, 0.0, 0
 	for i, l := range rl {
 		rstarts = append(rstarts, l.startMs...)
-		r.Details = append(r.Details, fmt.Sprintf("R %3d: create p95 %.1f ms, %.1f/s; exec p50 %.2f p95 %.2f ms; MemAvailable %.0f MB (%.2f MB drop per sandbox)",
-			l.count, harness.Percentile(sorted(l.startMs), 95), l.rate(), l.execP50, l.execP95, l.availMB, l.dropPerMB))
+		again := ""
+		if l.resampled {
+			again = " (second sample; the first had p95 > 2 × level " + fmt.Sprint(levels[0]) + ")"
+		}
+		r.Details = append(r.Details, fmt.Sprintf("R %3d: create p95 %.1f ms, %.1f/s; exec p50 %.2f p95 %.2f ms%s; MemAvailable %.0f MB (%.2f MB drop per sandbox)",
+			l.count, harness.Percentile(sorted(l.startMs), 95), l.rate(), l.execP50, l.execP95, again, l.availMB, l.dropPerMB))
 		if stop == "" || i < len(rl)-1 {
 			reached = l.count
 		}
@@ -309,9 +316,20 @@ func (e *Env) sandboxRamp(ctx context.Context, levels []int, workers, execN int)
 		if base == 0 {
 			base = l.execP95
 		}
+		if l.execP95 > 2*base {
+			// Confirm with a second sample before stopping: one noisy
+			// sample on a shared 2-core box should not end the ramp.
+			p50, p95, err := execSample(ctx, execN, execProbe)
+			if err != nil {
+				return out, "", err
+			}
+			out[len(out)-1].execP50, out[len(out)-1].execP95 = p50, p95
+			out[len(out)-1].resampled = true
+			l = out[len(out)-1]
+		}
 		switch {
 		case l.execP95 > 2*base:
-			return out, fmt.Sprintf("exec p95 %.2f ms at %d sandboxes > 2 × %.2f ms (level %d)", l.execP95, l.count, base, levels[0]), nil
+			return out, fmt.Sprintf("exec p95 %.2f ms at %d sandboxes > 2 × %.2f ms (level %d) in two samples in a row", l.execP95, l.count, base, levels[0]), nil
 		case l.availMB < 0.2*total:
 			return out, fmt.Sprintf("MemAvailable %.0f MB < 20 %% of %.0f MB at %d sandboxes", l.availMB, total, l.count), nil
 		}
