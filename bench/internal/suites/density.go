@@ -53,6 +53,10 @@ func (l level) rate() float64 {
 
 const mb = 1e6
 
+// densitySettle is the pause after each ramp step, before exec and
+// MemAvailable are measured (not part of the creation rate).
+const densitySettle = time.Second
+
 // spawnParallel runs create over w goroutines until k calls succeeded or
 // more than maxFail failed, and returns each successful call's duration in
 // ms and the failures. err is set when it gave up (too many failures or the
@@ -130,7 +134,7 @@ func Density(ctx context.Context, e *Env) harness.Result {
 	// of 5 samples is just their maximum.
 	const execN = 20
 	r := harness.Result{Suite: "density", Unit: "ms",
-		Note: fmt.Sprintf("ramp %v with %d concurrent creators; F = namespaced (%s) `sleep infinity` processes, R = idle sandboxes via rayito.Create; the F/R columns are the time to start one item during the ramp; at each level exec p50/p95 of n=%d `echo hi` (not capped by -iterations) (F: fork/exec /bin/echo, R: Commands.Exec on one extra warm sandbox) and MemAvailable; stop when exec p95 > 2 × level %d or MemAvailable < 20 %% of MemTotal",
+		Note: fmt.Sprintf("ramp %v with %d concurrent creators; F = namespaced (%s) `sleep infinity` processes, R = idle sandboxes via rayito.Create; the F/R columns are the time to start one item during the ramp; at each level exec p50/p95 of n=%d `echo hi` (not capped by -iterations) (F: fork/exec /bin/echo, R: Commands.Exec on one extra warm sandbox) and MemAvailable, R after a 1 s settle; stop when exec p95 > 2 × level %d or MemAvailable < 20 %% of MemTotal",
 			levels, workers, nsNote(), execN, levels[0])}
 	r.SetMetric(harness.MetricDensityMax, float64(levels[len(levels)-1]))
 
@@ -304,6 +308,13 @@ func (e *Env) sandboxRamp(ctx context.Context, levels []int, workers, execN int)
 		}
 		if err := e.pinSandboxes(sbxs[before:]...); err != nil {
 			return out, "", err
+		}
+		// Let the new sandboxes finish starting up: the level measures
+		// idle ones.
+		select {
+		case <-time.After(densitySettle):
+		case <-ctx.Done():
+			return out, "", ctx.Err()
 		}
 		if l.execP50, l.execP95, err = execSample(ctx, execN, execProbe); err != nil {
 			return out, "", err

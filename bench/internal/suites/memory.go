@@ -34,6 +34,7 @@ func Memory(ctx context.Context, e *Env) harness.Result {
 	selfPid := os.Getpid()
 	debug.FreeOSMemory()
 	self0, _ := e.Proc.PSS(selfPid)
+	rss0, _ := e.Proc.RSS(selfPid)
 	avail0, _, err := e.availMB()
 	if err != nil {
 		return failed("memory", err)
@@ -62,6 +63,7 @@ func Memory(ctx context.Context, e *Env) harness.Result {
 	}
 	debug.FreeOSMemory()
 	self1, _ := e.Proc.PSS(selfPid)
+	rss1, _ := e.Proc.RSS(selfPid)
 
 	ids := make([]string, len(sbxs))
 	for i, s := range sbxs {
@@ -104,12 +106,14 @@ func Memory(ctx context.Context, e *Env) harness.Result {
 	r.SetMetric(harness.MetricMemAvailPerSbxMB, drop)
 	r.SetMetric("rss_mb_per_sandbox", rssSum/float64(n))
 	r.SetMetric("private_mb_per_sandbox", privSum/float64(n))
+	r.SetMetric("platform_rss_growth_mb_per_sandbox", (float64(rss1)-float64(rss0))/mb/float64(n))
 	r.SetMetric("platform_pss_growth_mb_per_sandbox", (float64(self1)-float64(self0))/mb/float64(n))
 	r.Details = append(r.Details,
 		fmt.Sprintf("R: PSS mean %.2f MB per sandbox (shared pages such as rayd's text are split over the %d sandboxes, so PSS falls as N grows); RSS mean %.2f MB; private (USS) mean %.2f MB", mean, n, rssSum/float64(n), privSum/float64(n)),
 		fmt.Sprintf("R: MemAvailable drop %.2f MB per sandbox (includes page cache and kernel objects, and anything else running on the machine: noisy)", drop),
-		fmt.Sprintf("platform share: the harness process (in-process localvm + SDK) grew by %.2f MB PSS per sandbox (%.1f → %.1f MB), not counted in R",
-			(float64(self1)-float64(self0))/mb/float64(n), float64(self0)/mb, float64(self1)/mb))
+		fmt.Sprintf("platform share: the harness process (in-process localvm + SDK clients) changed by %.2f MB PSS and %.2f MB RSS per sandbox (PSS %.1f → %.1f MB, RSS %.1f → %.1f MB, after a GC each time), not counted in R",
+			(float64(self1)-float64(self0))/mb/float64(n), (float64(rss1)-float64(rss0))/mb/float64(n),
+			float64(self0)/mb, float64(self1)/mb, float64(rss0)/mb, float64(rss1)/mb))
 	r.Finish()
 	return r
 }
