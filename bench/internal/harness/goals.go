@@ -1,0 +1,221 @@
+package harness
+
+import (
+	"fmt"
+)
+
+// Goal statuses.
+const (
+	Met           = "met"
+	Missed        = "missed"
+	NotMeasurable = "not measurable"
+)
+
+// Goal is one goal of issue 5 with the figure this run measured.
+type Goal struct {
+	Metric   string `json:"metric"`
+	Goal     string `json:"goal"`
+	Measured string `json:"measured,omitempty"`
+	Status   string `json:"status"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+type goalDef struct {
+	metric, goal string
+	eval         func(rep *Report) (measured string, ok bool, reason string)
+}
+
+// Metric names the suites record and the goals read.
+const (
+	MetricBurstMs          = "burst_wall_ms_p50"
+	MetricDensityReached   = "density_level_reached"
+	MetricDensityMax       = "density_level_max"
+	MetricDensityRateMin   = "density_create_rate_min_per_s"
+	MetricPSSPerSandboxMB  = "pss_mb_per_sandbox"
+	MetricMemAvailPerSbxMB = "memavailable_drop_mb_per_sandbox"
+	MetricStreamHTTPFloor  = "f_http_mbps_p50"
+)
+
+// notMeasurable is a reason for a goal whose inputs are missing.
+func missing(r *Result, what string) string {
+	switch {
+	case r == nil:
+		return "suite not run"
+	case r.Unavailable != "":
+		return r.Unavailable
+	case r.Error != "":
+		return "suite failed: " + r.Error
+	default:
+		return what + " not measured"
+	}
+}
+
+var goalDefs = []goalDef{
+	{"create → first command", "p50 ≤ 10 × F", func(rep *Report) (string, bool, string) {
+		r := rep.Find("create")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R p50 %.1f ms vs 10 × F %.2f = %.1f ms (%.1f×)", r.R.P50, r.F.P50, 10*r.F.P50, r.RF), r.R.P50 <= 10*r.F.P50, ""
+	}},
+	{"create → first command", "p95 ≤ 20 × F", func(rep *Report) (string, bool, string) {
+		r := rep.Find("create")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R p95 %.1f ms vs 20 × F p95 %.2f = %.1f ms", r.R.P95, r.F.P95, 20*r.F.P95), r.R.P95 <= 20*r.F.P95, ""
+	}},
+	{"create → first command", "burst of 10 ≤ 2 × one sequential p95", func(rep *Report) (string, bool, string) {
+		r := rep.Find("create")
+		b, ok := metric(r, MetricBurstMs)
+		if !ok || r.R == nil {
+			return "", false, missing(r, "burst")
+		}
+		return fmt.Sprintf("burst p50 %.1f ms vs 2 × %.1f = %.1f ms", b, r.R.P95, 2*r.R.P95), b <= 2*r.R.P95, ""
+	}},
+	{"exec round trip", "R ≤ F + 2 ms (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("exec")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R p50 %.3f ms vs F %.3f + 2 = %.3f ms", r.R.P50, r.F.P50, r.F.P50+2), r.R.P50 <= r.F.P50+2, ""
+	}},
+	{"exec round trip", "R ≤ 0.5 × P (p50)", func(rep *Report) (string, bool, string) {
+		return vsPeer(rep, "exec", 0.5, false)
+	}},
+	{"streaming stdout", "≥ 250 MB/s", func(rep *Report) (string, bool, string) {
+		r := rep.Find("stream")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p50 %.1f MB/s", r.R.P50), r.R.P50 >= 250, ""
+	}},
+	{"streaming stdout", "≥ 2 × P", func(rep *Report) (string, bool, string) {
+		return vsPeer(rep, "stream", 2, true)
+	}},
+	{"files 1 MiB", "write+read ≤ F + 2 ms (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("files1m")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R p50 %.2f ms vs F %.2f + 2 = %.2f ms", r.R.P50, r.F.P50, r.F.P50+2), r.R.P50 <= r.F.P50+2, ""
+	}},
+	{"files 100 MiB", "≥ 50 % of F's disk bandwidth (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("files100m")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		pct := 100 * r.F.P50 / r.R.P50
+		return fmt.Sprintf("R %.0f ms vs F %.0f ms for write+read: %.0f %% of F's bandwidth", r.R.P50, r.F.P50, pct), pct >= 50, ""
+	}},
+	{"files 100 MiB", "≥ P (p50)", func(rep *Report) (string, bool, string) {
+		return vsPeer(rep, "files100m", 1, false)
+	}},
+	{"PTY echo", "p50 ≤ 1 ms", func(rep *Report) (string, bool, string) {
+		r := rep.Find("pty")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p50 %.3f ms", r.R.P50), r.R.P50 <= 1, ""
+	}},
+	{"PTY echo", "p95 ≤ 3 ms", func(rep *Report) (string, bool, string) {
+		r := rep.Find("pty")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p95 %.3f ms", r.R.P95), r.R.P95 <= 3, ""
+	}},
+	{"run_code 1+1", "p50 ≤ 5 ms warm", func(rep *Report) (string, bool, string) {
+		r := rep.Find("runcode")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p50 %.3f ms", r.R.P50), r.R.P50 <= 5, ""
+	}},
+	{"density", "≥ 100 idle sandboxes (exec p95 ≤ 2 × level 10, MemAvailable ≥ 20 %)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("density")
+		n, ok := metric(r, MetricDensityReached)
+		if !ok {
+			return "", false, missing(r, "density level")
+		}
+		mx, _ := metric(r, MetricDensityMax)
+		if n < 100 && mx < 100 {
+			return "", false, fmt.Sprintf("ramp capped at %.0f by -density-max (reached %.0f)", mx, n)
+		}
+		return fmt.Sprintf("%.0f idle sandboxes held", n), n >= 100, ""
+	}},
+	{"density (BENCHMARKS.md §2.8)", "creation ≥ 20 sandboxes/s", func(rep *Report) (string, bool, string) {
+		r := rep.Find("density")
+		v, ok := metric(r, MetricDensityRateMin)
+		if !ok {
+			return "", false, missing(r, "creation rate")
+		}
+		return fmt.Sprintf("slowest ramp step %.1f sandboxes/s", v), v >= 20, ""
+	}},
+	{"memory per idle sandbox", "overhead ≤ 10 MB (PSS, no user processes)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("memory")
+		v, ok := metric(r, MetricPSSPerSandboxMB)
+		if !ok {
+			return "", false, missing(r, "PSS")
+		}
+		s := fmt.Sprintf("%.2f MB PSS per sandbox", v)
+		if d, ok := metric(r, MetricMemAvailPerSbxMB); ok {
+			s += fmt.Sprintf(" (MemAvailable drop %.2f MB per sandbox)", d)
+		}
+		return s, v <= 10, ""
+	}},
+	{"egress proxy", "added p50 ≤ 0.2 ms", func(rep *Report) (string, bool, string) {
+		return "", false, missing(rep.Find("egress"), "egress")
+	}},
+	{"egress proxy", "denied connection fails in ≤ 5 ms", func(rep *Report) (string, bool, string) {
+		return "", false, missing(rep.Find("egress"), "egress")
+	}},
+}
+
+func metric(r *Result, name string) (float64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return r.Metric(name)
+}
+
+// vsPeer checks R against factor × P on p50: for throughputs R ≥ factor ×
+// P, for times R ≤ factor × P.
+func vsPeer(rep *Report, suite string, factor float64, higher bool) (string, bool, string) {
+	r := rep.Find(suite)
+	if r == nil || r.R == nil {
+		return "", false, missing(r, "R")
+	}
+	if r.P == nil {
+		reason := "peer: not given"
+		if rep.Machine.Peer != "" && rep.Machine.Peer != "not given" {
+			reason = "peer did not run in this suite"
+		}
+		return "", false, reason
+	}
+	m := fmt.Sprintf("R p50 %.3f vs %.2g × P %.3f = %.3f %s", r.R.P50, factor, r.P.P50, factor*r.P.P50, r.Unit)
+	if higher {
+		return m, r.R.P50 >= factor*r.P.P50, ""
+	}
+	return m, r.R.P50 <= factor*r.P.P50, ""
+}
+
+// EvaluateGoals lists every goal of issue 5 with its measured value and
+// status.
+func EvaluateGoals(rep *Report) []Goal {
+	out := make([]Goal, 0, len(goalDefs))
+	for _, d := range goalDefs {
+		measured, ok, reason := d.eval(rep)
+		g := Goal{Metric: d.metric, Goal: d.goal, Measured: measured}
+		switch {
+		case measured == "":
+			g.Status, g.Reason = NotMeasurable, reason
+		case ok:
+			g.Status = Met
+		default:
+			g.Status, g.Reason = Missed, reason
+		}
+		out = append(out, g)
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+// Package runner wires one benchmark run: the in-process localvm, the
+// optional envd peer, CPU pinning, the suites, the goals and the output.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rayito-dev/rayito/bench/internal/harness"
+	"github.com/rayito-dev/rayito/bench/internal/peer"
+	"github.com/rayito-dev/rayito/bench/internal/pin"
+	"github.com/rayito-dev/rayito/bench/internal/procfs"
+	"github.com/rayito-dev/rayito/bench/internal/suites"
+	"github.com/rayito-dev/rayito/localvm"
+)
+
+// Config is a run's settings (the command's flags).
+type Config struct {
+	Suites         []string // names, or ["all"]
+	Iterations     int      // > 0 caps every suite
+	Warmup         int      // >= 0 replaces every suite's warm-up
+	JSON           bool
+	Peer           string // envd binary path, "" for none
+	Pin            bool
+	Scope          string
+	Subnet         netip.Prefix
+	DensityMax     int
+	DensityWorkers int
+	MemoryN        int
+	Idle           time.Duration
+	Args           string // the command line, for the report
+	// PlatformLog, when set, receives localvm's logs (no tokens, payloads
+	// or environments); otherwise they are discarded.
+	PlatformLog string
+
+	Stdout, Stderr io.Writer
+}
+
+// resolve expands "all" and checks names.
+func resolve(names []string) ([]suites.Suite, error) {
+	all := suites.All()
+	if len(names) == 0 || len(names) == 1 && names[0] == "all" {
+		return all, nil
+	}
+	var out []suites.Suite
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(all, func(s suites.Suite) bool { return s.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown suite %q (have %s)", n, strings.Join(suites.Names(), ","))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// Run runs the suites and writes the report. It returns an error only when
+// the run could not start; failing suites are reported in the output.
+func Run(ctx context.Context, cfg Config) (err error) {
+	start := time.Now()
+	list, err := resolve(cfg.Suites)
+	if err != nil {
+		return err
+	}
+	progress := cfg.Stderr
+	pinner, pinNote := pin.New(cfg.Pin)
+	if err := pinner.Self(); err != nil {
+		return fmt.Errorf("pin: %w", err)
+	}
+
+	tmp, err := os.MkdirTemp("", "rayito-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	logOut := io.Discard
+	if cfg.PlatformLog != "" {
+		f, err := os.OpenFile(cfg.PlatformLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("platform log: %w", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
+	maxSbx := max(cfg.DensityMax, cfg.MemoryN) + 32
+	srv, err := localvm.New(ctx, localvm.Options{
+		StateDir:     filepath.Join(tmp, "state"),
+		Logger:       slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Scope:        cfg.Scope,
+		Subnet:       cfg.Subnet,
+		MaxSandboxes: maxSbx,
+	})
+	if err != nil {
+		return fmt.Errorf("localvm: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	sctx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	defer func() {
+		// Everything the run started ends here, on errors and Ctrl-C too.
+		cctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		if terr := srv.TerminateAll(cctx); terr != nil {
+			fmt.Fprintln(progress, "bench: terminate sandboxes:", terr)
+		}
+		stopServe()
+		<-served
+		_ = srv.Close(cctx)
+	}()
+
+	env := &suites.Env{
+		Endpoint: "http://" + ln.Addr().String(), Tmp: tmp, Pin: pinner, Proc: procfs.Proc, Progress: progress,
+		Iterations: cfg.Iterations, Warmup: cfg.Warmup,
+		DensityMax: cfg.DensityMax, DensityWorkers: cfg.DensityWorkers, MemoryN: cfg.MemoryN, Idle: cfg.Idle,
+	}
+	defer env.Close()
+
+	rep := &harness.Report{Machine: harness.Machine{
+		Date: time.Now().UTC().Format(time.RFC3339), Cores: runtime.NumCPU(), CPUModel: procfs.Proc.CPUModel(),
+		Kernel: procfs.Kernel(), GoVersion: runtime.Version(), Root: os.Geteuid() == 0, Privileged: srv.Privileged(),
+		Pinned: pinner.Enabled(), PinNote: pinNote, Peer: "not given", TempFS: tmp + " (" + procfs.FSType(tmp) + ")", Args: cfg.Args,
+	}}
+	if !pinner.Enabled() {
+		rep.Machine.PinNote = "not pinned: " + pinNote
+	}
+
+	if cfg.Peer != "" {
+		ps, perr := peer.Launch(ctx, cfg.Peer, pinner.Start)
+		if perr != nil {
+			rep.Machine.Peer = cfg.Peer + ": error: " + perr.Error()
+		} else {
+			defer ps.Close()
+			env.Peer = peer.NewClient(ps.Base, "root")
+			defer env.Peer.Close()
+			rep.Machine.Peer = fmt.Sprintf("%s (envd, pid %d, %s, user root)", cfg.Peer, ps.Pid(), ps.Base)
+		}
+	}
+
+	for _, s := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(progress, "bench: suite %s...\n", s.Name)
+		t := time.Now()
+		r := runSuite(ctx, env, s)
+		r.Finish()
+		fmt.Fprintf(progress, "bench: suite %s done in %.1f s\n", s.Name, time.Since(t).Seconds())
+		if r.Error != "" {
+			fmt.Fprintf(progress, "bench: suite %s: error: %s\n", s.Name, r.Error)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	rep.Goals = harness.EvaluateGoals(rep)
+	rep.Machine.WallSecs = time.Since(start).Seconds()
+	if cfg.JSON {
+		err = harness.WriteJSON(cfg.Stdout, rep)
+	} else {
+		harness.WriteTable(cfg.Stdout, rep)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
+	return err
+}
+
+// runSuite runs one suite, turning a panic into an error result so that
+// the run continues and cleanup still happens.
+func runSuite(ctx context.Context, env *suites.Env, s suites.Suite) (r harness.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = harness.Result{Suite: s.Name, Error: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
+	return s.Run(ctx, env)
+}

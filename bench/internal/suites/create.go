@@ -1,0 +1,115 @@
+package suites
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rayito-dev/rayito/bench/internal/harness"
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+// createAndEcho is R of the create suite: Create, then `echo ok` through
+// bash -c (Commands.Run), as the floor does. It returns the sandbox so the
+// caller kills it outside the timer.
+func (e *Env) createAndEcho(ctx context.Context) (*rayito.Sandbox, error) {
+	s, err := e.create(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.Commands.Run(ctx, "echo ok")
+	if err == nil && res.Stdout != "ok\n" {
+		err = fmt.Errorf("echo ok gave %q", res.Stdout)
+	}
+	return s, err
+}
+
+// Create is create → first command (BENCHMARKS.md §2.1): n=30 sequential,
+// then bursts of 10 concurrent creates.
+func Create(ctx context.Context, e *Env) harness.Result {
+	n, warm := e.n(30), e.warmup(2)
+	s, err := harness.Loop(ctx, warm, n,
+		harness.Subject{Name: "F", Run: func(context.Context) (float64, error) {
+			return timeIt(func() error {
+				out, err := e.runFloor(floorCmd("bash", "-c", "echo ok"))
+				if err == nil && string(out) != "ok\n" {
+					err = fmt.Errorf("echo ok gave %q", out)
+				}
+				return err
+			})
+		}},
+		harness.Subject{Name: "R", Run: func(ctx context.Context) (float64, error) {
+			var sbx *rayito.Sandbox
+			d, err := timeIt(func() error {
+				var err error
+				sbx, err = e.createAndEcho(ctx)
+				return err
+			})
+			kill(sbx)
+			return d, err
+		}},
+	)
+	if err != nil {
+		return failed("create", err)
+	}
+	r := harness.FromSamples("create", "ms", false, s,
+		"F = exec bash -c 'echo ok' "+nsNote()+"; R = rayito.Create + Commands.Run(\"echo ok\") (bash -c), Kill outside the timer; no create step for P")
+	if e.Pin.Enabled() {
+		r.Note += "; pinning: sandboxes of this suite are not re-pinned (they start with the harness's CPU-1 mask), F children start on CPU 0"
+	}
+
+	bursts := e.n(3)
+	var walls []float64
+	for b := 0; b < bursts; b++ {
+		wall, per, err := e.burst(ctx, 10)
+		if err != nil {
+			r.Error = "burst: " + err.Error()
+			break
+		}
+		walls = append(walls, wall)
+		ps := harness.Summarize(per)
+		r.Details = append(r.Details, fmt.Sprintf("burst %d: 10 concurrent Create+echo ok, all answered after %.1f ms (each: min %.1f, p50 %.1f, max %.1f ms)", b+1, wall, ps.Min, ps.P50, ps.Max))
+	}
+	if bs := harness.Summarize(walls); bs != nil {
+		r.SetMetric(harness.MetricBurstMs, bs.P50)
+		if r.R != nil {
+			r.Details = append(r.Details, fmt.Sprintf("burst wall p50 %.1f ms vs 2 × sequential p95 %.1f = %.1f ms", bs.P50, r.R.P95, 2*r.R.P95))
+		}
+	}
+	return r
+}
+
+// burst creates k sandboxes concurrently, each running echo ok, and
+// returns the wall time until all answered and each one's time. All are
+// killed afterwards, outside the timer.
+func (e *Env) burst(ctx context.Context, k int) (wall float64, per []float64, err error) {
+	sbxs := make([]*rayito.Sandbox, k)
+	errs := make([]error, k)
+	per = make([]float64, k)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < k; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sbxs[i], errs[i] = e.createAndEcho(ctx)
+			per[i] = harness.Ms(time.Since(start))
+		}()
+	}
+	wg.Wait()
+	wall = harness.Ms(time.Since(start))
+	kill(sbxs...)
+	var msgs []string
+	for _, err := range errs {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return wall, per, fmt.Errorf("%d of %d failed: %w", len(msgs), k, errors.New(strings.Join(msgs, "; ")))
+	}
+	return wall, per, nil
+}

@@ -1,0 +1,49 @@
+package suites
+
+import (
+	"context"
+
+	"github.com/rayito-dev/rayito/bench/internal/harness"
+)
+
+// Suite is one benchmark.
+type Suite struct {
+	Name string
+	Run  func(ctx context.Context, e *Env) harness.Result
+}
+
+// All lists the suites in the order `-suite all` runs them.
+func All() []Suite {
+	return []Suite{
+		{"create", Create},
+		{"exec", Exec},
+		{"stream", Stream},
+		{"lines", Lines},
+		{"files1m", Files1M},
+		{"files100m", Files100M},
+		{"pty", Pty},
+		{"runcode", RunCode},
+		{"density", Density},
+		{"memory", Memory},
+		{"egress", Egress},
+	}
+}
+
+// Names lists the suite names.
+func Names() []string {
+	var out []string
+	for _, s := range All() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// RunCode is not available: rayd's CodeService answers Unimplemented.
+func RunCode(context.Context, *Env) harness.Result {
+	return harness.Result{Suite: "runcode", Unavailable: "not available (feature not landed: CodeService answers Unimplemented)"}
+}
+
+// Egress is not available: there is no egress proxy yet.
+func Egress(context.Context, *Env) harness.Result {
+	return harness.Result{Suite: "egress", Unavailable: "not available (feature not landed: egress proxy answers Unimplemented)"}
+}
