@@ -506,7 +506,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 				return err
 			}
 		}
-		return l.fw.install(spec.ID, veth, guest, spec.Internet)
+		return l.fw.install(spec.ID, veth, guest, spec.Internet, true)
 	}()
 	if err := <-cgDone; err != nil {
 		return inst, err
@@ -673,7 +673,7 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 			err = enableForwarding()
 		}
 		if err == nil {
-			err = l.fw.install(rec.ID, inst.rec.Veth, netip.MustParseAddr(rec.GuestIP), rec.Internet && !l.fw.hasRules(rec.ID))
+			err = l.fw.install(rec.ID, inst.rec.Veth, netip.MustParseAddr(rec.GuestIP), rec.Internet && !l.fw.hasRules(rec.ID), false)
 		}
 		if err != nil {
 			unix.Close(fd)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -65,6 +66,16 @@ var nftMu sync.Mutex
 type firewall struct {
 	n names
 }
+
+// baseChecked maps a table name to when ensureBase last found or made its
+// static rules (guarded by nftMu, shared like the table itself). Within
+// baseCheckFor of it a new sandbox's install does not list them again:
+// during a burst of launches the listing cost more than the launch's own
+// rules.
+var baseChecked = map[string]time.Time{}
+
+// baseCheckFor is how long a check of the static rules is trusted.
+const baseCheckFor = time.Second
 
 func (fw *firewall) table() *nftables.Table {
 	return &nftables.Table{Name: fw.n.table, Family: nftables.TableFamilyINet}
@@ -219,8 +230,12 @@ func (fw *firewall) baseOK(c *nftables.Conn) bool {
 // missing or incomplete, in one batch. Per-sandbox rules live in the
 // egress and postrouting chains and survive a rebuild of the static ones.
 // The caller holds nftMu.
-func (fw *firewall) ensureBase(c *nftables.Conn) error {
+func (fw *firewall) ensureBase(c *nftables.Conn, trustRecent bool) error {
+	if trustRecent && time.Since(baseChecked[fw.n.table]) < baseCheckFor {
+		return nil
+	}
 	if fw.baseOK(c) {
+		baseChecked[fw.n.table] = time.Now()
 		return nil
 	}
 	t := fw.table()
@@ -238,20 +253,24 @@ func (fw *firewall) ensureBase(c *nftables.Conn) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("launcher: nftables: installing table %s: %w", t.Name, err)
 	}
+	baseChecked[fw.n.table] = time.Now()
 	return nil
 }
 
 // install ensures the base table and adds the sandbox's rules (if it has
 // Internet access), all or nothing. Rules already present for id are
-// replaced.
-func (fw *firewall) install(id, veth string, guest netip.Addr, internet bool) error {
+// replaced, unless fresh says there can be none (a new sandbox id): the
+// search lists every sandbox's rules.
+func (fw *firewall) install(id, veth string, guest netip.Addr, internet, fresh bool) error {
 	nftMu.Lock()
 	defer nftMu.Unlock()
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
 	}
-	if err := fw.ensureBase(c); err != nil {
+	// A new sandbox trusts a recent check; an adopted one (after a restart
+	// that may have lost the ruleset) always looks.
+	if err := fw.ensureBase(c, fresh); err != nil {
 		return err
 	}
 	if !internet {
@@ -259,8 +278,10 @@ func (fw *firewall) install(id, veth string, guest netip.Addr, internet bool) er
 	}
 	t := fw.table()
 	_, _, egress, post := fw.chains(t)
-	if err := fw.queueDelete(c, func(s string) bool { return s == id }); err != nil {
-		return err
+	if !fresh {
+		if err := fw.queueDelete(c, func(s string) bool { return s == id }); err != nil {
+			return err
+		}
 	}
 	for _, r := range fw.sandboxRules(egress, post, id, veth, guest) {
 		c.AddRule(r)
@@ -365,6 +386,7 @@ func (fw *firewall) dropTableLocked() error {
 			if err := c.Flush(); err != nil {
 				return fmt.Errorf("launcher: nftables: deleting table %s: %w", t.Name, err)
 			}
+			delete(baseChecked, fw.n.table)
 			return nil
 		}
 	}
