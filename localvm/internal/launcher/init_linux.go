@@ -6,8 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rayito-dev/rayito/rayd"
 )
@@ -20,7 +23,9 @@ import (
 //	fd 4 (initSyncFD):   a socket to the launcher. The init waits for one
 //	                     byte ('G') meaning "cgroups and network are ready",
 //	                     sets the sandbox up, then answers 'K' (ready, rayd
-//	                     starts) or 'E' followed by an error message.
+//	                     starts) or 'E' followed by an error message. After
+//	                     'K', rayd writes 'R' on a copy of the socket once it
+//	                     serves (its -ready-fd), or closes it by exiting.
 const (
 	initConfigFD = 3
 	initSyncFD   = 4
@@ -28,6 +33,7 @@ const (
 	syncGo    = 'G'
 	syncOK    = 'K'
 	syncError = 'E'
+	syncReady = 'R' // rayd's daemon.ReadyByte
 
 	probeArg   = "--probe"
 	probeReply = "rayito-localvm-init ok"
@@ -126,9 +132,15 @@ func runInit(args []string) int {
 	// ps shows "rayd" rather than "exe" (the name of /proc/self/exe).
 	_ = os.WriteFile("/proc/self/comm", []byte("rayd"), 0)
 	syscall.Umask(0o022)
+	// rayd reports on a copy of the sync socket once it serves, so that
+	// the launcher need not poll its ports (see release).
+	readyFD, err := unix.FcntlInt(uintptr(initSyncFD), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fail(fmt.Errorf("duplicating the sync socket: %w", err))
+	}
 	if _, err := syncFile.Write([]byte{syncOK}); err != nil {
 		return 1
 	}
 	syncFile.Close()
-	return rayd.Main(cfg.RaydArgs, os.Stdout, os.Stderr)
+	return rayd.Main(append(cfg.RaydArgs, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
 }

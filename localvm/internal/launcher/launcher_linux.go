@@ -24,7 +24,7 @@ import (
 
 // Timeouts.
 const (
-	readyTimeout     = 20 * time.Second // Launch: until rayd's ports accept connections
+	readyTimeout     = 20 * time.Second // Launch: until rayd reports that it serves
 	terminateTimeout = 10 * time.Second // Terminate: until the init has exited
 	plainGrace       = 5 * time.Second  // unprivileged: SIGTERM to SIGKILL
 	probeTimeout     = 15 * time.Second
@@ -348,7 +348,11 @@ func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath 
 	return &started{cmd: cmd, sync: mine, pid: cmd.Process.Pid}, nil
 }
 
-// release tells the init to proceed and waits for its answer.
+// release tells the init to proceed and waits until rayd serves: the init
+// answers syncOK once the sandbox is set up (or syncError and a message),
+// then rayd writes syncReady on its copy of the socket once it listens and
+// its services are built. The socket closing before that means the init or
+// rayd exited.
 func release(ctx context.Context, s *started) error {
 	defer s.sync.Close()
 	if _, err := s.sync.Write([]byte{syncGo}); err != nil {
@@ -357,26 +361,28 @@ func release(ctx context.Context, s *started) error {
 	deadline, _ := ctx.Deadline()
 	_ = s.sync.SetReadDeadline(deadline)
 	var buf [4096]byte
-	n, err := readFull(s.sync, buf[:])
-	if n > 0 && buf[0] == syncOK {
+	n, err := readSync(s.sync, buf[:])
+	switch {
+	case n >= 2 && buf[0] == syncOK && buf[1] == syncReady:
 		return nil
-	}
-	if n > 0 && buf[0] == syncError {
+	case n > 0 && buf[0] == syncError:
 		return fmt.Errorf("launcher: sandbox setup failed: %s", string(buf[1:n]))
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("launcher: sandbox setup timed out: %w", context.DeadlineExceeded)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("launcher: the sandbox was not ready in time: %w", context.DeadlineExceeded)
+	case n > 0 && buf[0] == syncOK:
+		return errors.New("launcher: rayd exited before it was ready")
 	}
 	return errors.New("launcher: the sandbox init exited during setup")
 }
 
-// readFull reads until buf is full, EOF or an error.
-func readFull(f *os.File, buf []byte) (int, error) {
+// readSync reads the sync socket until it holds syncOK and one more byte,
+// or EOF, an error or a full buf.
+func readSync(f *os.File, buf []byte) (int, error) {
 	n := 0
 	for n < len(buf) {
 		m, err := f.Read(buf[n:])
 		n += m
-		if n > 0 && buf[0] == syncOK {
+		if n >= 2 && buf[0] == syncOK {
 			return n, nil
 		}
 		if err != nil {
@@ -384,32 +390,6 @@ func readFull(f *os.File, buf []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// waitReady waits until every address accepts TCP connections, retrying
-// after 1 ms and backing off to 16 ms (rayd listens within a few
-// milliseconds of its start; a refused dial costs little).
-func waitReady(ctx context.Context, done <-chan struct{}, addrs ...string) error {
-	d := net.Dialer{Timeout: 250 * time.Millisecond}
-	delay := time.Millisecond
-	for _, a := range addrs {
-		for {
-			c, err := d.DialContext(ctx, "tcp", a)
-			if err == nil {
-				c.Close()
-				break
-			}
-			select {
-			case <-done:
-				return errors.New("launcher: rayd exited before it was ready")
-			case <-ctx.Done():
-				return fmt.Errorf("launcher: rayd is not ready after %s: %w", readyTimeout, ctx.Err())
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, 16*time.Millisecond)
-		}
-	}
-	return nil
 }
 
 // launchIsolated launches a sandbox in namespaces and cgroups.
@@ -517,9 +497,6 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if err := release(ctx, s); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
 	}
-	if err := waitReady(ctx, inst.done, inst.rec.APIAddr, inst.rec.HooksAddr); err != nil {
-		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
-	}
 	return inst, nil
 }
 
@@ -590,9 +567,6 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
 	if err := release(ctx, s); err != nil {
-		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
-	}
-	if err := waitReady(ctx, inst.done, inst.rec.APIAddr, inst.rec.HooksAddr); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
 	}
 	return inst, nil

@@ -33,19 +33,30 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	api, hooks := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--api-addr", api, "--hooks-addr", hooks, "--state-dir", t.TempDir())
+	// rayd reports readiness on fd 3 (-ready-fd): one 'R', then EOF.
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readyR.Close()
+	cmd := exec.Command(bin, "--api-addr", api, "--hooks-addr", hooks, "--state-dir", t.TempDir(), "-ready-fd", "3")
+	cmd.ExtraFiles = []*os.File{readyW}
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	readyW.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	waitListening(t, api)
+	_ = readyR.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if got, err := io.ReadAll(readyR); err != nil || string(got) != "R" {
+		t.Fatalf("ready fd gave %q, %v; logs:\n%s", got, err, logs.String())
+	}
 
 	token, err := accesstoken.New()
 	if err != nil {
@@ -133,19 +144,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("rayd did not listen on %s", addr)
 }
 
 func postJSON(t *testing.T, url string, body any) map[string]any {

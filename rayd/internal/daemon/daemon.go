@@ -56,16 +56,21 @@ type Config struct {
 	// AllowRoot lets clients run as root (RAYITO_ALLOW_ROOT=1).
 	AllowRoot bool
 	LogLevel  slog.Level
+	// ReadyFD, when not negative, is a descriptor rayd writes one byte
+	// ('R') to, then closes, once it listens and its services are built:
+	// a supervisor learns that rayd is ready without polling its ports.
+	ReadyFD int
 }
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1"}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
+	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +81,9 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if *showVersion {
 		return cfg, errVersion
+	}
+	if cfg.ReadyFD != -1 && cfg.ReadyFD < 3 {
+		return cfg, fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", cfg.ReadyFD)
 	}
 	if *debug {
 		cfg.LogLevel = slog.LevelDebug
@@ -142,9 +150,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d.onTerminated = cancel
+	if cfg.ReadyFD >= 0 {
+		if f := os.NewFile(uintptr(cfg.ReadyFD), "ready"); f != nil {
+			_, _ = f.Write([]byte{ReadyByte})
+			_ = f.Close()
+		}
+	}
 	log.Info("rayd listening", "version", version.Version, "api", apiLn.Addr().String(), "hooks", hooksLn.Addr().String(), "root", d.privileged)
 	return d.Serve(ctx, apiLn, hooksLn)
 }
+
+// ReadyByte is what rayd writes to Config.ReadyFD once it serves.
+const ReadyByte = 'R'
 
 // Daemon is a wired rayd, exposed for in-process tests.
 type Daemon struct {
