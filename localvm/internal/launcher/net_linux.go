@@ -12,10 +12,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// dumpAttempts bounds retryDump.
+const dumpAttempts = 5
+
+// retryDump repeats a netlink dump the kernel interrupted because the
+// table changed meanwhile (NLM_F_DUMP_INTR: other sandboxes starting or
+// stopping), whose answer may be incomplete.
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	var (
+		out T
+		err error
+	)
+	for range dumpAttempts {
+		if out, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return out, err
+}
+
 // hostAddrs returns every IPv4 address assigned to an interface of the
 // host's network namespace.
 func hostAddrs() ([]netip.Addr, error) {
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing addresses: %w", err)
 	}
@@ -113,7 +132,7 @@ func deleteVeth(name string) error {
 
 // listVeths returns the names of the host's links that match isVeth.
 func listVeths(isVeth func(string) bool) ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := retryDump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing links: %w", err)
 	}

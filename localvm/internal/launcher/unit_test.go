@@ -3,9 +3,12 @@
 package launcher
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 )
 
 func TestParseStat(t *testing.T) {
@@ -123,5 +126,24 @@ func TestGeneratedAccounts(t *testing.T) {
 	g := groupFile()
 	if g != "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n" {
 		t.Errorf("group:\n%s", g)
+	}
+}
+
+func TestRetryDump(t *testing.T) {
+	calls := 0
+	got, err := retryDump(func() (int, error) {
+		calls++
+		if calls < 3 {
+			return 0, netlink.ErrDumpInterrupted
+		}
+		return 42, nil
+	})
+	if got != 42 || err != nil || calls != 3 {
+		t.Fatalf("got %d, %v after %d calls", got, err, calls)
+	}
+	calls = 0
+	_, err = retryDump(func() (int, error) { calls++; return 0, netlink.ErrDumpInterrupted })
+	if !errors.Is(err, netlink.ErrDumpInterrupted) || calls != dumpAttempts {
+		t.Fatalf("always interrupted: %v after %d calls", err, calls)
 	}
 }
