@@ -59,6 +59,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
 	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzParseDiagReply$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
+	go test -run '^$$' -fuzz '^FuzzReadEnvelope$$' -fuzztime $(FUZZTIME) ./bench/internal/peer
 	go test -run '^$$' -fuzz '^FuzzParsePasswd$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
 	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./localvm/internal/authtoken
 	go test -run '^$$' -fuzz '^FuzzPortHeader$$' -fuzztime $(FUZZTIME) ./localvm/internal/proxy

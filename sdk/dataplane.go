@@ -1,7 +1,6 @@
 package rayito
 
 import (
-	"connectrpc.com/connect"
 	"context"
 	"crypto/tls"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"

@@ -261,7 +261,8 @@ func orDefault(d, def time.Duration) time.Duration {
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // Run creates a microVM and starts it in the background; it answers the
-// microVM in PENDING. A repeated clientToken with the same input answers
+// microVM in PENDING, or, with Options.RunWait, once the boot is over
+// (RUNNING, or TERMINATING after a failed boot). A repeated clientToken with the same input answers
 // the microVM created first, with a different input ConflictException.
 func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (microvmsapi.Microvm, error) {
 	if err := normalizeRun(&in); err != nil {
