@@ -48,7 +48,9 @@ func Create(ctx context.Context, e *Env) harness.Result {
 				sbx, err = e.createAndEcho(ctx)
 				return err
 			})
-			kill(sbx)
+			// Outside the timer, and finished before the next iteration:
+			// a teardown in the background would weigh on the next create.
+			killAndWait(sbx)
 			return d, err
 		}},
 	)
@@ -56,7 +58,7 @@ func Create(ctx context.Context, e *Env) harness.Result {
 		return failed("create", err)
 	}
 	r := harness.FromSamples("create", "ms", false, s,
-		"F = exec bash -c 'echo ok' "+nsNote()+"; R = rayito.Create + Commands.Run(\"echo ok\") (bash -c), Kill outside the timer; no create step for P")
+		"F = exec bash -c 'echo ok' "+nsNote()+"; R = rayito.Create + Commands.Run(\"echo ok\") (bash -c), Kill outside the timer and waited for (TERMINATED) before the next iteration; no create step for P")
 	if e.Pin.Enabled() {
 		r.Note += "; pinning: sandboxes of this suite are not re-pinned (they start with the harness's CPU-1 mask), F children start on CPU 0"
 	}
@@ -84,7 +86,8 @@ func Create(ctx context.Context, e *Env) harness.Result {
 
 // burst creates k sandboxes concurrently, each running echo ok, and
 // returns the wall time until all answered and each one's time. All are
-// killed afterwards, outside the timer.
+// killed afterwards, outside the timer, and their teardown is waited for so
+// that it does not weigh on the next burst.
 func (e *Env) burst(ctx context.Context, k int) (wall float64, per []float64, err error) {
 	sbxs := make([]*rayito.Sandbox, k)
 	errs := make([]error, k)
@@ -101,7 +104,7 @@ func (e *Env) burst(ctx context.Context, k int) (wall float64, per []float64, er
 	}
 	wg.Wait()
 	wall = harness.Ms(time.Since(start))
-	kill(sbxs...)
+	killAndWait(sbxs...)
 	var msgs []string
 	for _, err := range errs {
 		if err != nil {

@@ -123,6 +123,28 @@ func kill(sbxs ...*rayito.Sandbox) {
 	}
 }
 
+// killAndWait ends sandboxes like kill, then waits (up to 20 s) until the
+// platform reports each one TERMINATED, so that their teardown does not
+// run during the next measurement.
+func killAndWait(sbxs ...*rayito.Sandbox) {
+	kill(sbxs...)
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range sbxs {
+		if s == nil {
+			continue
+		}
+		for time.Now().Before(deadline) {
+			ictx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			info, err := s.Info(ictx)
+			cancel()
+			if err != nil || info.State == "TERMINATED" {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
 // Warm returns the shared warm sandbox of the exec, stream, files and pty
 // suites, creating (and pinning) it on first use.
 func (e *Env) Warm(ctx context.Context) (*rayito.Sandbox, error) {
