@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
@@ -75,7 +76,11 @@ func ensureDir(dir string) error {
 }
 
 // writeFileAtomic replaces path with data (0600): a temporary file in the
-// same directory, fsync, rename, fsync of the directory.
+// same directory, renamed over path. Nothing is fsynced: the rename keeps a
+// crash of the platform from leaving a torn file, and a crash of the
+// machine ends every sandbox anyway (Open then finds their processes gone,
+// and treats an unreadable state file like any corrupt one). Three fsynced
+// writes cost about 4 ms of each create here.
 func writeFileAtomic(path string, data []byte) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tmpPrefix+"*") // mode 0600
@@ -91,21 +96,17 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
 	if err = f.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
+	// Over an existing file, exchange the two and unlink the old one: a
+	// rename over it makes ext4 write the new data out at once
+	// (auto_da_alloc), which cost about 0.5 ms per write here.
+	if err = unix.Renameat2(unix.AT_FDCWD, f.Name(), unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err == nil {
+		_ = os.Remove(f.Name())
+		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return os.Rename(f.Name(), path)
 }
 
 // fileLocked is v's state file now.
