@@ -15,12 +15,17 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 )
 
+// awsQuotasFlag throttles the platform's API at the AWS service's quotas
+// instead of ten times them.
+var awsQuotasFlag = &cli.BoolFlag{Name: "aws-quotas", Usage: "throttle the API at the AWS quotas (RunMicrovm 5/s, ...) instead of 10x them, to try a client against the service's limits"}
+
 func serveCommand(io cliutil.IO) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the local platform in the foreground (Ctrl-C stops it and its sandboxes)",
 		Flags: []cli.Flag{
 			stateDirFlag,
+			awsQuotasFlag,
 			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			cliutil.JSONFlag,
@@ -43,7 +48,7 @@ func serveCommand(io cliutil.IO) *cli.Command {
 			defer stop()
 			// RAYITO_LOCAL_SCOPE runs a second platform beside the main one
 			// (tests do): each sweeps only its own scope's leftovers.
-			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, Scope: os.Getenv("RAYITO_LOCAL_SCOPE")})
+			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, Scope: os.Getenv("RAYITO_LOCAL_SCOPE"), AWSQuotas: cmd.Bool(awsQuotasFlag.Name)})
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ func upCommand(io cliutil.IO) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Flags: []cli.Flag{stateDirFlag, awsQuotasFlag, cliutil.JSONFlag},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			ep := platform.Endpoint(os.Getenv)
 			dir := stateDir(cmd)
@@ -52,7 +52,11 @@ func upCommand(io cliutil.IO) *cli.Command {
 				return err
 			}
 			defer logf.Close()
-			child := exec.Command(self, "local", "serve", "--state-dir", dir)
+			args := []string{"local", "serve", "--state-dir", dir}
+			if cmd.Bool(awsQuotasFlag.Name) {
+				args = append(args, "--aws-quotas")
+			}
+			child := exec.Command(self, args...)
 			child.Stdout, child.Stderr = logf, logf
 			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			if err := child.Start(); err != nil {
