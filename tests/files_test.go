@@ -19,10 +19,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	f := sbx.Files
 	if _, err := f.Write(ctx, "notes/a.txt", []byte("hello"), rayito.WithFileMetadata(map[string]string{"kind": "note"})); err != nil {

@@ -92,6 +92,16 @@ func (p *platform) stop(terminate bool) {
 	}
 }
 
+// create creates a sandbox on p or fails the test; the caller kills it.
+func (p *platform) create(ctx context.Context) *rayito.Sandbox {
+	p.t.Helper()
+	sbx, err := rayito.Create(ctx, p.opts()...)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return sbx
+}
+
 func (p *platform) opts(extra ...rayito.Option) []rayito.Option {
 	return append([]rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(p.endpoint)}, extra...)
 }

@@ -20,10 +20,7 @@ func TestHostFilesAreInvisible(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	secret := filepath.Join(p.stateDir, "host-secret")
 	if err := os.WriteFile(secret, []byte("s3cr3t"), 0o600); err != nil {

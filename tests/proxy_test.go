@@ -20,10 +20,7 @@ func TestProxyRefusals(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	mv, err := microvms.New(p.endpoint, microvms.Unsigned())
 	if err != nil {

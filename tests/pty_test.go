@@ -35,10 +35,7 @@ func TestPtyEndToEnd(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	var out syncBuf
 	h, err := sbx.Pty.Create(ctx, rayito.PtyOptions{Cols: 100, Rows: 30, OnData: out.write})

@@ -153,10 +153,7 @@ func TestConnectionsAreReused(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	if _, err := sbx.Commands.Exec(ctx, []string{"true"}); err != nil {
 		t.Fatal(err)

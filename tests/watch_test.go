@@ -12,10 +12,7 @@ func TestFilesWatch(t *testing.T) {
 	p := startPlatform(t, "")
 	defer p.stop(true)
 	ctx := context.Background()
-	sbx, err := rayito.Create(ctx, p.opts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	if _, err := sbx.Files.MakeDir(ctx, "watched"); err != nil {
 		t.Fatal(err)

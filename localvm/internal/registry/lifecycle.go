@@ -24,7 +24,6 @@ const LogFileName = "rayd.log"
 // running, when the registry closes.
 func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, inst launcher.Instance) {
 	defer r.wg.Done()
-	defer v.markBooted()
 	if inst == nil {
 		inst = r.boot(v, startCtx, payload)
 		if inst == nil {

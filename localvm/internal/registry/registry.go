@@ -188,7 +188,7 @@ type vm struct {
 	rec  *launcher.Record    // mu
 	gen  uint64              // mu; bumped on every change to persist
 
-	booted      chan struct{} // closed when boot has finished (or never runs)
+	booted      chan struct{} // closed when boot has finished (a waiting Run answers)
 	bootOnce    sync.Once
 	stop        chan struct{}      // closed on the move to TERMINATING
 	done        chan struct{}      // closed on the move to TERMINATED
