@@ -17,11 +17,12 @@ help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 .PHONY: tools
-tools: $(BIN)/buf ## Build the pinned code generators (tools/go.mod) into .tmp/bin.
+tools: $(BIN)/buf ## Build the pinned tools (tools/go.mod) into .tmp/bin.
 
 $(BIN)/buf: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
-	cd tools && GOWORK=off go build -o $(BIN)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go
+	cd tools && GOWORK=off go build -o $(BIN)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go \
+		github.com/rhysd/actionlint/cmd/actionlint github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 	@touch $@
 
 .PHONY: generate
