@@ -82,7 +82,7 @@ func internalParent(p string) (string, bool) {
 // directive; no module imports another module's internal package; and
 // each version_go constant equals the manifest. It returns every problem.
 func (r *Repo) CheckGoMods() []error {
-	var errs []error
+	errs := r.checkGoWork()
 	for _, m := range r.Modules {
 		if err := r.checkVersionGo(m); err != nil {
 			errs = append(errs, err)
@@ -154,6 +154,48 @@ func (r *Repo) CheckGoMods() []error {
 		}
 	}
 	return errs
+}
+
+// checkGoWork verifies go.work's replace block: the go command, in
+// workspace mode, still reads the go.mod of every version a workspace
+// module requires of another (unpublished until the release), so go.work
+// replaces each released module at its manifest version by its directory,
+// and nothing else.
+func (r *Repo) checkGoWork() []error {
+	data, err := os.ReadFile(filepath.Join(r.Root, "go.work"))
+	if err != nil {
+		return []error{err}
+	}
+	work, err := modfile.ParseWork("go.work", data, nil)
+	if err != nil {
+		return []error{err}
+	}
+	want := map[string]string{}
+	for _, m := range r.Released() {
+		want[m.Path+"@"+m.Version] = "./" + m.Dir
+	}
+	var errs []error
+	for _, rep := range work.Replace {
+		key := rep.Old.Path + "@" + rep.Old.Version
+		if dir, ok := want[key]; ok && rep.New.Version == "" && filepath.Clean(rep.New.Path) == filepath.Clean(dir) {
+			delete(want, key)
+			continue
+		}
+		errs = append(errs, fmt.Errorf("go.work: unexpected replace %s %s => %s (only released modules at their versions.yaml version, by their directory)", rep.Old.Path, rep.Old.Version, rep.New.Path))
+	}
+	for _, key := range sortedKeys(boolKeys(want)) {
+		path, version, _ := strings.Cut(key, "@")
+		errs = append(errs, fmt.Errorf("go.work: missing `replace %s %s => %s`", path, version, want[key]))
+	}
+	return errs
+}
+
+func boolKeys(m map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 func sortedKeys(m map[string]bool) []string {

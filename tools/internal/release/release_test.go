@@ -14,7 +14,7 @@ func fakeRepo(t *testing.T, files map[string]string) *Repo {
 	t.Helper()
 	root := t.TempDir()
 	base := map[string]string{
-		"go.work": "go 1.26.0\n\nuse (\n\t./app\n\t./lib\n\t./tests\n)\n",
+		"go.work": "go 1.26.0\n\nuse (\n\t./app\n\t./lib\n\t./tests\n)\n\nreplace (\n\tgithub.com/rayito-dev/rayito/app v0.2.0 => ./app\n\tgithub.com/rayito-dev/rayito/lib v0.1.0 => ./lib\n)\n",
 		"versions.yaml": "modules:\n  lib:\n    version: v0.1.0\n    version_go: lib/version.go\n  app:\n    version: v0.2.0\n" +
 			"unreleased:\n  tests: tests only\n",
 		"lib/go.mod":              "module github.com/rayito-dev/rayito/lib\n\ngo 1.26.0\n",
@@ -122,6 +122,14 @@ func TestCheckGoModsProblems(t *testing.T) {
 		"requires an unreleased module": {
 			map[string]string{"app/go.mod": "module github.com/rayito-dev/rayito/app\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/rayito-dev/rayito/lib v0.1.0\n\tgithub.com/rayito-dev/rayito/tests v0.1.0\n)\n"},
 			"which is never released",
+		},
+		"go.work without a replace": {
+			map[string]string{"go.work": "go 1.26.0\n\nuse (\n\t./app\n\t./lib\n\t./tests\n)\n\nreplace github.com/rayito-dev/rayito/lib v0.1.0 => ./lib\n"},
+			"go.work: missing `replace github.com/rayito-dev/rayito/app v0.2.0 => ./app`",
+		},
+		"go.work with a stale replace": {
+			map[string]string{"go.work": "go 1.26.0\n\nuse (\n\t./app\n\t./lib\n\t./tests\n)\n\nreplace (\n\tgithub.com/rayito-dev/rayito/app v0.2.0 => ./app\n\tgithub.com/rayito-dev/rayito/lib v0.0.1 => ./lib\n)\n"},
+			"go.work: unexpected replace github.com/rayito-dev/rayito/lib v0.0.1",
 		},
 		"version constant out of date": {
 			map[string]string{"lib/version.go": "package lib\n\nconst Version = \"0.0.1\"\n"},
