@@ -3,15 +3,22 @@ module github.com/rayito-dev/rayito/localvm
 go 1.26.0
 
 require (
-	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
-	github.com/google/go-cmp v0.6.0 // indirect
-	github.com/google/nftables v0.3.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/google/nftables v0.3.0
+	github.com/google/uuid v1.6.0
+	github.com/rayito-dev/rayito/proto v0.1.0
+	github.com/rayito-dev/rayito/rayd v0.1.0
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	connectrpc.com/connect v1.21.1 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.6.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
