@@ -21,6 +21,29 @@
 // sha256 travels in the creation payload. A *Sandbox is safe for concurrent
 // use. The SDK never logs tokens, headers, envs, payloads, file contents or
 // commands. Errors are typed: use errors.As with *APIError (control plane),
-// *CommandExitError (a command's non-zero exit) and *RPCError (sandbox
-// RPCs), or errors.Is with the Err* sentinels.
+// *CommandExitError (a command's non-zero exit), *RPCError (sandbox RPCs)
+// and *IncompatibleAgentError (a sandbox daemon this SDK cannot drive), or
+// errors.Is with the Err* sentinels.
+//
+// # Versions
+//
+// Version is this SDK's version. Create and Connect compare it with the
+// sandbox daemon's (rayd's) version through the table of
+// github.com/rayito-dev/rayito/proto/compat: an incompatible daemon is an
+// *IncompatibleAgentError, a newer compatible one a single warning through
+// WithLogger.
+//
+// # Installing and dependencies
+//
+//	go get github.com/rayito-dev/rayito/sdk@latest
+//
+// The SDK pulls in connectrpc.com/connect and google.golang.org/protobuf
+// (the sandbox RPCs), the module github.com/rayito-dev/rayito/proto (the
+// contract), and aws-sdk-go-v2's core, config and credential modules with
+// smithy-go (SigV4 and the credential chain of the AWS backend): that is
+// the whole list, kept by a test. Driving the local platform needs no AWS
+// credentials, configuration or network beyond the platform's loopback
+// endpoint: the AWS configuration is loaded only when the backend is aws.
+// The local platform itself (module localvm) and the guest daemon (rayd)
+// are never linked into a program that imports the SDK.
 package rayito

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rayito-dev/rayito/proto/compat"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
@@ -23,7 +24,43 @@ var (
 	ErrSandboxEnded = errors.New("rayito: sandbox ended")
 	// ErrInvalidArgument: an option or argument was refused before any call.
 	ErrInvalidArgument = errors.New("rayito: invalid argument")
+	// ErrIncompatibleAgent: the sandbox's daemon (rayd) is a version this
+	// SDK cannot drive (see *IncompatibleAgentError).
+	ErrIncompatibleAgent = errors.New("rayito: incompatible sandbox agent")
 )
+
+// IncompatibleAgentError is returned by Create and Connect when the
+// sandbox's daemon reports a version (Health's agent_version) this SDK
+// cannot drive, according to the table of proto/compat. AgentVersion is
+// as rayd reported it ("" for none), cut to 128 bytes. errors.Is(err,
+// ErrIncompatibleAgent) matches it; Err is the cause from proto/compat
+// (a *compat.IncompatibleError, or an error wrapping
+// compat.ErrInvalidVersion when the version does not parse).
+type IncompatibleAgentError struct {
+	SDKVersion   string
+	AgentVersion string
+	Err          error
+}
+
+func (e *IncompatibleAgentError) Error() string {
+	var ie *compat.IncompatibleError
+	switch {
+	case e.AgentVersion == "":
+		return fmt.Sprintf("rayito: SDK %s cannot drive this sandbox: its agent reports no version", e.SDKVersion)
+	case errors.As(e.Err, &ie):
+		return fmt.Sprintf("rayito: SDK %s cannot drive this sandbox's agent %s: %s", e.SDKVersion, e.AgentVersion, ie.Reason)
+	case errors.Is(e.Err, compat.ErrInvalidVersion):
+		return fmt.Sprintf("rayito: SDK %s cannot drive this sandbox: its agent reports a malformed version %q", e.SDKVersion, e.AgentVersion)
+	default:
+		return fmt.Sprintf("rayito: SDK %s cannot check this sandbox's agent %q: %v", e.SDKVersion, e.AgentVersion, e.Err)
+	}
+}
+
+// Is lets errors.Is(err, ErrIncompatibleAgent) match.
+func (e *IncompatibleAgentError) Is(target error) bool { return target == ErrIncompatibleAgent }
+
+// Unwrap returns the cause from proto/compat.
+func (e *IncompatibleAgentError) Unwrap() error { return e.Err }
 
 // RPCError is an error from the sandbox's daemon (rayd). Code is the
 // Connect/gRPC code; Message is rayd's fixed message.

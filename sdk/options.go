@@ -1,11 +1,14 @@
 package rayito
 
 import (
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/rayito-dev/rayito/proto/compat"
 )
 
 // Backend selects the control plane.
@@ -45,6 +48,8 @@ type config struct {
 	readyTimeout  time.Duration
 	httpClient    *http.Client
 	awsConfig     *aws.Config
+	logger        *slog.Logger
+	compat        compat.Table
 	getenv        func(string) string
 }
 
@@ -52,6 +57,12 @@ func newConfig(opts []Option) *config {
 	c := &config{timeout: DefaultTimeout, readyTimeout: DefaultReadyTimeout, internet: true, getenv: os.Getenv}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.compat == nil {
+		c.compat = compat.Default()
 	}
 	if c.backend == "" {
 		c.backend = Backend(c.getenv("RAYITO_BACKEND"))
@@ -118,6 +129,15 @@ func WithHTTPClient(h *http.Client) Option { return func(c *config) { c.httpClie
 // WithAWSConfig sets the AWS configuration (region, credentials) of the
 // AWS backend; the default is loaded from the environment.
 func WithAWSConfig(cfg aws.Config) Option { return func(c *config) { c.awsConfig = &cfg } }
+
+// WithLogger sets the logger of the SDK's warnings (today: a sandbox
+// daemon newer than this SDK knows, once per Sandbox). The default, and a
+// nil logger, discard them. The SDK never logs tokens, headers, envs,
+// payloads, file contents or commands.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// withCompatTable replaces proto/compat's default table, for tests.
+func withCompatTable(t compat.Table) Option { return func(c *config) { c.compat = t } }
 
 // withGetenv replaces os.Getenv, for tests.
 func withGetenv(f func(string) string) Option { return func(c *config) { c.getenv = f } }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/rayito-dev/rayito/proto/accesstoken"
+	"github.com/rayito-dev/rayito/proto/compat"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
@@ -26,6 +28,8 @@ type Sandbox struct {
 	cfg         *config
 	mv          *microvms.Client
 	dp          *dataPlane
+	// newerAgent makes the "newer agent" warning once per Sandbox.
+	newerAgent sync.Once
 
 	// Commands runs and manages processes in the sandbox.
 	Commands *Commands
@@ -68,8 +72,11 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 }
 
 // Create starts a sandbox and waits until it answers. The access token is
-// made here; only its sha256 travels to the platform. If the sandbox does
-// not become ready it is terminated, unless WithKeepOnFailure.
+// made here; only its sha256 travels to the platform. Once the daemon is
+// ready its version is checked against this SDK's (see checkAgent): an
+// incompatible one is an *IncompatibleAgentError. If the sandbox does not
+// become ready, or its daemon is incompatible, it is terminated, unless
+// WithKeepOnFailure.
 func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	cfg := newConfig(opts)
 	if cfg.timeout < time.Second || cfg.timeout > microvmsapi.MaxDurationSeconds*time.Second {
@@ -153,7 +160,8 @@ const (
 
 // waitReady polls Health (see firstPollLocal) until rayd answers ready
 // with the sandbox's id, reading the control plane every 5 s: TERMINATING
-// or TERMINATED is fatal.
+// or TERMINATED is fatal. The ready answer's agent_version then goes
+// through checkAgent.
 func (s *Sandbox) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.readyTimeout)
 	defer cancel()
@@ -167,7 +175,7 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 		resp, err := s.dp.health.Health(hctx, connect.NewRequest(&raydv1.HealthRequest{}))
 		hcancel()
 		if err == nil && resp.Msg.GetAgentReady() && resp.Msg.GetSandboxId() == s.id {
-			return nil
+			return s.checkAgent(resp.Msg.GetAgentVersion())
 		}
 		if time.Since(lastGet) >= 5*time.Second {
 			lastGet = time.Now()
@@ -188,7 +196,64 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 	}
 }
 
-// Connect reaches an existing sandbox by id and access token.
+// maxAgentVersionLen caps the agent version an error or a log carries.
+const maxAgentVersionLen = 128
+
+// checkAgent compares the daemon's version (Health's agent_version) with
+// Version through proto/compat's table:
+//
+//   - compatible: nothing happens;
+//   - compatible but a newer minor than this SDK knows: one warning per
+//     Sandbox through WithLogger's logger (discarded by default);
+//   - anything else is an *IncompatibleAgentError (errors.Is
+//     ErrIncompatibleAgent): an incompatible version, a version that does
+//     not parse, and no version at all. Every rayd release reports its
+//     version, so an empty one is not an old rayd but something else
+//     answering, or a broken build; the SDK fails closed rather than guess.
+func (s *Sandbox) checkAgent(agentVersion string) error {
+	res, err := s.cfg.compat.Check(Version, agentVersion)
+	if err != nil {
+		if len(agentVersion) > maxAgentVersionLen {
+			agentVersion = agentVersion[:maxAgentVersionLen]
+		}
+		return &IncompatibleAgentError{SDKVersion: Version, AgentVersion: agentVersion, Err: err}
+	}
+	if res == compat.CompatibleNewer {
+		s.newerAgent.Do(func() {
+			s.cfg.logger.Warn("rayito: the sandbox's agent is newer than this SDK knows; upgrade the SDK for its new features",
+				"sandbox_id", s.id, "sdk_version", Version, "agent_version", agentVersion)
+		})
+	}
+	return nil
+}
+
+// connectHealthTimeout bounds Connect's Health call.
+const connectHealthTimeout = 5 * time.Second
+
+// checkAgentOnConnect asks Health once and checks its agent_version. A
+// daemon whose Health fails or does not answer in 5 s cannot be checked:
+// that is not an error here, so that Info and Kill still work on a stuck sandbox, and its
+// next RPC reports the trouble. A canceled ctx is returned.
+func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
+	hctx, cancel := context.WithTimeout(ctx, connectHealthTimeout)
+	resp, err := s.dp.health.Health(hctx, connect.NewRequest(&raydv1.HealthRequest{}))
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.cfg.logger.Debug("rayito: Health did not answer; the agent's version was not checked",
+			"sandbox_id", s.id, "code", connect.CodeOf(err).String())
+		return nil
+	}
+	return s.checkAgent(resp.Msg.GetAgentVersion())
+}
+
+// Connect reaches an existing sandbox by id and access token. It asks the
+// sandbox's Health once and checks the daemon's version like Create: an
+// incompatible daemon is an *IncompatibleAgentError (the sandbox is left
+// running), a newer compatible one a warning. A daemon whose Health fails
+// or does not answer within 5 s is not checked, and that is not an error.
 func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sandbox, error) {
 	if _, err := accesstoken.Decode(accessToken); err != nil {
 		return nil, fmt.Errorf("%w: malformed access token", ErrInvalidArgument)
@@ -210,6 +275,10 @@ func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sand
 	s.Commands = &Commands{sbx: s}
 	s.Pty = &Pty{sbx: s}
 	s.Files = &Files{sbx: s}
+	if err := s.checkAgentOnConnect(ctx); err != nil {
+		s.dp.close()
+		return nil, err
+	}
 	return s, nil
 }
 

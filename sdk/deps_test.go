@@ -1,0 +1,58 @@
+package rayito
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// allowedModules is the SDK's dependency budget: what a program that
+// imports the SDK links (package doc, "Dependencies"). Growing it is a
+// reviewed decision.
+var allowedModules = map[string]bool{
+	"github.com/rayito-dev/rayito/sdk":   true,
+	"github.com/rayito-dev/rayito/proto": true,
+	"connectrpc.com/connect":             true,
+	"google.golang.org/protobuf":         true,
+	// The AWS backend: SigV4 signing and the credential chain, loaded
+	// only when the backend is aws.
+	"github.com/aws/aws-sdk-go-v2":                                  true,
+	"github.com/aws/aws-sdk-go-v2/config":                           true,
+	"github.com/aws/aws-sdk-go-v2/credentials":                      true,
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds":                 true,
+	"github.com/aws/aws-sdk-go-v2/internal/configsources":           true,
+	"github.com/aws/aws-sdk-go-v2/internal/endpoints/v2":            true,
+	"github.com/aws/aws-sdk-go-v2/internal/v4a":                     true,
+	"github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding": true,
+	"github.com/aws/aws-sdk-go-v2/service/internal/presigned-url":   true,
+	"github.com/aws/aws-sdk-go-v2/service/signin":                   true,
+	"github.com/aws/aws-sdk-go-v2/service/sso":                      true,
+	"github.com/aws/aws-sdk-go-v2/service/ssooidc":                  true,
+	"github.com/aws/aws-sdk-go-v2/service/sts":                      true,
+	"github.com/aws/smithy-go":                                      true,
+}
+
+func TestDependencyBudget(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v (the module's sources and go command are needed)", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range strings.Fields(string(out)) {
+		if !seen[m] && !allowedModules[m] {
+			t.Errorf("the SDK links module %s, which is outside its dependency budget", m)
+		}
+		seen[m] = true
+	}
+	if !seen["connectrpc.com/connect"] {
+		t.Fatalf("go list output looks wrong: %q", out)
+	}
+	// The local platform, rayd and the CLI's libraries never reach an SDK
+	// user's binary.
+	for _, m := range []string{"github.com/rayito-dev/rayito/localvm", "github.com/rayito-dev/rayito/rayd", "github.com/google/nftables"} {
+		if seen[m] {
+			t.Errorf("the SDK links %s", m)
+		}
+	}
+}
