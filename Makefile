@@ -4,9 +4,9 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
-# which must also build and test without the workspace.
+# which must also build and test without the workspace (make standalone).
 MODULES := proto rayd sdk localvm cli tests bench
-LIBRARIES := proto
+LIBRARIES := proto sdk
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
@@ -21,9 +21,14 @@ tools: $(BIN)/buf ## Build the pinned tools (tools/go.mod) into .tmp/bin.
 
 $(BIN)/buf: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
-	cd tools && GOWORK=off go build -o $(BIN)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go \
+	cd tools && GOWORK=off go build -trimpath -o $(BIN)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go \
 		github.com/rhysd/actionlint/cmd/actionlint github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 	@touch $@
+
+# The release tool (tools/cmd/release) is ours: rebuilt whenever its sources change.
+$(BIN)/release: tools/go.mod tools/go.sum $(wildcard tools/cmd/release/*.go tools/internal/release/*.go)
+	@mkdir -p $(BIN)
+	cd tools && GOWORK=off go build -trimpath -o $(BIN)/release ./cmd/release
 
 .PHONY: generate
 generate: tools ## Regenerate Go and Connect code from the .proto files.
@@ -36,12 +41,12 @@ check-generate: generate ## Fail when the committed generated code is stale.
 		git status --short -- proto/gen; echo "generated code is stale: run make generate and commit"; exit 1; fi
 
 .PHONY: lint
-lint: tools ## buf lint and format, gofmt, go vet (workspace and GOWORK=off for libraries).
+lint: tools ## buf lint and format, gofmt, go vet.
 	buf lint
 	buf format --diff --exit-code
 	@bad=$$(gofmt -l $(MODULES) | grep -v '/gen/' || true); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	go vet $(addsuffix /...,$(addprefix ./,$(MODULES)))
-	for m in $(LIBRARIES); do (cd $$m && GOWORK=off go vet ./...); done
+	cd tools && GOWORK=off go vet ./cmd/... ./internal/...
 
 .PHONY: breaking
 breaking: tools ## buf breaking against the last proto/v* release tag, when there is one.
@@ -50,14 +55,14 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 	else buf breaking --against ".git#tag=$$tag"; fi
 
 .PHONY: test
-test: ## Run every test with -race (root-only tests skip with a reason when not root).
-	go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES)))
-	for m in $(LIBRARIES); do (cd $$m && GOWORK=off go test -count=1 ./...); done
+test: tools ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
+	RAYITO_BUF=$(BIN)/buf go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine).
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/runpayload
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
+	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./proto/compat
 	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzParseDiagReply$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzReadEnvelope$$' -fuzztime $(FUZZTIME) ./bench/internal/peer
@@ -73,6 +78,48 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 build: ## Build rayd into .tmp/bin.
 	go build -o $(BIN)/rayd ./rayd/cmd/rayd
 
+.PHONY: check-modules
+check-modules: $(BIN)/release ## Every go.mod requires exactly what its module imports (siblings at versions.yaml's versions), tidy, no replace, no cross-module internal imports.
+	$(BIN)/release check-modules
+
+.PHONY: tidy
+tidy: $(BIN)/release ## go mod tidy every module outside the workspace, siblings served from the work tree (run after every change: go.sum holds the siblings' hashes).
+	$(BIN)/release tidy
+
+.PHONY: standalone
+standalone: $(BIN)/release ## Vet and test the libraries (proto, sdk) with GOWORK=off, siblings resolved by version from a file proxy of the work tree.
+	$(BIN)/release proxy $(TMP)/modproxy
+	for m in $(LIBRARIES); do (eval "$$($(BIN)/release env $(TMP)/modproxy)" && cd $$m && go vet ./... && go test -count=1 ./...); done
+
+.PHONY: test-release
+test-release: $(BIN)/release ## The release tooling's tests, with the outsider proof: go get of sdk and go install of the CLI from a file proxy built from tags.
+	cd tools && GOWORK=off go test -count=1 ./cmd/... ./internal/release/...
+
+.PHONY: release-plan
+release-plan: breaking $(BIN)/release ## Print the tags a release would create (buf breaking must pass; refuses untagged sibling versions).
+	$(BIN)/release plan
+
+.PHONY: lint-workflows
+lint-workflows: tools ## actionlint (with shellcheck when installed) and the workflow policy test over .github/.
+	@sc=; if ! command -v shellcheck >/dev/null; then sc=-shellcheck=; echo "lint-workflows: no shellcheck, actionlint runs without it"; fi; \
+		echo "$(BIN)/actionlint $$sc -pyflakes= .github/workflows/*.yml"; $(BIN)/actionlint $$sc -pyflakes= .github/workflows/*.yml
+	cd tools && GOWORK=off go test -count=1 ./internal/workflowcheck/
+
+# Release artifacts (scripts/dist.sh): per component that ships a binary
+# (cli → rayito, rayd → rayd), static linux/amd64 and linux/arm64 builds named
+# by the component's versions.yaml version, one CycloneDX SBOM each, and
+# SHA256SUMS. Built in workspace mode (go.work), stamped with HEAD's sha
+# ("-dirty" added when the working tree has uncommitted changes).
+COMPONENTS ?= cli rayd
+
+.PHONY: dist
+dist: tools ## Binaries, SBOMs and SHA256SUMS of COMPONENTS (cli rayd) for linux/amd64 and arm64 into dist/.
+	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod scripts/dist.sh -o $(CURDIR)/dist $(COMPONENTS)
+
+.PHONY: check-reproducible
+check-reproducible: tools ## Build the dist of HEAD from two fresh clones at different paths; fail unless SHA256SUMS match.
+	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod scripts/check-reproducible.sh $(COMPONENTS)
+
 .PHONY: ci
-ci: check-generate lint breaking test test-fuzz ## Everything CI runs: the README's test command.
+ci: check-generate lint lint-workflows check-modules standalone test-release breaking test test-fuzz check-reproducible ## Everything CI runs: the README's test command.
 	@echo "ci: all checks passed"

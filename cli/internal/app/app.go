@@ -14,10 +14,16 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/command/local"
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
+	"github.com/rayito-dev/rayito/cli/internal/version"
 )
 
-// Version is the CLI's version.
-var Version = "0.1.0-dev"
+// `rayito --version` (and -v) prints the version and the revision, not
+// urfave's "rayito version 0.1.0".
+func init() {
+	cli.VersionPrinter = func(cmd *cli.Command) {
+		fmt.Fprintln(cmd.Root().Writer, version.String())
+	}
+}
 
 // Stdio returns the process's standard streams.
 func Stdio() cliutil.IO {
@@ -29,7 +35,7 @@ func Root(io cliutil.IO) *cli.Command {
 	return &cli.Command{
 		Name:                      "rayito",
 		Usage:                     "disposable, isolated Linux sandboxes for AI agents",
-		Version:                   Version,
+		Version:                   version.Version,
 		Reader:                    io.In,
 		Writer:                    io.Out,
 		ErrWriter:                 io.Err,

@@ -105,7 +105,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	cfg, err := ParseFlags(args, os.Getenv, stderr)
 	switch {
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, "rayd", version.Version)
+		fmt.Fprintf(stdout, "rayd %s (revision %s)\n", version.Version, version.BuildRevision())
 		return ExitOK
 	case errors.Is(err, flag.ErrHelp):
 		return ExitOK
@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			_ = f.Close()
 		}
 	}
-	log.Info("rayd listening", "version", version.Version, "api", apiLn.Addr().String(), "hooks", hooksLn.Addr().String(), "root", d.privileged)
+	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "hooks", hooksLn.Addr().String(), "root", d.privileged)
 	return d.Serve(ctx, apiLn, hooksLn)
 }
 
