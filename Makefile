@@ -17,7 +17,7 @@ help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 .PHONY: tools
-tools: $(BIN)/buf ## Build the pinned tools (tools/go.mod) into .tmp/bin.
+tools: $(BIN)/buf $(BIN)/release ## Build the pinned tools (tools/go.mod) and the release tool into .tmp/bin.
 
 $(BIN)/buf: tools/go.mod tools/go.sum
 	@mkdir -p $(BIN)
