@@ -207,6 +207,33 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// siblingReq is a go.mod requirement on another workspace module.
+type siblingReq struct {
+	sib      Module
+	version  string
+	indirect bool
+}
+
+// siblingReqs returns module m's go.mod requirements on other workspace
+// modules.
+func (r *Repo) siblingReqs(m Module) ([]siblingReq, error) {
+	data, err := os.ReadFile(filepath.Join(r.Root, m.Dir, "go.mod"))
+	if err != nil {
+		return nil, err
+	}
+	mf, err := modfile.ParseLax(m.Dir+"/go.mod", data, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []siblingReq
+	for _, req := range mf.Require {
+		if sib, ok := r.owner(req.Mod.Path); ok && sib.Path == req.Mod.Path && sib.Dir != m.Dir {
+			out = append(out, siblingReq{sib: sib, version: req.Mod.Version, indirect: req.Indirect})
+		}
+	}
+	return out, nil
+}
+
 // siblingDeps returns the dirs of the sibling modules m imports or its
 // go.mod requires.
 func (r *Repo) siblingDeps(m Module) ([]string, error) {
@@ -220,18 +247,12 @@ func (r *Repo) siblingDeps(m Module) ([]string, error) {
 			deps[sib.Dir] = true
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(r.Root, m.Dir, "go.mod"))
+	reqs, err := r.siblingReqs(m)
 	if err != nil {
 		return nil, err
 	}
-	mf, err := modfile.ParseLax(m.Dir+"/go.mod", data, nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, req := range mf.Require {
-		if sib, ok := r.owner(req.Mod.Path); ok && sib.Path == req.Mod.Path && sib.Dir != m.Dir {
-			deps[sib.Dir] = true
-		}
+	for _, req := range reqs {
+		deps[req.sib.Dir] = true
 	}
 	return sortedKeys(deps), nil
 }

@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/mod/modfile"
 )
 
 // Plan is what a release would do.
@@ -53,23 +51,15 @@ func (r *Repo) Plan() (*Plan, error) {
 		if _, ok := planned[m.Dir]; !ok {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(r.Root, m.Dir, "go.mod"))
+		reqs, err := r.siblingReqs(m)
 		if err != nil {
 			return nil, err
 		}
-		mf, err := modfile.ParseLax(m.Dir+"/go.mod", data, nil)
-		if err != nil {
-			return nil, err
-		}
-		for _, req := range mf.Require {
-			sib, ok := r.owner(req.Mod.Path)
-			if !ok || sib.Path != req.Mod.Path || sib.Dir == m.Dir {
+		for _, req := range reqs {
+			if planned[req.sib.Dir] == req.version || r.tagged(req.sib.Dir+"/"+req.version) {
 				continue
 			}
-			if planned[sib.Dir] == req.Mod.Version || r.tagged(sib.Dir+"/"+req.Mod.Version) {
-				continue
-			}
-			errs = append(errs, fmt.Errorf("%s requires %s %s, which is neither tagged nor in this release", m.Dir, sib.Dir, req.Mod.Version))
+			errs = append(errs, fmt.Errorf("%s requires %s %s, which is neither tagged nor in this release", m.Dir, req.sib.Dir, req.version))
 		}
 	}
 	if len(errs) > 0 {
