@@ -28,8 +28,9 @@ func String() string {
 // format builds String from the link-time revision and the build info.
 // The revision is the stamped one, else the go command's vcs.revision
 // ("-dirty" when the tree had changes). A `go install …/cli/cmd/rayito@v0.1.0`
-// build has no VCS information: then it says so and names the module
-// version and checksum the go command resolved instead.
+// build has no VCS information: then it names the release tag the module
+// version comes from (which names the revision) and the module sum the go
+// command verified.
 func format(stamped string, bi *debug.BuildInfo) string {
 	set := map[string]string{"GOOS": runtime.GOOS, "GOARCH": runtime.GOARCH}
 	goVersion := runtime.Version()
@@ -49,11 +50,15 @@ func format(stamped string, bi *debug.BuildInfo) string {
 		parts = append(parts, "revision "+rev+"-dirty")
 	case rev != "":
 		parts = append(parts, "revision "+rev)
+	case bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)":
+		// The go command records no revision for a module-mode install;
+		// the release tag names it, the module sum pins its contents.
+		parts = append(parts, "revision of tag cli/"+bi.Main.Version)
+		if bi.Main.Sum != "" {
+			parts = append(parts, "module sum "+bi.Main.Sum)
+		}
 	default:
 		parts = append(parts, "revision unknown")
-		if bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			parts = append(parts, strings.TrimSpace("module "+bi.Main.Version+" "+bi.Main.Sum))
-		}
 	}
 	parts = append(parts, goVersion, set["GOOS"]+"/"+set["GOARCH"])
 	return fmt.Sprintf("rayito %s (%s)", Version, strings.Join(parts, ", "))

@@ -47,12 +47,12 @@ func TestFormat(t *testing.T) {
 		{
 			"go install @v0.1.0: module version and sum",
 			"", info(released, "GOOS", "linux", "GOARCH", "amd64"),
-			"rayito 0.1.0 (revision unknown, module v0.1.0 h1:Zm9vYmFy=, go1.26.8, linux/amd64)",
+			"rayito 0.1.0 (revision of tag cli/v0.1.0, module sum h1:Zm9vYmFy=, go1.26.8, linux/amd64)",
 		},
 		{
 			"module version without a sum",
 			"", info(debug.Module{Version: "v0.1.0"}, "GOOS", "linux", "GOARCH", "amd64"),
-			"rayito 0.1.0 (revision unknown, module v0.1.0, go1.26.8, linux/amd64)",
+			"rayito 0.1.0 (revision of tag cli/v0.1.0, go1.26.8, linux/amd64)",
 		},
 		{
 			"devel build without vcs",
