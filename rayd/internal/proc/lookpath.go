@@ -12,20 +12,27 @@ import (
 // colon-separated directory list pathEnv: the value of the PATH variable in
 // the child's environment (not rayd's).
 //
-// A file containing a slash is not searched for, only checked. Empty and
-// relative PATH entries are ignored: they would be relative to a working
-// directory that is not known here. A candidate is accepted when it is a
+// A file containing a slash is not searched for, only checked; a relative
+// one ("./x", "bin/x") is taken relative to dir, the child's working
+// directory, and returned joined to it. Empty and relative PATH entries
+// are ignored, as a login shell's PATH never holds them. A candidate is accepted when it is a
 // regular file (or a symlink to one) with at least one execute bit set;
 // directories are skipped.
 //
 // When nothing is found the error matches both ErrNotFound and
 // fs.ErrNotExist; when only non-executable candidates exist it matches
 // fs.ErrPermission. Error messages never contain file or pathEnv.
-func LookPath(file string, pathEnv string) (string, error) {
+func LookPath(file, pathEnv, dir string) (string, error) {
 	if file == "" {
 		return "", newLookPathError("executable not found", ErrNotFound, fs.ErrNotExist)
 	}
 	if strings.Contains(file, "/") {
+		if !path.IsAbs(file) {
+			if !path.IsAbs(dir) {
+				return "", newLookPathError("executable not found", ErrNotFound, fs.ErrNotExist)
+			}
+			file = path.Join(dir, file)
+		}
 		// Like execve: a directory or a file without execute bits is a
 		// permission problem.
 		switch checkExecutable(file) {

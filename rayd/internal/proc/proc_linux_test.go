@@ -961,8 +961,8 @@ func TestLookPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		file, path, want string
-		errIs            []error
+		file, path, dir, want string
+		errIs                 []error
 	}{
 		{file: "tool", path: "/nonexistent:" + dir, want: exe},
 		{file: "plain", path: dir + ":" + other, want: filepath.Join(other, "plain")},
@@ -975,9 +975,15 @@ func TestLookPath(t *testing.T) {
 		{file: plain, path: "/bin", errIs: []error{fs.ErrPermission}},
 		{file: "sh", path: "/nonexistent:/bin", want: "/bin/sh"},
 		{file: "", path: "/bin", errIs: []error{ErrNotFound}},
+		// Relative to the child's working directory, not rayd's.
+		{file: "./tool", path: "", dir: dir, want: exe},
+		{file: "./plain", path: "", dir: dir, errIs: []error{fs.ErrPermission}},
+		{file: "./missing", path: "", dir: dir, errIs: []error{ErrNotFound, fs.ErrNotExist}},
+		{file: "../" + filepath.Base(dir) + "/tool", path: "", dir: dir, want: exe},
+		{file: "./tool", path: "", dir: "", errIs: []error{ErrNotFound}},
 	}
 	for _, tc := range tests {
-		got, err := LookPath(tc.file, tc.path)
+		got, err := LookPath(tc.file, tc.path, tc.dir)
 		if tc.errIs == nil {
 			if err != nil || got != tc.want {
 				t.Errorf("LookPath(%q, %q) = %q, %v; want %q", tc.file, tc.path, got, err, tc.want)
@@ -991,7 +997,7 @@ func TestLookPath(t *testing.T) {
 		}
 	}
 	// "adir" is a directory: not found, not a permission problem.
-	if _, err := LookPath("adir", other); errors.Is(err, fs.ErrPermission) {
+	if _, err := LookPath("adir", other, "/"); errors.Is(err, fs.ErrPermission) {
 		t.Errorf("directory reported as permission error")
 	}
 }
