@@ -14,9 +14,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
 	"github.com/rayito-dev/rayito/rayd/internal/netlimit"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/service/unimplemented"
 )
 
@@ -44,9 +46,9 @@ type Options struct {
 	Authorizer auth.Authorizer
 	// Services are the built services.
 	Services []Mount
-	// Extra are plain HTTP handlers mounted as-is on the mux, keyed by
-	// pattern (e.g. the file endpoints at "/files"). They do their own
-	// authentication.
+	// Extra are plain HTTP handlers mounted on the mux behind the same
+	// access-token gate as the RPCs, keyed by pattern (e.g. the file
+	// endpoints at "/files").
 	Extra  map[string]http.Handler
 	Logger *slog.Logger
 }
@@ -62,12 +64,15 @@ func Handler(opts Options) http.Handler {
 	recoverPanic := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, _ any) error {
 		// The panic value may hold user data: log only where it happened.
 		log.Error("panic in RPC handler", "procedure", spec.Procedure)
-		return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "internal error")
 	})
 	common := []connect.HandlerOption{
 		recoverPanic,
 		connect.WithReadMaxBytes(MaxMessageBytes),
 		connect.WithSendMaxBytes(MaxMessageBytes),
+		// Every error a handler (or a later interceptor) returns goes
+		// through rpcerr.
+		connect.WithInterceptors(rpcerr.Interceptor()),
 	}
 	mux := http.NewServeMux()
 	for _, m := range opts.Services {
@@ -77,7 +82,7 @@ func Handler(opts Options) http.Handler {
 		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, unimplemented.Interceptor(u.Feature)))...))
 	}
 	for pattern, h := range opts.Extra {
-		mux.Handle(pattern, h)
+		mux.Handle(pattern, gate.Handler(h))
 	}
 	return mux
 }

@@ -5,9 +5,12 @@ package auth
 
 import (
 	"context"
-	"errors"
+	"net/http"
 
 	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Header carries the access token.
@@ -19,9 +22,9 @@ type Authorizer interface {
 	Authorize(token string) bool
 }
 
-// errUnauthenticated is the one answer for a missing, wrong or premature
+// msgUnauthenticated is the one answer for a missing, wrong or premature
 // token: the client learns nothing about which it was.
-var errUnauthenticated = errors.New("missing or invalid access token")
+const msgUnauthenticated = "missing or invalid access token"
 
 // Interceptor gates RPCs on the access token.
 type Interceptor struct {
@@ -45,7 +48,7 @@ func (i *Interceptor) check(procedure string, token string) error {
 	if i.anonymous[procedure] || i.authz.Authorize(token) {
 		return nil
 	}
-	return connect.NewError(connect.CodeUnauthenticated, errUnauthenticated)
+	return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, msgUnauthenticated)
 }
 
 // WrapUnary gates unary RPCs.
@@ -75,4 +78,17 @@ func (i *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 		}
 		return next(ctx, conn)
 	}
+}
+
+// Handler gates a plain HTTP handler (the /files endpoints) with the same
+// check as the RPCs: the procedure is the request's path, and a refusal is
+// the same Unauthenticated error, answered through rpcerr.WriteHTTP.
+func (i *Interceptor) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := i.check(r.URL.Path, r.Header.Get(Header)); err != nil {
+			rpcerr.WriteHTTP(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

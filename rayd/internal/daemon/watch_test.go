@@ -182,7 +182,7 @@ func TestWatchDirErrorsBeforeStarted(t *testing.T) {
 	cases := map[string]connect.Code{
 		dir + "/missing": connect.CodeNotFound,
 		"/proc":          connect.CodePermissionDenied,
-		"/etc":           connect.CodePermissionDenied,
+		"/sys":           connect.CodePermissionDenied,
 		dir + "/file":    connect.CodeInvalidArgument,
 	}
 	for p, want := range cases {

@@ -14,12 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/rayito-dev/rayito/proto/limits"
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
-	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 )
 
@@ -60,8 +57,8 @@ type Builder struct {
 	SelfUID uint32
 }
 
-// Spec validates req and returns the spec to start. Errors are Connect
-// errors with fixed messages.
+// Spec validates req and returns the spec to start. Errors wrap this
+// package's sentinels with fixed messages (*Error).
 func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 	if err := validate(req); err != nil {
 		return proc.Spec{}, err
@@ -75,13 +72,13 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 		return proc.Spec{}, err
 	}
 	env := buildEnv(id, boot.Envs, req.Envs)
-	path, err := proc.LookPath(req.Cmd, lookupEnv(env, "PATH"))
-	if err != nil {
-		return proc.Spec{}, rpcerr.New(connect.CodeNotFound, "executable not found")
-	}
 	dir, err := workdir(boot, id, req.Cwd)
 	if err != nil {
 		return proc.Spec{}, err
+	}
+	path, err := proc.LookPath(req.Cmd, lookupEnv(env, "PATH"), dir)
+	if err != nil {
+		return proc.Spec{}, lookPathErr(err, "executable not found")
 	}
 	spec := proc.Spec{
 		Path:    path,
@@ -115,12 +112,12 @@ func (b *Builder) identity(username string) (identity.Identity, error) {
 	}
 	if err != nil {
 		if errors.As(err, &denied) {
-			return identity.Identity{}, rpcerr.New(connect.CodePermissionDenied, "user not allowed: "+denied.Reason)
+			return identity.Identity{}, fail(ErrUserDenied, "user not allowed: "+denied.Reason)
 		}
-		return identity.Identity{}, rpcerr.New(connect.CodeInternal, "cannot read the account database")
+		return identity.Identity{}, fail(ErrAccounts, "cannot read the account database")
 	}
 	if !b.Privileged && id.UID != b.SelfUID {
-		return identity.Identity{}, rpcerr.New(connect.CodePermissionDenied,
+		return identity.Identity{}, fail(ErrUserDenied,
 			"rayd runs without root: processes can only run as rayd's own user")
 	}
 	return id, nil
@@ -159,7 +156,7 @@ func (b *Builder) defaultIdentity() (identity.Identity, error) {
 
 func validate(req Request) error {
 	if req.Cmd == "" {
-		return rpcerr.New(connect.CodeInvalidArgument, "cmd is empty")
+		return fail(ErrInvalid, "cmd is empty")
 	}
 	return validateCommon(req)
 }
@@ -167,29 +164,29 @@ func validate(req Request) error {
 // validateCommon checks what processes and PTYs share.
 func validateCommon(req Request) error {
 	if len(req.Args) > maxArgs || len(req.Envs) > maxEnvs {
-		return rpcerr.New(connect.CodeInvalidArgument, "too many args or envs")
+		return fail(ErrInvalid, "too many args or envs")
 	}
 	if !clean(req.Cmd) {
-		return rpcerr.New(connect.CodeInvalidArgument, "cmd contains a NUL byte")
+		return fail(ErrInvalid, "cmd contains a NUL byte")
 	}
 	for _, a := range req.Args {
 		if !clean(a) || len(a) > maxArgBytes {
-			return rpcerr.New(connect.CodeInvalidArgument, "an argument contains a NUL byte or is too long")
+			return fail(ErrInvalid, "an argument contains a NUL byte or is too long")
 		}
 	}
 	for k, v := range req.Envs {
 		if !validEnvName(k) || !clean(v) || len(v) > maxArgBytes {
-			return rpcerr.New(connect.CodeInvalidArgument, "invalid environment variable")
+			return fail(ErrInvalid, "invalid environment variable")
 		}
 	}
 	if req.Cwd != nil && (!clean(*req.Cwd) || *req.Cwd == "") {
-		return rpcerr.New(connect.CodeInvalidArgument, "invalid cwd")
+		return fail(ErrInvalid, "invalid cwd")
 	}
 	if req.Tag != nil && (len(*req.Tag) > maxTagBytes || !clean(*req.Tag)) {
-		return rpcerr.New(connect.CodeInvalidArgument, "invalid tag")
+		return fail(ErrInvalid, "invalid tag")
 	}
 	if req.Timeout < 0 || req.Timeout > maxTimeout {
-		return rpcerr.New(connect.CodeInvalidArgument, "timeout out of range")
+		return fail(ErrInvalid, "timeout out of range")
 	}
 	return nil
 }
@@ -258,13 +255,13 @@ func workdir(boot *sandbox.Boot, id identity.Identity, cwd *string) (string, err
 			dir = filepath.Join(id.Home, dir)
 		}
 		if !isDir(dir) {
-			return "", rpcerr.New(connect.CodeNotFound, "cwd is not an existing directory")
+			return "", fail(ErrCwdNotFound, "cwd is not an existing directory")
 		}
 		return filepath.Clean(dir), nil
 	}
 	if boot.WorkdirSet {
 		if !isDir(boot.Workdir) {
-			return "", rpcerr.New(connect.CodeNotFound, "the sandbox workdir is not an existing directory")
+			return "", fail(ErrCwdNotFound, "the sandbox workdir is not an existing directory")
 		}
 		return boot.Workdir, nil
 	}
@@ -292,14 +289,14 @@ func sortedKeys(m map[string]string) []string {
 
 // Identity resolves username ("" = the sandbox's default user) under the
 // same identity rules as Spec, for services that act for a user without
-// starting a process (files). Errors are Connect errors with fixed
-// messages.
+// starting a process (files). Errors wrap this package's sentinels
+// with fixed messages (*Error).
 func (b *Builder) Identity(boot *sandbox.Boot, username string) (identity.Identity, error) {
 	if username == "" {
 		username = boot.User
 	}
 	if !clean(username) {
-		return identity.Identity{}, rpcerr.New(connect.CodeInvalidArgument, "invalid user")
+		return identity.Identity{}, fail(ErrInvalid, "invalid user")
 	}
 	return b.identity(username)
 }

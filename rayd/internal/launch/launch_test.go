@@ -31,10 +31,20 @@ const (
 	group  = "root:x:0:\nuser:x:1000:\nbob:x:1002:\n"
 )
 
+// codeOf is the code rpcerr gives each sentinel (rpcerr imports this
+// package, so its own table is tested there).
 func codeOf(err error) connect.Code {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return ce.Code()
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrInvalid):
+		return connect.CodeInvalidArgument
+	case errors.Is(err, ErrExecutableNotFound), errors.Is(err, ErrCwdNotFound):
+		return connect.CodeNotFound
+	case errors.Is(err, ErrUserDenied), errors.Is(err, ErrNotExecutable):
+		return connect.CodePermissionDenied
+	case errors.Is(err, ErrAccounts):
+		return connect.CodeInternal
 	}
 	return connect.CodeUnknown
 }

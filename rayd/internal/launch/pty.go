@@ -4,10 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"connectrpc.com/connect"
-
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
-	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 )
 
@@ -37,10 +34,10 @@ func (b *Builder) PTYSpec(boot *sandbox.Boot, req Request, cols, rows uint16) (p
 		return proc.Spec{}, err
 	}
 	if cols > MaxPTYSize || rows > MaxPTYSize {
-		return proc.Spec{}, rpcerr.New(connect.CodeInvalidArgument, "size out of range: 1..4096 columns and rows")
+		return proc.Spec{}, fail(ErrInvalid, "size out of range: 1..4096 columns and rows")
 	}
 	if req.Shell != nil && (*req.Shell == "" || !clean(*req.Shell) || len(*req.Shell) > maxArgBytes) {
-		return proc.Spec{}, rpcerr.New(connect.CodeInvalidArgument, "invalid shell")
+		return proc.Spec{}, fail(ErrInvalid, "invalid shell")
 	}
 	username := req.User
 	if username == "" {
@@ -51,18 +48,18 @@ func (b *Builder) PTYSpec(boot *sandbox.Boot, req Request, cols, rows uint16) (p
 		return proc.Spec{}, err
 	}
 	env := buildEnvWith(id, map[string]string{"TERM": Term}, boot.Envs, req.Envs)
-	var path string
-	if req.Shell != nil {
-		path, err = proc.LookPath(*req.Shell, lookupEnv(env, "PATH"))
-		if err != nil {
-			return proc.Spec{}, rpcerr.New(connect.CodeNotFound, "shell not found")
-		}
-	} else {
-		path = loginShell(id.Shell)
-	}
 	dir, err := workdir(boot, id, req.Cwd)
 	if err != nil {
 		return proc.Spec{}, err
+	}
+	var path string
+	if req.Shell != nil {
+		path, err = proc.LookPath(*req.Shell, lookupEnv(env, "PATH"), dir)
+		if err != nil {
+			return proc.Spec{}, lookPathErr(err, "shell not found")
+		}
+	} else {
+		path = loginShell(id.Shell)
 	}
 	spec := proc.Spec{
 		Path:    path,

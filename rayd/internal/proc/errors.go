@@ -12,6 +12,9 @@ var (
 	// pid, and wrapped by Start and LookPath when the executable does not
 	// exist (those errors also match fs.ErrNotExist).
 	ErrNotFound = errors.New("proc: not found")
+	// ErrTooManySubscribers is returned by Subscribe when
+	// Options.MaxSubscribers subscriptions already follow the process.
+	ErrTooManySubscribers = errors.New("proc: too many subscribers")
 	// ErrOutOfRange is returned by Subscribe when the requested sequence
 	// number is no longer retained or lies beyond the next one.
 	ErrOutOfRange = errors.New("proc: sequence number out of range")

@@ -11,6 +11,7 @@ import (
 // Default option values, applied by New to zero fields.
 const (
 	DefaultMaxLive          = 256
+	DefaultMaxSubscribers   = 8
 	DefaultRingBytes        = 1 << 20
 	DefaultMaxSubscriberLag = 8 << 20
 	DefaultOutputBudget     = 128 << 20
@@ -38,6 +39,7 @@ const (
 type Options struct {
 	MaxLive          int           // 256: live processes; Start beyond → ErrTooManyProcesses
 	RingBytes        int           // 1 MiB replay ring per process
+	MaxSubscribers   int           // 8: subscriptions following one process at once; Subscribe beyond → ErrTooManySubscribers
 	MaxSubscriberLag int           // 8 MiB: how far the fastest subscriber may lag behind the head before the readers pause, and any other behind the fastest before it is cut
 	OutputBudget     int64         // 128 MiB: sandbox-wide bytes held by all rings and lagging subscribers
 	EndedRetention   time.Duration // 30 s: ended processes stay connectable this long (at most 256 of them)
@@ -62,12 +64,15 @@ type Rlimits struct {
 }
 
 func (o *Options) fill() error {
-	if o.MaxLive < 0 || o.RingBytes < 0 || o.MaxSubscriberLag < 0 || o.OutputBudget < 0 ||
+	if o.MaxLive < 0 || o.MaxSubscribers < 0 || o.RingBytes < 0 || o.MaxSubscriberLag < 0 || o.OutputBudget < 0 ||
 		o.EndedRetention < 0 || o.StuckAfter < 0 || o.KillGrace < 0 || o.DrainAfterExit < 0 {
 		return errors.New("proc: negative option value")
 	}
 	if o.MaxLive == 0 {
 		o.MaxLive = DefaultMaxLive
+	}
+	if o.MaxSubscribers == 0 {
+		o.MaxSubscribers = DefaultMaxSubscribers
 	}
 	if o.RingBytes == 0 {
 		o.RingBytes = DefaultRingBytes

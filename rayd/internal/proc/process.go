@@ -453,7 +453,9 @@ func (p *Process) evict() {
 // With fromSeq 0 it replays every chunk still retained, then follows the
 // live output. With fromSeq ≥ 1 it starts exactly at that sequence number,
 // which must still be retained or be the next one to be produced; otherwise
-// it returns ErrOutOfRange. On an ended process the retained output is
+// it returns ErrOutOfRange. At most Options.MaxSubscribers subscriptions
+// follow one process at once (attached, not yet closed, cut or finished);
+// one more is ErrTooManySubscribers. On an ended process the retained output is
 // replayed and followed by the End event.
 //
 // A slow subscriber never slows the others down: one that falls too far
@@ -470,6 +472,12 @@ func (p *Process) Subscribe(fromSeq uint64) (*Subscription, error) {
 		cursor = p.ring.first
 	} else if fromSeq < p.ring.first || fromSeq > p.ring.next {
 		return nil, ErrOutOfRange
+	}
+	if len(p.subs) >= p.sup.opts.MaxSubscribers {
+		// The security model's cap: each subscriber holds a cursor into
+		// the ring and may pin lagging output, so a client cannot multiply
+		// the memory one process costs by attaching again and again.
+		return nil, ErrTooManySubscribers
 	}
 	sub := &Subscription{p: p, cursor: cursor, idleSince: time.Now()}
 	p.subs[sub] = struct{}{}

@@ -1,7 +1,14 @@
-// Package rpcerr maps Go errors to Connect errors in one place, so every
-// service answers the same code for the same cause. Messages are fixed
-// strings chosen by the caller: they never quote paths, commands, envs or
-// other user data.
+// Package rpcerr is the one place where rayd turns errors into answers: a
+// domain sentinel (matched with errors.Is, never by its text) becomes a
+// Connect code, a closed ErrorInfo reason (sent as a Connect error detail)
+// and a fixed message. The plain HTTP endpoints answer the same code
+// through Connect's code↔HTTP table (HTTPStatus) with the same reason in a
+// JSON body (WriteHTTP).
+//
+// Messages are fixed strings: they never quote paths, commands, envs or
+// other user data. A domain error may offer a more precise fixed message
+// through a PublicMessage() string method; nothing else of its text
+// reaches the client.
 package rpcerr
 
 import (
@@ -11,55 +18,216 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 )
 
-// Code returns the Connect code for err: context errors become Canceled or
-// DeadlineExceeded, fs.ErrNotExist NotFound, fs.ErrPermission
-// PermissionDenied, fs.ErrExist AlreadyExists, ELOOP FailedPrecondition,
-// ENOSPC ResourceExhausted, and an existing *connect.Error keeps its code.
-// Anything else is Internal.
-func Code(err error) connect.Code {
-	var ce *connect.Error
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ce):
-		return ce.Code()
-	case errors.Is(err, context.Canceled):
-		return connect.CodeCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.CodeDeadlineExceeded
-	case errors.Is(err, fs.ErrNotExist):
-		return connect.CodeNotFound
-	case errors.Is(err, fs.ErrPermission):
-		return connect.CodePermissionDenied
-	case errors.Is(err, fs.ErrExist):
-		return connect.CodeAlreadyExists
-	case errors.Is(err, syscall.ELOOP):
-		return connect.CodeFailedPrecondition
-	case errors.Is(err, syscall.ENOSPC):
-		return connect.CodeResourceExhausted
-	default:
-		return connect.CodeInternal
+// Reason is the contract's closed reason enum.
+type Reason = raydv1.ErrorReason
+
+// codes gives each reason its one Connect code.
+var codes = map[Reason]connect.Code{
+	raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED:          connect.CodeUnknown,
+	raydv1.ErrorReason_ERROR_REASON_NOT_FOUND:            connect.CodeNotFound,
+	raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED:    connect.CodePermissionDenied,
+	raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED:        connect.CodePermissionDenied,
+	raydv1.ErrorReason_ERROR_REASON_DISK_FULL:            connect.CodeResourceExhausted,
+	raydv1.ErrorReason_ERROR_REASON_DISK_RESERVE:         connect.CodeResourceExhausted,
+	raydv1.ErrorReason_ERROR_REASON_TIMEOUT:              connect.CodeDeadlineExceeded,
+	raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:     connect.CodeInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_INVALID_PATH:         connect.CodeInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:       connect.CodeAlreadyExists,
+	raydv1.ErrorReason_ERROR_REASON_NOT_A_DIRECTORY:      connect.CodeInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY:       connect.CodeInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_NOT_A_REGULAR_FILE:   connect.CodeInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_SYMLINK:              connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_DIRECTORY_NOT_EMPTY:  connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_METADATA_UNSUPPORTED: connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED:   connect.CodeResourceExhausted,
+	raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED:     connect.CodeOutOfRange,
+	raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED:      connect.CodeUnauthenticated,
+	raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING:          connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_WRONG_KIND:           connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_EXECUTABLE_NOT_FOUND: connect.CodeNotFound,
+	raydv1.ErrorReason_ERROR_REASON_NOT_EXECUTABLE:       connect.CodePermissionDenied,
+	raydv1.ErrorReason_ERROR_REASON_CWD_NOT_FOUND:        connect.CodeNotFound,
+	raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED:        connect.CodeUnimplemented,
+	raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN:        connect.CodeUnavailable,
+	raydv1.ErrorReason_ERROR_REASON_CANCELED:             connect.CodeCanceled,
+	raydv1.ErrorReason_ERROR_REASON_INTERNAL:             connect.CodeInternal,
+}
+
+// CodeOf returns the Connect code of reason (Internal for a value outside
+// the table).
+func CodeOf(r Reason) connect.Code {
+	if c, ok := codes[r]; ok {
+		return c
 	}
+	return connect.CodeInternal
 }
 
-// New returns a Connect error with code and a fixed message. The cause is
-// kept for errors.Is/As on the server side but is not sent to the client.
-func New(code connect.Code, message string) *connect.Error {
-	return connect.NewError(code, errors.New(message))
+// rule maps one sentinel to a reason and a default message.
+type rule struct {
+	target error
+	reason Reason
+	msg    string
 }
 
-// Wrap maps err to a Connect error whose wire message is message. It
-// returns nil for a nil err and err itself when it already is a
-// *connect.Error.
-func Wrap(err error, message string) error {
+// rules is the mapping table, most specific first: several sentinels also
+// match a general error further down (safefs.ErrDenied matches
+// fs.ErrPermission, proc's lookup errors match fs.ErrNotExist).
+var rules = []rule{
+	{context.Canceled, raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled"},
+	{context.DeadlineExceeded, raydv1.ErrorReason_ERROR_REASON_TIMEOUT, "deadline exceeded"},
+
+	// launch: request policy.
+	{launch.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid request"},
+	{launch.ErrExecutableNotFound, raydv1.ErrorReason_ERROR_REASON_EXECUTABLE_NOT_FOUND, "executable not found"},
+	{launch.ErrNotExecutable, raydv1.ErrorReason_ERROR_REASON_NOT_EXECUTABLE, "executable not permitted"},
+	{launch.ErrCwdNotFound, raydv1.ErrorReason_ERROR_REASON_CWD_NOT_FOUND, "cwd is not an existing directory"},
+	{launch.ErrUserDenied, raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED, "user not allowed"},
+	{launch.ErrAccounts, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "cannot read the account database"},
+
+	// proc: supervision.
+	{proc.ErrTooManyProcesses, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many processes: at most 256 processes and PTYs live at once"},
+	{proc.ErrTooManySubscribers, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many streams follow this process: at most 8 at once"},
+	{proc.ErrOutOfRange, raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED, "output at from_seq is no longer held (or not produced yet)"},
+	{proc.ErrProcessEnded, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "the process has ended"},
+	{proc.ErrStdinNotEnabled, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "the process was started without stdin=true"},
+	{proc.ErrStdinClosed, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "stdin is closed"},
+	{proc.ErrNotPTY, raydv1.ErrorReason_ERROR_REASON_WRONG_KIND, "the pid is a process, not a PTY: use ProcessService"},
+	{proc.ErrInvalidSize, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "size out of range: 1..4096 columns and rows"},
+	{proc.ErrShuttingDown, raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "rayd is shutting down"},
+	{proc.ErrNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such process"},
+
+	// safefs: file operations.
+	{safefs.ErrDotDot, raydv1.ErrorReason_ERROR_REASON_INVALID_PATH, "path contains '..'"},
+	{safefs.ErrDenied, raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED, "access denied by policy"},
+	{safefs.ErrSymlinkLoop, raydv1.ErrorReason_ERROR_REASON_SYMLINK, "too many levels of symbolic links"},
+	{safefs.ErrSymlink, raydv1.ErrorReason_ERROR_REASON_SYMLINK, "symlink in path"},
+	{safefs.ErrInvalidPath, raydv1.ErrorReason_ERROR_REASON_INVALID_PATH, "invalid path"},
+	{safefs.ErrInvalidMetadata, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid metadata"},
+	{safefs.ErrMetadataTooLarge, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid metadata"},
+	{safefs.ErrMetadataUnsupported, raydv1.ErrorReason_ERROR_REASON_METADATA_UNSUPPORTED, "metadata unsupported by the file system"},
+	{safefs.ErrNotDir, raydv1.ErrorReason_ERROR_REASON_NOT_A_DIRECTORY, "not a directory"},
+	{safefs.ErrIsDir, raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY, "is a directory"},
+	{safefs.ErrNotRegular, raydv1.ErrorReason_ERROR_REASON_NOT_A_REGULAR_FILE, "not a regular file"},
+	{safefs.ErrExist, raydv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "already exists"},
+	{safefs.ErrNotEmpty, raydv1.ErrorReason_ERROR_REASON_DIRECTORY_NOT_EMPTY, "directory not empty"},
+	{safefs.ErrTooMany, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many entries"},
+	{safefs.ErrTooDeep, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "directory tree too deep"},
+	{safefs.ErrDiskReserve, raydv1.ErrorReason_ERROR_REASON_DISK_RESERVE, "disk reserve reached"},
+	{safefs.ErrDiskFull, raydv1.ErrorReason_ERROR_REASON_DISK_FULL, "disk full"},
+	{safefs.ErrIdentity, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "file operation failed"},
+
+	// General errors from the standard library and the kernel.
+	{fs.ErrNotExist, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such file or directory"},
+	{fs.ErrPermission, raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED, "permission denied"},
+	{fs.ErrExist, raydv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "already exists"},
+	{syscall.ELOOP, raydv1.ErrorReason_ERROR_REASON_SYMLINK, "symlink in path"},
+	{syscall.ENOSPC, raydv1.ErrorReason_ERROR_REASON_DISK_FULL, "disk full"},
+	{syscall.ENOTDIR, raydv1.ErrorReason_ERROR_REASON_NOT_A_DIRECTORY, "not a directory"},
+	{syscall.EISDIR, raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY, "is a directory"},
+}
+
+// publicMessage is implemented by domain errors that carry a fixed message
+// fit for the client.
+type publicMessage interface{ PublicMessage() string }
+
+// Classify returns err's reason and the fixed message to send: a
+// *connect.Error keeps its reason (from its ErrorInfo detail, or none) and
+// message; a domain sentinel takes its row of the table; anything else is
+// Internal.
+func Classify(err error) (Reason, string) {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ReasonOf(ce), ce.Message()
+	}
+	for _, r := range rules {
+		if errors.Is(err, r.target) {
+			msg := r.msg
+			var pm publicMessage
+			if errors.As(err, &pm) {
+				msg = pm.PublicMessage()
+			}
+			return r.reason, msg
+		}
+	}
+	return raydv1.ErrorReason_ERROR_REASON_INTERNAL, "internal error"
+}
+
+// New returns the Connect error for reason with a fixed message, carrying
+// an ErrorInfo detail. The code comes from the reason (CodeOf).
+func New(reason Reason, message string) *connect.Error {
+	ce := connect.NewError(CodeOf(reason), errors.New(message))
+	if d, err := connect.NewErrorDetail(&raydv1.ErrorInfo{Reason: reason}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// Invalid is New with reason INVALID_ARGUMENT, for request validation in
+// the services.
+func Invalid(message string) *connect.Error {
+	return New(raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, message)
+}
+
+// From maps err to a Connect error (nil for nil). A *connect.Error is
+// returned as is; anything else goes through the table (Classify). The
+// cause is not sent to the client.
+func From(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		return err
+		return ce
 	}
-	return New(Code(err), message)
+	reason, msg := Classify(err)
+	return New(reason, msg)
+}
+
+// ReasonOf returns the reason carried by a Connect error's ErrorInfo
+// detail, or UNSPECIFIED.
+func ReasonOf(ce *connect.Error) Reason {
+	for _, d := range ce.Details() {
+		v, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if info, ok := v.(*raydv1.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+// Interceptor maps every error a handler returns through From, so a
+// domain error that a service passes on unchanged still reaches the client
+// as its code, reason and fixed message (and never as its own text).
+func Interceptor() connect.Interceptor { return interceptor{} }
+
+type interceptor struct{}
+
+func (interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if err != nil {
+			return nil, From(err)
+		}
+		return resp, nil
+	}
+}
+
+func (interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return From(next(ctx, conn))
+	}
 }

@@ -3,42 +3,39 @@ package files
 import (
 	"compress/flate"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // HTTPPath is where the HTTP/1.1 file endpoints are mounted on the API port.
 const HTTPPath = "/files"
 
-// HTTPHandler serves the file endpoints for large transfers, behind the
-// same access token as the RPCs (header x-access-token):
+// HTTPHandler serves the file endpoints for large transfers. It does not
+// check the access token itself: apiserver mounts it behind the same gate
+// as the RPCs (auth.Interceptor.Handler, header x-access-token).
 //
 //	GET /files?path=<p>[&user=<u>]                streams the file
 //	PUT /files?path=<p>[&user=<u>][&mode=<octal>] replaces it with the body
 //
 // GET answers application/octet-stream with Content-Length, or gzip when
 // the request accepts it. PUT accepts a gzip body (Content-Encoding: gzip)
-// and answers the new EntryInfo as JSON. Errors are JSON
-// {"code": "<connect code>", "message": "<fixed text>"}.
+// and answers the new EntryInfo as JSON. Errors are rpcerr.HTTPError JSON
+// {"code": "<connect code>", "message": "<fixed text>", "reason":
+// "<ErrorReason name>"} with Connect's HTTP status for the code.
 func (s *Service) HTTPHandler() http.Handler {
 	return http.HandlerFunc(s.serveHTTP)
 }
 
 func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.state.Authorize(r.Header.Get(auth.Header)) {
-		httpError(w, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token"))
-		return
-	}
 	switch r.Method {
 	case http.MethodGet:
 		s.httpGet(w, r)
@@ -46,7 +43,7 @@ func (s *Service) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.httpPut(w, r)
 	default:
 		w.Header().Set("Allow", "GET, PUT")
-		writeJSONError(w, http.StatusMethodNotAllowed, "unimplemented", "method not allowed")
+		rpcerr.WriteHTTPStatus(w, http.StatusMethodNotAllowed, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, "method not allowed"))
 	}
 }
 
@@ -59,7 +56,7 @@ func (s *Service) httpGet(w http.ResponseWriter, r *http.Request) {
 	}
 	rc, e, err := s.fs.ReadFile(r.Context(), u, q.Get("path"))
 	if err != nil {
-		httpError(w, fsErr(err))
+		httpError(w, rpcerr.From(err))
 		return
 	}
 	defer rc.Close()
@@ -142,13 +139,13 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 		// safefs checks before every chunk it writes.
 		gz, err := gzip.NewReader(r.Body)
 		if err != nil {
-			httpError(w, rpcerr.New(connect.CodeInvalidArgument, "invalid gzip body"))
+			httpError(w, rpcerr.Invalid("invalid gzip body"))
 			return
 		}
 		defer gz.Close()
 		body = gz
 	default:
-		httpError(w, rpcerr.New(connect.CodeInvalidArgument, "unsupported Content-Encoding"))
+		httpError(w, rpcerr.Invalid("unsupported Content-Encoding"))
 		return
 	}
 	src := &bodyReader{r: body}
@@ -157,18 +154,18 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 		if src.err != nil {
 			var corrupt flate.CorruptInputError
 			if errors.Is(src.err, gzip.ErrChecksum) || errors.Is(src.err, gzip.ErrHeader) || errors.As(src.err, &corrupt) || errors.Is(src.err, io.ErrUnexpectedEOF) {
-				httpError(w, rpcerr.New(connect.CodeInvalidArgument, "invalid or truncated body"))
+				httpError(w, rpcerr.Invalid("invalid or truncated body"))
 				return
 			}
-			httpError(w, rpcerr.New(connect.CodeCanceled, "request body failed"))
+			httpError(w, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "request body failed"))
 			return
 		}
-		httpError(w, fsErr(err))
+		httpError(w, rpcerr.From(err))
 		return
 	}
 	out, err := protojson.Marshal(entryInfo(e))
 	if err != nil {
-		httpError(w, rpcerr.New(connect.CodeInternal, "cannot encode the entry"))
+		httpError(w, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "cannot encode the entry"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -177,44 +174,6 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// httpError answers a Connect error as JSON with the matching status.
-func httpError(w http.ResponseWriter, err error) {
-	code, msg := connect.CodeInternal, "file operation failed"
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		code, msg = ce.Code(), ce.Message()
-	}
-	writeJSONError(w, httpStatus(code), code.String(), msg)
-}
-
-func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
-	b, _ := json.Marshal(map[string]string{"code": code, "message": msg})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// httpStatus maps a Connect code to the endpoint's HTTP status.
-func httpStatus(c connect.Code) int {
-	switch c {
-	case connect.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case connect.CodePermissionDenied, connect.CodeFailedPrecondition:
-		// FailedPrecondition is a symbolic link in the path: refused.
-		return http.StatusForbidden
-	case connect.CodeNotFound:
-		return http.StatusNotFound
-	case connect.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case connect.CodeResourceExhausted:
-		return http.StatusInsufficientStorage
-	case connect.CodeAlreadyExists:
-		return http.StatusConflict
-	case connect.CodeCanceled:
-		return 499
-	case connect.CodeUnimplemented:
-		return http.StatusNotImplemented
-	}
-	return http.StatusInternalServerError
-}
+// httpError answers err through rpcerr: Connect's code↔HTTP table and a
+// JSON body with the code, the fixed message and the ErrorInfo reason.
+func httpError(w http.ResponseWriter, err error) { rpcerr.WriteHTTP(w, err) }

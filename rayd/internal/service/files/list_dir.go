@@ -19,7 +19,7 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[raydv1.ListD
 		depth = 1
 	}
 	if depth > maxDepth {
-		return nil, rpcerr.New(connect.CodeInvalidArgument, "depth is at most 64")
+		return nil, rpcerr.Invalid("depth is at most 64")
 	}
 	u, err := s.user(req.Msg.GetUser())
 	if err != nil {
@@ -27,7 +27,7 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[raydv1.ListD
 	}
 	es, err := s.fs.ListDir(ctx, u, req.Msg.GetPath(), int(depth))
 	if err != nil {
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.ListDirResponse{Entries: entryInfos(es)}), nil
 }

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // MakeDir creates a directory and its parents, owned by the user.
@@ -16,7 +17,7 @@ func (s *Service) MakeDir(ctx context.Context, req *connect.Request[raydv1.MakeD
 	}
 	e, err := s.fs.MakeDir(ctx, u, req.Msg.GetPath())
 	if err != nil {
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.MakeDirResponse{Entry: entryInfo(e)}), nil
 }

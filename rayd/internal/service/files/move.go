@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Move renames an entry.
@@ -16,7 +17,7 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[raydv1.MoveRequ
 	}
 	e, err := s.fs.Move(ctx, u, req.Msg.GetSource(), req.Msg.GetDestination())
 	if err != nil {
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.MoveResponse{Entry: entryInfo(e)}), nil
 }

@@ -22,7 +22,7 @@ func (s *Service) Read(ctx context.Context, req *connect.Request[raydv1.ReadRequ
 	}
 	r, e, err := s.fs.ReadFile(ctx, u, req.Msg.GetPath())
 	if err != nil {
-		return fsErr(err)
+		return rpcerr.From(err)
 	}
 	defer r.Close()
 	out := keepalive.Start(limits.KeepAliveInterval, stream.Send, func() *raydv1.ReadResponse {
@@ -35,7 +35,7 @@ func (s *Service) Read(ctx context.Context, req *connect.Request[raydv1.ReadRequ
 	buf := make([]byte, ReadChunk)
 	for {
 		if err := ctx.Err(); err != nil {
-			return rpcerr.New(connect.CodeCanceled, "canceled")
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled")
 		}
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 {
@@ -50,7 +50,7 @@ func (s *Service) Read(ctx context.Context, req *connect.Request[raydv1.ReadRequ
 			return nil
 		}
 		if rerr != nil {
-			return rpcerr.New(connect.CodeInternal, "read failed")
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "read failed")
 		}
 	}
 }

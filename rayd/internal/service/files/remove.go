@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Remove removes an entry, recursively when asked.
@@ -15,7 +16,7 @@ func (s *Service) Remove(ctx context.Context, req *connect.Request[raydv1.Remove
 		return nil, err
 	}
 	if err := s.fs.Remove(ctx, u, req.Msg.GetPath(), req.Msg.GetRecursive()); err != nil {
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.RemoveResponse{}), nil
 }

@@ -64,7 +64,7 @@ func (s *Service) user(u *raydv1.User) (safefs.User, error) {
 func (s *Service) userNamed(name string) (safefs.User, error) {
 	boot := s.state.Boot()
 	if boot == nil {
-		return safefs.User{}, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token")
+		return safefs.User{}, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "missing or invalid access token")
 	}
 	id, err := s.builder.Identity(boot, name)
 	if err != nil {
@@ -147,7 +147,7 @@ func stMode(m fs.FileMode) uint32 {
 
 // notBuilt answers the RPCs whose feature has not landed yet.
 func notBuilt(feature string) error {
-	return rpcerr.New(connect.CodeUnimplemented, feature+" is not built yet in this rayd; see docs/features.md")
+	return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, feature+" is not built yet in this rayd; see docs/features.md")
 }
 
 // Checkpoint is not built yet.

@@ -71,23 +71,23 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 	}
 	root, err := s.fs.Resolve(u, req.Msg.GetPath())
 	if err != nil {
-		return fsErr(err)
+		return rpcerr.From(err)
 	}
 	if err := s.requireDir(ctx, u, root); err != nil {
 		return err
 	}
 	if s.watchStreams.Add(1) > MaxWatchStreams {
 		s.watchStreams.Add(-1)
-		return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many directory watches")
 	}
 	defer s.watchStreams.Add(-1)
 
 	in, err := newInotify()
 	if err != nil {
 		if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM {
-			return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many directory watches")
 		}
-		return rpcerr.New(connect.CodeInternal, "watch failed")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "watch failed")
 	}
 	defer in.Close()
 
@@ -105,7 +105,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 	if w.recursive {
 		es, err := s.fs.ListDir(ctx, u, root, maxWatchDepth)
 		if err != nil {
-			return fsErr(err)
+			return rpcerr.From(err)
 		}
 		for _, e := range es {
 			if e.Type != safefs.TypeDir {
@@ -116,7 +116,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 				continue
 			}
 			if len(w.dirs) >= MaxWatchDirs {
-				return rpcerr.New(connect.CodeResourceExhausted, "too many watched directories")
+				return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many watched directories")
 			}
 			if _, err := w.arm(rel); err != nil && !errors.Is(err, unix.ENOENT) {
 				return watchErr(err)
@@ -165,16 +165,16 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 	for {
 		select {
 		case <-ctx.Done():
-			return rpcerr.New(connect.CodeCanceled, "canceled")
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled")
 		case ev, ok := <-queue:
 			if !ok {
 				if ctx.Err() != nil {
-					return rpcerr.New(connect.CodeCanceled, "canceled")
+					return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled")
 				}
 				if overflowed.Load() {
 					return w.streamError("output_truncated", "event queue overflowed; events were lost")
 				}
-				return rpcerr.New(connect.CodeInternal, "watch failed")
+				return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "watch failed")
 			}
 			err := w.handle(ctx, ev)
 			switch {
@@ -195,10 +195,10 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 func (s *Service) requireDir(ctx context.Context, u safefs.User, c string) error {
 	e, err := s.fs.Stat(ctx, u, c)
 	if err != nil {
-		return fsErr(err)
+		return rpcerr.From(err)
 	}
 	if e.Type != safefs.TypeDir {
-		return rpcerr.New(connect.CodeInvalidArgument, "not a directory")
+		return rpcerr.Invalid("not a directory")
 	}
 	return nil
 }
@@ -206,16 +206,20 @@ func (s *Service) requireDir(ctx context.Context, u safefs.User, c string) error
 // watchErr maps an inotify_add_watch error to a fixed Connect error.
 func watchErr(err error) error {
 	switch {
+	case errors.Is(err, safefs.ErrSymlink):
+		// WatchDir does not follow links (Stat, which checked the path
+		// first, follows those above the last component).
+		return rpcerr.From(err)
 	case errors.Is(err, unix.ENOENT):
-		return rpcerr.New(connect.CodeNotFound, "no such file or directory")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such file or directory")
 	case errors.Is(err, unix.ENOTDIR):
-		return rpcerr.New(connect.CodeInvalidArgument, "not a directory")
+		return rpcerr.Invalid("not a directory")
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return rpcerr.New(connect.CodePermissionDenied, "permission denied")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED, "permission denied")
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.ENOMEM):
-		return rpcerr.New(connect.CodeResourceExhausted, "too many directory watches")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many directory watches")
 	}
-	return rpcerr.New(connect.CodeInternal, "watch failed")
+	return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "watch failed")
 }
 
 func (w *watcher) streamError(code, msg string) error {

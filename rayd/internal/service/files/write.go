@@ -62,7 +62,7 @@ func (up *upload) write(chunk []byte) error {
 		up.cancel()
 		r := <-up.done
 		if r.err == nil {
-			return rpcerr.New(connect.CodeInternal, "write failed")
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "write failed")
 		}
 		return r.err
 	}
@@ -91,7 +91,7 @@ func fileMode(m *uint32) (os.FileMode, error) {
 		return 0, nil
 	}
 	if *m&^0o777 != 0 {
-		return 0, rpcerr.New(connect.CodeInvalidArgument, "mode may only hold permission bits (at most 0777)")
+		return 0, rpcerr.Invalid("mode may only hold permission bits (at most 0777)")
 	}
 	return os.FileMode(*m), nil
 }
@@ -103,7 +103,7 @@ func parseMode(s string) (os.FileMode, error) {
 	}
 	v, err := strconv.ParseUint(s, 8, 32)
 	if err != nil {
-		return 0, rpcerr.New(connect.CodeInvalidArgument, "mode must be octal permission bits")
+		return 0, rpcerr.Invalid("mode must be octal permission bits")
 	}
 	m := uint32(v)
 	return fileMode(&m)
@@ -121,20 +121,20 @@ func (s *Service) Write(ctx context.Context, stream *connect.ClientStream[raydv1
 		if cur != nil {
 			cur.abort()
 		}
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	first := true
 	for stream.Receive() {
 		msg := stream.Msg()
 		if len(msg.GetChunk()) > MaxWriteChunk {
-			return fail(rpcerr.New(connect.CodeInvalidArgument, "chunk larger than 1 MiB"))
+			return fail(rpcerr.Invalid("chunk larger than 1 MiB"))
 		}
 		if msg.Path == nil {
 			if first {
-				return fail(rpcerr.New(connect.CodeInvalidArgument, "the first message must carry a path"))
+				return fail(rpcerr.Invalid("the first message must carry a path"))
 			}
 			if len(msg.GetMetadata()) > 0 {
-				return fail(rpcerr.New(connect.CodeInvalidArgument, "metadata is only allowed on a file's first message"))
+				return fail(rpcerr.Invalid("metadata is only allowed on a file's first message"))
 			}
 		} else {
 			first = false
@@ -147,7 +147,7 @@ func (s *Service) Write(ctx context.Context, stream *connect.ClientStream[raydv1
 				entries = append(entries, entryInfo(e))
 			}
 			if len(entries) >= MaxWriteFiles {
-				return fail(rpcerr.New(connect.CodeInvalidArgument, "too many files in one Write call (at most 1000)"))
+				return fail(rpcerr.Invalid("too many files in one Write call (at most 1000)"))
 			}
 			mode, err := fileMode(msg.Mode)
 			if err != nil {
@@ -173,22 +173,22 @@ func (s *Service) Write(ctx context.Context, stream *connect.ClientStream[raydv1
 			cur.abort()
 		}
 		if ctx.Err() != nil {
-			return nil, rpcerr.New(connect.CodeCanceled, "canceled")
+			return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled")
 		}
-		return nil, rpcerr.Wrap(err, "write stream failed")
+		return nil, rpcerr.From(err)
 	}
 	if cur == nil {
-		return nil, rpcerr.New(connect.CodeInvalidArgument, "the first message must carry a path")
+		return nil, rpcerr.Invalid("the first message must carry a path")
 	}
 	// A client that cancels may still half-close the stream cleanly;
 	// never commit a file for a call that is already cancelled.
 	if ctx.Err() != nil {
 		cur.abort()
-		return nil, rpcerr.New(connect.CodeCanceled, "canceled")
+		return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled")
 	}
 	e, err := cur.finish()
 	if err != nil {
-		return nil, fsErr(err)
+		return nil, rpcerr.From(err)
 	}
 	entries = append(entries, entryInfo(e))
 	return connect.NewResponse(&raydv1.WriteResponse{Entries: entries}), nil

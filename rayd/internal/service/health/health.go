@@ -5,7 +5,6 @@ package health
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"runtime"
 
@@ -14,6 +13,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
@@ -26,7 +26,20 @@ type Service struct {
 	anomalies func() uint64
 	services  []string
 	memTotal  uint64
+	isolation string
 }
+
+// IsolationFeaturePrefix starts the entry of features.services that
+// reports, on the local platform, how the sandbox is isolated:
+// "isolation:full" (root: namespaces, own uid range, cgroups, network
+// policy), "isolation:rootless" (an unprivileged user namespace: see
+// docs/features.md) or "isolation:none" (a plain process of the platform's
+// user: NOT isolated). Absent when the platform says nothing (a microVM).
+const IsolationFeaturePrefix = "isolation:"
+
+// SetIsolation sets the isolation Health reports ("" reports none). Call
+// it before serving.
+func (s *Service) SetIsolation(v string) { s.isolation = v }
 
 // New returns the service. anomalies reports the hook anomaly count;
 // services names the built services, reported in features.services.
@@ -55,20 +68,23 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
 		Features:          &raydv1.AgentFeatures{Services: s.services},
 	}
+	if s.isolation != "" {
+		resp.Features.Services = append(append([]string(nil), s.services...), IsolationFeaturePrefix+s.isolation)
+	}
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)
 	}
 	return connect.NewResponse(resp), nil
 }
 
-var errMetrics = errors.New("metrics (HealthService.Metrics, MetricsHistory) are not built yet in this rayd; see docs/features.md")
+const msgMetrics = "metrics (HealthService.Metrics, MetricsHistory) are not built yet in this rayd; see docs/features.md"
 
 // Metrics is not built yet.
 func (s *Service) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errMetrics)
+	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, msgMetrics)
 }
 
 // MetricsHistory is not built yet.
 func (s *Service) MetricsHistory(context.Context, *connect.Request[raydv1.MetricsHistoryRequest]) (*connect.Response[raydv1.MetricsHistoryResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errMetrics)
+	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, msgMetrics)
 }

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // CloseStdin closes the stdin of a process started with stdin=true.
@@ -15,7 +16,7 @@ func (s *Service) CloseStdin(_ context.Context, req *connect.Request[raydv1.Clos
 		return nil, err
 	}
 	if err := p.CloseStdin(); err != nil {
-		return nil, procErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.CloseStdinResponse{}), nil
 }

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Connect reattaches to a process, replaying from from_seq.
@@ -16,7 +17,7 @@ func (s *Service) Connect(ctx context.Context, req *connect.Request[raydv1.Conne
 	}
 	sub, err := p.Subscribe(req.Msg.GetFromSeq())
 	if err != nil {
-		return procErr(err)
+		return rpcerr.From(err)
 	}
 	return pump(ctx, p, sub, stream)
 }

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // SendInput writes to the stdin of a process started with stdin=true.
@@ -15,7 +16,7 @@ func (s *Service) SendInput(ctx context.Context, req *connect.Request[raydv1.Sen
 		return nil, err
 	}
 	if err := p.WriteStdin(ctx, req.Msg.GetData()); err != nil {
-		return nil, procErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.SendInputResponse{}), nil
 }

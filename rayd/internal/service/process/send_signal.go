@@ -14,14 +14,14 @@ import (
 func (s *Service) SendSignal(_ context.Context, req *connect.Request[raydv1.SendSignalRequest]) (*connect.Response[raydv1.SendSignalResponse], error) {
 	sig, ok := Signal(req.Msg.GetSignal())
 	if !ok {
-		return nil, rpcerr.New(connect.CodeInvalidArgument, "unknown signal")
+		return nil, rpcerr.Invalid("unknown signal")
 	}
 	p, err := s.lookup(req.Msg.GetPid())
 	if err != nil {
 		return nil, err
 	}
 	if err := p.Signal(sig); err != nil {
-		return nil, procErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.SendSignalResponse{}), nil
 }

@@ -3,10 +3,7 @@
 package process
 
 import (
-	"errors"
 	"log/slog"
-
-	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
@@ -40,38 +37,16 @@ func (s *Service) boot() (*sandbox.Boot, error) {
 	if b := s.state.Boot(); b != nil {
 		return b, nil
 	}
-	return nil, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token")
+	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "missing or invalid access token")
 }
 
 // lookup finds a live or recently ended process.
 func (s *Service) lookup(pid uint32) (*proc.Process, error) {
 	p, err := s.sup.Get(int(pid))
 	if err != nil {
-		return nil, procErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return p, nil
-}
-
-// procErr maps the supervisor's errors to Connect errors.
-func procErr(err error) error {
-	switch {
-	case errors.Is(err, proc.ErrNotFound):
-		return rpcerr.New(connect.CodeNotFound, "no such process")
-	case errors.Is(err, proc.ErrTooManyProcesses):
-		return rpcerr.New(connect.CodeResourceExhausted, "too many processes: at most 256 processes and PTYs live at once")
-	case errors.Is(err, proc.ErrOutOfRange):
-		return rpcerr.New(connect.CodeOutOfRange, "output at from_seq is no longer held (or not produced yet)")
-	case errors.Is(err, proc.ErrProcessEnded):
-		return rpcerr.New(connect.CodeFailedPrecondition, "the process has ended")
-	case errors.Is(err, proc.ErrStdinNotEnabled):
-		return rpcerr.New(connect.CodeFailedPrecondition, "the process was started without stdin=true")
-	case errors.Is(err, proc.ErrStdinClosed):
-		return rpcerr.New(connect.CodeFailedPrecondition, "stdin is closed")
-	case errors.Is(err, proc.ErrShuttingDown):
-		return rpcerr.New(connect.CodeUnavailable, "rayd is shutting down")
-	default:
-		return rpcerr.Wrap(err, "process operation failed")
-	}
 }
 
 // info renders a process for List.

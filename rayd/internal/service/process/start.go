@@ -20,10 +20,10 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[raydv1.StartRe
 	}
 	m := req.Msg
 	if m.GetKillTree() {
-		return rpcerr.New(connect.CodeUnimplemented, "kill_tree is not built yet in this rayd; see docs/features.md")
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, "kill_tree is not built yet in this rayd; see docs/features.md")
 	}
 	if m.GetProcess() == nil {
-		return rpcerr.New(connect.CodeInvalidArgument, "process is required")
+		return rpcerr.Invalid("process is required")
 	}
 	spec, err := s.builder.Spec(boot, launch.Request{
 		User:    m.GetUser().GetUsername(),
@@ -41,7 +41,7 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[raydv1.StartRe
 	spec.Config = m
 	p, sub, err := s.sup.StartSubscribed(spec)
 	if err != nil {
-		return procErr(err)
+		return rpcerr.From(err)
 	}
 	return pump(ctx, p, sub, stream)
 }

@@ -8,6 +8,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Create starts a login shell on a new PTY and streams its events. The
@@ -35,7 +36,7 @@ func (s *Service) Create(ctx context.Context, req *connect.Request[raydv1.PtySta
 	spec.Config = m
 	p, sub, err := s.sup.StartSubscribed(spec)
 	if err != nil {
-		return ptyErr(err)
+		return rpcerr.From(err)
 	}
 	s.log.Debug("pty created", "pid", p.Pid(), "cols", cols, "rows", rows)
 	return pump(ctx, p, sub, stream)

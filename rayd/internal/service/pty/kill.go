@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Kill sends SIGKILL to the PTY's process group (the shell's; jobs the
@@ -17,7 +18,7 @@ func (s *Service) Kill(_ context.Context, req *connect.Request[raydv1.KillReques
 		return nil, err
 	}
 	if err := p.Signal(syscall.SIGKILL); err != nil {
-		return nil, ptyErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.KillResponse{}), nil
 }

@@ -6,6 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Resize changes the window size; the kernel sends SIGWINCH to the
@@ -21,7 +22,7 @@ func (s *Service) Resize(_ context.Context, req *connect.Request[raydv1.ResizeRe
 		return nil, err
 	}
 	if err := p.Resize(cols, rows); err != nil {
-		return nil, ptyErr(err)
+		return nil, rpcerr.From(err)
 	}
 	return connect.NewResponse(&raydv1.ResizeResponse{}), nil
 }

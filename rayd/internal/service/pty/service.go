@@ -5,10 +5,7 @@
 package pty
 
 import (
-	"errors"
 	"log/slog"
-
-	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
@@ -42,7 +39,7 @@ func (s *Service) boot() (*sandbox.Boot, error) {
 	if b := s.state.Boot(); b != nil {
 		return b, nil
 	}
-	return nil, rpcerr.New(connect.CodeUnauthenticated, "missing or invalid access token")
+	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "missing or invalid access token")
 }
 
 // lookup finds a live or recently ended PTY. A pid that belongs to a
@@ -50,10 +47,10 @@ func (s *Service) boot() (*sandbox.Boot, error) {
 func (s *Service) lookup(pid uint32) (*proc.Process, error) {
 	p, err := s.sup.Get(int(pid))
 	if err != nil {
-		return nil, ptyErr(err)
+		return nil, rpcerr.From(err)
 	}
 	if p.Kind() != proc.KindPTY {
-		return nil, rpcerr.New(connect.CodeFailedPrecondition, "the pid is a process, not a PTY: use ProcessService")
+		return nil, rpcerr.From(proc.ErrNotPTY)
 	}
 	return p, nil
 }
@@ -63,7 +60,7 @@ func (s *Service) lookup(pid uint32) (*proc.Process, error) {
 func size(ps *raydv1.PtySize) (cols, rows uint16, err error) {
 	c, r := ps.GetCols(), ps.GetRows()
 	if c > launch.MaxPTYSize || r > launch.MaxPTYSize {
-		return 0, 0, rpcerr.New(connect.CodeInvalidArgument, "size out of range: 1..4096 columns and rows")
+		return 0, 0, rpcerr.Invalid("size out of range: 1..4096 columns and rows")
 	}
 	if c == 0 {
 		c = proc.DefaultPTYCols
@@ -72,28 +69,4 @@ func size(ps *raydv1.PtySize) (cols, rows uint16, err error) {
 		r = proc.DefaultPTYRows
 	}
 	return uint16(c), uint16(r), nil
-}
-
-// ptyErr maps the supervisor's errors to Connect errors.
-func ptyErr(err error) error {
-	switch {
-	case errors.Is(err, proc.ErrNotFound):
-		return rpcerr.New(connect.CodeNotFound, "no such PTY")
-	case errors.Is(err, proc.ErrTooManyProcesses):
-		return rpcerr.New(connect.CodeResourceExhausted, "too many processes: at most 256 processes and PTYs live at once")
-	case errors.Is(err, proc.ErrOutOfRange):
-		return rpcerr.New(connect.CodeOutOfRange, "output at from_seq is no longer held (or not produced yet)")
-	case errors.Is(err, proc.ErrProcessEnded):
-		return rpcerr.New(connect.CodeFailedPrecondition, "the PTY has ended")
-	case errors.Is(err, proc.ErrStdinClosed):
-		return rpcerr.New(connect.CodeFailedPrecondition, "the terminal is closed")
-	case errors.Is(err, proc.ErrNotPTY):
-		return rpcerr.New(connect.CodeFailedPrecondition, "the pid is a process, not a PTY: use ProcessService")
-	case errors.Is(err, proc.ErrInvalidSize):
-		return rpcerr.New(connect.CodeInvalidArgument, "size out of range: 1..4096 columns and rows")
-	case errors.Is(err, proc.ErrShuttingDown):
-		return rpcerr.New(connect.CodeUnavailable, "rayd is shutting down")
-	default:
-		return rpcerr.Wrap(err, "PTY operation failed")
-	}
 }

@@ -6,12 +6,13 @@ package unimplemented
 
 import (
 	"context"
-	"errors"
 	"net/http"
 
 	"connectrpc.com/connect"
 
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 // Service is one not-yet-built service.
@@ -43,15 +44,14 @@ func Services() []Service {
 // Interceptor answers every call with Unimplemented naming feature. It runs
 // after authentication, so an unauthenticated caller learns nothing.
 func Interceptor(feature string) connect.Interceptor {
-	err := errors.New(feature + " is not built yet in this rayd; see docs/features.md")
-	return &interceptor{err: err}
+	return &interceptor{msg: feature + " is not built yet in this rayd; see docs/features.md"}
 }
 
-type interceptor struct{ err error }
+type interceptor struct{ msg string }
 
 func (i *interceptor) WrapUnary(connect.UnaryFunc) connect.UnaryFunc {
 	return func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
-		return nil, connect.NewError(connect.CodeUnimplemented, i.err)
+		return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, i.msg)
 	}
 }
 
@@ -61,6 +61,6 @@ func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (i *interceptor) WrapStreamingHandler(connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(context.Context, connect.StreamingHandlerConn) error {
-		return connect.NewError(connect.CodeUnimplemented, i.err)
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, i.msg)
 	}
 }
