@@ -52,6 +52,7 @@ type harness struct {
 	d        *Daemon
 	apiURL   string
 	hooksURL string
+	stateDir string
 	token    string
 	client   *http.Client
 	cancel   context.CancelFunc
@@ -82,6 +83,7 @@ func newHarness(t *testing.T) *harness {
 		t: t, d: d, cancel: cancel, done: make(chan error, 1),
 		apiURL:   "http://" + apiLn.Addr().String(),
 		hooksURL: "http://" + hooksLn.Addr().String(),
+		stateDir: cfg.StateDir,
 		client:   h2cClient(),
 	}
 	d.onTerminated = cancel

@@ -9,19 +9,54 @@
 // the filesystem: empty paths, paths longer than [MaxPathLen] bytes, paths
 // containing NUL and paths with a ".." component are refused; a relative path
 // is taken relative to the user's home directory; the result is cleaned and
-// must not be, or lie under, a denied prefix (by default /proc, /sys, /dev,
-// /etc, /usr and rayd's own directories, see [Options]).
+// must not be, or lie under, a denied prefix (by default /proc, /sys, /dev
+// and rayd's own directories, see [Options]). Operations that change the
+// file system (write, make dir, move, remove) also refuse a read-only
+// prefix (by default /etc and /usr), which may be read.
 //
 // Descriptor walk. The canonical path is then opened one component at a time
 // from "/", each component relative to the descriptor of its parent, with
 // openat2(2) and RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS|RESOLVE_BENEATH
 // plus O_NOFOLLOW (or, on kernels without openat2, openat(2) with
-// O_NOFOLLOW, which is equally safe for a single component). Every later
+// O_NOFOLLOW, which is equally safe for a single component): the kernel
+// never resolves more than one component, and never a link. Every later
 // action (open, mkdirat, renameat2, unlinkat, fstat, xattrs) goes through
-// those descriptors, so a component that the sandbox swaps for a symbolic
-// link between a check and a use is rejected with [ErrSymlink]; it is never
-// followed. Symbolic links are never followed anywhere, not even as the last
-// component: [FS.Stat] reports a link as a link.
+// those descriptors.
+//
+// Writes refuse links. The operations that change the file system
+// ([FS.WriteFile], [FS.MakeDir], [FS.Move], [FS.Remove]) and [FS.AddWatch]
+// (which also refuses a link as the directory to watch) refuse a
+// symbolic link anywhere above the last component with
+// [ErrSymlink], also when the sandbox swaps a component for a link between
+// a check and a use, so a planted link can never make rayd write, rename,
+// chmod or delete anywhere but where the user asked. A link as the last
+// component is acted on as itself: Remove and Move remove or move the
+// link, WriteFile replaces the link by the new file (the link's target is
+// untouched).
+//
+// Reads follow links. [FS.ReadFile], [FS.ListDir] and [FS.StatFollow]
+// follow symbolic links as the user's own `cat` or `ls` would (so
+// /etc/os-release, a link to ../usr/lib/os-release, reads as a file), and
+// [FS.Stat] follows them above the last component (lstat(2) semantics).
+// The links are resolved in user space by the same descriptor walk, never
+// by the kernel: a link is opened as itself, its target is read from that
+// descriptor (so a link swapped meanwhile is either the old or the new
+// one, each checked), and its components take its place; an absolute
+// target restarts at "/", ".." goes back to the directory the walk came
+// through (verified by device and inode). Before each component is opened,
+// the canonical real path it stands for is checked against the deny list,
+// so nothing under /proc, /sys, /dev or rayd's directories is ever opened,
+// however the links lead there; each directory and the final object are
+// also checked by file system type as below. Magic links
+// (/proc/self/fd/N, /proc/PID/root, ...) cannot be followed: the kernel
+// is told RESOLVE_NO_MAGICLINKS and resolves no link at all, the walk
+// never opens anything under /proc or on a proc file system, and a link
+// target is only ever used as a path string. At most [MaxSymlinks] links
+// are followed ([ErrSymlinkLoop]). As with fs.protected_symlinks, a link
+// in a sticky world-writable directory is followed only when it belongs
+// to the user or to the directory's owner. The walk runs with the user's
+// identity, so the kernel checks search permission on every directory and
+// read permission on the file exactly as for the user.
 //
 // File system types. Every directory and file reached is checked with
 // fstatfs(2); proc, sysfs, devpts, cgroup, cgroup2, securityfs, debugfs,

@@ -28,11 +28,13 @@ func (t FileType) String() string {
 	return "other"
 }
 
-// Entry describes one file system object, with lstat semantics: a symbolic
-// link is described as itself, never as its target.
+// Entry describes one file system object. [FS.Stat] and [FS.ListDir]
+// describe a symbolic link as itself (lstat semantics); [FS.ReadFile] and
+// [FS.StatFollow] describe the object a link leads to. Name and Path are
+// always the requested ones, not the link's target.
 type Entry struct {
 	Name string // last path component ("/" for the root)
-	Path string // canonical absolute path
+	Path string // canonical absolute path, as requested (links not resolved)
 	Type FileType
 	Size int64
 	// Mode holds the permission bits plus Go's type, setuid, setgid and

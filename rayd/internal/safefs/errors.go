@@ -1,6 +1,7 @@
 package safefs
 
 import (
+	"errors"
 	"io/fs"
 	"syscall"
 )
@@ -15,7 +16,7 @@ type sentinel struct {
 func (s *sentinel) Error() string { return s.msg }
 
 // Is reports whether target is the general error this sentinel belongs to.
-func (s *sentinel) Is(target error) bool { return s.kind != nil && target == s.kind }
+func (s *sentinel) Is(target error) bool { return s.kind != nil && errors.Is(s.kind, target) }
 
 // Sentinel errors. Each one also matches the general error named in its
 // comment under errors.Is.
@@ -23,8 +24,15 @@ var (
 	// ErrDenied: the path is refused by policy (deny list, "..", or a kernel
 	// pseudo file system). Matches fs.ErrPermission.
 	ErrDenied error = &sentinel{"access denied by policy", fs.ErrPermission}
+	// ErrDotDot: the path has a ".." component. Matches ErrDenied (a
+	// refusal by policy), and is answered as an invalid path.
+	ErrDotDot error = &sentinel{"path contains '..'", ErrDenied}
 	// ErrSymlink: a path component is a symbolic link. Matches syscall.ELOOP.
 	ErrSymlink error = &sentinel{"symbolic link in path", syscall.ELOOP}
+	// ErrSymlinkLoop: resolving a path for reading met more than
+	// [MaxSymlinks] symbolic links (a loop, or too long a chain). Matches
+	// ErrSymlink (and so syscall.ELOOP).
+	ErrSymlinkLoop error = &sentinel{"too many levels of symbolic links", ErrSymlink}
 	// ErrInvalidPath: the path is empty, too long, contains NUL, or is
 	// relative while the user has no home. Matches fs.ErrInvalid.
 	ErrInvalidPath error = &sentinel{"invalid path", fs.ErrInvalid}
@@ -73,9 +81,9 @@ type PathError struct {
 	Op string
 	// Reason is a stable, machine-readable token, for example "denied",
 	// "dotdot", "nul", "empty", "too_long", "no_home", "fstype", "symlink",
-	// "not_found", "permission", "not_dir", "is_dir", "not_regular",
-	// "exists", "not_empty", "too_many", "too_deep", "disk_reserve",
-	// "disk_full", "metadata", "metadata_unsupported",
+	// "symlink_loop", "not_found", "permission", "not_dir", "is_dir",
+	// "not_regular", "exists", "not_empty", "too_many", "too_deep",
+	// "disk_reserve", "disk_full", "metadata", "metadata_unsupported",
 	// "metadata_too_large", "identity", "source", "canceled" or "io".
 	Reason string
 	// Err is the underlying sentinel or errno.

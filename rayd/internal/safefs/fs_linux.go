@@ -33,6 +33,9 @@ type Options struct {
 	Deny []string
 	// RaydDirs are rayd's own directories (e.g. /run/rayd), always denied.
 	RaydDirs []string
+	// ReadOnly is the list of path prefixes (absolute, no "..") that may
+	// be read but not written; nil means [DefaultReadOnly].
+	ReadOnly []string
 	// DiskReserve is the free space, in bytes, that writes must leave on
 	// the target file system; 0 means [DefaultDiskReserve], negative
 	// disables the check.
@@ -50,6 +53,7 @@ type Options struct {
 // concurrent use.
 type FS struct {
 	deny       []string
+	readOnly   []string
 	reserve    int64
 	privileged bool
 	maxList    int
@@ -67,7 +71,15 @@ func New(opts Options) (*FS, error) {
 	if !ok {
 		return nil, errors.New("safefs: deny entries must be absolute paths without '..'")
 	}
-	f := &FS{deny: deny, reserve: opts.DiskReserve, privileged: opts.Privileged, maxList: opts.MaxListEntries}
+	readOnly := opts.ReadOnly
+	if readOnly == nil {
+		readOnly = DefaultReadOnly
+	}
+	readOnly, ok = normalizeDeny(readOnly)
+	if !ok {
+		return nil, errors.New("safefs: read-only entries must be absolute paths without '..'")
+	}
+	f := &FS{deny: deny, readOnly: readOnly, reserve: opts.DiskReserve, privileged: opts.Privileged, maxList: opts.MaxListEntries}
 	if f.reserve == 0 {
 		f.reserve = DefaultDiskReserve
 	}
@@ -81,10 +93,24 @@ func New(opts Options) (*FS, error) {
 // relative p is taken relative to u.Home. It refuses empty paths, paths over
 // [MaxPathLen] bytes and paths containing NUL ([ErrInvalidPath]), and paths
 // with a ".." component or equal to or under a denied prefix ([ErrDenied],
-// reasons "dotdot" and "denied"). Resolve does not touch the file system;
-// symbolic links are never resolved (the operations refuse them instead).
+// reasons "dotdot" and "denied"). Resolve does not touch the file system
+// and resolves no symbolic link: the read-side operations follow links
+// afterwards, one component at a time, checking the deny list again on
+// every real path (see [followPath]); the write-side operations refuse
+// them.
 func (f *FS) Resolve(u User, p string) (string, error) {
 	return resolvePath(f.deny, u.Home, p)
+}
+
+// resolveWrite is Resolve for an operation that changes p: a path equal to
+// or under a read-only prefix is refused too ([ErrDenied], reason
+// "denied", as for the deny list).
+func (f *FS) resolveWrite(u User, p string) (string, error) {
+	c, err := f.Resolve(u, p)
+	if err == nil && isDenied(f.readOnly, c) {
+		return "", perr("resolve", "denied", ErrDenied)
+	}
+	return c, err
 }
 
 // deniedFSTypes are the kernel pseudo file systems that are never accessed.
@@ -420,10 +446,23 @@ func split(c string) ([]string, string) {
 	return comps[:len(comps)-1], comps[len(comps)-1]
 }
 
-// Stat describes the object at p with lstat semantics: a symbolic link is
-// reported as a link with its target and is not followed. Intermediate
-// components must be real directories.
+// Stat describes the object at p with lstat(2) semantics: the last
+// component is not followed, so a symbolic link is reported as a link
+// (TypeSymlink, with its target in SymlinkTarget), as [FS.ListDir] reports
+// it. Symbolic links in the directories above it are followed as for
+// [FS.ReadFile]; the real path of the object must not be denied.
 func (f *FS) Stat(ctx context.Context, u User, p string) (Entry, error) {
+	return f.stat(ctx, u, p, false)
+}
+
+// StatFollow is [FS.Stat] with stat(2) semantics: a symbolic link as the
+// last component is followed too (as [FS.ReadFile] follows it) and the
+// entry describes its target, under the requested name and path.
+func (f *FS) StatFollow(ctx context.Context, u User, p string) (Entry, error) {
+	return f.stat(ctx, u, p, true)
+}
+
+func (f *FS) stat(ctx context.Context, u User, p string, followLast bool) (Entry, error) {
 	const op = "stat"
 	c, err := f.Resolve(u, p)
 	if err != nil {
@@ -448,11 +487,36 @@ func (f *FS) Stat(ctx context.Context, u User, p string) (Entry, error) {
 			return nil
 		}
 		parent, name := split(c)
-		dfd, err := f.walkDir(op, parent, false)
+		if followLast {
+			w, rp, atCand, err := f.follow(op, splitPath(c), unix.O_PATH)
+			if err != nil {
+				return err
+			}
+			defer w.close()
+			if atCand {
+				// Described again by its name in its real directory (which
+				// also reads its metadata through a descriptor of it).
+				var fd int
+				e, fd, err = f.entryAt(op, w.cur, path.Base(rp), c, true)
+				closeFD(fd)
+				e.Name = name
+				return err
+			}
+			e = entryFromStat(name, c, &w.curSt)
+			if mfd, err := f.openat(w.cur, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
+				e.Metadata = readMetadata(mfd)
+				unix.Close(mfd)
+			}
+			return nil
+		}
+		w, dfd, rp, err := f.followDir(op, parent)
 		if err != nil {
 			return err
 		}
-		defer unix.Close(dfd)
+		defer w.close()
+		if isDenied(f.deny, path.Join(rp, name)) {
+			return perr(op, "denied", ErrDenied)
+		}
 		var fd int
 		e, fd, err = f.entryAt(op, dfd, name, c, true)
 		closeFD(fd)
@@ -465,10 +529,15 @@ func (f *FS) Stat(ctx context.Context, u User, p string) (Entry, error) {
 	return e, nil
 }
 
-// ReadFile opens the regular file at p for reading through the safe walk and
-// returns it with its description. A symbolic link anywhere in the path,
-// including the last component, is refused with [ErrSymlink]; a
-// non-regular file with [ErrNotRegular]. The caller closes the reader.
+// ReadFile opens the regular file at p for reading and returns it with its
+// description. Symbolic links are followed, anywhere in the path, as
+// `cat p` run by the user would follow them, but component by component
+// (see [followPath]): at most [MaxSymlinks] of them ([ErrSymlinkLoop]),
+// never into a denied prefix or file system ([ErrDenied]), and with the
+// user's identity, so the kernel checks every directory's search
+// permission and the file's read permission. The entry describes the file
+// read, under the requested name and path. A non-regular file gives
+// [ErrNotRegular]. The caller closes the reader.
 func (f *FS) ReadFile(ctx context.Context, u User, p string) (io.ReadCloser, Entry, error) {
 	const op = "read"
 	c, err := f.Resolve(u, p)
@@ -484,39 +553,24 @@ func (f *FS) ReadFile(ctx context.Context, u User, p string) (io.ReadCloser, Ent
 	var e Entry
 	fd := -1
 	err = f.runAs(u, func() error {
-		parent, name := split(c)
-		dfd, err := f.walkDir(op, parent, false)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(dfd)
 		// O_NONBLOCK so that a FIFO cannot block the open; everything is
 		// opened with the user's credentials, so nothing is reachable that
 		// the user could not open directly.
-		rfd, err := f.openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		w, _, atCand, err := f.follow(op, splitPath(c), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 		if err != nil {
-			return errnoErr(op, err)
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(rfd, &st); err != nil {
-			unix.Close(rfd)
-			return errnoErr(op, err)
-		}
-		if err := checkFS(op, rfd); err != nil {
-			unix.Close(rfd)
 			return err
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			unix.Close(rfd)
+		defer w.close()
+		if !atCand || w.candSt.Mode&unix.S_IFMT != unix.S_IFREG {
 			return perr(op, "not_regular", ErrNotRegular)
 		}
-		if err := unix.SetNonblock(rfd, false); err != nil {
-			unix.Close(rfd)
+		if err := unix.SetNonblock(w.cand, false); err != nil {
 			return errnoErr(op, err)
 		}
-		e = entryFromStat(name, c, &st)
-		e.Metadata = readMetadata(rfd)
-		fd = rfd
+		_, name := split(c)
+		e = entryFromStat(name, c, &w.candSt)
+		e.Metadata = readMetadata(w.cand)
+		fd = w.take()
 		return nil
 	})
 	if err != nil {
@@ -549,7 +603,7 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 	if err := ValidateMetadata(metadata); err != nil {
 		return Entry{}, err
 	}
-	c, err := f.Resolve(u, p)
+	c, err := f.resolveWrite(u, p)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -746,11 +800,14 @@ func (f *FS) copyIn(ctx context.Context, op string, fd int, r io.Reader) error {
 }
 
 // ListDir lists the directory at p to the given depth (0 or 1: its entries
-// only). Entries are sorted by name within each directory and reported with
-// lstat semantics; symbolic links are not descended into. Entries on
-// denied file systems or under denied prefixes are omitted, as are
-// subdirectories the user cannot read. More than Options.MaxListEntries
-// entries fail with [ErrTooMany].
+// only). Symbolic links on the way to p, and p itself, are followed as for
+// [FS.ReadFile], so a link to a directory lists that directory; the
+// entries keep the requested path as their prefix. Entries are sorted by
+// name within each directory and reported with lstat semantics: symbolic
+// links among them are reported as links and not descended into. Entries
+// whose real path is under a denied prefix or on a denied file system are
+// omitted, as are subdirectories the user cannot read. More than
+// Options.MaxListEntries entries fail with [ErrTooMany].
 func (f *FS) ListDir(ctx context.Context, u User, p string, depth int) ([]Entry, error) {
 	const op = "list"
 	c, err := f.Resolve(u, p)
@@ -762,12 +819,12 @@ func (f *FS) ListDir(ctx context.Context, u User, p string, depth int) ([]Entry,
 	}
 	var out []Entry
 	err = f.runAs(u, func() error {
-		fd, err := f.walkDir(op, splitPath(c), false)
+		w, fd, rp, err := f.followDir(op, splitPath(c))
 		if err != nil {
 			return err
 		}
-		defer unix.Close(fd)
-		return f.list(ctx, op, fd, c, depth, &out, true)
+		defer w.close()
+		return f.list(ctx, op, fd, rp, c, depth, &out, true)
 	})
 	if err != nil {
 		return nil, err
@@ -778,7 +835,9 @@ func (f *FS) ListDir(ctx context.Context, u User, p string, depth int) ([]Entry,
 	return out, nil
 }
 
-func (f *FS) list(ctx context.Context, op string, fd int, dir string, depth int, out *[]Entry, top bool) error {
+// list appends the entries of the directory fd, whose real canonical path
+// is dir and which is shown as shown, to out.
+func (f *FS) list(ctx context.Context, op string, fd int, dir, shown string, depth int, out *[]Entry, top bool) error {
 	if err := ctx.Err(); err != nil {
 		return perr(op, "canceled", err)
 	}
@@ -809,8 +868,8 @@ func (f *FS) list(ctx context.Context, op string, fd int, dir string, depth int,
 	d.Close()
 	slices.Sort(names)
 	for _, name := range names {
-		p := path.Join(dir, name)
-		if isDenied(f.deny, p) {
+		rp, p := path.Join(dir, name), path.Join(shown, name)
+		if isDenied(f.deny, rp) {
 			continue
 		}
 		e, efd, err := f.entryAt(op, fd, name, p, true)
@@ -826,7 +885,7 @@ func (f *FS) list(ctx context.Context, op string, fd int, dir string, depth int,
 			return perr(op, "too_many", ErrTooMany)
 		}
 		if e.Type == TypeDir && depth > 1 {
-			err = f.list(ctx, op, efd, p, depth-1, out, false)
+			err = f.list(ctx, op, efd, rp, p, depth-1, out, false)
 		}
 		unix.Close(efd)
 		if err != nil {
@@ -841,7 +900,7 @@ func (f *FS) list(ctx context.Context, op string, fd int, dir string, depth int,
 // with [ErrNotDir] when a non-directory is in the way (at p or above).
 func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
 	const op = "mkdir"
-	c, err := f.Resolve(u, p)
+	c, err := f.resolveWrite(u, p)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -888,11 +947,11 @@ func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
 // exist.
 func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
 	const op = "move"
-	cs, err := f.Resolve(u, src)
+	cs, err := f.resolveWrite(u, src)
 	if err != nil {
 		return Entry{}, err
 	}
-	cd, err := f.Resolve(u, dst)
+	cd, err := f.resolveWrite(u, dst)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -953,7 +1012,7 @@ func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
 // followed, and denied file systems are never entered.
 func (f *FS) Remove(ctx context.Context, u User, p string, recursive bool) error {
 	const op = "remove"
-	c, err := f.Resolve(u, p)
+	c, err := f.resolveWrite(u, p)
 	if err != nil {
 		return err
 	}

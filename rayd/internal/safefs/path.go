@@ -9,8 +9,15 @@ import (
 // relative path to the home directory).
 const MaxPathLen = 4096
 
-// DefaultDeny is the deny list used when [Options.Deny] is nil.
-var DefaultDeny = []string{"/proc", "/sys", "/dev", "/etc", "/usr"}
+// DefaultDeny is the deny list used when [Options.Deny] is nil: nothing
+// under it is read or written.
+var DefaultDeny = []string{"/proc", "/sys", "/dev"}
+
+// DefaultReadOnly is the read-only list used when [Options.ReadOnly] is
+// nil: the user may read under it (as `cat /etc/os-release` in the sandbox
+// can, the kernel checking the user's permissions) but rayd never creates,
+// writes, moves or removes anything there.
+var DefaultReadOnly = []string{"/etc", "/usr"}
 
 // resolvePath implements [FS.Resolve] for a normalized deny list.
 func resolvePath(deny []string, home, p string) (string, error) {
@@ -34,7 +41,7 @@ func resolvePath(deny []string, home, p string) (string, error) {
 	}
 	for c := range strings.SplitSeq(p, "/") {
 		if c == ".." {
-			return "", perr(op, "dotdot", ErrDenied)
+			return "", perr(op, "dotdot", ErrDotDot)
 		}
 	}
 	c := path.Clean(p)

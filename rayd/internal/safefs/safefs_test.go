@@ -118,8 +118,8 @@ func TestResolve(t *testing.T) {
 		{"/proc/", "", ErrDenied, "denied"},
 		{"//proc//self", "", ErrDenied, "denied"},
 		{"/./proc/./self", "", ErrDenied, "denied"},
-		{"/etc/shadow", "", ErrDenied, "denied"},
-		{"/usr/bin/x", "", ErrDenied, "denied"},
+		{"/etc/shadow", "/etc/shadow", nil, ""}, // read-only: see below
+		{"/usr/bin/x", "/usr/bin/x", nil, ""},
 		{"/sys/kernel", "", ErrDenied, "denied"},
 		{"/dev/pts/0", "", ErrDenied, "denied"},
 		{"/run/rayd/token", "", ErrDenied, "denied"},
@@ -149,8 +149,18 @@ func TestResolve(t *testing.T) {
 	if _, err := f.Resolve(User{}, "x"); !errors.Is(err, ErrInvalidPath) {
 		t.Errorf("relative without home: %v", err)
 	}
-	if _, err := f.Resolve(User{Home: "/etc/u"}, "x"); !errors.Is(err, ErrDenied) {
+	if _, err := f.Resolve(User{Home: "/proc/u"}, "x"); !errors.Is(err, ErrDenied) {
 		t.Errorf("relative under denied home: %v", err)
+	}
+	// Operations that write refuse the read-only prefixes as well.
+	for _, p := range []string{"/etc", "/etc/shadow", "/usr/bin/x", "/proc/1"} {
+		var pe *PathError
+		if _, err := f.resolveWrite(u, p); !errors.Is(err, ErrDenied) || !errors.As(err, &pe) {
+			t.Errorf("resolveWrite(%q): %v, want ErrDenied", p, err)
+		}
+	}
+	if c, err := f.resolveWrite(u, "/etcx/y"); err != nil || c != "/etcx/y" {
+		t.Errorf("resolveWrite(/etcx/y) = %q, %v", c, err)
 	}
 	if _, err := New(Options{Deny: []string{"relative"}}); err == nil {
 		t.Error("New accepted a relative deny entry")
@@ -215,14 +225,26 @@ func TestDeniedReads(t *testing.T) {
 	}
 	modes(t, Options{Privileged: true}, func(t *testing.T, f *FS) {
 		ctx := context.Background()
-		for _, p := range []string{"/etc/shadow", "/proc/1/environ", "/proc/self/root/etc/shadow"} {
+		for _, p := range []string{"/proc/1/environ", "/proc/self/root/etc/shadow"} {
 			if _, _, err := f.ReadFile(ctx, u, p); !errors.Is(err, ErrDenied) {
 				t.Errorf("ReadFile(%s): %v, want ErrDenied", p, err)
 			}
 		}
-		for _, p := range []string{"shadow", "environ", "proc/1/environ", "proc/self/environ", "rootx"} {
-			if _, _, err := f.ReadFile(ctx, u, p); !errors.Is(err, ErrSymlink) {
-				t.Errorf("ReadFile(HOME/%s): %v, want ErrSymlink", p, err)
+		// /etc is read-only, not denied: the kernel refuses /etc/shadow to
+		// the user, as it refuses `cat /etc/shadow`.
+		if _, _, err := f.ReadFile(ctx, u, "/etc/shadow"); !errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrDenied) {
+			t.Errorf("ReadFile(/etc/shadow): %v, want EACCES", err)
+		}
+		// Links are followed for reads, but never into a denied prefix,
+		// and the target is opened with the user's identity.
+		for _, p := range []string{"environ", "proc/1/environ", "proc/self/environ", "proc"} {
+			if _, _, err := f.ReadFile(ctx, u, p); !errors.Is(err, ErrDenied) {
+				t.Errorf("ReadFile(HOME/%s): %v, want ErrDenied", p, err)
+			}
+		}
+		for _, p := range []string{"shadow", "rootx"} {
+			if _, _, err := f.ReadFile(ctx, u, p); !errors.Is(err, unix.EACCES) || errors.Is(err, ErrDenied) {
+				t.Errorf("ReadFile(HOME/%s): %v, want EACCES", p, err)
 			}
 		}
 		// Stat reports the link itself.
@@ -424,7 +446,9 @@ func TestAtomicWrite(t *testing.T) {
 }
 
 // TestRace swaps HOME/a between a real directory and a symlink to a
-// root-only directory while reads and writes go through HOME/a. It also
+// root-only directory, which is also on the deny list (as rayd's state
+// directory is), while reads and writes go through HOME/a. Writes refuse
+// the link; reads follow it and must then be refused by policy. It also
 // runs unprivileged (as root, so the kernel's permission checks would not
 // save a broken walk), with openat2 and with the openat fallback.
 func TestRace(t *testing.T) {
@@ -451,7 +475,7 @@ func TestRace(t *testing.T) {
 		priv, fallback bool
 	}{{"privileged", true, false}, {"as-root", false, false}, {"as-root-openat", false, true}} {
 		t.Run(v.name, func(t *testing.T) {
-			f := newFS(t, Options{Privileged: v.priv})
+			f := newFS(t, Options{Privileged: v.priv, RaydDirs: []string{secretDir}})
 			f.noOpenat2.Store(v.fallback)
 			ctx := context.Background()
 			stop := make(chan struct{})
@@ -485,7 +509,7 @@ func TestRace(t *testing.T) {
 						}
 						rc, _, err := f.ReadFile(ctx, u, "a/secret")
 						if err != nil {
-							if !okErr(err) {
+							if !okErr(err) && !errors.Is(err, ErrDenied) {
 								t.Errorf("read: unexpected error %v", err)
 							}
 							rejects.Add(1)
@@ -730,4 +754,46 @@ func TestReplaceUndoesADirectorySwap(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "fresh")); err != nil || string(b) != "new" {
 		t.Fatalf("fresh: %q %v", b, err)
 	}
+}
+
+// TestReadOnly: /etc and /usr can be read, listed and stat'ed, but nothing
+// there is written, made, moved or removed; /proc, /sys and /dev stay
+// denied for reads too.
+func TestReadOnly(t *testing.T) {
+	u, home := userHome(t)
+	mustWrite(t, filepath.Join(home, "mine"), "x", 0o644)
+	modes(t, Options{Privileged: true}, func(t *testing.T, f *FS) {
+		ctx := context.Background()
+		rc, e, err := f.ReadFile(ctx, u, "/etc/passwd")
+		if err != nil || e.Type != TypeFile {
+			t.Fatalf("ReadFile(/etc/passwd) = %+v, %v", e, err)
+		}
+		rc.Close()
+		if _, err := f.Stat(ctx, u, "/usr"); err != nil {
+			t.Errorf("Stat(/usr): %v", err)
+		}
+		if _, err := f.ListDir(ctx, u, "/etc", 1); err != nil {
+			t.Errorf("ListDir(/etc): %v", err)
+		}
+		if _, err := f.WriteFile(ctx, u, "/etc/rayito-test", strings.NewReader("x"), 0o644, nil); !errors.Is(err, ErrDenied) {
+			t.Errorf("WriteFile(/etc/...): %v, want ErrDenied", err)
+		}
+		if _, err := f.MakeDir(ctx, u, "/usr/rayito-test"); !errors.Is(err, ErrDenied) {
+			t.Errorf("MakeDir(/usr/...): %v, want ErrDenied", err)
+		}
+		if err := f.Remove(ctx, u, "/etc/passwd", false); !errors.Is(err, ErrDenied) {
+			t.Errorf("Remove(/etc/passwd): %v, want ErrDenied", err)
+		}
+		if _, err := f.Move(ctx, u, "mine", "/etc/mine"); !errors.Is(err, ErrDenied) {
+			t.Errorf("Move(HOME/mine, /etc/mine): %v, want ErrDenied", err)
+		}
+		if _, err := f.Move(ctx, u, "/etc/passwd", "stolen"); !errors.Is(err, ErrDenied) {
+			t.Errorf("Move(/etc/passwd, HOME): %v, want ErrDenied", err)
+		}
+		for _, p := range []string{"/proc/self/status", "/sys/kernel", "/dev/null"} {
+			if _, err := f.Stat(ctx, u, p); !errors.Is(err, ErrDenied) {
+				t.Errorf("Stat(%s): %v, want ErrDenied", p, err)
+			}
+		}
+	})
 }
