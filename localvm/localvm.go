@@ -10,8 +10,11 @@
 // carries a valid auth token, the rest to the API. HTTP/1.1 and cleartext
 // HTTP/2 (h2c) are both spoken.
 //
-// Each microVM is the guest daemon rayd in fresh Linux namespaces and a
-// cgroup, driven through its lifecycle hooks exactly as the service does.
+// Each microVM is the guest daemon rayd in fresh Linux namespaces (a user
+// namespace onto a host uid range of its own among them) and a cgroup,
+// driven through its lifecycle hooks exactly as the service does. A Server
+// owns the sandboxes of its state directory and nothing else (see
+// [Server.Scope]).
 // This is container-grade isolation, not a virtual machine: sandboxes
 // share the host's kernel. Full fidelity (user switching, network policy,
 // resource limits) needs root; without root sandboxes run as plain
@@ -41,6 +44,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -88,12 +93,6 @@ type Options struct {
 	// accept any Host header. The API has no authentication: anyone who
 	// can reach the port can run sandboxes. Leave it off.
 	AllowRemote bool
-	// Scope separates platforms that share a machine: each one's start-up
-	// sweep removes the leftovers of its own scope only. "" is the
-	// machine's main platform (`rayito local serve`); a short-lived
-	// platform, such as the one `rayito run` starts in its own process,
-	// takes a scope of its own: 1 to 3 characters of [a-z0-9].
-	Scope string
 	// Subnet is the private IPv4 pool sandboxes take their /30s from;
 	// zero means 10.213.0.0/16. Addresses already on the host are skipped.
 	Subnet netip.Prefix
@@ -102,6 +101,14 @@ type Options struct {
 	// against the service's limits. By default the local platform allows
 	// ten times those rates: one machine creates sandboxes far faster.
 	AWSQuotas bool
+	// AllowUnisolated lets New start a platform whose sandboxes are NOT
+	// isolated (plain processes of the current user, with its access to
+	// the machine) when it can isolate none: not root, and unprivileged
+	// user namespaces unusable. Without it New fails with an error
+	// wrapping ErrUnisolated. Even with it, such a platform refuses what it
+	// cannot enforce (a sandbox without Internet access, limits), and
+	// every sandbox says so (Server.Isolation, rayd's Health).
+	AllowUnisolated bool
 }
 
 // DefaultStateDir is the default state directory:
@@ -118,7 +125,8 @@ type Server struct {
 	reg   *registry.Registry
 	api   *api.Handler
 	proxy proxy
-	lock  *os.File // the state directory's lock
+	lock  *os.File    // the state directory's lock
+	claim *scopeClaim // the machine-wide claim on the platform's scope
 
 	closeOnce sync.Once
 	closeErr  error
@@ -138,6 +146,8 @@ type deps struct {
 	launcher registry.Launcher
 	minter   registry.Minter
 	newProxy func(lookup func(endpoint string) (*registry.Target, bool)) proxy
+	// dial reaches sandboxes' addresses (nil: a net.Dialer).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New opens the platform: it creates and locks the state directory (only
@@ -151,19 +161,37 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, opts, func() (deps, error) { return wire(opts, wireConfig{scope: opts.Scope, subnet: opts.Subnet}) })
+	return open(ctx, opts, func(scope string) (deps, error) {
+		return wire(opts, wireConfig{scope: scope, subnet: opts.Subnet})
+	})
 }
 
 // ErrInUse is New's error when another Server (in this process or another)
-// has the state directory open.
+// has the state directory open. The error New returns wraps it and names
+// the state directory and, when known, the other platform's pid.
 var ErrInUse = errors.New("localvm: another local platform is using the state directory")
+
+// inUseError is ErrInUse with the state directory and the holder's pid.
+type inUseError struct {
+	dir string
+	pid int // 0 when unknown
+}
+
+func (e *inUseError) Error() string {
+	if e.pid > 0 {
+		return fmt.Sprintf("localvm: another local platform is using state dir %s (pid %d)", e.dir, e.pid)
+	}
+	return fmt.Sprintf("localvm: another local platform is using state dir %s", e.dir)
+}
+
+func (e *inUseError) Is(target error) bool { return target == ErrInUse }
 
 // lockFile is the file in the state directory that a Server holds locked.
 const lockFile = "lock"
 
-// open prepares and locks the state directory, builds the dependencies
-// and opens the Server.
-func open(ctx context.Context, opts Options, build func() (deps, error)) (*Server, error) {
+// open prepares and locks the state directory, claims its scope, builds
+// the dependencies for that scope and opens the Server.
+func open(ctx context.Context, opts Options, build func(scope string) (deps, error)) (*Server, error) {
 	if err := registry.EnsureStateDir(opts.StateDir); err != nil {
 		return nil, fmt.Errorf("localvm: state dir: %w", err)
 	}
@@ -171,14 +199,20 @@ func open(ctx context.Context, opts Options, build func() (deps, error)) (*Serve
 	if err != nil {
 		return nil, err
 	}
-	d, err := build()
+	claim, err := claimScope(opts.StateDir)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	d, err := build(claim.scope)
 	if err == nil {
 		var s *Server
 		if s, err = newServer(ctx, opts, d); err == nil {
-			s.lock = lock
+			s.lock, s.claim = lock, claim
 			return s, nil
 		}
 	}
+	claim.close()
 	_ = lock.Close()
 	return nil, err
 }
@@ -193,11 +227,28 @@ func lockStateDir(dir string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, ErrInUse
+			return nil, &inUseError{dir: dir, pid: lockHolder(filepath.Join(dir, lockFile))}
 		}
 		return nil, fmt.Errorf("localvm: state dir lock: %w", err)
 	}
+	// The holder's pid, for the message of the next one (best effort).
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
 	return f, nil
+}
+
+// lockHolder reads the pid a Server wrote in the lock file; 0 if none.
+func lockHolder(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) > 32 {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }
 
 // normalize fills in defaults and checks opts.
@@ -251,6 +302,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		Logger:       opts.Logger,
 		MaxSandboxes: opts.MaxSandboxes,
 		RunWait:      runWait,
+		Dial:         d.dial,
 	})
 	if err != nil {
 		return nil, err
@@ -328,9 +380,15 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("localvm: %w", err)
 	}
-	s.log.Info("localvm: serving", "addr", ln.Addr().String(), "state_dir", s.opts.StateDir, "privileged", s.Privileged())
+	s.log.Info("localvm: serving", "addr", ln.Addr().String(), "state_dir", s.opts.StateDir, "privileged", s.Privileged(), "isolation", string(s.Isolation()))
 	return s.Serve(ctx, ln)
 }
+
+// Scope is the platform's scope, derived from its state directory: its
+// sandboxes' cgroups live under rayito-localvm-<scope>, their host-side
+// veths are named rs<scope>-*, their nftables rules are in table inet
+// rayito_localvm_<scope>.
+func (s *Server) Scope() string { return s.claim.scope }
 
 // TerminateAll terminates every microVM and waits until all are
 // TERMINATED or ctx ends.
@@ -348,10 +406,22 @@ func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.reg.Close(ctx)
 		s.proxy.CloseIdleConnections()
-		if r, ok := s.deps.launcher.(interface{ Release() error }); ok {
+		idle := true // a launcher without machine-wide state (tests' fakes)
+		if r, ok := s.deps.launcher.(interface {
+			Release() error
+			Idle() bool
+		}); ok {
 			if err := r.Release(); err != nil {
 				s.log.Warn("localvm: releasing the scope's firewall table and cgroups", "err", err)
 			}
+			idle = r.Idle()
+		}
+		// The claim on the scope stays while sandboxes of it run (only
+		// this state directory may sweep them), else it goes.
+		if idle {
+			s.claim.drop()
+		} else {
+			s.claim.close()
 		}
 		if s.lock != nil {
 			_ = s.lock.Close()

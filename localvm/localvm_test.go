@@ -60,7 +60,7 @@ type fakes struct {
 	proxy *fakeProxy
 }
 
-func (f *fakes) deps() (deps, error) {
+func (f *fakes) deps(string) (deps, error) {
 	return deps{
 		launcher: f.l,
 		minter:   &registrytest.Minter{},

@@ -24,6 +24,42 @@ import (
 // call MaybeRunInit first thing in main.
 func MaybeRunInit() { launcher.MaybeRunInit() }
 
+// ErrUnisolated is New's error when sandboxes cannot be isolated and
+// Options.AllowUnisolated is not set. The error names the missing
+// privilege and the ways out.
+var ErrUnisolated = launcher.ErrUnisolated
+
+// Isolation is how a platform's sandboxes are isolated.
+type Isolation = launcher.Isolation
+
+// The isolation modes (see docs/features.md, "localvm without root").
+const (
+	// IsolationFull: root. User, pid, mount, uts, ipc and net namespaces,
+	// a host uid range of its own per sandbox, cgroup limits, a veth and
+	// nftables policy.
+	IsolationFull = launcher.IsolationFull
+	// IsolationRootless: not root, unprivileged user namespaces. The same
+	// namespaces, but every sandbox's ids are the caller's uid and gid on
+	// the host, rayd and the sandbox's code share that uid, the network is
+	// loopback only (Internet access is refused) and there are no cgroup
+	// limits (limits are refused).
+	IsolationRootless = launcher.IsolationRootless
+	// IsolationNone: NOT isolated (Options.AllowUnisolated): plain
+	// processes of the current user on loopback ports.
+	IsolationNone = launcher.IsolationNone
+)
+
+// Isolation reports how the platform isolates its sandboxes.
+func (s *Server) Isolation() Isolation {
+	if i, ok := s.deps.launcher.(interface{ Isolation() launcher.Isolation }); ok {
+		return i.Isolation()
+	}
+	if s.Privileged() {
+		return IsolationFull
+	}
+	return IsolationNone
+}
+
 // wireConfig holds what only tests change: a launcher scope and subnet of
 // their own, so that they never touch the real platform's sandboxes.
 type wireConfig struct {
@@ -44,13 +80,17 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 	if err != nil {
 		return deps{}, fmt.Errorf("localvm: auth key: %w", err)
 	}
-	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope})
+	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated})
+	if errors.Is(err, launcher.ErrUnisolated) {
+		return deps{}, fmt.Errorf("localvm: %w (localvm.Options.AllowUnisolated; rayito: --unisolated or RAYITO_UNISOLATED=1)", err)
+	}
 	if err != nil {
 		return deps{}, fmt.Errorf("localvm: launcher: %w", err)
 	}
 	return deps{
 		launcher: l,
 		minter:   mintAdapter{minter},
+		dial:     l.DialContext,
 		newProxy: func(lookup func(string) (*registry.Target, bool)) proxy {
 			return proxypkg.New(proxypkg.Options{
 				Lookup: func(endpoint string) (proxypkg.Target, bool) {
@@ -63,6 +103,7 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 				Verifier:       minter,
 				Logger:         opts.Logger,
 				EndpointSuffix: registry.EndpointSuffix,
+				DialContext:    l.DialContext,
 			})
 		},
 	}, nil

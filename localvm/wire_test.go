@@ -44,8 +44,8 @@ func TestMintAdapter(t *testing.T) {
 
 // TestWiring runs the real launcher, minter and proxy: one sandbox from
 // RunMicrovm to RUNNING, reached through the endpoint proxy with a minted
-// token, then terminated. The launcher uses a scope and subnet of its own,
-// so a platform running on this machine is not disturbed.
+// token, then terminated. The launcher uses the state dir's own scope and a
+// subnet of its own, so a platform running on this machine is not disturbed.
 func TestWiring(t *testing.T) {
 	if testing.Short() {
 		t.Skip("launches a real sandbox")
@@ -55,8 +55,8 @@ func TestWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := open(t.Context(), opts, func() (deps, error) {
-		return wire(opts, wireConfig{scope: "lvt", subnet: netip.MustParsePrefix("10.219.0.0/24")})
+	s, err := open(t.Context(), opts, func(scope string) (deps, error) {
+		return wire(opts, wireConfig{scope: scope, subnet: netip.MustParsePrefix("10.219.0.0/24")})
 	})
 	if err != nil {
 		t.Fatal(err)

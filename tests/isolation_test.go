@@ -76,7 +76,7 @@ func TestNoLeaksAfterCycles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := snapshot(t); s.procs == 0 || s.netns == 0 || len(s.veths) == 0 || len(s.cgroups) == 0 {
+	if s := snapshot(t, p.srv.Scope()); s.procs == 0 || s.netns == 0 || len(s.veths) == 0 || len(s.cgroups) == 0 || len(s.uids) == 0 {
 		t.Fatalf("snapshot does not see a live sandbox: %+v", s)
 	}
 	if err := live.Kill(ctx); err != nil {
@@ -84,13 +84,13 @@ func TestNoLeaksAfterCycles(t *testing.T) {
 	}
 	waitTerminated(t, live)
 	cycle()
-	before := snapshot(t)
+	before := snapshot(t, p.srv.Scope())
 	for range 20 {
 		cycle()
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		after := snapshot(t)
+		after := snapshot(t, p.srv.Scope())
 		if diff := after.diff(before); diff == "" {
 			return
 		} else if time.Now().After(deadline) {
@@ -100,20 +100,26 @@ func TestNoLeaksAfterCycles(t *testing.T) {
 	}
 }
 
-// resources counts what the tests' platform scope ("e2e") owns, so that
+// resources counts what the tests' platform scope owns, so that
 // other packages' sandboxes running at the same time do not count: the
 // processes and network namespaces inside its cgroups, its veths and its
 // cgroup directories, plus the host's mounts.
 type resources struct {
 	procs, mounts, netns int
-	veths, cgroups       []string
+	veths, cgroups, uids []string
 }
 
-const scopeCgroup = "rayito-localvm-e2e"
-
-func snapshot(t *testing.T) resources {
+func snapshot(t *testing.T, scope string) resources {
 	t.Helper()
+	scopeCgroup := "rayito-localvm-" + scope
 	var r resources
+	if es, err := os.ReadDir("/run/rayito/localvm/uids"); err == nil {
+		for _, e := range es {
+			if b, err := os.ReadFile(filepath.Join("/run/rayito/localvm/uids", e.Name())); err == nil && strings.HasPrefix(string(b), scopeCgroup+" ") {
+				r.uids = append(r.uids, e.Name())
+			}
+		}
+	}
 	entries, _ := os.ReadDir("/proc")
 	nets := map[string]bool{}
 	for _, e := range entries {
@@ -135,7 +141,7 @@ func snapshot(t *testing.T) resources {
 	}
 	links, _ := os.ReadDir("/sys/class/net")
 	for _, l := range links {
-		if strings.HasPrefix(l.Name(), "rse2e-") {
+		if strings.HasPrefix(l.Name(), "rs"+scope+"-") {
 			r.veths = append(r.veths, l.Name())
 		}
 	}
@@ -150,6 +156,7 @@ func snapshot(t *testing.T) resources {
 			}
 		}
 	}
+	sort.Strings(r.uids)
 	sort.Strings(r.veths)
 	sort.Strings(r.cgroups)
 	return r
@@ -168,6 +175,9 @@ func (r resources) diff(before resources) string {
 	}
 	if strings.Join(r.veths, ",") != strings.Join(before.veths, ",") {
 		d = append(d, "veths "+strings.Join(r.veths, ","))
+	}
+	if strings.Join(r.uids, ",") != strings.Join(before.uids, ",") {
+		d = append(d, "uid ranges "+strings.Join(r.uids, ","))
 	}
 	if strings.Join(r.cgroups, ",") != strings.Join(before.cgroups, ",") {
 		d = append(d, "cgroups "+strings.Join(r.cgroups, ","))
@@ -189,7 +199,7 @@ func TestRestartReadopts(t *testing.T) {
 
 	q := startPlatform(t, dir)
 	defer q.stop(true)
-	again, err := rayito.Connect(ctx, id, token, q.opts()...)
+	again, err := rayito.Connect(ctx, id, append(q.opts(), rayito.WithAccessToken(token))...)
 	if err != nil {
 		t.Fatalf("re-adopt: %v", err)
 	}

@@ -243,7 +243,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case OpCreateMicrovmAuthToken:
 		var in microvmsapi.CreateMicrovmAuthTokenInput
 		if err = readJSON(rec, r, &in); err == nil {
-			out, err = h.be.CreateAuthToken(id, in)
+			if err = excludeHooksPort(&in); err == nil {
+				out, err = h.be.CreateAuthToken(id, in)
+			}
 		}
 	}
 	if err != nil {
@@ -251,6 +253,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(rec, http.StatusOK, out)
+}
+
+// excludeHooksPort keeps the lifecycle hooks' port (9000) out of every
+// token, before anything is minted: a port 9000 or a range covering it is
+// a ValidationException, and allPorts becomes the two ranges around it
+// (what allPorts means on the endpoint anyway: the proxy never forwards to
+// 9000). Input the registry refuses for other reasons is left to it.
+func excludeHooksPort(in *microvmsapi.CreateMicrovmAuthTokenInput) error {
+	const hooks = microvmsapi.HooksPort
+	ok := func(p int) bool { return p >= 1 && p <= 65535 }
+	all, wellFormed := false, len(in.AllowedPorts) <= registry.MaxAllowedPorts
+	for i, p := range in.AllowedPorts {
+		set := 0
+		for _, b := range []bool{p.Port != nil, p.Range != nil, p.AllPorts != nil} {
+			if b {
+				set++
+			}
+		}
+		switch {
+		case set != 1:
+			wellFormed = false
+		case p.Port != nil:
+			if *p.Port == hooks {
+				return validation(fmt.Sprintf("allowedPorts[%d].port must not be %d, the lifecycle hooks' port.", i, hooks))
+			}
+			wellFormed = wellFormed && ok(*p.Port)
+		case p.Range != nil:
+			if !ok(p.Range.StartPort) || !ok(p.Range.EndPort) || p.Range.StartPort > p.Range.EndPort {
+				wellFormed = false
+			} else if p.Range.StartPort <= hooks && hooks <= p.Range.EndPort {
+				return validation(fmt.Sprintf("allowedPorts[%d].range must not cover port %d, the lifecycle hooks' port.", i, hooks))
+			}
+		default:
+			all = true
+		}
+	}
+	if all && wellFormed {
+		in.AllowedPorts = []microvmsapi.AllowedPort{
+			{Range: &microvmsapi.PortRange{StartPort: 1, EndPort: hooks - 1}},
+			{Range: &microvmsapi.PortRange{StartPort: hooks + 1, EndPort: 65535}},
+		}
+	}
+	return nil
 }
 
 // fail answers err.

@@ -473,6 +473,64 @@ func TestAuthToken(t *testing.T) {
 		microvmsapi.ConflictException, "The microVM is terminated.")
 }
 
+// TestAuthTokenNeverHooksPort: port 9000, the lifecycle hooks', is refused
+// before anything is minted, and never ends up in a token: allPorts is
+// minted as the ranges around it.
+func TestAuthTokenNeverHooksPort(t *testing.T) {
+	t.Parallel()
+	e := newAPI(t, nil)
+	m := e.run(t, `{"imageIdentifier":"local"}`)
+	e.waitState(t, m.MicrovmID, microvmsapi.StateRunning)
+	path := base + "/" + m.MicrovmID + "/auth-token"
+	v := microvmsapi.ValidationException
+	for body, msg := range map[string]string{
+		`{"expirationInMinutes":5,"allowedPorts":[{"port":9000}]}`:                                             "allowedPorts[0].port must not be 9000, the lifecycle hooks' port.",
+		`{"expirationInMinutes":5,"allowedPorts":[{"port":8080},{"port":9000}]}`:                               "allowedPorts[1].port must not be 9000, the lifecycle hooks' port.",
+		`{"expirationInMinutes":5,"allowedPorts":[{"range":{"startPort":8000,"endPort":9100}}]}`:               "allowedPorts[0].range must not cover port 9000, the lifecycle hooks' port.",
+		`{"expirationInMinutes":5,"allowedPorts":[{"range":{"startPort":9000,"endPort":9000}}]}`:               "allowedPorts[0].range must not cover port 9000, the lifecycle hooks' port.",
+		`{"expirationInMinutes":5,"allowedPorts":[{"allPorts":{}},{"port":9000}]}`:                             "allowedPorts[1].port must not be 9000, the lifecycle hooks' port.",
+		`{"expirationInMinutes":5,"allowedPorts":[{"range":{"startPort":1,"endPort":65535}},{"allPorts":{}}]}`: "allowedPorts[0].range must not cover port 9000, the lifecycle hooks' port.",
+	} {
+		checkErr(t, e.do(t, "POST", path, body), 400, v, msg)
+	}
+	if n := e.m.Calls(); n != 0 {
+		t.Fatalf("Mint called %d times for refused requests", n)
+	}
+	// Other invalid input keeps its own error, even next to allPorts.
+	checkErr(t, e.do(t, "POST", path, `{"expirationInMinutes":5,"allowedPorts":[{"allPorts":{}},{"port":0}]}`), 400, v,
+		"allowedPorts[1].port must be between 1 and 65535.")
+
+	covers := func(ports []microvmsapi.AllowedPort, p int) bool {
+		for _, a := range ports {
+			if a.AllPorts != nil || a.Port != nil && *a.Port == p || a.Range != nil && a.Range.StartPort <= p && p <= a.Range.EndPort {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		body  string
+		allow []int
+	}{
+		{`{"expirationInMinutes":5,"allowedPorts":[{"allPorts":{}}]}`, []int{1, 8080, 8999, 9001, 65535}},
+		{`{"expirationInMinutes":5,"allowedPorts":[{"port":8080},{"allPorts":{}}]}`, []int{1, 8080, 8999, 9001, 65535}},
+		{`{"expirationInMinutes":5,"allowedPorts":[{"range":{"startPort":8000,"endPort":8999}},{"range":{"startPort":9001,"endPort":9100}}]}`, []int{8000, 8999, 9001, 9100}},
+	} {
+		if res := e.do(t, "POST", path, tc.body); res.status != 200 {
+			t.Fatalf("%s: %d %s", tc.body, res.status, res.body)
+		}
+		got := e.m.LastPorts()
+		if covers(got, microvmsapi.HooksPort) {
+			t.Fatalf("%s: minted with %+v, which covers 9000", tc.body, got)
+		}
+		for _, p := range tc.allow {
+			if !covers(got, p) {
+				t.Fatalf("%s: minted with %+v, which lacks %d", tc.body, got, p)
+			}
+		}
+	}
+}
+
 func TestBrowserGuards(t *testing.T) {
 	t.Parallel()
 	e := newAPI(t, nil)

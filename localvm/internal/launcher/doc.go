@@ -4,13 +4,19 @@
 // # Isolation is container-grade, not a VM
 //
 // A localvm sandbox is NOT a virtual machine. It is the guest daemon rayd
-// running as PID 1 of fresh Linux namespaces (pid, mount, uts, ipc, net) and
-// inside its own cgroup: the isolation of a container, with a shared kernel.
-// It is a faithful stand-in for the data path of Lambda MicroVMs on one
-// machine, for development and tests, not a security boundary against a
-// kernel exploit. Code in a sandbox runs as uid 1000 "user"; a sandbox whose
-// code runs as root (RAYITO_ALLOW_ROOT) is not isolated from the host in any
-// meaningful way.
+// running as PID 1 of fresh Linux namespaces (user, pid, mount, uts, ipc,
+// net) and inside its own cgroup: the isolation of a container, with a
+// shared kernel. It is a faithful stand-in for the data path of Lambda
+// MicroVMs on one machine, for development and tests, not a security
+// boundary against a kernel exploit. Code in a sandbox runs as uid 1000
+// "user"; a sandbox whose code runs as root (RAYITO_ALLOW_ROOT) is root of
+// its user namespace only, but shares the host's kernel.
+//
+// Each sandbox has a host identity of its own (uidrange_linux.go): its user
+// namespace maps uids and gids 0–65535 onto a block of 65536 host ids
+// allocated machine-wide, so rayd is host uid <base> and the user
+// <base>+1000, and per-uid limits, file ownership and signals never cross
+// sandboxes. rayd's oom_score_adj is -1000; its processes start at 1000.
 //
 // # Privileged mode (root)
 //
@@ -50,13 +56,26 @@
 // home does not outlive the sandbox. Spec.LogPath and the rest of Spec.Dir
 // are the platform's.
 //
-// # Unprivileged mode
+// # Rootless mode (not root, unprivileged user namespaces)
 //
-// Without root (or when namespaces cannot be created) the launcher runs rayd
-// as a plain child process of the current user on two free loopback ports,
-// with no namespaces, no cgroup and no network policy. Its processes run as
-// the current user with the user's access to the machine: such sandboxes are
-// not isolated at all, and the launcher says so once, at Warn level.
+// Without root, where the kernel lets an ordinary user create user
+// namespaces, each sandbox gets user, pid, mount, uts, ipc and net
+// namespaces and the same root filesystem (see rootless_linux.go). The user
+// namespace maps one id: the sandbox's uid and gid 1000 are the caller's
+// own, which rayd and the sandbox's code share. The network namespace has
+// only loopback; the platform reaches rayd through a Unix socket in the
+// sandbox's launcher directory ([Launcher.DialContext]). There is no
+// cgroup: [Launcher.Check] refuses Internet access and explicit limits.
+//
+// # Unisolated mode (opt-in only)
+//
+// Where neither works, [New] fails with an error wrapping [ErrUnisolated]
+// unless [Options.AllowUnisolated]. Then the launcher runs rayd as a plain
+// child process of the current user on two free loopback ports, with no
+// namespaces, no cgroup and no network policy: its processes have the
+// user's access to the machine. The launcher warns at New and at every
+// launch, rayd reports "isolation:none" in Health, and a spec without
+// Internet access (which would need a network namespace) is refused.
 //
 // # Wiring
 //
@@ -68,8 +87,9 @@
 // The platform persists each sandbox's [Record]. After a restart it calls
 // [Launcher.Sweep] with the records it still wants, [Launcher.Adopt] for each
 // of them, and [Launcher.Cleanup] for records whose sandbox has died. Only one
-// platform (one [Options.Scope]) should manage a machine's sandboxes: Sweep
-// removes every sandbox of its scope it is not told to keep.
+// platform manages a scope's sandboxes (localvm derives [Options.Scope] from
+// its state dir): Sweep removes every sandbox of its scope it is not told to
+// keep, and nothing of other scopes.
 //
 // The launcher never sees tokens, run payloads or commands: it logs ids,
 // addresses and errors only.

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +28,9 @@ import (
 //	                     starts) or 'E' followed by an error message. After
 //	                     'K', rayd writes 'R' on a copy of the socket once it
 //	                     serves (its -ready-fd), or closes it by exiting.
+//
+// In isolated mode the go byte carries (SCM_RIGHTS) a descriptor of the
+// sandbox's launcher directory, which RootDir and HomeDir are relative to.
 const (
 	initConfigFD = 3
 	initSyncFD   = 4
@@ -45,18 +50,33 @@ const (
 const (
 	modeIsolated = "isolated" // namespaces, rootfs, pivot_root
 	modePlain    = "plain"    // no isolation (unprivileged mode)
+	modeRootless = "rootless" // an unprivileged user namespace (see rootless_linux.go)
 )
+
+// raydStageArg is argv[1] of a rootless init re-executed, without
+// capabilities, to become rayd: argv[2] is a descriptor of its raydStage
+// JSON, argv[3] the dial socket's.
+const raydStageArg = "--rayd-stage"
+
+// raydStage is what a rootless init passes to its second stage.
+type raydStage struct {
+	RaydArgs []string `json:"rayd_args"`
+	Env      []string `json:"env,omitempty"`
+}
 
 // initConfig is what the launcher tells the init, over fd 3.
 type initConfig struct {
 	Mode     string `json:"mode"`
 	ID       string `json:"id"`
 	Hostname string `json:"hostname,omitempty"`
-	// RootDir is the host path of the (empty) directory the new root is
-	// mounted on, in the init's private mount namespace.
+	// RootDir is the (empty) directory the new root is mounted on, in the
+	// init's private mount namespace, relative to the launcher directory.
 	RootDir string `json:"root_dir,omitempty"`
-	// HomeDir is the host path of the directory that becomes /home/user.
+	// HomeDir is the directory that becomes /home/user, relative to the
+	// launcher directory.
 	HomeDir string `json:"home_dir,omitempty"`
+	// Tmpfs are the size bounds of the sandbox's writable tmpfs mounts.
+	Tmpfs tmpfsLimits `json:"tmpfs"`
 	// RaydArgs are rayd's command-line flags.
 	RaydArgs []string `json:"rayd_args"`
 	// Env is added to rayd's environment (Spec.Env). It travels here, not
@@ -79,6 +99,9 @@ func runInit(args []string) int {
 	if len(args) > 0 && args[0] == probeArg {
 		fmt.Fprintln(os.Stdout, probeReply)
 		return 0
+	}
+	if len(args) == 3 && args[0] == raydStageArg {
+		return runRaydStage(args[1], args[2])
 	}
 	cfgFile := os.NewFile(initConfigFD, "config")
 	syncFile := os.NewFile(initSyncFD, "sync")
@@ -103,8 +126,8 @@ func runInit(args []string) int {
 
 	// Wait until the launcher has put us in our cgroups and wired our
 	// network. EOF means it gave up (or died): leave quietly.
-	var go1 [1]byte
-	if n, _ := syncFile.Read(go1[:]); n != 1 || go1[0] != syncGo {
+	dirFD, ok := recvGo()
+	if !ok {
 		return 1
 	}
 
@@ -117,10 +140,30 @@ func runInit(args []string) int {
 	}
 	switch cfg.Mode {
 	case modeIsolated:
-		if err := setupSandbox(&cfg); err != nil {
+		if dirFD < 0 {
+			return fail(fmt.Errorf("no launcher directory received"))
+		}
+		if err := setupSandbox(&cfg, dirFD); err != nil {
 			return fail(err)
 		}
+	case modeRootless:
+		if dirFD < 0 {
+			return fail(fmt.Errorf("no launcher directory received"))
+		}
+		lnFD, err := bindDialSocket(dirFD)
+		if err != nil {
+			_ = unix.Close(dirFD)
+			return fail(err)
+		}
+		if err := setupSandbox(&cfg, dirFD); err != nil {
+			return fail(err)
+		}
+		// Never returns unless the exec fails.
+		return fail(execRaydStage(&cfg, lnFD))
 	case modePlain:
+		if dirFD >= 0 {
+			_ = unix.Close(dirFD)
+		}
 	default:
 		return fail(fmt.Errorf("unknown mode %q", cfg.Mode))
 	}
@@ -143,4 +186,163 @@ func runInit(args []string) int {
 	}
 	syncFile.Close()
 	return rayd.Main(append(cfg.RaydArgs, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
+}
+
+// recvGo waits for the launcher's go byte on the sync socket and returns
+// the descriptor that came with it (-1 if none). ok is false on EOF (the
+// launcher gave up or died) or anything else.
+func recvGo() (dirFD int, ok bool) {
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(initSyncFD, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n != 1 || b[0] != syncGo {
+			return -1, false
+		}
+		dirFD = -1
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				fds, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					continue
+				}
+				for _, fd := range fds {
+					if dirFD < 0 {
+						dirFD = fd
+					} else {
+						_ = unix.Close(fd)
+					}
+				}
+			}
+		}
+		return dirFD, true
+	}
+}
+
+// bindDialSocket creates the rootless sandbox's dial socket in its launcher
+// directory (dirFD, as the init's mount namespace sees it, before the
+// pivot), listening, without close-on-exec: rayd's stage inherits it.
+func bindDialSocket(dirFD int) (int, error) {
+	if err := unix.Fchdir(dirFD); err != nil {
+		return -1, fmt.Errorf("entering the launcher's directory: %w", err)
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return -1, fmt.Errorf("dial socket: %w", err)
+	}
+	_ = unix.Unlink(dialSockName)
+	old := unix.Umask(0o177) // the socket is the platform's only (0600)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: dialSockName})
+	unix.Umask(old)
+	if err == nil {
+		err = unix.Listen(fd, 64)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("dial socket: %w", err)
+	}
+	return fd, nil
+}
+
+// execRaydStage re-executes the init, in its sandbox, with no capability
+// left: the second stage (runRaydStage) is rayd. It returns only on error.
+func execRaydStage(cfg *initConfig, lnFD int) error {
+	b, err := json.Marshal(raydStage{RaydArgs: cfg.RaydArgs, Env: cfg.Env})
+	if err != nil {
+		return err
+	}
+	if len(b) > 60<<10 { // what a pipe holds without a reader
+		return fmt.Errorf("rayd's configuration is too large")
+	}
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		return err
+	}
+	if _, err := unix.Write(p[1], b); err != nil {
+		return err
+	}
+	unix.Close(p[1])
+	for _, fd := range []int{p[0], lnFD, initSyncFD} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return err
+		}
+	}
+	// Ambient capabilities are per thread and survive an exec: clear them
+	// on the thread that execs. As uid 1000 of its namespace, the new
+	// image then starts with no capability at all.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	argv := []string{InitArgv0, raydStageArg, strconv.Itoa(p[0]), strconv.Itoa(lnFD)}
+	err = syscall.Exec("/proc/self/exe", argv, os.Environ())
+	runtime.UnlockOSThread()
+	return fmt.Errorf("re-executing as rayd: %w", err)
+}
+
+// runRaydStage is the second stage of a rootless init: rayd, without
+// capabilities, serving the dial socket besides.
+func runRaydStage(cfgArg, lnArg string) int {
+	cfgFD, err1 := strconv.Atoi(cfgArg)
+	lnFD, err2 := strconv.Atoi(lnArg)
+	if err1 != nil || err2 != nil || cfgFD < 3 || lnFD < 3 {
+		fmt.Fprintln(os.Stderr, InitArgv0+": bad rayd stage arguments")
+		return 2
+	}
+	for _, fd := range []int{cfgFD, lnFD, initSyncFD} {
+		syscall.CloseOnExec(fd)
+	}
+	markCloexec()
+	syncFile := os.NewFile(initSyncFD, "sync")
+	fail := func(err error) int {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		fmt.Fprintln(os.Stderr, InitArgv0+": "+msg)
+		_, _ = syncFile.Write(append([]byte{syncError}, msg...))
+		syncFile.Close()
+		return 1
+	}
+	cfgFile := os.NewFile(uintptr(cfgFD), "rayd-stage")
+	b, err := io.ReadAll(io.LimitReader(cfgFile, maxConfigLen))
+	cfgFile.Close()
+	var st raydStage
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("reading rayd's configuration: %w", err))
+	}
+	var caps [2]unix.CapUserData
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capget(&hdr, &caps[0]); err != nil || caps[0].Effective|caps[1].Effective|caps[0].Permitted|caps[1].Permitted != 0 {
+		return fail(fmt.Errorf("rayd's stage still holds capabilities (%#x %#x)", caps[1].Permitted, caps[0].Permitted))
+	}
+	lnFile := os.NewFile(uintptr(lnFD), "dial")
+	ln, err := net.FileListener(lnFile)
+	lnFile.Close()
+	if err != nil {
+		return fail(fmt.Errorf("dial socket: %w", err))
+	}
+	go serveDial(ln.(*net.UnixListener))
+	for _, kv := range st.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	_ = os.WriteFile("/proc/self/comm", []byte("rayd"), 0)
+	syscall.Umask(0o022)
+	readyFD, err := unix.FcntlInt(uintptr(initSyncFD), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fail(fmt.Errorf("duplicating the sync socket: %w", err))
+	}
+	if _, err := syncFile.Write([]byte{syncOK}); err != nil {
+		return 1
+	}
+	syncFile.Close()
+	return rayd.Main(append(st.RaydArgs, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
 }

@@ -56,6 +56,10 @@ func (i *instance) GuestAddr(port int) (string, error) {
 	if i.rec.Privileged {
 		return net.JoinHostPort(i.rec.GuestIP, strconv.Itoa(port)), nil
 	}
+	if i.rec.Rootless {
+		// Launcher.DialContext reaches it through the dial socket.
+		return net.JoinHostPort(i.rec.ID+rootlessHostSuffix, strconv.Itoa(port)), nil
+	}
 	switch port {
 	case guestAPIPort:
 		return i.rec.APIAddr, nil
@@ -190,7 +194,11 @@ func (i *instance) destroy(ctx context.Context) error {
 		deadline = d
 	}
 	var errs []error
-	if i.rec.Privileged {
+	if i.rec.Rootless {
+		if i.alive() {
+			i.signal(syscall.SIGKILL) // the kernel then kills the whole pid namespace
+		}
+	} else if i.rec.Privileged {
 		if i.alive() {
 			i.signal(syscall.SIGKILL) // the kernel then kills the whole pid namespace
 		}
@@ -217,8 +225,16 @@ func (i *instance) destroy(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+
 	if err := removeLauncherFiles(i.rec.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	// The uid range goes last, once nothing runs and no file of the
+	// sandbox is left with its ids, so that another sandbox may get it.
+	if i.rec.UIDBase != 0 && len(errs) == 0 {
+		if err := i.l.freeUIDs(i.rec.UIDBase, i.rec.ID); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if i.slot.IsValid() {
 		i.l.releaseSlot(i.slot, i.rec.ID)

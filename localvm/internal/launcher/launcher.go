@@ -19,6 +19,34 @@ var ErrGone = errors.New("launcher: sandbox is gone")
 // such as adopting or cleaning up a sandbox launched with namespaces.
 var ErrNotPrivileged = errors.New("launcher: needs root and namespaces")
 
+// ErrUnisolated reports that this launcher cannot isolate sandboxes (no
+// root and no usable unprivileged user namespaces) and was not allowed to
+// start unisolated ones (Options.AllowUnisolated). The error New returns
+// wraps it and names the missing privilege and the ways out.
+var ErrUnisolated = errors.New("launcher: sandboxes cannot be isolated")
+
+// ErrNeedsPrivilege reports a Spec option that this launcher's isolation
+// cannot enforce (a network policy, limits); the error names the missing
+// privilege or package.
+var ErrNeedsPrivilege = errors.New("launcher: not enforceable without privileges")
+
+// Isolation is how a launcher isolates its sandboxes.
+type Isolation string
+
+const (
+	// IsolationFull: root; user, pid, mount, uts, ipc and net namespaces,
+	// a uid range of its own per sandbox, cgroup limits, a veth and
+	// nftables policy.
+	IsolationFull Isolation = "full"
+	// IsolationRootless: no root; an unprivileged user namespace (every
+	// sandbox's ids are the caller's uid and gid) with pid, mount, uts, ipc
+	// and net namespaces; only loopback; no cgroup limits.
+	IsolationRootless Isolation = "rootless"
+	// IsolationNone: rayd is a plain child process of the caller, with the
+	// caller's access to the machine. Only with Options.AllowUnisolated.
+	IsolationNone Isolation = "none"
+)
+
 // DefaultSubnet is the default pool of sandbox addresses: one /30 per
 // sandbox.
 var DefaultSubnet = netip.MustParsePrefix("10.213.0.0/16")
@@ -48,16 +76,26 @@ type Options struct {
 	Logger *slog.Logger
 	// Scope separates launchers that must not see each other's sandboxes
 	// on one machine, such as test suites running beside a real platform.
-	// "" (the default) is the platform's own scope: cgroups under
-	// rayito-localvm, veths rl-*, nftables table rayito_localvm. A scope of
-	// 1 to 3 characters [a-z0-9] uses rayito-localvm-<scope>, rs<scope>-*
-	// and rayito_localvm_<scope> instead; give it its own Subnet too.
+	// localvm derives it from the platform's state dir (4 characters,
+	// claimed machine-wide); tests of this package use explicit scopes of
+	// at most 3 characters. "" is the legacy scope of platforms that
+	// predate per-state-dir scopes: cgroups under rayito-localvm, veths
+	// rl-*, nftables table rayito_localvm. A scope of 1 to 4 characters
+	// [a-z0-9] uses rayito-localvm-<scope>, rs<scope>-* and
+	// rayito_localvm_<scope> instead.
 	Scope string
+	// AllowUnisolated lets the launcher start unisolated sandboxes (plain
+	// processes of the caller) when it can isolate none: without it, New
+	// fails with an error wrapping ErrUnisolated.
+	AllowUnisolated bool
 
 	// Test hooks (unexported on purpose).
 
 	// forceUnprivileged runs sandboxes in unprivileged mode even as root.
 	forceUnprivileged bool
+	// noRootless makes a launcher that is not root behave as if
+	// unprivileged user namespaces were unusable.
+	noRootless bool
 	// unprivCred, when set in unprivileged mode, runs rayd as this uid/gid
 	// (tests use it to be a non-root rayd while running as root).
 	unprivCred *credential
@@ -77,8 +115,8 @@ func namesFor(scope string) (names, error) {
 	if scope == "" {
 		return names{"rayito-localvm", "rl-", "rayito_localvm", "rayito-localvm:"}, nil
 	}
-	if len(scope) > 3 {
-		return names{}, fmt.Errorf("launcher: scope %q is longer than 3 characters", scope)
+	if len(scope) > 4 { // rs<scope>-<8 hex digits> is at most 15 bytes
+		return names{}, fmt.Errorf("launcher: scope %q is longer than 4 characters", scope)
 	}
 	for _, c := range scope {
 		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {

@@ -43,16 +43,21 @@ type Launcher struct {
 	n      names
 	subnet netip.Prefix
 	priv   bool
-	cg     *cgroups // privileged mode; nil when cgErr is set
-	cgErr  error
-	fw     *firewall
+	userns bool // privileged sandboxes get a user namespace and a uid range
+	// rootless: not root, but unprivileged user namespaces work: sandboxes
+	// get namespaces (see launchRootless).
+	rootless bool
+	cg       *cgroups // privileged mode; nil when cgErr is set
+	cgErr    error
+	fw       *firewall
 
-	warnOnce sync.Once
+	oomOnce sync.Once
 
-	mu    sync.Mutex
-	slots map[netip.Prefix]string // /30 → id of live sandboxes known here
-	next  int                     // where the next /30 search starts
-	insts map[string]*instance    // live instances (launched or adopted)
+	mu      sync.Mutex
+	slots   map[netip.Prefix]string // /30 → id of live sandboxes known here
+	next    int                     // where the next /30 search starts
+	nextUID int                     // where the next uid block search starts
+	insts   map[string]*instance    // live instances (launched or adopted)
 }
 
 // New returns a Launcher. It starts this binary once as a probe: the probe
@@ -82,17 +87,38 @@ func New(opts Options) (*Launcher, error) {
 		slots: map[netip.Prefix]string{},
 		insts: map[string]*instance{},
 	}
+	var why string // why sandboxes cannot be isolated
 	if os.Geteuid() == 0 && !opts.forceUnprivileged {
-		if err := probe("/proc/self/exe", true); err == nil {
+		if err := probe("/proc/self/exe", true, true); err == nil {
+			l.priv, l.userns = true, true
+		} else if err2 := probe("/proc/self/exe", true, false); err2 == nil {
 			l.priv = true
+			log.Warn("launcher: user namespaces are not usable: every sandbox's user is host uid 1000 and its rayd host root (per-uid limits, file ownership and signals are shared between sandboxes)", "err", err.Error())
 		} else {
-			log.Warn("launcher: namespaces are not usable, falling back to unprivileged mode", "err", err.Error())
+			why = "running as root, but namespaces cannot be created (" + err2.Error() + "; a container without CAP_SYS_ADMIN?)"
 		}
+	} else if os.Geteuid() == 0 {
+		why = "forced unprivileged mode (test)"
+	} else if opts.noRootless || os.Getenv(NoUserNamespacesEnv) == "1" {
+		why = "not root, and unprivileged user namespaces are turned off (" + NoUserNamespacesEnv + "=1)"
+	} else if err := probeRootless("/proc/self/exe"); err == nil {
+		l.rootless = true
+	} else {
+		why = "not root, and unprivileged user namespaces are not usable here (" + err.Error() +
+			"; check sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone and AppArmor's kernel.apparmor_restrict_unprivileged_userns)"
 	}
 	if !l.priv {
-		if err := probe("/proc/self/exe", false); err != nil {
+		if err := probe("/proc/self/exe", false, false); err != nil {
 			return nil, err
 		}
+		if l.rootless {
+			log.Debug("launcher: rootless mode: unprivileged user namespaces, loopback-only networks, no cgroup limits")
+			return l, nil
+		}
+		if !opts.AllowUnisolated {
+			return nil, fmt.Errorf("%w: %s. Run as root for full isolation, allow unprivileged user namespaces for rootless isolation, or opt in to sandboxes that are NOT isolated (plain processes with your access to the machine)", ErrUnisolated, why)
+		}
+		log.Warn("launcher: unisolated mode (opted in): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine", "why", why)
 		return l, nil
 	}
 	l.cg, l.cgErr = detectCgroups(n.cgroupParent)
@@ -105,19 +131,26 @@ func New(opts Options) (*Launcher, error) {
 }
 
 // probe starts exe (this binary) as InitArgv0 with the probe argument (in
-// new namespaces when isolated) and checks its answer.
-func probe(exe string, isolated bool) error {
+// new namespaces when isolated, and a user namespace mapping its root to an
+// unprivileged host uid when userns) and checks its answer.
+func probe(exe string, isolated, userns bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, probeArg)
-	cmd.Args[0] = InitArgv0
-	cmd.Env = baseEnv(true)
-	cmd.Dir = "/"
+	cmd := execProbe(ctx, exe)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if isolated {
 		cmd.SysProcAttr.Cloneflags = cloneFlags
+	}
+	if userns {
+		// Root in the namespace is the host's nobody: what a sandbox's
+		// rayd is (an id no file of the host belongs to).
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65534, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65534, Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
 	if err := cmd.Run(); err != nil {
 		if isolated {
@@ -131,9 +164,59 @@ func probe(exe string, isolated bool) error {
 	return nil
 }
 
+// NoUserNamespacesEnv, set to 1 in a launcher's environment, makes a
+// launcher that is not root behave as if unprivileged user namespaces were
+// unusable: it then refuses to start unless Options.AllowUnisolated. For
+// trying that path (tests); it never weakens a launcher that could not
+// isolate anyway.
+const NoUserNamespacesEnv = "RAYITO_LOCALVM_NO_USERNS"
+
+// execProbe is the command of a probe: this binary as InitArgv0.
+func execProbe(ctx context.Context, exe string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, exe, probeArg)
+	cmd.Args[0] = InitArgv0
+	cmd.Env = baseEnv(true)
+	cmd.Dir = "/"
+	return cmd
+}
+
 // Privileged reports whether sandboxes get namespaces, cgroups and network
 // isolation (root, and namespaces usable).
 func (l *Launcher) Privileged() bool { return l.priv }
+
+// Isolation reports how sandboxes are isolated.
+func (l *Launcher) Isolation() Isolation {
+	switch {
+	case l.priv:
+		return IsolationFull
+	case l.rootless:
+		return IsolationRootless
+	}
+	return IsolationNone
+}
+
+// Check reports whether this launcher can enforce what spec asks for: an
+// error wrapping ErrNeedsPrivilege names what is missing. Launch calls it;
+// the platform calls it too, to refuse a request before it creates
+// anything.
+func (l *Launcher) Check(spec Spec) error {
+	if l.priv {
+		return nil
+	}
+	if spec.MemoryBytes != 0 || spec.PidsMax != 0 {
+		return fmt.Errorf("%w: memory and pids limits need cgroups: run the platform as root (no delegated cgroup v2 subtree is used without root)", ErrNeedsPrivilege)
+	}
+	if l.rootless {
+		if spec.Internet {
+			return fmt.Errorf("%w: Internet access without root needs a user-space network stack, not driven yet: run the platform as root, or go without Internet (rayito run --no-internet)", ErrNeedsPrivilege)
+		}
+		return nil
+	}
+	if !spec.Internet {
+		return fmt.Errorf("%w: no Internet access needs a network namespace, and these sandboxes are NOT isolated (they share the host's network): run as root or allow user namespaces", ErrNeedsPrivilege)
+	}
+	return nil
+}
 
 // runtimeKnobs are environment variables of the Go runtime passed through to
 // a sandbox's init (nothing else of the launcher's environment is).
@@ -181,6 +264,9 @@ func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
 	if spec.MemoryBytes < 0 || spec.PidsMax < 0 {
 		return nil, errors.New("launcher: negative limits")
 	}
+	if err := l.Check(spec); err != nil {
+		return nil, err
+	}
 	if spec.MemoryBytes == 0 {
 		spec.MemoryBytes = DefaultMemoryBytes
 	}
@@ -204,9 +290,12 @@ func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
 	defer cancel()
 	var inst *instance
 	var err error
-	if l.priv {
+	switch {
+	case l.priv:
 		inst, err = l.launchIsolated(ctx, spec)
-	} else {
+	case l.rootless:
+		inst, err = l.launchRootless(ctx, spec)
+	default:
 		inst, err = l.launchPlain(ctx, spec)
 	}
 	l.mu.Lock()
@@ -220,7 +309,11 @@ func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
 		l.log.Warn("launcher: launch failed", "id", spec.ID, "err", err.Error())
 		return nil, err
 	}
-	l.log.Info("launcher: sandbox started", "id", spec.ID, "pid", inst.rec.Pid, "api", inst.rec.APIAddr, "privileged", inst.rec.Privileged)
+	if l.Isolation() == IsolationNone {
+		l.log.Warn("launcher: sandbox started NOT isolated (opted in): its code runs with this user's access to the machine", "id", spec.ID, "pid", inst.rec.Pid, "api", inst.rec.APIAddr)
+	} else {
+		l.log.Info("launcher: sandbox started", "id", spec.ID, "pid", inst.rec.Pid, "api", inst.rec.APIAddr, "isolation", string(l.Isolation()))
+	}
 	return inst, nil
 }
 
@@ -353,9 +446,15 @@ func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath 
 // then rayd writes syncReady on its copy of the socket once it listens and
 // its services are built. The socket closing before that means the init or
 // rayd exited.
-func release(ctx context.Context, s *started) error {
+//
+// With dir (isolated mode), a descriptor of dir as the init's mount
+// namespace sees it travels with the go byte (SCM_RIGHTS): the init, root
+// only in its user namespace, could not walk the state dir's path, and a
+// descriptor opened before the clone would name the host's mounts, on
+// which the init cannot mount.
+func release(ctx context.Context, s *started, dir string) error {
 	defer s.sync.Close()
-	if _, err := s.sync.Write([]byte{syncGo}); err != nil {
+	if err := sendGo(s, dir); err != nil {
 		return fmt.Errorf("launcher: releasing the sandbox init: %w", err)
 	}
 	deadline, _ := ctx.Deadline()
@@ -373,6 +472,32 @@ func release(ctx context.Context, s *started) error {
 		return errors.New("launcher: rayd exited before it was ready")
 	}
 	return errors.New("launcher: the sandbox init exited during setup")
+}
+
+// sendGo writes syncGo on the sync socket, with a descriptor of dir opened
+// through the init's root (/proc/<pid>/root) when dir is not "".
+func sendGo(s *started, dir string) error {
+	if dir == "" {
+		_, err := s.sync.Write([]byte{syncGo})
+		return err
+	}
+	dfd, err := unix.Open("/proc/"+strconv.Itoa(s.pid)+"/root"+dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's directory in its mount namespace: %w", err)
+	}
+	defer unix.Close(dfd)
+	rc, err := s.sync.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendmsg(int(fd), []byte{syncGo}, unix.UnixRights(dfd), nil, 0)
+		return serr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // readSync reads the sync socket until it holds syncOK and one more byte,
@@ -426,6 +551,16 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if err != nil {
 		return inst, err
 	}
+	// The sandbox's host identity: root in its user namespace is host uid
+	// base, its user 1000 is base+1000 (0 and 1000 without a user
+	// namespace).
+	var base uint32
+	if l.userns {
+		if base, err = l.allocUIDs(spec.ID); err != nil {
+			return inst, err
+		}
+		inst.rec.UIDBase = base
+	}
 	rootDir, homeDir := filepath.Join(ld, "root"), filepath.Join(ld, "home")
 	if err := os.Mkdir(rootDir, 0o700); err != nil {
 		return inst, err
@@ -433,8 +568,16 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if err := os.Mkdir(homeDir, 0o750); err != nil {
 		return inst, err
 	}
-	if err := os.Lchown(homeDir, 1000, 1000); err != nil {
-		return inst, err
+	// The init reaches them through a descriptor of ld (see release): ld
+	// and the root mount point belong to the sandbox's root, the home to
+	// its user.
+	for _, o := range []struct {
+		path string
+		id   int
+	}{{ld, int(base)}, {rootDir, int(base)}, {homeDir, int(base) + 1000}} {
+		if err := os.Lchown(o.path, o.id, o.id); err != nil {
+			return inst, err
+		}
 	}
 	if err := os.Chmod(homeDir, 0o750); err != nil {
 		return inst, err
@@ -445,13 +588,22 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	}
 	inst.rec.Cgroups = dirs
 	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	if l.userns {
+		sys.Cloneflags |= syscall.CLONE_NEWUSER
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
+		sys.GidMappingsEnableSetgroups = true // rayd sets its users' groups
+		// Become the namespace's root before exec (the clone keeps host
+		// uid 0, unmapped there, and exec would drop every capability).
+		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
 	if cgfd >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, cgfd
 	}
 	cfg := &initConfig{
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
-		RootDir: rootDir, HomeDir: homeDir, Env: spec.Env,
-		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd"},
+		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
+		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull)},
 	}
 	if failInit != nil {
 		failInit(cfg)
@@ -467,6 +619,16 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	defer s.sync.Close()
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
+	}
+	if err := protectFromOOM(s.pid); errors.Is(err, fs.ErrPermission) {
+		// Root without CAP_SYS_RESOURCE (some container runtimes drop
+		// it): rayd keeps the platform's score, its processes still start
+		// at 1000 and so are the OOM killer's first victims.
+		l.oomOnce.Do(func() {
+			l.log.Warn("launcher: cannot set rayd's oom_score_adj to -1000 (no CAP_SYS_RESOURCE): sandbox processes (oom_score_adj 1000) remain the OOM killer's first victims, but rayd is not exempt", "err", err.Error())
+		})
+	} else if err != nil {
+		return inst, err
 	}
 	// Joining cgroup v1 hierarchies costs a few milliseconds each (the
 	// kernel waits for an RCU grace period): do it while the network is
@@ -494,7 +656,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if netErr != nil {
 		return inst, netErr
 	}
-	if err := release(ctx, s); err != nil {
+	if err := release(ctx, s, ld); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
 	}
 	return inst, nil
@@ -512,9 +674,6 @@ func freePort() (int, error) {
 
 // launchPlain launches rayd without isolation (unprivileged mode).
 func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err error) {
-	l.warnOnce.Do(func() {
-		l.log.Warn("launcher: unprivileged mode (needs root and namespaces for isolation): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine")
-	})
 	inst := &instance{l: l, done: make(chan struct{}), pidfd: -1, rec: Record{ID: spec.ID, Dir: spec.Dir}}
 	defer func() {
 		if err != nil {
@@ -555,7 +714,7 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 	inst.rec.HooksAddr = "127.0.0.1:" + strconv.Itoa(hooks)
 	cfg := &initConfig{
 		Mode: modePlain, ID: spec.ID, Env: spec.Env,
-		RaydArgs: []string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state},
+		RaydArgs: []string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)},
 	}
 	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
 	if err != nil {
@@ -566,7 +725,7 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
-	if err := release(ctx, s); err != nil {
+	if err := release(ctx, s, ""); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
 	}
 	return inst, nil
@@ -579,6 +738,9 @@ func (l *Launcher) checkRecord(rec Record) error {
 	}
 	if err := checkDir(l.opts.StateDir, rec.Dir); err != nil {
 		return err
+	}
+	if rec.Rootless && !l.rootless {
+		return fmt.Errorf("launcher: sandbox %s was launched in a rootless user namespace, and this launcher is not rootless", rec.ID)
 	}
 	if rec.Privileged {
 		if !l.priv {
@@ -597,6 +759,9 @@ func (l *Launcher) checkRecord(rec Record) error {
 		}
 		if _, err := netip.ParseAddr(rec.GuestIP); err != nil {
 			return fmt.Errorf("launcher: record of %s: bad guest address", rec.ID)
+		}
+		if rec.UIDBase != 0 && uidBlockOf(rec.UIDBase) < 0 {
+			return fmt.Errorf("launcher: record of %s names a uid range outside the launcher's", rec.ID)
 		}
 	}
 	return nil
@@ -641,9 +806,13 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 	inst.pidfd = fd
 	if rec.Privileged {
 		// Put back what a restart may have lost: the table (someone may
-		// have flushed the ruleset) and, with Internet, forwarding.
+		// have flushed the ruleset) and, with Internet, forwarding; check
+		// that its uid range is still its own.
 		var err error
-		if rec.Internet {
+		if rec.UIDBase != 0 {
+			err = l.holdsUIDs(rec.UIDBase, rec.ID)
+		}
+		if err == nil && rec.Internet {
 			err = enableForwarding()
 		}
 		if err == nil {
@@ -725,6 +894,7 @@ func (l *Launcher) Sweep(keep []Record) error {
 		keepVeths[l.n.vethName(id)] = true
 	}
 	var errs []error
+	survivors := map[string]bool{} // ids whose processes may still run
 	if l.cg != nil {
 		for id, dirs := range l.cg.list() {
 			if keepIDs[id] {
@@ -733,6 +903,7 @@ func (l *Launcher) Sweep(keep []Record) error {
 			deadline := time.Now().Add(terminateTimeout)
 			if err := killCgroups(dirs, deadline); err != nil {
 				errs = append(errs, err)
+				survivors[id] = true
 			}
 			if err := removeCgroups(dirs, deadline); err != nil {
 				errs = append(errs, err)
@@ -754,6 +925,15 @@ func (l *Launcher) Sweep(keep []Record) error {
 	}
 	if err := l.fw.remove(func(id string) bool { return !keepIDs[id] }); err != nil {
 		errs = append(errs, err)
+	}
+	// Uid ranges last, once nothing of their sandboxes runs any more.
+	for id, base := range l.uidAllocations() {
+		if !keepIDs[id] && !survivors[id] {
+			if err := l.freeUIDs(base, id); err != nil {
+				errs = append(errs, err)
+			}
+			l.log.Info("launcher: swept leftover uid range", "id", id, "uid_base", base)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -799,6 +979,29 @@ func (l *Launcher) Release() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Idle reports whether nothing of this launcher's scope is left: no
+// sandbox in this Launcher and no cgroup or veth of the scope on the
+// machine. Always true in unprivileged mode (nothing machine-wide).
+func (l *Launcher) Idle() bool {
+	if !l.priv {
+		return true
+	}
+	l.mu.Lock()
+	alive := len(l.insts)
+	l.mu.Unlock()
+	if alive > 0 {
+		return false
+	}
+	if l.cg != nil && len(l.cg.list()) > 0 {
+		return false
+	}
+	if len(l.uidAllocations()) > 0 {
+		return false
+	}
+	veths, err := listVeths(l.n.isVeth)
+	return err == nil && len(veths) == 0
 }
 
 // forget drops a terminated instance.

@@ -5,6 +5,7 @@ package launcher
 import (
 	"context"
 	"errors"
+	"net"
 )
 
 // ErrUnsupported is returned by New on systems other than Linux.
@@ -35,3 +36,18 @@ func (l *Launcher) Sweep(keep []Record) error { return ErrUnsupported }
 
 // Release does nothing.
 func (l *Launcher) Release() error { return nil }
+
+// Idle reports true.
+func (l *Launcher) Idle() bool { return true }
+
+// Isolation reports IsolationNone.
+func (l *Launcher) Isolation() Isolation { return IsolationNone }
+
+// Check returns ErrUnsupported.
+func (l *Launcher) Check(spec Spec) error { return ErrUnsupported }
+
+// DialContext dials with a net.Dialer.
+func (l *Launcher) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}

@@ -28,6 +28,7 @@ type counts struct {
 	Veths    int // links of the test scope
 	Cgroups  int // sandbox directories under the test scope's cgroup parents
 	NftRules int // rules in the test scope's table
+	UIDs     int // uid range allocations of the test scope
 	FDs      int // descriptors of the test process
 }
 
@@ -98,6 +99,7 @@ func snapshot(t *testing.T, l *Launcher, ids map[string]bool) counts {
 			c.NftRules += len(rules)
 		}
 	}
+	c.UIDs = len(l.uidAllocations())
 	fds, _ := os.ReadDir("/proc/self/fd")
 	c.FDs = len(fds)
 	return c
@@ -154,7 +156,8 @@ func TestNoLeaks(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	during := snapshot(t, l, idSet())
 	if during.Procs < before.Procs+4 || during.Inits != before.Inits+1 || during.NetNS != before.NetNS+1 ||
-		during.Veths != before.Veths+1 || during.Cgroups <= before.Cgroups || during.NftRules != before.NftRules+2 {
+		during.Veths != before.Veths+1 || during.Cgroups <= before.Cgroups || during.NftRules != before.NftRules+2 ||
+		l.userns && during.UIDs != before.UIDs+1 {
 		t.Fatalf("counters miss a live sandbox: before %+v, during %+v", before, during)
 	}
 	body.Close()
@@ -186,7 +189,7 @@ func TestNoLeaks(t *testing.T) {
 	if after != before {
 		t.Fatalf("leak: before %+v, after %+v", before, after)
 	}
-	if before.Veths != 0 || before.Cgroups != 0 || before.Inits != 0 {
+	if before.Veths != 0 || before.Cgroups != 0 || before.Inits != 0 || before.UIDs != 0 {
 		t.Fatalf("leftovers before the cycles: %+v", before)
 	}
 	l.mu.Lock()
@@ -227,6 +230,9 @@ func leftovers(l *Launcher, rec Record) []string {
 	}
 	if exists(launcherDir(rec.Dir)) {
 		out = append(out, "dir "+launcherDir(rec.Dir))
+	}
+	if base, ok := l.uidAllocations()[rec.ID]; ok {
+		out = append(out, "uid range "+strconv.FormatUint(uint64(base), 10))
 	}
 	return out
 }
@@ -304,7 +310,11 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("Sweep left %q", left)
 	}
 	got := strings.Join(leftovers(l2, liveRec), "\n")
-	for _, want := range []string{"cgroup ", "veth ", "nft rule in egress", "nft rule in postrouting", "dir "} {
+	wants := []string{"cgroup ", "veth ", "nft rule in egress", "nft rule in postrouting", "dir "}
+	if l2.userns {
+		wants = append(wants, "uid range ")
+	}
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Fatalf("Sweep touched the kept sandbox: it has only %q", got)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 
@@ -169,4 +170,21 @@ func markCloexec() {
 		}
 		unix.CloseOnExec(fd)
 	}
+}
+
+// protectFromOOM makes the OOM killer skip pid (a sandbox's rayd): its
+// oom_score_adj becomes -1000. The privileged write also sets the floor
+// (oom_score_adj_min) rayd may come back down to: rayd raises its own score
+// to 1000 for each fork, so that its children start at 1000, and then goes
+// back to -1000 (rayd/internal/proc). Lowering a score needs
+// CAP_SYS_RESOURCE: without it the error wraps fs.ErrPermission.
+func protectFromOOM(pid int) error {
+	p := "/proc/" + strconv.Itoa(pid) + "/oom_score_adj"
+	if err := os.WriteFile(p, []byte("-1000"), 0); err != nil {
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			err = fmt.Errorf("%w (needs CAP_SYS_RESOURCE)", fs.ErrPermission)
+		}
+		return fmt.Errorf("launcher: protecting rayd from the OOM killer: %w", err)
+	}
+	return nil
 }

@@ -10,15 +10,55 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
+// tmpfsLimits are the size bounds of a sandbox's writable tmpfs mounts, in
+// bytes. /etc (16 MiB) and the root (64 MiB, only mount points and
+// symlinks) are fixed, /dev is 64 KiB.
+type tmpfsLimits struct {
+	Tmp   int64 `json:"tmp"`
+	Run   int64 `json:"run"`
+	Shm   int64 `json:"shm"`
+	VarTm int64 `json:"var_tmp"`
+}
+
+// tmpfsSizes bounds the writable tmpfs mounts of a sandbox with memBytes of
+// memory (tmpfs pages are charged to its memory cgroup, so that a full
+// tmpfs is ENOSPC well before the memory limit): /tmp a quarter of the
+// memory, /var/tmp an eighth, /run and /dev/shm a sixteenth each, at most
+// 64 MiB (2 GiB: 512, 256, 64, 64 MiB).
+func tmpfsSizes(memBytes int64) tmpfsLimits {
+	if memBytes <= 0 {
+		memBytes = DefaultMemoryBytes
+	}
+	const mib = 1 << 20
+	small := min(memBytes/16, 64*mib)
+	return tmpfsLimits{Tmp: max(memBytes/4, mib), VarTm: max(memBytes/8, mib), Run: max(small, mib), Shm: max(small, mib)}
+}
+
+func sizeOpt(n int64) string {
+	if n <= 0 {
+		n = 1 << 20
+	}
+	return "size=" + strconv.FormatInt(n, 10)
+}
+
 // setupSandbox runs in the init, in its private mount namespace (and new
-// pid, uts, ipc and net namespaces): it builds the sandbox's root
-// filesystem on cfg.RootDir, pivots into it and sets the hostname.
-func setupSandbox(cfg *initConfig) error {
+// user, pid, uts, ipc and net namespaces): it builds the sandbox's root
+// filesystem on cfg.RootDir, pivots into it and sets the hostname. The
+// init enters the launcher's directory (dirFD, opened in its own mount
+// namespace), which RootDir and HomeDir are relative to.
+func setupSandbox(cfg *initConfig, dirFD int) error {
+	err := unix.Fchdir(dirFD)
+	_ = unix.Close(dirFD)
+	if err != nil {
+		return fmt.Errorf("entering the launcher's directory: %w", err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making / private: %w", err)
 	}
@@ -70,11 +110,19 @@ func setupSandbox(cfg *initConfig) error {
 	if err := unix.Mount(cfg.HomeDir, home, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding /home/user: %w", err)
 	}
-	if err := unix.Mount("", home, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+	if err := remountBind(home, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return fmt.Errorf("remounting /home/user: %w", err)
 	}
-	// /tmp (1777) and /run (0755, rayd's state is /run/rayd): private tmpfs.
-	for path, opts := range map[string]string{"tmp": "mode=1777", "run": "mode=0755"} {
+	// /tmp and /var/tmp (1777) and /run (0755, rayd's state is /run/rayd):
+	// private tmpfs of bounded size.
+	if err := os.MkdirAll(filepath.Join(root, "var", "tmp"), 0o755); err != nil {
+		return err
+	}
+	for path, opts := range map[string]string{
+		"tmp":     "mode=1777," + sizeOpt(cfg.Tmpfs.Tmp),
+		"var/tmp": "mode=1777," + sizeOpt(cfg.Tmpfs.VarTm),
+		"run":     "mode=0755," + sizeOpt(cfg.Tmpfs.Run),
+	} {
 		p := filepath.Join(root, path)
 		if err := mkdir(p, 0o755); err != nil {
 			return err
@@ -83,19 +131,13 @@ func setupSandbox(cfg *initConfig) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(root, "var", "tmp"), 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(filepath.Join(root, "var", "tmp"), 0o777|os.ModeSticky); err != nil {
-		return err
-	}
 	if err := mkdir(filepath.Join(root, "proc"), 0o555); err != nil {
 		return err
 	}
 	if err := mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
-	if err := setupDev(filepath.Join(root, "dev")); err != nil {
+	if err := setupDev(filepath.Join(root, "dev"), cfg.Tmpfs.Shm); err != nil {
 		return err
 	}
 
@@ -114,7 +156,39 @@ func setupSandbox(cfg *initConfig) error {
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
 	}
+	if cfg.Mode == modeRootless {
+		// Every file the init made belongs to the sandbox's user (the
+		// only uid of its namespace): make the root and /dev read-only
+		// so that its code cannot add to them, as it cannot when root
+		// owns them. Then loopback, which nobody else brings up here.
+		for _, dir := range []string{"/dev", "/"} {
+			if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|noexecIf(dir == "/dev")|nodevIf(dir == "/"), ""); err != nil {
+				return fmt.Errorf("remounting %s read-only: %w", dir, err)
+			}
+		}
+		lo, err := netlink.LinkByName("lo")
+		if err == nil {
+			err = netlink.LinkSetUp(lo)
+		}
+		if err != nil {
+			return fmt.Errorf("bringing up loopback: %w", err)
+		}
+	}
 	return nil
+}
+
+func noexecIf(b bool) uintptr {
+	if b {
+		return unix.MS_NOEXEC
+	}
+	return 0
+}
+
+func nodevIf(b bool) uintptr {
+	if b {
+		return unix.MS_NODEV
+	}
+	return 0
 }
 
 func mount(source, target, fstype string, flags uintptr, data string) error {
@@ -136,10 +210,31 @@ func bindReadOnly(src, dst string) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding %s: %w", src, err)
 	}
-	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+	if err := remountBind(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 		return fmt.Errorf("remounting %s read-only: %w", src, err)
 	}
 	return nil
+}
+
+// remountBind remounts the bind mount dst with flags added to the flags it
+// has: in a user namespace the flags of a mount copied from the host are
+// locked, and a remount that would clear one (noexec, an atime mode) is
+// refused.
+func remountBind(dst string, flags uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err != nil {
+		return err
+	}
+	for _, f := range [][2]uintptr{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if uintptr(st.Flags)&f[0] != 0 {
+			flags |= f[1]
+		}
+	}
+	return unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
 }
 
 // etcCopies are host files copied into the sandbox's /etc: public package
@@ -356,8 +451,8 @@ func nameservers(conf []byte) []netip.Addr {
 }
 
 // setupDev mounts a tmpfs on dir with the host's harmless device nodes
-// bound in, a private devpts instance and a /dev/shm.
-func setupDev(dir string) error {
+// bound in, a private devpts instance and a /dev/shm of shm bytes.
+func setupDev(dir string, shm int64) error {
 	if err := mkdir(dir, 0o755); err != nil {
 		return err
 	}
@@ -384,11 +479,11 @@ func setupDev(dir string) error {
 	if err := mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return err
 	}
-	shm := filepath.Join(dir, "shm")
-	if err := mkdir(shm, 0o755); err != nil {
+	shmDir := filepath.Join(dir, "shm")
+	if err := mkdir(shmDir, 0o755); err != nil {
 		return err
 	}
-	if err := mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if err := mount("tmpfs", shmDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,"+sizeOpt(shm)); err != nil {
 		return err
 	}
 	for name, target := range map[string]string{

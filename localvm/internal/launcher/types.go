@@ -14,11 +14,14 @@ type Spec struct {
 	// ID is the microVM id, "microvm-<uuid>".
 	ID string
 	// Internet allows outbound traffic to leave the host (NAT); without it
-	// the sandbox reaches nothing beyond its veth.
+	// the sandbox reaches nothing beyond its veth (rootless: nothing beyond
+	// its loopback). Without Internet an unisolated launcher refuses the
+	// spec: it cannot take the host's network away.
 	Internet bool
-	// MemoryBytes is the cgroup memory limit; 0 means 2 GiB.
+	// MemoryBytes is the cgroup memory limit; 0 means 2 GiB (not enforced
+	// without root: a launcher without cgroups refuses a non-zero value).
 	MemoryBytes int64
-	// PidsMax is the cgroup pids limit; 0 means 1024.
+	// PidsMax is the cgroup pids limit; 0 means 1024 (likewise).
 	PidsMax int
 	// LogPath receives rayd's stdout and stderr (created 0600, appended).
 	LogPath string
@@ -33,16 +36,18 @@ type Spec struct {
 // restarted platform can re-adopt it or clean up after it. JSON-encoded.
 type Record struct {
 	ID           string    `json:"id"`
-	Pid          int       `json:"pid"`            // the sandbox's init (rayd), in the host's pid namespace
-	PidStartTime uint64    `json:"pid_start_time"` // field 22 of /proc/<pid>/stat, to detect pid reuse
-	Privileged   bool      `json:"privileged"`     // launched with namespaces and cgroups
-	APIAddr      string    `json:"api_addr"`       // host-reachable address of rayd's API (port 8080 in the guest)
-	HooksAddr    string    `json:"hooks_addr"`     // host-reachable address of rayd's hooks (port 9000 in the guest)
+	Pid          int       `json:"pid"`                // the sandbox's init (rayd), in the host's pid namespace
+	PidStartTime uint64    `json:"pid_start_time"`     // field 22 of /proc/<pid>/stat, to detect pid reuse
+	Privileged   bool      `json:"privileged"`         // launched with namespaces and cgroups
+	Rootless     bool      `json:"rootless,omitempty"` // launched in an unprivileged user namespace (reached through Dir's dial socket)
+	APIAddr      string    `json:"api_addr"`           // host-reachable address of rayd's API (port 8080 in the guest)
+	HooksAddr    string    `json:"hooks_addr"`         // host-reachable address of rayd's hooks (port 9000 in the guest)
 	GuestIP      string    `json:"guest_ip,omitempty"`
 	HostIP       string    `json:"host_ip,omitempty"`
 	Veth         string    `json:"veth,omitempty"`    // host-side veth name
 	Cgroups      []string  `json:"cgroups,omitempty"` // cgroup directories created for it
 	Internet     bool      `json:"internet,omitempty"`
+	UIDBase      uint32    `json:"uid_base,omitempty"` // host uid/gid of root in its user namespace (65536 ids); 0: none
 	Dir          string    `json:"dir"`
 	StartedAt    time.Time `json:"started_at"`
 }

@@ -53,7 +53,13 @@ func TestNames(t *testing.T) {
 	if err != nil || len(s.vethName("x")) > 15 || s.isVeth(n.vethName("x")) || n.isVeth(s.vethName("x")) {
 		t.Fatalf("scoped names %+v %v", s, err)
 	}
-	for _, bad := range []string{"abcd", "A", "a-", "l "} {
+	// A platform's scope (4 characters, derived from its state dir) and a
+	// test scope of 3 never claim each other's veths.
+	d, err := namesFor("abcd")
+	if err != nil || len(d.vethName("x")) != 15 || d.isVeth(s.vethName("x")) || s.isVeth(d.vethName("x")) || d.table == s.table || d.cgroupParent == s.cgroupParent {
+		t.Fatalf("derived-scope names %+v %v", d, err)
+	}
+	for _, bad := range []string{"abcde", "A", "a-", "l "} {
 		if _, err := namesFor(bad); err == nil {
 			t.Errorf("namesFor(%q) succeeded", bad)
 		}

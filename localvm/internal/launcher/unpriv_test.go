@@ -41,6 +41,7 @@ func unprivileged(t *testing.T, stateDir string, logs *lockedBuffer) *Launcher {
 	t.Helper()
 	return newLauncher(t, stateDir, func(o *Options) {
 		o.forceUnprivileged = true
+		o.AllowUnisolated = true
 		if os.Geteuid() == 0 {
 			o.unprivCred = &credential{UID: 65534, GID: 65534}
 		}
@@ -62,6 +63,7 @@ func unprivSpec(t *testing.T, l *Launcher) Spec {
 			}
 		}
 	}
+	spec.Internet = true // unisolated: sandboxes share the host's network, none can be without it
 	return spec
 }
 
@@ -115,10 +117,11 @@ func TestUnprivileged(t *testing.T) {
 	if len(tree) < 3 || !pidAlive(pid) {
 		t.Fatalf("process tree %v", tree)
 	}
-	// A second launch warns no more.
+	// New warns once, and every launch warns again: an unisolated
+	// sandbox never looks like an isolated one.
 	launch(t, l, unprivSpec(t, l))
-	if n := strings.Count(logs.String(), "NOT isolated"); n != 1 {
-		t.Fatalf("%d warnings about isolation:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "NOT isolated"); n != 3 {
+		t.Fatalf("%d warnings about isolation, want 3 (New and 2 launches):\n%s", n, logs.String())
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -186,12 +189,12 @@ func TestUnprivilegedAdoptAndCleanup(t *testing.T) {
 
 func TestNewChecksWiring(t *testing.T) {
 	// The test binary calls MaybeRunInit in TestMain: the probe answers.
-	if err := probe("/proc/self/exe", false); err != nil {
+	if err := probe("/proc/self/exe", false, false); err != nil {
 		t.Fatal(err)
 	}
 	// A binary that does not is detected.
 	for _, exe := range []string{"/bin/true", "/bin/false"} {
-		if err := probe(exe, false); err == nil || !strings.Contains(err.Error(), "MaybeRunInit") {
+		if err := probe(exe, false, false); err == nil || !strings.Contains(err.Error(), "MaybeRunInit") {
 			t.Errorf("probe(%s): %v", exe, err)
 		}
 	}

@@ -70,6 +70,8 @@ type Options struct {
 	// EndpointSuffix makes Match accept requests whose Host (without port)
 	// ends with it, e.g. ".microvms.localhost". Compared case-insensitively.
 	EndpointSuffix string
+	// DialContext dials guests; nil means a net.Dialer (10 s timeout).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Proxy is the endpoint proxy, an http.Handler. It is safe for concurrent
@@ -102,8 +104,8 @@ func New(opts Options) *Proxy {
 	var h1, h2c http.Protocols
 	h1.SetHTTP1(true)
 	h2c.SetUnencryptedHTTP2(true)
-	p.h1 = newTransport(h1)
-	p.h2c = newTransport(h2c)
+	p.h1 = newTransport(h1, opts.DialContext)
+	p.h2c = newTransport(h2c, opts.DialContext)
 	bufs := newCopyBuffers()
 	p.rpH1 = newReverseProxy(p.h1, bufs)
 	p.rpH2C = newReverseProxy(p.h2c, bufs)
@@ -111,11 +113,14 @@ func New(opts Options) *Proxy {
 }
 
 // newTransport returns a transport to guests speaking only protocols.
-func newTransport(protocols http.Protocols) *http.Transport {
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+func newTransport(protocols http.Protocols, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	if dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		dial = d.DialContext
+	}
 	return &http.Transport{
 		Proxy:               nil, // guests are local: never an HTTP proxy from the environment
-		DialContext:         d.DialContext,
+		DialContext:         dial,
 		Protocols:           &protocols,
 		DisableCompression:  true, // pass bodies through as they are
 		MaxIdleConnsPerHost: 32,

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -144,6 +145,9 @@ type Options struct {
 	// so that a client need not poll for a boot of a few tens of
 	// milliseconds. A caller's cancelled context ends the wait early.
 	RunWait time.Duration
+	// Dial dials sandboxes' hook addresses; nil means a net.Dialer. The
+	// real launcher's addresses of rootless sandboxes need its DialContext.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Registry is the set of microVMs. It is safe for concurrent use.
@@ -235,6 +239,7 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 	r.hc = &http.Client{Transport: &http.Transport{
 		Proxy:             nil, // hooks are local: never through HTTP_PROXY
 		DisableKeepAlives: true,
+		DialContext:       opts.Dial,
 	}}
 	for _, d := range []string{opts.StateDir, r.vmsDir} {
 		if err := ensureDir(d); err != nil {

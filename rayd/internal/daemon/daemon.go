@@ -60,6 +60,10 @@ type Config struct {
 	// ('R') to, then closes, once it listens and its services are built:
 	// a supervisor learns that rayd is ready without polling its ports.
 	ReadyFD int
+	// Isolation is what the platform says of this sandbox's isolation
+	// ("full", "rootless", "none"; "" when it says nothing): Health
+	// reports it (see health.IsolationFeaturePrefix).
+	Isolation string
 }
 
 // ParseFlags parses rayd's command line.
@@ -71,6 +75,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
+	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +86,11 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if *showVersion {
 		return cfg, errVersion
+	}
+	switch cfg.Isolation {
+	case "", "full", "rootless", "none":
+	default:
+		return cfg, fmt.Errorf("-isolation must be full, rootless or none, not %q", cfg.Isolation)
 	}
 	if cfg.ReadyFD != -1 && cfg.ReadyFD < 3 {
 		return cfg, fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", cfg.ReadyFD)
@@ -207,6 +217,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
 	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files"})
+	healthSvc.SetIsolation(cfg.Isolation)
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)

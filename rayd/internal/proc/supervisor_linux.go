@@ -39,7 +39,9 @@ func (pl *platform) init(s *Supervisor) error {
 		return fmt.Errorf("proc: open %s: %w", os.DevNull, err)
 	}
 	pl.devNull = devNull
-	pl.privileged = hasCapSysResource()
+	// CAP_SYS_RESOURCE of a user namespace other than the initial one
+	// (localvm's sandboxes) does not let rayd raise a hard limit back.
+	pl.privileged = hasCapSysResource() && initialUserNamespace()
 	if !pl.privileged && os.Geteuid() == 0 {
 		pinRootLimits(s)
 	}
@@ -150,7 +152,9 @@ func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir st
 	if err != nil {
 		return 0, fmt.Errorf("proc: start: set rlimits: %w", err)
 	}
+	restoreOOM := s.raiseOOMScoreForFork()
 	child, err := os.StartProcess(path, argv, attr)
+	restoreOOM()
 	restore()
 	if err != nil {
 		return 0, startErrno(err)
@@ -159,6 +163,35 @@ func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir st
 	// Never Wait on it (the reaper does); Release only drops the pidfd.
 	_ = child.Release()
 	return pid, nil
+}
+
+// childOOMScore is the oom_score_adj rayd's children start with: user
+// processes are the OOM killer's first victims, not rayd (which localvm
+// sets to -1000, a value children would otherwise inherit).
+const childOOMScore = "1000"
+
+// raiseOOMScoreForFork gives rayd childOOMScore for the duration of a fork,
+// like the rlimits above, so that the child has it from its first
+// instruction (setting it after the fork would leave a window in which the
+// child can fork with rayd's score), and returns the function restoring
+// rayd's own. Raising needs no privilege; going back down is allowed down
+// to the floor (oom_score_adj_min) the platform set with rayd's score.
+func (s *Supervisor) raiseOOMScoreForFork() (restore func()) {
+	const path = "/proc/self/oom_score_adj"
+	b, err := os.ReadFile(path)
+	own := strings.TrimSpace(string(b))
+	if err != nil || own == childOOMScore {
+		return func() {}
+	}
+	if err := os.WriteFile(path, []byte(childOOMScore), 0); err != nil {
+		s.log.Warn("proc: cannot raise the oom_score_adj of a child", "err", err)
+		return func() {}
+	}
+	return func() {
+		if err := os.WriteFile(path, []byte(own), 0); err != nil {
+			s.log.Error("proc: restoring rayd's oom_score_adj failed", "err", err)
+		}
+	}
 }
 
 // markCloexec sets FD_CLOEXEC on every descriptor from 3 up.

@@ -293,6 +293,7 @@ type Minter struct {
 
 	mu    sync.Mutex
 	calls int
+	ports []microvmsapi.AllowedPort
 }
 
 // Mint returns a fake token.
@@ -300,10 +301,18 @@ func (m *Minter) Mint(id string, ports []microvmsapi.AllowedPort, ttl time.Durat
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
+	m.ports = append([]microvmsapi.AllowedPort(nil), ports...)
 	if m.Err != nil {
 		return "", time.Time{}, m.Err
 	}
 	return fmt.Sprintf("tok.%s.%d", id, int(ttl/time.Minute)), time.Now().Add(ttl), nil
+}
+
+// LastPorts returns the allowed ports of the last Mint call.
+func (m *Minter) LastPorts() []microvmsapi.AllowedPort {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]microvmsapi.AllowedPort(nil), m.ports...)
 }
 
 // Calls counts Mint calls.
