@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -19,9 +18,6 @@ type Commands struct {
 	sbx *Sandbox
 }
 
-// CommandOption configures one command.
-type CommandOption func(*commandConfig)
-
 type commandConfig struct {
 	envs           map[string]string
 	cwd            *string
@@ -34,40 +30,44 @@ type commandConfig struct {
 	maxOutputBytes int
 }
 
-// WithCommandEnvs adds environment variables to this command only (the
-// right place for a secret: it never enters the creation payload).
-func WithCommandEnvs(envs map[string]string) CommandOption {
-	return func(c *commandConfig) { c.envs = envs }
-}
+// commandOption is a CommandOption made of a function.
+type commandOption func(*commandConfig)
 
-// WithCwd sets the working directory (relative paths are under HOME).
-func WithCwd(dir string) CommandOption { return func(c *commandConfig) { c.cwd = &dir } }
-
-// WithCommandUser runs the command as another account.
-func WithCommandUser(user string) CommandOption { return func(c *commandConfig) { c.user = user } }
-
-// WithCommandTimeout ends the command (SIGTERM, SIGKILL 5 s later) after d.
-func WithCommandTimeout(d time.Duration) CommandOption {
-	return func(c *commandConfig) { c.timeout = d }
-}
+func (f commandOption) applyCommand(c *commandConfig) { f(c) }
 
 // WithStdin gives the command a stdin pipe (SendStdin, CloseStdin);
 // without it stdin is /dev/null.
-func WithStdin() CommandOption { return func(c *commandConfig) { c.stdin = true } }
+func WithStdin() CommandOption { return commandOption(func(c *commandConfig) { c.stdin = true }) }
 
 // WithTag labels the command in List.
-func WithTag(tag string) CommandOption { return func(c *commandConfig) { c.tag = &tag } }
+func WithTag(tag string) CommandOption {
+	return commandOption(func(c *commandConfig) { c.tag = &tag })
+}
 
 // OnStdout is called with each piece of stdout, in order.
-func OnStdout(f func([]byte)) CommandOption { return func(c *commandConfig) { c.onStdout = f } }
+func OnStdout(f func([]byte)) CommandOption {
+	return commandOption(func(c *commandConfig) { c.onStdout = f })
+}
 
 // OnStderr is called with each piece of stderr, in order.
-func OnStderr(f func([]byte)) CommandOption { return func(c *commandConfig) { c.onStderr = f } }
+func OnStderr(f func([]byte)) CommandOption {
+	return commandOption(func(c *commandConfig) { c.onStderr = f })
+}
 
 // WithMaxOutputBytes caps the output stored in the result per stream
 // (default 64 MiB); callbacks still see everything.
 func WithMaxOutputBytes(n int) CommandOption {
-	return func(c *commandConfig) { c.maxOutputBytes = n }
+	return commandOption(func(c *commandConfig) { c.maxOutputBytes = n })
+}
+
+func commandOpts(opts []CommandOption) *commandConfig {
+	cc := &commandConfig{maxOutputBytes: MaxOutputBytes}
+	for _, o := range opts {
+		if o != nil {
+			o.applyCommand(cc)
+		}
+	}
+	return cc
 }
 
 // CommandResult is a finished command.
@@ -112,10 +112,7 @@ func (c *Commands) StartExec(ctx context.Context, argv []string, opts ...Command
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("%w: empty command", ErrInvalidArgument)
 	}
-	cc := &commandConfig{maxOutputBytes: MaxOutputBytes}
-	for _, o := range opts {
-		o(cc)
-	}
+	cc := commandOpts(opts)
 	req := &raydv1.StartRequest{
 		Process: &raydv1.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: cc.envs, Cwd: cc.cwd},
 		Stdin:   cc.stdin,
@@ -135,23 +132,20 @@ func (c *Commands) StartExec(ctx context.Context, argv []string, opts ...Command
 		cancel()
 		return nil, rpcErr("start", err)
 	}
-	h := &CommandHandle{cmds: c, cfg: cc, cancel: cancel, done: make(chan struct{})}
 	// The first message is start{pid}, or the start failed.
-	if !stream.Receive() {
+	first, err := openStream(stream)
+	if err != nil {
 		cancel()
-		err := stream.Err()
-		if err == nil {
-			err = io.ErrUnexpectedEOF
-		}
 		return nil, rpcErr("start", err)
 	}
-	st := stream.Msg().GetStart()
+	st := first.GetStart()
 	if st == nil {
 		cancel()
+		stream.Close()
 		return nil, rpcErr("start", errors.New("stream did not open with start"))
 	}
-	h.pid = int(st.GetPid())
-	go h.follow(stream)
+	h := c.newHandle(sctx, cancel, int(st.GetPid()), cc)
+	go h.follow(sctx, stream)
 	return h, nil
 }
 
@@ -162,85 +156,69 @@ type CommandHandle struct {
 	pid    int
 	cancel context.CancelFunc
 	done   chan struct{}
+	fol    *follower[raydv1.ProcessEvent]
 
-	mu      sync.Mutex
-	lastSeq uint64
-	stdout  capped
-	stderr  capped
-	result  *CommandResult
-	err     error
+	mu     sync.Mutex
+	stdout capped
+	stderr capped
+	result *CommandResult
+	err    error
+}
+
+// processShape reads ProcessService streams.
+var processShape = streamShape[raydv1.ProcessEvent]{
+	seq: func(m *raydv1.ProcessEvent) (uint64, bool) {
+		if d := m.GetData(); d != nil {
+			return d.GetSeq(), true
+		}
+		return 0, false
+	},
+	end: (*raydv1.ProcessEvent).GetEnd,
+}
+
+// newHandle makes the handle of pid, whose streams live on ctx.
+func (c *Commands) newHandle(ctx context.Context, cancel context.CancelFunc, pid int, cc *commandConfig) *CommandHandle {
+	h := &CommandHandle{cmds: c, cfg: cc, pid: pid, cancel: cancel, done: make(chan struct{})}
+	h.fol = &follower[raydv1.ProcessEvent]{
+		shape: processShape,
+		op:    "follow",
+		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error) {
+			return c.sbx.dp.process.Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid), FromSeq: from}))
+		},
+		onData: h.onData,
+	}
+	return h
 }
 
 // Pid is the process id in the sandbox.
 func (h *CommandHandle) Pid() int { return h.pid }
 
-// follow reads the stream until end, reattaching with from_seq when the
-// connection drops before the end (a proxy reset, say).
-func (h *CommandHandle) follow(stream *connect.ServerStreamForClient[raydv1.ProcessEvent]) {
+// follow runs the follower to the end and records the result.
+func (h *CommandHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.ProcessEvent]) {
 	defer close(h.done)
-	defer func() { h.cancel() }()
-	const maxReattach = 5
-	for attempt := 0; ; attempt++ {
-		end, err := h.consume(stream)
-		stream.Close()
-		if end != nil {
-			h.finish(end, nil)
-			return
-		}
-		if attempt >= maxReattach || connect.CodeOf(err) == connect.CodeNotFound {
-			h.finish(nil, rpcErr("follow", err))
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-		h.mu.Lock()
-		from := h.lastSeq + 1
-		h.mu.Unlock()
-		sctx, cancel := context.WithCancel(context.Background())
-		h.cancel = cancel
-		next, cerr := h.cmds.sbx.dp.process.Connect(sctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(h.pid), FromSeq: from}))
-		if cerr != nil {
-			cancel()
-			h.finish(nil, rpcErr("reattach", cerr))
-			return
-		}
-		stream = next
-	}
+	defer h.cancel()
+	end, err := h.fol.run(ctx, stream)
+	h.finish(end, err)
 }
 
-// consume reads events until end (returned) or a stream error.
-func (h *CommandHandle) consume(stream *connect.ServerStreamForClient[raydv1.ProcessEvent]) (*raydv1.EndEvent, error) {
-	for stream.Receive() {
-		switch ev := stream.Msg().Event.(type) {
-		case *raydv1.ProcessEvent_Data:
-			h.mu.Lock()
-			if ev.Data.GetSeq() <= h.lastSeq {
-				h.mu.Unlock()
-				continue // replayed after a reattach
-			}
-			h.lastSeq = ev.Data.GetSeq()
-			h.mu.Unlock()
-			if out := ev.Data.GetStdout(); out != nil {
-				h.stdout.write(out, h.cfg.maxOutputBytes)
-				if h.cfg.onStdout != nil {
-					h.cfg.onStdout(out)
-				}
-			}
-			if out := ev.Data.GetStderr(); out != nil {
-				h.stderr.write(out, h.cfg.maxOutputBytes)
-				if h.cfg.onStderr != nil {
-					h.cfg.onStderr(out)
-				}
-			}
-		case *raydv1.ProcessEvent_End:
-			drainStream(stream)
-			return ev.End, nil
+func (h *CommandHandle) onData(m *raydv1.ProcessEvent) {
+	d := m.GetData()
+	if out := d.GetStdout(); out != nil {
+		h.mu.Lock()
+		h.stdout.write(out, h.cfg.maxOutputBytes)
+		h.mu.Unlock()
+		if h.cfg.onStdout != nil {
+			h.cfg.onStdout(out)
 		}
 	}
-	err := stream.Err()
-	if err == nil {
-		err = io.ErrUnexpectedEOF
+	if out := d.GetStderr(); out != nil {
+		h.mu.Lock()
+		h.stderr.write(out, h.cfg.maxOutputBytes)
+		h.mu.Unlock()
+		if h.cfg.onStderr != nil {
+			h.cfg.onStderr(out)
+		}
 	}
-	return nil, err
 }
 
 func (h *CommandHandle) finish(end *raydv1.EndEvent, err error) {
@@ -339,22 +317,19 @@ func (c *Commands) List(ctx context.Context) ([]ProcessInfo, error) {
 // Connect attaches to a running (or just ended) process by pid, replaying
 // the output still held by rayd.
 func (c *Commands) Connect(ctx context.Context, pid int, opts ...CommandOption) (*CommandHandle, error) {
-	cc := &commandConfig{maxOutputBytes: MaxOutputBytes}
-	for _, o := range opts {
-		o(cc)
-	}
+	cc := commandOpts(opts)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := c.sbx.dp.process.Connect(sctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid)}))
 	if err != nil {
 		cancel()
 		return nil, rpcErr("connect", err)
 	}
-	if !stream.Receive() {
+	if _, err := openStream(stream); err != nil {
 		cancel()
-		return nil, rpcErr("connect", stream.Err())
+		return nil, rpcErr("connect", err)
 	}
-	h := &CommandHandle{cmds: c, cfg: cc, pid: pid, cancel: cancel, done: make(chan struct{})}
-	go h.follow(stream)
+	h := c.newHandle(sctx, cancel, pid, cc)
+	go h.follow(sctx, stream)
 	return h, nil
 }
 

@@ -141,7 +141,7 @@ func TestCreateWithCompatibleAgent(t *testing.T) {
 	if f.terminates.Load() != 0 || logs.warnings() != 0 {
 		t.Fatalf("terminates %d, log %q", f.terminates.Load(), logs.String())
 	}
-	other, err := Connect(t.Context(), sbx.ID(), sbx.AccessToken(), f.opts(WithLogger(logs.logger()))...)
+	other, err := Connect(t.Context(), sbx.ID(), f.opts(WithAccessToken(sbx.AccessToken()), WithLogger(logs.logger()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestNewerCompatibleAgentWarnsOnce(t *testing.T) {
 		t.Fatal("the access token was logged")
 	}
 	// Another Sandbox object warns on its own.
-	other, err := Connect(t.Context(), sbx.ID(), sbx.AccessToken(), f.opts(table, WithLogger(logs.logger()))...)
+	other, err := Connect(t.Context(), sbx.ID(), f.opts(WithAccessToken(sbx.AccessToken()), table, WithLogger(logs.logger()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestNewerCompatibleAgentWarnsOnce(t *testing.T) {
 		t.Fatalf("%d warnings after Connect, want 2", n)
 	}
 	// No logger: nothing to see, nothing fails.
-	quiet, err := Connect(t.Context(), sbx.ID(), sbx.AccessToken(), f.opts(table, WithLogger(nil))...)
+	quiet, err := Connect(t.Context(), sbx.ID(), f.opts(WithAccessToken(sbx.AccessToken()), table, WithLogger(nil))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestConnectChecksTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFakeSandbox(t, "0.2.0")
-	_, err = Connect(t.Context(), fakeID, token, f.opts()...)
+	_, err = Connect(t.Context(), fakeID, f.opts(WithAccessToken(token))...)
 	var ie *IncompatibleAgentError
 	if !errors.Is(err, ErrIncompatibleAgent) || !errors.As(err, &ie) || ie.AgentVersion != "0.2.0" || ie.SDKVersion != Version {
 		t.Fatalf("Connect = %v", err)
@@ -267,7 +267,7 @@ func TestConnectChecksTheAgent(t *testing.T) {
 	down := newFakeSandbox(t, "0.2.0")
 	down.healthFails.Store(true)
 	var logs logBuffer
-	sbx, err := Connect(t.Context(), fakeID, token, down.opts(WithLogger(logs.logger()))...)
+	sbx, err := Connect(t.Context(), fakeID, down.opts(WithAccessToken(token), WithLogger(logs.logger()))...)
 	if err != nil {
 		t.Fatalf("Connect with Health down = %v", err)
 	}
@@ -279,7 +279,7 @@ func TestConnectChecksTheAgent(t *testing.T) {
 	// A canceled context is an error.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := Connect(ctx, fakeID, token, down.opts()...); err == nil {
+	if _, err := Connect(ctx, fakeID, down.opts(WithAccessToken(token))...); err == nil {
 		t.Fatal("Connect with a canceled context succeeded")
 	}
 }

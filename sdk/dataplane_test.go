@@ -154,7 +154,7 @@ func TestCreateRefusesBadOptionsLocally(t *testing.T) {
 	if _, err := Create(ctx, WithEndpoint("http://127.0.0.1:1"), WithEnvs(map[string]string{"BAD=NAME": "x"})); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad env: %v", err)
 	}
-	if _, err := Connect(ctx, "microvm-1", "not a token"); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Connect(ctx, "microvm-1", WithAccessToken("not a token")); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad token: %v", err)
 	}
 }

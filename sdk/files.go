@@ -66,31 +66,26 @@ func entryOf(e *raydv1.EntryInfo) *Entry {
 	}
 }
 
-// FileOption configures one file operation.
-type FileOption func(*fileConfig)
-
 type fileConfig struct {
 	user     string
 	mode     *uint32
 	metadata map[string]string
 }
 
-// AsUser acts as another account.
-func AsUser(user string) FileOption { return func(c *fileConfig) { c.user = user } }
+// fileOption is a FileOption made of a function.
+type fileOption func(*fileConfig)
+
+func (f fileOption) applyFile(c *fileConfig) { f(c) }
 
 // WithMode sets a written file's permission bits.
-func WithMode(mode uint32) FileOption { return func(c *fileConfig) { c.mode = &mode } }
-
-// WithFileMetadata replaces a written file's metadata (user.rayito.*
-// attributes: at most 64 lowercase keys, 4000 bytes).
-func WithFileMetadata(md map[string]string) FileOption {
-	return func(c *fileConfig) { c.metadata = md }
-}
+func WithMode(mode uint32) FileOption { return fileOption(func(c *fileConfig) { c.mode = &mode }) }
 
 func fileOpts(opts []FileOption) *fileConfig {
 	c := &fileConfig{}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o.applyFile(c)
+		}
 	}
 	return c
 }
@@ -269,32 +264,49 @@ func (f *Files) fileURL(path string, c *fileConfig) string {
 	return f.sbx.dp.baseURL + "/files?" + q.Encode()
 }
 
-// httpErr maps an answer of the file endpoint to an *RPCError.
+// httpErr maps an error answer of the file endpoint (rayd's JSON
+// {code, message, reason}) to an *RPCError; without a body the status
+// decides, through Connect's code↔HTTP table.
 func httpErr(op string, resp *http.Response) error {
 	var body struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		Reason  string `json:"reason"`
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
-	code := connect.CodeUnknown
-	if err := code.UnmarshalText([]byte(body.Code)); err != nil {
+	var cc connect.Code
+	code := CodeUnknown
+	if err := cc.UnmarshalText([]byte(body.Code)); err == nil {
+		code = codeOf(cc)
+	} else {
 		switch resp.StatusCode {
 		case http.StatusUnauthorized:
-			code = connect.CodeUnauthenticated
+			code = CodeUnauthenticated
 		case http.StatusForbidden:
-			code = connect.CodePermissionDenied
+			code = CodePermissionDenied
 		case http.StatusNotFound:
-			code = connect.CodeNotFound
+			code = CodeNotFound
 		case http.StatusBadRequest:
-			code = connect.CodeInvalidArgument
+			code = CodeInvalidArgument
+		case http.StatusTooManyRequests:
+			code = CodeResourceExhausted
+		case http.StatusConflict:
+			code = CodeAlreadyExists
 		default:
-			code = connect.CodeInternal
+			code = CodeInternal
 		}
+	}
+	reason := ReasonUnspecified
+	if v, ok := raydv1.ErrorReason_value[body.Reason]; ok {
+		reason = reasonOfWire[raydv1.ErrorReason(v)]
+	}
+	if reason == ReasonUnspecified {
+		reason = reasonOfCode(code)
 	}
 	if body.Message == "" {
 		body.Message = http.StatusText(resp.StatusCode)
 	}
-	return &RPCError{Op: op, Code: code, Message: body.Message}
+	return &RPCError{Op: op, Code: code, Reason: reason, Message: body.Message}
 }
 
 // Stat describes path; errors.Is(err, ErrNotFound) when it does not exist.

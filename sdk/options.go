@@ -2,13 +2,16 @@ package rayito
 
 import (
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/rayito-dev/rayito/proto/compat"
+	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 )
 
 // Backend selects the control plane.
@@ -31,8 +34,57 @@ const (
 	MaxOutputBytes = 64 << 20
 )
 
-// Option configures Create, Connect, List and Kill.
-type Option func(*config)
+// Options follow one scheme. Each call takes the option interface of its
+// kind: Option for the sandbox-level functions (Create, Connect, List,
+// Kill), CommandOption for Commands, PtyOption for Pty, FileOption for
+// Files and WatchOption for Files.Watch. An option that means the same
+// thing in several places has one name and satisfies each of those
+// interfaces: WithUser (the account: the sandbox's default, or this
+// command's, terminal's, file operation's or watch's), WithEnvs, WithCwd
+// and WithTimeout (the sandbox's default and lifetime, or this command's
+// or terminal's), and WithMetadata (the sandbox's labels, or a written
+// file's attributes). Passing an option where it does not apply does not
+// compile.
+
+// Option configures Create, Connect, List and Kill. Options only one of
+// them reads (WithAccessToken for Connect, WithStates for List) are
+// ignored by the others.
+type Option interface{ applySandbox(*config) }
+
+// CommandOption configures one command (Commands.Run, Exec, Start,
+// StartExec, Connect).
+type CommandOption interface{ applyCommand(*commandConfig) }
+
+// PtyOption configures one terminal (Pty.Create, Pty.Connect).
+type PtyOption interface{ applyPty(*ptyConfig) }
+
+// FileOption configures one file operation.
+type FileOption interface{ applyFile(*fileConfig) }
+
+// WatchOption configures Files.Watch.
+type WatchOption interface{ applyWatch(*watchConfig) }
+
+// ProcessOption is an option of the sandbox, of a command and of a
+// terminal alike: WithEnvs, WithCwd, WithTimeout.
+type ProcessOption interface {
+	Option
+	CommandOption
+	PtyOption
+}
+
+// UserOption is WithUser: it applies to everything that acts as an
+// account.
+type UserOption interface {
+	ProcessOption
+	FileOption
+	WatchOption
+}
+
+// MetadataOption is WithMetadata: sandbox labels, or file attributes.
+type MetadataOption interface {
+	Option
+	FileOption
+}
 
 type config struct {
 	backend       Backend
@@ -51,12 +103,22 @@ type config struct {
 	logger        *slog.Logger
 	compat        compat.Table
 	getenv        func(string) string
+
+	accessToken string // Connect: overrides the token store
+	tokenDir    string // "" = the default store
+	noTokens    bool   // Create stores no token, Connect reads none
+
+	// List filters.
+	states         map[string]bool
+	metadataFilter map[string]string
 }
 
 func newConfig(opts []Option) *config {
 	c := &config{timeout: DefaultTimeout, readyTimeout: DefaultReadyTimeout, internet: true, getenv: os.Getenv}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o.applySandbox(c)
+		}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -82,62 +144,175 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
+// sandboxOption is an Option made of a function.
+type sandboxOption func(*config)
+
+func (f sandboxOption) applySandbox(c *config) { f(c) }
+
 // WithBackend picks the control plane; the default comes from
 // RAYITO_BACKEND, else BackendLocal.
-func WithBackend(b Backend) Option { return func(c *config) { c.backend = b } }
+func WithBackend(b Backend) Option { return sandboxOption(func(c *config) { c.backend = b }) }
 
 // WithEndpoint sets the control plane's URL (for the local platform, the
 // address of localvm; default RAYITO_ENDPOINT or http://127.0.0.1:7450).
-func WithEndpoint(url string) Option { return func(c *config) { c.endpoint = url } }
+func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.endpoint = url }) }
 
 // WithTemplate sets the image (an image ARN on AWS; any name locally).
-func WithTemplate(t string) Option { return func(c *config) { c.template = t } }
-
-// WithTimeout sets the sandbox's maximum lifetime (1 s to 8 h; default 5
-// minutes). The platform terminates it then.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// WithEnvs sets environment variables for every command of the sandbox.
-// They travel in the creation payload, which AWS may log: never put
-// secrets here; pass them to a single command instead.
-func WithEnvs(envs map[string]string) Option { return func(c *config) { c.envs = envs } }
-
-// WithMetadata labels the sandbox. Metadata is not secret: Health shows it.
-func WithMetadata(md map[string]string) Option { return func(c *config) { c.metadata = md } }
-
-// WithUser sets the default user of commands (default "user").
-func WithUser(u string) Option { return func(c *config) { c.user = u } }
-
-// WithWorkdir sets the default working directory of commands.
-func WithWorkdir(dir string) Option { return func(c *config) { c.workdir = dir } }
+func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
 
 // WithInternetAccess allows or forbids outbound internet access (default
 // allowed).
-func WithInternetAccess(allow bool) Option { return func(c *config) { c.internet = allow } }
+func WithInternetAccess(allow bool) Option {
+	return sandboxOption(func(c *config) { c.internet = allow })
+}
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for
 // debugging, instead of terminating it.
-func WithKeepOnFailure() Option { return func(c *config) { c.keepOnFailure = true } }
+func WithKeepOnFailure() Option { return sandboxOption(func(c *config) { c.keepOnFailure = true }) }
 
 // WithReadyTimeout bounds the wait for a new sandbox to answer (default
 // 90 s).
-func WithReadyTimeout(d time.Duration) Option { return func(c *config) { c.readyTimeout = d } }
+func WithReadyTimeout(d time.Duration) Option {
+	return sandboxOption(func(c *config) { c.readyTimeout = d })
+}
 
 // WithHTTPClient sets the HTTP client of the control plane.
-func WithHTTPClient(h *http.Client) Option { return func(c *config) { c.httpClient = h } }
+func WithHTTPClient(h *http.Client) Option {
+	return sandboxOption(func(c *config) { c.httpClient = h })
+}
 
 // WithAWSConfig sets the AWS configuration (region, credentials) of the
-// AWS backend; the default is loaded from the environment.
-func WithAWSConfig(cfg aws.Config) Option { return func(c *config) { c.awsConfig = &cfg } }
+// AWS backend; the default is loaded from the environment. It is the one
+// third-party type in the SDK's API, on purpose: it is how Go programs
+// already hold AWS credentials, and copying its credential chain into
+// SDK-own types would only lose features. Its logger is replaced by one
+// that discards (the AWS SDK's own log lines never reach the terminal).
+func WithAWSConfig(cfg aws.Config) Option {
+	return sandboxOption(func(c *config) { c.awsConfig = &cfg })
+}
 
 // WithLogger sets the logger of the SDK's warnings (today: a sandbox
 // daemon newer than this SDK knows, once per Sandbox). The default, and a
 // nil logger, discard them. The SDK never logs tokens, headers, envs,
 // payloads, file contents or commands.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return sandboxOption(func(c *config) { c.logger = l }) }
+
+// WithAccessToken gives Connect the sandbox's access token, instead of
+// the one in the token store.
+func WithAccessToken(token string) Option {
+	return sandboxOption(func(c *config) { c.accessToken = token })
+}
+
+// WithoutTokenStore keeps the token store out: Create does not store the
+// new sandbox's token (read it with Sandbox.AccessToken), Connect reads
+// none (pass WithAccessToken), and Kill removes none.
+func WithoutTokenStore() Option { return sandboxOption(func(c *config) { c.noTokens = true }) }
+
+// WithTokenStoreDir puts the token store in dir instead of the default
+// $XDG_STATE_HOME/rayito/tokens (or ~/.local/state/rayito/tokens).
+func WithTokenStoreDir(dir string) Option {
+	return sandboxOption(func(c *config) { c.tokenDir = dir })
+}
+
+// WithStates makes List keep sandboxes in the given states (e.g.
+// "RUNNING").
+func WithStates(states ...string) Option {
+	return sandboxOption(func(c *config) {
+		c.states = map[string]bool{}
+		for _, s := range states {
+			c.states[strings.ToUpper(s)] = true
+		}
+	})
+}
+
+// WithMetadataFilter makes List keep running sandboxes whose metadata has
+// every given key with the given value (read through each sandbox's
+// Health).
+func WithMetadataFilter(md map[string]string) Option {
+	return sandboxOption(func(c *config) { c.metadataFilter = maps.Clone(md) })
+}
 
 // withCompatTable replaces proto/compat's default table, for tests.
-func withCompatTable(t compat.Table) Option { return func(c *config) { c.compat = t } }
+func withCompatTable(t compat.Table) Option { return sandboxOption(func(c *config) { c.compat = t }) }
 
 // withGetenv replaces os.Getenv, for tests.
-func withGetenv(f func(string) string) Option { return func(c *config) { c.getenv = f } }
+func withGetenv(f func(string) string) Option {
+	return sandboxOption(func(c *config) { c.getenv = f })
+}
+
+// userOption is WithUser.
+type userOption string
+
+func (o userOption) applySandbox(c *config)        { c.user = string(o) }
+func (o userOption) applyCommand(c *commandConfig) { c.user = string(o) }
+func (o userOption) applyPty(c *ptyConfig)         { c.user = string(o) }
+func (o userOption) applyFile(c *fileConfig)       { c.user = string(o) }
+func (o userOption) applyWatch(c *watchConfig)     { c.user = string(o) }
+
+// WithUser sets the account: for Create the default user of commands
+// (default "user"); for a command, terminal, file operation or watch the
+// account it runs or acts as.
+func WithUser(user string) UserOption { return userOption(user) }
+
+// envsOption is WithEnvs.
+type envsOption map[string]string
+
+func (o envsOption) applySandbox(c *config)        { c.envs = o }
+func (o envsOption) applyCommand(c *commandConfig) { c.envs = o }
+func (o envsOption) applyPty(c *ptyConfig)         { c.envs = o }
+
+// WithEnvs sets environment variables. For Create they apply to every
+// command of the sandbox and travel in the creation payload, which AWS may
+// log: never put secrets there. For one command or terminal they apply to
+// it only (the right place for a secret).
+func WithEnvs(envs map[string]string) ProcessOption { return envsOption(maps.Clone(envs)) }
+
+// cwdOption is WithCwd.
+type cwdOption string
+
+func (o cwdOption) applySandbox(c *config) { c.workdir = string(o) }
+func (o cwdOption) applyCommand(c *commandConfig) {
+	dir := string(o)
+	c.cwd = &dir
+}
+func (o cwdOption) applyPty(c *ptyConfig) { c.cwd = string(o) }
+
+// WithCwd sets the working directory: for Create the default of every
+// command; for one command or terminal its own (relative paths are under
+// HOME).
+func WithCwd(dir string) ProcessOption { return cwdOption(dir) }
+
+// timeoutOption is WithTimeout.
+type timeoutOption time.Duration
+
+func (o timeoutOption) applySandbox(c *config)        { c.timeout = time.Duration(o) }
+func (o timeoutOption) applyCommand(c *commandConfig) { c.timeout = time.Duration(o) }
+func (o timeoutOption) applyPty(c *ptyConfig)         { c.timeout = time.Duration(o) }
+
+// WithTimeout bounds a lifetime. For Create, the sandbox's (1 s to 8 h;
+// default 5 minutes): the platform terminates it then. For a command or a
+// terminal, its own: it is ended (SIGTERM, SIGKILL 5 s later) after d.
+func WithTimeout(d time.Duration) ProcessOption { return timeoutOption(d) }
+
+// metadataOption is WithMetadata.
+type metadataOption map[string]string
+
+func (o metadataOption) applySandbox(c *config)  { c.metadata = o }
+func (o metadataOption) applyFile(c *fileConfig) { c.metadata = o }
+
+// WithMetadata sets labels. For Create, the sandbox's (not secret:
+// Health shows them). For a write, the file's metadata (user.rayito.*
+// attributes: at most 64 lowercase keys, 4000 bytes), replacing any.
+func WithMetadata(md map[string]string) MetadataOption { return metadataOption(maps.Clone(md)) }
+
+// TokenStoreDir is where the token store lives for the environment getenv
+// reads (nil: the process's): $XDG_STATE_HOME/rayito/tokens, else
+// $HOME/.local/state/rayito/tokens. Programs that read their environment
+// through a function of their own (like the rayito CLI) pass the result to
+// WithTokenStoreDir.
+func TokenStoreDir(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return tokenstore.DefaultDir(getenv)
+}

@@ -3,8 +3,7 @@ package rayito
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -18,41 +17,62 @@ type Pty struct {
 	sbx *Sandbox
 }
 
-// PtyOptions configure a new terminal.
-type PtyOptions struct {
-	// Cols and Rows are the window size (1 to 4096; zero means 80x24).
-	Cols, Rows uint16
-	// Envs are added to the shell's environment.
-	Envs map[string]string
-	// Cwd is the working directory (relative to HOME).
-	Cwd string
-	// User runs the shell as another account.
-	User string
-	// Shell replaces the user's login shell.
-	Shell string
-	// Timeout ends the shell after this long; zero means none.
-	Timeout time.Duration
-	// OnData receives the terminal's output, in order.
-	OnData func([]byte)
+type ptyConfig struct {
+	cols, rows uint16
+	envs       map[string]string
+	cwd        string
+	user       string
+	shell      string
+	timeout    time.Duration
+	onData     func([]byte)
 }
 
-// Create starts a login shell on a new terminal.
-func (p *Pty) Create(ctx context.Context, opts PtyOptions) (*PtyHandle, error) {
+// ptyOption is a PtyOption made of a function.
+type ptyOption func(*ptyConfig)
+
+func (f ptyOption) applyPty(c *ptyConfig) { f(c) }
+
+// WithSize sets the window size (1 to 4096 columns and rows; the default,
+// and zero, is 80x24).
+func WithSize(cols, rows uint16) PtyOption {
+	return ptyOption(func(c *ptyConfig) { c.cols, c.rows = cols, rows })
+}
+
+// WithShell replaces the user's login shell.
+func WithShell(shell string) PtyOption { return ptyOption(func(c *ptyConfig) { c.shell = shell }) }
+
+// OnData receives the terminal's output, in order.
+func OnData(f func([]byte)) PtyOption { return ptyOption(func(c *ptyConfig) { c.onData = f }) }
+
+func ptyOpts(opts []PtyOption) *ptyConfig {
+	c := &ptyConfig{}
+	for _, o := range opts {
+		if o != nil {
+			o.applyPty(c)
+		}
+	}
+	return c
+}
+
+// Create starts a login shell on a new terminal. WithSize, WithEnvs,
+// WithCwd, WithUser, WithShell, WithTimeout and OnData configure it.
+func (p *Pty) Create(ctx context.Context, opts ...PtyOption) (*PtyHandle, error) {
+	c := ptyOpts(opts)
 	req := &raydv1.PtyStart{
-		Size: &raydv1.PtySize{Cols: uint32(opts.Cols), Rows: uint32(opts.Rows)},
-		Envs: opts.Envs,
+		Size: &raydv1.PtySize{Cols: uint32(c.cols), Rows: uint32(c.rows)},
+		Envs: maps.Clone(c.envs),
 	}
-	if opts.Cwd != "" {
-		req.Cwd = &opts.Cwd
+	if c.cwd != "" {
+		req.Cwd = &c.cwd
 	}
-	if opts.User != "" {
-		req.User = &raydv1.User{Username: opts.User}
+	if c.user != "" {
+		req.User = &raydv1.User{Username: c.user}
 	}
-	if opts.Shell != "" {
-		req.Shell = &opts.Shell
+	if c.shell != "" {
+		req.Shell = &c.shell
 	}
-	if opts.Timeout > 0 {
-		req.TimeoutMs = uint64(opts.Timeout / time.Millisecond)
+	if c.timeout > 0 {
+		req.TimeoutMs = uint64(c.timeout / time.Millisecond)
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := p.sbx.dp.pty.Create(sctx, connect.NewRequest(req))
@@ -60,37 +80,58 @@ func (p *Pty) Create(ctx context.Context, opts PtyOptions) (*PtyHandle, error) {
 		cancel()
 		return nil, rpcErr("pty create", err)
 	}
-	return p.attach(stream, cancel, opts.OnData)
+	return p.attach(sctx, cancel, stream, c.onData)
 }
 
 // Connect attaches to a running terminal by pid, replaying the output rayd
-// still holds.
-func (p *Pty) Connect(ctx context.Context, pid int, onData func([]byte)) (*PtyHandle, error) {
+// still holds. OnData receives it.
+func (p *Pty) Connect(ctx context.Context, pid int, opts ...PtyOption) (*PtyHandle, error) {
+	c := ptyOpts(opts)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := p.sbx.dp.pty.Connect(sctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid)}))
 	if err != nil {
 		cancel()
 		return nil, rpcErr("pty connect", err)
 	}
-	return p.attach(stream, cancel, onData)
+	return p.attach(sctx, cancel, stream, c.onData)
 }
 
-func (p *Pty) attach(stream *connect.ServerStreamForClient[raydv1.PtyServerMessage], cancel context.CancelFunc, onData func([]byte)) (*PtyHandle, error) {
-	if !stream.Receive() {
-		cancel()
-		err := stream.Err()
-		if err == nil {
-			err = io.ErrUnexpectedEOF
+// ptyShape reads PtyService streams.
+var ptyShape = streamShape[raydv1.PtyServerMessage]{
+	seq: func(m *raydv1.PtyServerMessage) (uint64, bool) {
+		if _, ok := m.Event.(*raydv1.PtyServerMessage_Data); ok {
+			return m.GetSeq(), true
 		}
+		return 0, false
+	},
+	end: (*raydv1.PtyServerMessage).GetExited,
+}
+
+func (p *Pty) attach(ctx context.Context, cancel context.CancelFunc, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage], onData func([]byte)) (*PtyHandle, error) {
+	first, err := openStream(stream)
+	if err != nil {
+		cancel()
 		return nil, rpcErr("pty", err)
 	}
-	st := stream.Msg().GetStarted()
+	st := first.GetStarted()
 	if st == nil {
 		cancel()
+		stream.Close()
 		return nil, rpcErr("pty", errors.New("stream did not open with started"))
 	}
-	h := &PtyHandle{pty: p, pid: int(st.GetPid()), onData: onData, cancel: cancel, done: make(chan struct{})}
-	go h.follow(stream)
+	pid := int(st.GetPid())
+	h := &PtyHandle{pty: p, pid: pid, cancel: cancel, done: make(chan struct{})}
+	h.fol = &follower[raydv1.PtyServerMessage]{
+		shape: ptyShape,
+		op:    "pty",
+		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.PtyServerMessage], error) {
+			return p.sbx.dp.pty.Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid), FromSeq: from}))
+		},
+	}
+	if onData != nil {
+		h.fol.onData = func(m *raydv1.PtyServerMessage) { onData(m.GetData()) }
+	}
+	go h.follow(ctx, stream)
 	return h, nil
 }
 
@@ -98,78 +139,26 @@ func (p *Pty) attach(stream *connect.ServerStreamForClient[raydv1.PtyServerMessa
 type PtyHandle struct {
 	pty    *Pty
 	pid    int
-	onData func([]byte)
 	cancel context.CancelFunc
 	done   chan struct{}
+	fol    *follower[raydv1.PtyServerMessage]
 
-	mu      sync.Mutex
-	lastSeq uint64
-	end     *raydv1.EndEvent
-	err     error
+	mu  sync.Mutex
+	end *raydv1.EndEvent
+	err error
 }
 
 // Pid is the shell's process id in the sandbox.
 func (h *PtyHandle) Pid() int { return h.pid }
 
-// follow delivers output until the end, reattaching with from_seq after a
-// dropped connection.
-func (h *PtyHandle) follow(stream *connect.ServerStreamForClient[raydv1.PtyServerMessage]) {
+// follow runs the follower to the end.
+func (h *PtyHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage]) {
 	defer close(h.done)
-	defer func() { h.cancel() }()
-	for attempt := 0; ; attempt++ {
-		end, err := h.consume(stream)
-		stream.Close()
-		if end != nil || attempt >= 5 || connect.CodeOf(err) == connect.CodeNotFound {
-			h.mu.Lock()
-			h.end, h.err = end, nil
-			if end == nil {
-				h.err = rpcErr("pty", err)
-			}
-			h.mu.Unlock()
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-		h.mu.Lock()
-		from := h.lastSeq + 1
-		h.mu.Unlock()
-		sctx, cancel := context.WithCancel(context.Background())
-		h.cancel = cancel
-		next, cerr := h.pty.sbx.dp.pty.Connect(sctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(h.pid), FromSeq: from}))
-		if cerr != nil {
-			cancel()
-			h.mu.Lock()
-			h.err = rpcErr("pty reattach", cerr)
-			h.mu.Unlock()
-			return
-		}
-		stream = next
-	}
-}
-
-func (h *PtyHandle) consume(stream *connect.ServerStreamForClient[raydv1.PtyServerMessage]) (*raydv1.EndEvent, error) {
-	for stream.Receive() {
-		m := stream.Msg()
-		switch ev := m.Event.(type) {
-		case *raydv1.PtyServerMessage_Data:
-			h.mu.Lock()
-			dup := m.GetSeq() <= h.lastSeq
-			if !dup {
-				h.lastSeq = m.GetSeq()
-			}
-			h.mu.Unlock()
-			if !dup && h.onData != nil {
-				h.onData(ev.Data)
-			}
-		case *raydv1.PtyServerMessage_Exited:
-			drainStream(stream)
-			return ev.Exited, nil
-		}
-	}
-	err := stream.Err()
-	if err == nil {
-		err = io.ErrUnexpectedEOF
-	}
-	return nil, err
+	defer h.cancel()
+	end, err := h.fol.run(ctx, stream)
+	h.mu.Lock()
+	h.end, h.err = end, err
+	h.mu.Unlock()
 }
 
 // Wait waits for the shell to end and returns its exit code (128+signal
@@ -197,7 +186,7 @@ func (h *PtyHandle) SendInput(ctx context.Context, data []byte) error {
 // Resize changes the window size (1 to 4096 columns and rows).
 func (h *PtyHandle) Resize(ctx context.Context, cols, rows uint16) error {
 	if cols == 0 || rows == 0 || cols > 4096 || rows > 4096 {
-		return fmt.Errorf("%w: terminal size must be 1..4096", ErrInvalidArgument)
+		return newError(ReasonInvalidArgument, "terminal size must be 1..4096 columns and rows")
 	}
 	_, err := h.pty.sbx.dp.pty.Resize(ctx, connect.NewRequest(&raydv1.ResizeRequest{Pid: uint32(h.pid), Size: &raydv1.PtySize{Cols: uint32(cols), Rows: uint32(rows)}}))
 	return rpcErr("pty resize", err)

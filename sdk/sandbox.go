@@ -11,12 +11,14 @@ import (
 
 	"connectrpc.com/connect"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/rayito-dev/rayito/proto/accesstoken"
 	"github.com/rayito-dev/rayito/proto/compat"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
@@ -59,20 +61,36 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 		return microvms.New(cfg.endpoint, append(opts, microvms.Unsigned(), microvms.WithoutRateLimits())...)
 	case BackendAWS:
 		if cfg.awsConfig == nil {
-			awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+			// The AWS SDK's own log lines (retries, deprecations) never
+			// reach the user's terminal.
+			awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithLogger(logging.Nop{}))
 			if err != nil {
-				return nil, fmt.Errorf("rayito: load AWS configuration: %w", err)
+				return nil, newError(ReasonUnauthenticated, "cannot load the AWS configuration (credentials, profile)", err)
 			}
 			cfg.awsConfig = &awsCfg
 		}
-		return microvms.NewFromConfig(*cfg.awsConfig, opts...)
+		awsCfg := cfg.awsConfig.Copy()
+		awsCfg.Logger = logging.Nop{}
+		awsCfg.ClientLogMode = 0
+		if awsCfg.Region == "" {
+			return nil, newError(ReasonInvalidArgument, "no AWS region is configured: set AWS_REGION or a region in your AWS profile")
+		}
+		mv, err := microvms.NewFromConfig(awsCfg, opts...)
+		if err != nil {
+			return nil, newError(ReasonInvalidArgument, "the AWS configuration cannot reach the sandbox platform (check the region)", err)
+		}
+		return mv, nil
 	default:
-		return nil, fmt.Errorf("%w: unknown backend %q (want local or aws)", ErrInvalidArgument, cfg.backend)
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q (want local or aws)", cfg.backend))
 	}
 }
 
 // Create starts a sandbox and waits until it answers. The access token is
-// made here; only its sha256 travels to the platform. Once the daemon is
+// made here; only its sha256 travels to the platform. It is kept in the
+// token store shared with the rayito CLI (one 0600 file per sandbox under
+// $XDG_STATE_HOME/rayito/tokens, else ~/.local/state/rayito/tokens), so
+// that Connect works from another process; WithoutTokenStore keeps it
+// out. Once the daemon is
 // ready its version is checked against this SDK's (see checkAgent): an
 // incompatible one is an *IncompatibleAgentError. If the sandbox does not
 // become ready, or its daemon is incompatible, it is terminated, unless
@@ -80,12 +98,12 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	cfg := newConfig(opts)
 	if cfg.timeout < time.Second || cfg.timeout > microvmsapi.MaxDurationSeconds*time.Second {
-		return nil, fmt.Errorf("%w: timeout must be between 1s and 8h", ErrInvalidArgument)
+		return nil, newError(ReasonInvalidArgument, "the sandbox timeout must be between 1s and 8h")
 	}
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
-			return nil, fmt.Errorf("%w: the AWS backend needs a template (WithTemplate or RAYITO_TEMPLATE)", ErrInvalidArgument)
+			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN, e.g. from RAYITO_TEMPLATE)")
 		}
 		template = "local"
 	}
@@ -118,21 +136,21 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	vm, err := mv.RunMicrovm(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, controlPlaneErr(cfg, "", err)
 	}
-	if vm.State == microvmsapi.StateTerminating || vm.State == microvmsapi.StateTerminated {
+	if ended(vm.State) {
 		// The local platform answers once the boot is over, failed or not.
-		reason := vm.StateReason
-		if len(reason) > 240 {
-			reason = reason[:240]
-		}
-		return nil, fmt.Errorf("%w: the sandbox ended while starting: %q", ErrSandboxEnded, reason)
+		return nil, endedErr(vm)
 	}
-	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: token, cfg: cfg, mv: mv}
-	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
-	s.Commands = &Commands{sbx: s}
-	s.Pty = &Pty{sbx: s}
-	s.Files = &Files{sbx: s}
+	s := newSandbox(cfg, mv, vm, token)
+	if !cfg.noTokens {
+		if err := cfg.tokens().Save(s.id, token); err != nil {
+			if !cfg.keepOnFailure {
+				_ = s.Kill(context.WithoutCancel(ctx))
+			}
+			return nil, newError(ReasonInternal, "sandbox "+s.id+": cannot store its access token", err)
+		}
+	}
 	if err := s.waitReady(ctx); err != nil {
 		if !cfg.keepOnFailure {
 			_ = s.Kill(context.WithoutCancel(ctx))
@@ -180,14 +198,14 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 		if time.Since(lastGet) >= 5*time.Second {
 			lastGet = time.Now()
 			vm, gerr := s.mv.GetMicrovm(ctx, s.id)
-			if gerr == nil && (vm.State == microvmsapi.StateTerminating || vm.State == microvmsapi.StateTerminated) {
-				return fmt.Errorf("%w: the sandbox ended while starting", ErrSandboxEnded)
+			if gerr == nil && ended(vm.State) {
+				return endedErr(vm)
 			}
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%w after %s", ErrNotReady, s.cfg.readyTimeout)
+				return newError(ReasonNotReady, fmt.Sprintf("sandbox %s did not become ready within %s", s.id, s.cfg.readyTimeout))
 			}
 			return ctx.Err()
 		case <-time.After(delay):
@@ -249,32 +267,52 @@ func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
 	return s.checkAgent(resp.Msg.GetAgentVersion())
 }
 
-// Connect reaches an existing sandbox by id and access token. It asks the
-// sandbox's Health once and checks the daemon's version like Create: an
-// incompatible daemon is an *IncompatibleAgentError (the sandbox is left
-// running), a newer compatible one a warning. A daemon whose Health fails
-// or does not answer within 5 s is not checked, and that is not an error.
-func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sandbox, error) {
-	if _, err := accesstoken.Decode(accessToken); err != nil {
-		return nil, fmt.Errorf("%w: malformed access token", ErrInvalidArgument)
-	}
+// Connect reaches an existing sandbox by id. The access token comes from
+// WithAccessToken, else from the token store (where Create, in this or
+// any other process of the user, put it). It asks the sandbox's Health
+// once and checks the daemon's version like Create: an incompatible
+// daemon is an *IncompatibleAgentError (the sandbox is left running), a
+// newer compatible one a warning. A daemon whose Health fails or does not
+// answer within 5 s is not checked, and that is not an error.
+//
+// An unknown id is "sandbox X not found" (errors.Is ErrNotFound); an
+// ended sandbox a *SandboxEndedError.
+func Connect(ctx context.Context, id string, opts ...Option) (*Sandbox, error) {
 	cfg := newConfig(opts)
+	if !tokenstore.ValidID(id) {
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
+	}
+	if cfg.accessToken != "" {
+		if _, err := accesstoken.Decode(cfg.accessToken); err != nil {
+			return nil, newError(ReasonInvalidArgument, "sandbox "+id+": malformed access token")
+		}
+	}
+	// The control plane next: an unknown or ended sandbox says so whether
+	// or not a token is at hand.
 	mv, err := controlPlane(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	vm, err := mv.GetMicrovm(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, controlPlaneErr(cfg, id, err)
 	}
-	if vm.State == microvmsapi.StateTerminating || vm.State == microvmsapi.StateTerminated {
-		return nil, fmt.Errorf("%w: %s", ErrSandboxEnded, strings.ToLower(string(vm.State)))
+	if ended(vm.State) {
+		return nil, endedErr(vm)
 	}
-	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: accessToken, cfg: cfg, mv: mv}
-	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, accessToken)
-	s.Commands = &Commands{sbx: s}
-	s.Pty = &Pty{sbx: s}
-	s.Files = &Files{sbx: s}
+	token := cfg.accessToken
+	if token == "" && !cfg.noTokens {
+		if token, err = cfg.tokens().Load(id); err != nil {
+			if errors.Is(err, tokenstore.ErrNoToken) {
+				return nil, newError(ReasonUnauthenticated, "sandbox "+id+": no access token is stored for it on this machine; pass its token", ErrNoAccessToken, err)
+			}
+			return nil, newError(ReasonInternal, "sandbox "+id+": cannot read its stored access token", err)
+		}
+	}
+	if _, err := accesstoken.Decode(token); err != nil {
+		return nil, newError(ReasonInvalidArgument, "sandbox "+id+": malformed access token")
+	}
+	s := newSandbox(cfg, mv, vm, token)
 	if err := s.checkAgentOnConnect(ctx); err != nil {
 		s.dp.close()
 		return nil, err
@@ -282,33 +320,150 @@ func Connect(ctx context.Context, id, accessToken string, opts ...Option) (*Sand
 	return s, nil
 }
 
-// Kill terminates the sandbox. Killing an ended sandbox is not an error.
-func (s *Sandbox) Kill(ctx context.Context) error {
-	defer s.dp.close()
-	return s.mv.TerminateMicrovm(ctx, s.id)
+func newSandbox(cfg *config, mv *microvms.Client, vm *microvmsapi.Microvm, token string) *Sandbox {
+	s := &Sandbox{id: vm.MicrovmID, endpoint: vm.Endpoint, accessToken: token, cfg: cfg, mv: mv}
+	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
+	s.Commands = &Commands{sbx: s}
+	s.Pty = &Pty{sbx: s}
+	s.Files = &Files{sbx: s}
+	return s
 }
 
-// Kill terminates the sandbox with the given id.
+func ended(st microvmsapi.State) bool {
+	return st == microvmsapi.StateTerminating || st == microvmsapi.StateTerminated
+}
+
+// maxStateReason caps the platform's state reason in errors.
+const maxStateReason = 240
+
+// endedErr describes an ended microVM.
+func endedErr(vm *microvmsapi.Microvm) error {
+	e := &SandboxEndedError{ID: vm.MicrovmID, Reason: vm.StateReason}
+	if len(e.Reason) > maxStateReason {
+		e.Reason = e.Reason[:maxStateReason]
+	}
+	if vm.TerminatedAt != nil {
+		e.EndedAt = *vm.TerminatedAt
+	}
+	return e
+}
+
+// Kill terminates the sandbox and removes its token from the store.
+// Killing an ended sandbox is not an error.
+func (s *Sandbox) Kill(ctx context.Context) error {
+	defer s.dp.close()
+	if err := s.mv.TerminateMicrovm(ctx, s.id); err != nil {
+		return controlPlaneErr(s.cfg, s.id, err)
+	}
+	s.cfg.forget(s.id)
+	return nil
+}
+
+// Kill terminates the sandbox with the given id and removes its token
+// from the store. An unknown id is "sandbox X not found" (errors.Is
+// ErrNotFound); its stored token, if any, is removed too.
 func Kill(ctx context.Context, id string, opts ...Option) error {
-	mv, err := controlPlane(ctx, newConfig(opts))
+	cfg := newConfig(opts)
+	if !tokenstore.ValidID(id) {
+		return newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
+	}
+	mv, err := controlPlane(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	return mv.TerminateMicrovm(ctx, id)
+	if err := mv.TerminateMicrovm(ctx, id); err != nil {
+		err = controlPlaneErr(cfg, id, err)
+		if errors.Is(err, ErrNotFound) {
+			cfg.forget(id)
+		}
+		return err
+	}
+	cfg.forget(id)
+	return nil
+}
+
+// tokens is the token store of cfg.
+func (c *config) tokens() tokenstore.Store {
+	dir := c.tokenDir
+	if dir == "" {
+		d, err := tokenstore.DefaultDir(c.getenv)
+		if err != nil {
+			return tokenstore.Store{}
+		}
+		dir = d
+	}
+	return tokenstore.Store{Dir: dir}
+}
+
+// forget removes id's token, unless the store is off.
+func (c *config) forget(id string) {
+	if !c.noTokens {
+		_ = c.tokens().Remove(id)
+	}
 }
 
 // Info describes a sandbox.
 type Info struct {
-	ID           string
-	State        string
-	Template     string
-	StartedAt    time.Time
+	ID        string
+	State     string
+	Template  string
+	StartedAt time.Time
+	// ExpiresAt is when the platform ends the sandbox at the latest (its
+	// start plus its maximum duration, WithTimeout); zero when unknown.
+	ExpiresAt    time.Time
 	EndedAt      time.Time
 	StateReason  string
 	Metadata     map[string]string
 	AgentVersion string
 	CPUCount     int
 	MemoryBytes  uint64
+	// Isolation is how the local platform isolates the sandbox, as its
+	// daemon reports it while it runs: IsolationFull, IsolationRootless or
+	// IsolationNone; "" when nothing is reported (an AWS microVM, an older
+	// platform, or a sandbox that is not running).
+	Isolation string
+	// Isolated is false only when the sandbox is known NOT to be isolated
+	// (Isolation == IsolationNone: a plain process of the platform's
+	// user, with that user's access to the machine).
+	Isolated bool
+}
+
+// Isolation values (Info.Isolation). See docs/features.md, "localvm without
+// root", for what each one isolates.
+const (
+	IsolationFull     = "full"     // root: namespaces, own uid range, cgroup limits, network policy
+	IsolationRootless = "rootless" // unprivileged user namespaces: see docs/features.md
+	IsolationNone     = "none"     // NOT isolated: the platform was opted in (--unisolated)
+)
+
+// isolationFeature is the prefix of the entry of the daemon's
+// features.services that reports the isolation.
+const isolationFeature = "isolation:"
+
+func isolationOf(h *raydv1.HealthResponse) string {
+	for _, s := range h.GetFeatures().GetServices() {
+		if v, ok := strings.CutPrefix(s, isolationFeature); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Isolation asks the sandbox's daemon how it is isolated (see
+// Info.Isolation): "" when it does not say.
+func (s *Sandbox) Isolation(ctx context.Context) (string, error) {
+	h, err := s.dp.health.Health(ctx, connect.NewRequest(&raydv1.HealthRequest{}))
+	if err != nil {
+		return "", rpcErr("health", err)
+	}
+	return isolationOf(h.Msg), nil
+}
+
+// Isolated reports whether the sandbox is isolated: false when its daemon
+// says it is NOT (a local platform opted in to unisolated sandboxes).
+func (s *Sandbox) Isolated(ctx context.Context) (bool, error) {
+	v, err := s.Isolation(ctx)
+	return v != IsolationNone, err
 }
 
 // Info returns the sandbox's state, and its metadata and daemon facts
@@ -316,7 +471,7 @@ type Info struct {
 func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 	vm, err := s.mv.GetMicrovm(ctx, s.id)
 	if err != nil {
-		return nil, err
+		return nil, controlPlaneErr(s.cfg, s.id, err)
 	}
 	info := infoOf(vm)
 	if vm.State == microvmsapi.StateRunning {
@@ -325,15 +480,20 @@ func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 			info.AgentVersion = h.Msg.GetAgentVersion()
 			info.CPUCount = int(h.Msg.GetCpuCount())
 			info.MemoryBytes = h.Msg.GetMemoryTotalBytes()
+			info.Isolation = isolationOf(h.Msg)
+			info.Isolated = info.Isolation != IsolationNone
 		}
 	}
 	return info, nil
 }
 
 func infoOf(vm *microvmsapi.Microvm) *Info {
-	info := &Info{ID: vm.MicrovmID, State: string(vm.State), Template: vm.ImageArn, StateReason: vm.StateReason}
+	info := &Info{ID: vm.MicrovmID, State: string(vm.State), Template: vm.ImageArn, StateReason: vm.StateReason, Isolated: true}
 	if vm.StartedAt != nil {
 		info.StartedAt = *vm.StartedAt
+		if vm.MaximumDurationInSeconds > 0 {
+			info.ExpiresAt = vm.StartedAt.Add(time.Duration(vm.MaximumDurationInSeconds) * time.Second)
+		}
 	}
 	if vm.TerminatedAt != nil {
 		info.EndedAt = *vm.TerminatedAt
@@ -341,37 +501,10 @@ func infoOf(vm *microvmsapi.Microvm) *Info {
 	return info
 }
 
-// ListOption filters List.
-type ListOption func(*listConfig)
-
-type listConfig struct {
-	states   map[string]bool
-	metadata map[string]string
-}
-
-// WithStates keeps sandboxes in the given states (e.g. "RUNNING").
-func WithStates(states ...string) ListOption {
-	return func(c *listConfig) {
-		c.states = map[string]bool{}
-		for _, s := range states {
-			c.states[strings.ToUpper(s)] = true
-		}
-	}
-}
-
-// WithMetadataFilter keeps running sandboxes whose metadata has every
-// given key with the given value (read through each sandbox's Health).
-func WithMetadataFilter(md map[string]string) ListOption {
-	return func(c *listConfig) { c.metadata = md }
-}
-
-// List lists sandboxes, newest first.
-func List(ctx context.Context, filter []ListOption, opts ...Option) ([]Info, error) {
+// List lists sandboxes, newest first, keeping those WithStates and
+// WithMetadataFilter ask for.
+func List(ctx context.Context, opts ...Option) ([]Info, error) {
 	cfg := newConfig(opts)
-	lc := &listConfig{}
-	for _, f := range filter {
-		f(lc)
-	}
 	mv, err := controlPlane(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -379,18 +512,18 @@ func List(ctx context.Context, filter []ListOption, opts ...Option) ([]Info, err
 	var out []Info
 	for item, err := range mv.ListAll(ctx, microvms.ListInput{}) {
 		if err != nil {
-			return nil, err
+			return nil, controlPlaneErr(cfg, "", err)
 		}
-		if lc.states != nil && !lc.states[string(item.State)] {
+		if cfg.states != nil && !cfg.states[string(item.State)] {
 			continue
 		}
 		info := Info{ID: item.MicrovmID, State: string(item.State), Template: item.ImageArn}
 		if item.StartedAt != nil {
 			info.StartedAt = *item.StartedAt
 		}
-		if len(lc.metadata) > 0 {
+		if len(cfg.metadataFilter) > 0 {
 			md, ok := metadataOf(ctx, cfg, mv, item.MicrovmID, item.State)
-			if !ok || !matches(md, lc.metadata) {
+			if !ok || !matches(md, cfg.metadataFilter) {
 				continue
 			}
 			info.Metadata = md

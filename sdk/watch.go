@@ -21,19 +21,22 @@ type FileEvent struct {
 	Entry *Entry
 }
 
-// WatchOption configures Watch.
-type WatchOption func(*raydv1.WatchDirRequest)
+type watchConfig struct {
+	recursive bool
+	entries   bool
+	user      string
+}
+
+// watchOption is a WatchOption made of a function.
+type watchOption func(*watchConfig)
+
+func (f watchOption) applyWatch(c *watchConfig) { f(c) }
 
 // Recursive also watches subdirectories, including ones created later.
-func Recursive() WatchOption { return func(r *raydv1.WatchDirRequest) { r.Recursive = true } }
+func Recursive() WatchOption { return watchOption(func(c *watchConfig) { c.recursive = true }) }
 
 // WithEntries attaches each changed file's Entry to its event.
-func WithEntries() WatchOption { return func(r *raydv1.WatchDirRequest) { r.IncludeEntry = true } }
-
-// WatchAs watches as another account.
-func WatchAs(user string) WatchOption {
-	return func(r *raydv1.WatchDirRequest) { r.User = &raydv1.User{Username: user} }
-}
+func WithEntries() WatchOption { return watchOption(func(c *watchConfig) { c.entries = true }) }
 
 // Watcher delivers the events of one watched directory.
 type Watcher struct {
@@ -44,9 +47,15 @@ type Watcher struct {
 // Watch starts watching dir. It returns once the watch is armed: every
 // change after that is reported. Close the watcher when done.
 func (f *Files) Watch(ctx context.Context, dir string, opts ...WatchOption) (*Watcher, error) {
-	req := &raydv1.WatchDirRequest{Path: dir}
+	c := &watchConfig{}
 	for _, o := range opts {
-		o(req)
+		if o != nil {
+			o.applyWatch(c)
+		}
+	}
+	req := &raydv1.WatchDirRequest{Path: dir, Recursive: c.recursive, IncludeEntry: c.entries}
+	if c.user != "" {
+		req.User = &raydv1.User{Username: c.user}
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	stream, err := f.sbx.dp.fs.WatchDir(sctx, connect.NewRequest(req))
@@ -75,13 +84,13 @@ var watchOps = map[raydv1.FilesystemEventType]string{
 }
 
 // Next blocks for the next event. It returns io.EOF after Close, and an
-// *RPCError when rayd ended the watch (e.g. output_truncated when the
-// client fell too far behind).
+// *RPCError when rayd ended the watch (e.g. reason ReasonOutputTruncated
+// when the client fell too far behind).
 func (w *Watcher) Next() (FileEvent, error) {
 	for w.stream.Receive() {
 		m := w.stream.Msg()
 		if se := m.GetError(); se != nil {
-			return FileEvent{}, &RPCError{Op: "watch", Code: connect.CodeAborted, Message: se.GetCode()}
+			return FileEvent{}, streamErr("watch", se)
 		}
 		if ev := m.GetFilesystem(); ev != nil {
 			return FileEvent{Name: ev.GetName(), Op: watchOps[ev.GetType()], Entry: entryOf(ev.GetEntry())}, nil
@@ -97,4 +106,25 @@ func (w *Watcher) Next() (FileEvent, error) {
 func (w *Watcher) Close() error {
 	w.cancel()
 	return w.stream.Close()
+}
+
+// streamErr turns an in-stream StreamError into an *RPCError (code
+// Aborted: the stream ended early; the reason from its closed code).
+func streamErr(op string, se *raydv1.StreamError) error {
+	reason := Reason(se.GetCode())
+	switch reason {
+	case "deadline_exceeded":
+		reason = ReasonTimeout
+	case "cancelled":
+		reason = ReasonCanceled
+	case ReasonNotFound, ReasonPermissionDenied, ReasonInvalidArgument, ReasonUnimplemented, ReasonOutputTruncated,
+		ReasonInternal, ReasonResourceExhausted:
+	default:
+		reason = ReasonInternal
+	}
+	msg := se.GetMessage()
+	if msg == "" {
+		msg = se.GetCode()
+	}
+	return &RPCError{Op: op, Code: CodeAborted, Reason: reason, Message: msg}
 }

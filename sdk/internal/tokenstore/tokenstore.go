@@ -1,0 +1,139 @@
+// Package tokenstore keeps the access tokens of sandboxes, one 0600 file
+// per sandbox in a 0700 directory under the user's state directory, so
+// that any process of the user (the SDK's Connect, the rayito CLI) can
+// reach a sandbox another one created. Tokens are secrets: nothing here
+// logs or returns them in errors.
+package tokenstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNoToken is returned by Load when no token is stored for the id.
+var ErrNoToken = errors.New("no access token stored for this sandbox")
+
+// ErrInvalidID is returned for an id that cannot name a file safely.
+var ErrInvalidID = errors.New("invalid sandbox id")
+
+// Store is a token directory.
+type Store struct{ Dir string }
+
+// DefaultDir is $XDG_STATE_HOME/rayito/tokens, or
+// ~/.local/state/rayito/tokens when XDG_STATE_HOME is unset or relative
+// (the XDG rule).
+func DefaultDir(getenv func(string) string) (string, error) {
+	base := getenv("XDG_STATE_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		home := getenv("HOME")
+		if home == "" {
+			var err error
+			if home, err = os.UserHomeDir(); err != nil {
+				return "", fmt.Errorf("no state directory for access tokens: %w", err)
+			}
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "rayito", "tokens"), nil
+}
+
+// ValidID reports whether id may name a token file: 1 to 128 characters
+// of [A-Za-z0-9._-], not starting with a dot (so no "..", no hidden or
+// temporary files, no path separators).
+func ValidID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (s Store) path(id string) (string, error) {
+	if !ValidID(id) {
+		return "", ErrInvalidID
+	}
+	if s.Dir == "" {
+		return "", errors.New("token store has no directory")
+	}
+	return filepath.Join(s.Dir, id), nil
+}
+
+// Save stores the token of sandbox id atomically (temporary file, fsync,
+// rename), creating the directory with mode 0700 and the file with 0600.
+// An existing directory with a wider mode is narrowed to 0700.
+func (s Store) Save(id, token string) error {
+	p, err := s.path(id)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	if st, err := os.Stat(s.Dir); err == nil && st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(s.Dir, 0o700); err != nil {
+			return fmt.Errorf("token store: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(s.Dir, ".tmp-")
+	if err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("token store: %w", err)
+	}
+	if _, err := f.WriteString(token); err != nil {
+		f.Close()
+		return fmt.Errorf("token store: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("token store: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("token store: %w", err)
+	}
+	return nil
+}
+
+// Load returns the token of sandbox id, or ErrNoToken.
+func (s Store) Load(id string) (string, error) {
+	p, err := s.path(id)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", ErrNoToken
+	}
+	if err != nil {
+		return "", fmt.Errorf("token store: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Remove forgets the token of sandbox id; a missing one is not an error.
+func (s Store) Remove(id string) error {
+	p, err := s.path(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("token store: %w", err)
+	}
+	return nil
+}
