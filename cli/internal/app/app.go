@@ -4,7 +4,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
 	"github.com/rayito-dev/rayito/cli/internal/version"
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // `rayito --version` (and -v) prints the version and the revision, not
@@ -30,54 +30,59 @@ func Stdio() cliutil.IO {
 	return cliutil.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 }
 
-// Root returns the command tree.
+// Root returns the command tree, reading the process environment.
 func Root(io cliutil.IO) *cli.Command {
-	return &cli.Command{
+	return NewRoot(&cliutil.Factory{IO: io, Env: os.Getenv})
+}
+
+// NewRoot returns the command tree whose commands take their streams and
+// environment from f.
+func NewRoot(f *cliutil.Factory) *cli.Command {
+	root := &cli.Command{
 		Name:                      "rayito",
 		Usage:                     "disposable, isolated Linux sandboxes for AI agents",
+		Description:               "Exit codes: 0 ok, 1 failure, 2 usage; run and exec: the command's code, 124 timeout,\n126 not executable, 127 not found, 130 interrupted. See 'rayito help environment'.",
 		Version:                   version.Version,
-		Reader:                    io.In,
-		Writer:                    io.Out,
-		ErrWriter:                 io.Err,
+		Reader:                    f.IO.In,
+		Writer:                    f.IO.Out,
+		ErrWriter:                 f.IO.Err,
 		DisableSliceFlagSeparator: true,
 		HideHelpCommand:           true,
-		Commands: []*cli.Command{
-			run.Command(io),
-			sandbox.Command(io),
-			local.Command(io),
+		EnableShellCompletion:     true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "endpoint", Usage: "the local platform's `URL` (default: RAYITO_ENDPOINT, else " + rayito.DefaultLocalEndpoint + ")"},
 		},
+		Before: func(ctx context.Context, cmd *cli.Command) (context.Context, error) {
+			f.Endpoint = cmd.String("endpoint")
+			return ctx, nil
+		},
+		Commands: []*cli.Command{
+			run.Command(f),
+			sandbox.Command(f),
+			local.Command(f),
+			helpCommand(f),
+			versionCommand(f),
+		},
+		ConfigureShellCompletionCommand: configureCompletion,
 		// Errors are printed once, by Main.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
-		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {
-			return cliutil.Usage(err)
-		},
 	}
+	prepare(root)
+	return root
 }
 
 // Main runs the CLI with args (args[0] is the program name) and returns the
-// process exit code: 0 ok, 1 failure, 2 usage, or the remote command's
-// code for run and exec.
+// process exit code (cliutil's table: 0 ok, 1 failure, 2 usage, 124
+// timeout, 126 not executable, 127 not found, 130 interrupted, or the
+// remote command's code for run and exec).
 func Main(ctx context.Context, args []string, io cliutil.IO) int {
 	err := Root(io).Run(ctx, args)
-	if err == nil {
-		return cliutil.ExitOK
+	msg, code := cliutil.Exit(err)
+	if msg != "" {
+		fmt.Fprintln(io.Err, "rayito:", msg)
 	}
-	var code *cliutil.ExitCodeError
-	if errors.As(err, &code) {
-		return code.Code
+	if hint := cliutil.UsageHint(err); hint != "" {
+		fmt.Fprintln(io.Err, hint)
 	}
-	var usage *cliutil.UsageError
-	if errors.As(err, &usage) {
-		fmt.Fprintln(io.Err, "rayito:", usage.Err)
-		return cliutil.ExitUsage
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(io.Err, "rayito:", msg)
-		}
-		return ec.ExitCode()
-	}
-	fmt.Fprintln(io.Err, "rayito:", cliutil.Describe(err))
-	return cliutil.ExitError
+	return code
 }

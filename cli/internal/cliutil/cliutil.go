@@ -1,24 +1,14 @@
-// Package cliutil holds what every rayito command shares: its streams, the
-// exit-code table, typed exit errors, JSON output and error wording.
+// Package cliutil holds what every rayito command shares: its streams and
+// environment (Factory), the exit-code table and error wording (errors.go),
+// flags, JSON output and the exec loop of run and exec.
 package cliutil
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"golang.org/x/term"
-
-	rayito "github.com/rayito-dev/rayito/sdk"
-)
-
-// Exit codes of the CLI; run and exec exit with the remote command's code.
-const (
-	ExitOK    = 0
-	ExitError = 1
-	ExitUsage = 2
 )
 
 // IO is a command's standard streams.
@@ -28,42 +18,38 @@ type IO struct {
 	Err io.Writer
 }
 
+// Factory is what a command takes from its process: its streams and its
+// environment. Commands read the environment only through Getenv, so a
+// test can run them in process with an environment of its own.
+type Factory struct {
+	IO IO
+	// Env is the process environment (os.Getenv).
+	Env func(string) string
+	// Endpoint is the global --endpoint flag; it wins over RAYITO_ENDPOINT.
+	Endpoint string
+}
+
+// Getenv reads the environment, with --endpoint standing in for
+// RAYITO_ENDPOINT.
+func (f *Factory) Getenv(k string) string {
+	if k == "RAYITO_ENDPOINT" && f.Endpoint != "" {
+		return f.Endpoint
+	}
+	if f.Env == nil {
+		return os.Getenv(k)
+	}
+	return f.Env(k)
+}
+
 // IsTerminal reports whether w is a terminal.
-func IsTerminal(w io.Writer) bool {
+func IsTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
-
-// ExitCodeError ends the CLI with Code without printing anything more.
-type ExitCodeError struct{ Code int }
-
-func (e *ExitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
-
-// UsageError is a command-line mistake (exit code 2).
-type UsageError struct{ Err error }
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-// Usage wraps err as a usage error.
-func Usage(err error) error { return &UsageError{Err: err} }
-
-// Usagef formats a usage error.
-func Usagef(format string, args ...any) error { return Usage(fmt.Errorf(format, args...)) }
 
 // PrintJSON writes v as indented JSON.
 func PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// Describe words an error for a person, without secrets (the SDK's errors
-// carry none).
-func Describe(err error) string {
-	var api *rayito.APIError
-	if errors.As(err, &api) {
-		return api.Error()
-	}
-	return err.Error()
 }

@@ -3,6 +3,8 @@ package cliutil
 import (
 	"context"
 	"errors"
+	"io"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
@@ -12,12 +14,42 @@ import (
 // ExecFlags are the flags of a command run in a sandbox (run and exec).
 func ExecFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "env", Usage: "environment variable NAME=VALUE for the command (repeatable)"},
-		&cli.StringFlag{Name: "user", Usage: "run as this user (default: user)"},
-		&cli.StringFlag{Name: "cwd", Usage: "working directory (relative to HOME)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "end the command after this long"},
-		JSONFlag,
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "environment variable `NAME=VALUE` for the command (repeatable)"},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as this `USER` (default: the sandbox's user)"},
+		&cli.StringFlag{Name: "workdir", Aliases: []string{"w", "cwd"}, Usage: "working `DIR`ectory (relative to HOME)"},
+		&cli.DurationFlag{Name: "timeout", Usage: "end the command after this `DURATION` and exit 124"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "pass stdin to the command even when it is a terminal (default: when stdin is not a terminal)"},
+		JSONFlag(),
 	}
+}
+
+// ExecSpec is what ExecFlags parsed.
+type ExecSpec struct {
+	Envs    map[string]string
+	User    string
+	Workdir string
+	Timeout time.Duration
+	Stdin   bool
+	JSON    bool
+}
+
+// ParseExec validates the ExecFlags of cmd before anything is contacted.
+// stdin is the command's input: it is passed through when it is not a
+// terminal, or with --interactive.
+func ParseExec(cmd *cli.Command, stdin io.Reader) (ExecSpec, error) {
+	envs, err := ParseEnvs(cmd.StringSlice("env"))
+	if err != nil {
+		return ExecSpec{}, err
+	}
+	d := cmd.Duration("timeout")
+	if d < 0 || (cmd.IsSet("timeout") && d == 0) {
+		return ExecSpec{}, Usagef("--timeout must be positive, got %s", d)
+	}
+	return ExecSpec{
+		Envs: envs, User: cmd.String("user"), Workdir: cmd.String("workdir"), Timeout: d,
+		Stdin: stdin != nil && (cmd.Bool("interactive") || !IsTerminal(stdin)),
+		JSON:  cmd.Bool("json"),
+	}, nil
 }
 
 // ExecResult is what --json prints for run and exec.
@@ -30,36 +62,37 @@ type ExecResult struct {
 	Stderr    string `json:"stderr"`
 }
 
-// Exec runs argv in sbx with the ExecFlags of cmd, streaming its output to
-// io (or printing one JSON result with --json), and returns an
-// *ExitCodeError carrying a non-zero remote exit code. When ctx ends first
-// (Ctrl-C) the command is killed and the CLI exits 130.
-func Exec(ctx context.Context, cmd *cli.Command, io IO, sbx *rayito.Sandbox, argv []string) error {
-	envs, err := ParseEnvs(cmd.StringSlice("env"))
-	if err != nil {
-		return err
+// Exec runs argv in sbx as spec says, streaming its output to io (or
+// printing one JSON result with --json) and its stdin from io.In, and
+// returns an *ExitCodeError carrying a non-zero remote exit code, a
+// *TimeoutError past --timeout and an *ExecError when argv[0] cannot be
+// started. When ctx ends first (Ctrl-C) the command is killed and the CLI
+// exits 130.
+func Exec(ctx context.Context, spec ExecSpec, io IO, sbx *rayito.Sandbox, argv []string) error {
+	opts := []rayito.CommandOption{rayito.WithEnvs(spec.Envs)}
+	if spec.User != "" {
+		opts = append(opts, rayito.WithUser(spec.User))
 	}
-	opts := []rayito.CommandOption{rayito.WithCommandEnvs(envs)}
-	if u := cmd.String("user"); u != "" {
-		opts = append(opts, rayito.WithCommandUser(u))
+	if spec.Workdir != "" {
+		opts = append(opts, rayito.WithCwd(spec.Workdir))
 	}
-	if d := cmd.String("cwd"); d != "" {
-		opts = append(opts, rayito.WithCwd(d))
+	if spec.Timeout > 0 {
+		opts = append(opts, rayito.WithTimeout(spec.Timeout))
 	}
-	if d := cmd.Duration("timeout"); d > 0 {
-		opts = append(opts, rayito.WithCommandTimeout(d))
-	} else if d < 0 {
-		return Usagef("--timeout must be positive")
+	if spec.Stdin {
+		opts = append(opts, rayito.WithStdin())
 	}
-	asJSON := cmd.Bool("json")
-	if !asJSON {
+	if !spec.JSON {
 		opts = append(opts,
 			rayito.OnStdout(func(b []byte) { _, _ = io.Out.Write(b) }),
 			rayito.OnStderr(func(b []byte) { _, _ = io.Err.Write(b) }))
 	}
 	h, err := sbx.Commands.StartExec(ctx, argv, opts...)
 	if err != nil {
-		return Interrupted(ctx, err)
+		return Interrupted(ctx, &ExecError{Program: argv[0], Err: err})
+	}
+	if spec.Stdin {
+		go pumpStdin(ctx, h, io.In)
 	}
 	res, err := h.Wait(ctx)
 	var exit *rayito.CommandExitError
@@ -70,13 +103,19 @@ func Exec(ctx context.Context, cmd *cli.Command, io IO, sbx *rayito.Sandbox, arg
 		_ = h.Kill(context.WithoutCancel(ctx))
 		return Interrupted(ctx, err)
 	case err != nil:
-		return err
+		return OnSandbox(sbx.ID(), err)
 	}
-	if asJSON {
+	if spec.JSON {
 		out := ExecResult{SandboxID: sbx.ID(), Pid: res.Pid, ExitCode: res.ExitCode, Status: res.Status, Stdout: res.Stdout, Stderr: res.Stderr}
 		if err := PrintJSON(io.Out, out); err != nil {
 			return err
 		}
+	}
+	if res.Status == "timeout" {
+		if spec.JSON {
+			return &ExitCodeError{Code: ExitTimeout}
+		}
+		return &TimeoutError{Program: argv[0], After: spec.Timeout.String()}
 	}
 	if res.ExitCode != 0 {
 		return &ExitCodeError{Code: res.ExitCode}
@@ -84,11 +123,20 @@ func Exec(ctx context.Context, cmd *cli.Command, io IO, sbx *rayito.Sandbox, arg
 	return nil
 }
 
-// Interrupted turns a failure caused by Ctrl-C (ctx ended) into exit code
-// 130; other errors pass through.
-func Interrupted(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return cli.Exit("interrupted", 130)
+// pumpStdin copies in to the command's stdin and closes it at EOF.
+func pumpStdin(ctx context.Context, h *rayito.CommandHandle, in io.Reader) {
+	ctx = context.WithoutCancel(ctx)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			if h.SendStdin(ctx, append([]byte(nil), buf[:n]...)) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = h.CloseStdin(ctx)
+			return
+		}
 	}
-	return err
 }

@@ -6,7 +6,6 @@ package platform
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -14,14 +13,33 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
+
+// UnisolatedEnv, set to 1, opts in to unisolated sandboxes like
+// --unisolated (rayito local serve|up, rayito run).
+const UnisolatedEnv = "RAYITO_UNISOLATED"
+
+// UnisolatedWarning is what stderr gets for every sandbox that is NOT
+// isolated (and once when such a platform starts).
+const UnisolatedWarning = "rayito: WARNING: this sandbox is NOT isolated: the local platform cannot isolate sandboxes here (not root, and no unprivileged user namespaces) and was started with --unisolated (or " + UnisolatedEnv + "=1); its commands run as your user, with your access to files, processes and the network"
+
+// WarnIfUnisolated writes UnisolatedWarning to w when sbx's daemon says it
+// is not isolated. It says nothing on AWS or when the daemon cannot be
+// asked.
+func WarnIfUnisolated(ctx context.Context, w io.Writer, sbx *rayito.Sandbox) {
+	if ok, err := sbx.Isolated(ctx); err == nil && !ok {
+		fmt.Fprintln(w, UnisolatedWarning)
+	}
+}
 
 // Target is where SDK calls go.
 type Target struct {
@@ -69,10 +87,47 @@ func Answers(ctx context.Context, endpoint string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// Backend is RAYITO_BACKEND: local (the default) or aws; anything else is
+// a usage error.
+func Backend(getenv func(string) string) (rayito.Backend, error) {
+	switch b := getenv("RAYITO_BACKEND"); b {
+	case "", string(rayito.BackendLocal):
+		return rayito.BackendLocal, nil
+	case string(rayito.BackendAWS):
+		return rayito.BackendAWS, nil
+	default:
+		return "", cliutil.EnvUsagef("RAYITO_BACKEND must be local or aws, got %q", b)
+	}
+}
+
+// Check validates the environment that selects the platform (the backend
+// and the endpoint) without contacting anything.
+func Check(getenv func(string) string) error {
+	b, err := Backend(getenv)
+	if err != nil || b == rayito.BackendAWS {
+		return err
+	}
+	_, err = ListenAddr(getenv)
+	return err
+}
+
+// ListenAddr is host:port of the configured local endpoint.
+func ListenAddr(getenv func(string) string) (string, error) {
+	ep := Endpoint(getenv)
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" || u.Scheme != "http" || (u.Path != "" && u.Path != "/") {
+		return "", cliutil.EnvUsagef("the endpoint (--endpoint or RAYITO_ENDPOINT) must look like http://127.0.0.1:7450, got %q", ep)
+	}
+	return u.Host, nil
+}
+
 // Existing returns the configured platform without starting one: an error
 // when the local platform does not answer.
 func Existing(ctx context.Context, getenv func(string) string) (*Target, error) {
-	if getenv("RAYITO_BACKEND") == string(rayito.BackendAWS) {
+	if err := Check(getenv); err != nil {
+		return nil, err
+	}
+	if b, _ := Backend(getenv); b == rayito.BackendAWS {
 		return &Target{Options: []rayito.Option{rayito.WithBackend(rayito.BackendAWS)}}, nil
 	}
 	ep := Endpoint(getenv)
@@ -82,18 +137,14 @@ func Existing(ctx context.Context, getenv func(string) string) (*Target, error) 
 	return &Target{Endpoint: ep, Options: []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(ep)}}, nil
 }
 
-// randomScope names an in-process platform's scope: "r" and two random
-// characters of [a-z0-9].
-func randomScope() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	var b [2]byte
-	_, _ = rand.Read(b[:])
-	return "r" + string(alphabet[int(b[0])%len(alphabet)]) + string(alphabet[int(b[1])%len(alphabet)])
-}
-
 // Ensure returns the configured platform, starting a local one in this
 // process when none answers. stderr receives one line saying so.
-func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer) (*Target, error) {
+// allowUnisolated (or RAYITO_UNISOLATED=1) lets that platform start
+// sandboxes that are NOT isolated where it cannot isolate any.
+func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer, allowUnisolated bool) (*Target, error) {
+	if err := Check(getenv); err != nil {
+		return nil, err
+	}
 	if t, err := Existing(ctx, getenv); err == nil {
 		return t, nil
 	}
@@ -105,11 +156,12 @@ func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer) (
 	if getenv("RAYITO_DEBUG") == "1" {
 		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	// A scope and subnet of its own: this platform's start-up sweep must
-	// not touch the sandboxes of the machine's main platform.
+	// A state dir of its own (so a scope of its own: it never touches the
+	// sandboxes of the machine's main platform) and a subnet of its own.
 	srv, err := localvm.New(ctx, localvm.Options{
 		StateDir: stateDir, Logger: log,
-		Scope: randomScope(), Subnet: netip.MustParsePrefix("10.216.0.0/16"),
+		Subnet:          netip.MustParsePrefix("10.216.0.0/16"),
+		AllowUnisolated: allowUnisolated || getenv(UnisolatedEnv) == "1",
 	})
 	if err != nil {
 		os.RemoveAll(stateDir)

@@ -14,14 +14,15 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/platform"
 )
 
-func downCommand(io cliutil.IO) *cli.Command {
+func downCommand(f *cliutil.Factory) *cli.Command {
+	io := f.IO
 	return &cli.Command{
 		Name:  "down",
 		Usage: "stop the background local platform and its sandboxes",
-		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Flags: []cli.Flag{stateDirFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			dir := stateDir(cmd)
-			out := statusOut{Endpoint: platform.Endpoint(os.Getenv), StateDir: dir}
+			out := statusOut{Endpoint: platform.Endpoint(f.Getenv), StateDir: dir}
 			pid := readPid(dir)
 			if pid == 0 || syscall.Kill(pid, 0) != nil {
 				_ = os.Remove(pidFile(dir))
@@ -44,14 +45,15 @@ func downCommand(io cliutil.IO) *cli.Command {
 	}
 }
 
-func statusCommand(io cliutil.IO) *cli.Command {
+func statusCommand(f *cliutil.Factory) *cli.Command {
+	io := f.IO
 	return &cli.Command{
 		Name:  "status",
 		Usage: "say whether the local platform answers",
-		Flags: []cli.Flag{stateDirFlag, cliutil.JSONFlag},
+		Flags: []cli.Flag{stateDirFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			dir := stateDir(cmd)
-			ep := platform.Endpoint(os.Getenv)
+			ep := platform.Endpoint(f.Getenv)
 			out := statusOut{Endpoint: ep, StateDir: dir, Running: platform.Answers(ctx, ep), Pid: readPid(dir)}
 			text := "not running at " + ep
 			if out.Running {

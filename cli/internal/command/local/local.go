@@ -3,8 +3,6 @@
 package local
 
 import (
-	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,20 +16,22 @@ import (
 )
 
 // Command returns `rayito local`.
-func Command(io cliutil.IO) *cli.Command {
+func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "local",
 		Usage: "run the local platform on this machine",
 		Commands: []*cli.Command{
-			serveCommand(io),
-			upCommand(io),
-			downCommand(io),
-			statusCommand(io),
+			serveCommand(f),
+			upCommand(f),
+			downCommand(f),
+			statusCommand(f),
 		},
 	}
 }
 
-var stateDirFlag = &cli.StringFlag{Name: "state-dir", Usage: "the platform's state directory (default: " + localvm.DefaultStateDir() + ")"}
+func stateDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "state-dir", Usage: "the platform's state directory (default: " + localvm.DefaultStateDir() + ")"}
+}
 
 func stateDir(cmd *cli.Command) string {
 	if d := cmd.String("state-dir"); d != "" {
@@ -40,14 +40,9 @@ func stateDir(cmd *cli.Command) string {
 	return localvm.DefaultStateDir()
 }
 
-// listenAddr is host:port of the configured endpoint (RAYITO_ENDPOINT).
-func listenAddr() (string, error) {
-	u, err := url.Parse(platform.Endpoint(os.Getenv))
-	if err != nil || u.Host == "" || u.Scheme != "http" {
-		return "", fmt.Errorf("RAYITO_ENDPOINT must look like http://127.0.0.1:7450")
-	}
-	return u.Host, nil
-}
+// listenAddr is host:port of the configured endpoint (--endpoint or
+// RAYITO_ENDPOINT).
+func listenAddr(f *cliutil.Factory) (string, error) { return platform.ListenAddr(f.Getenv) }
 
 func pidFile(dir string) string { return filepath.Join(dir, "serve.pid") }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,28 +13,46 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/platform"
 	"github.com/rayito-dev/rayito/localvm"
 )
 
-// awsQuotasFlag throttles the platform's API at the AWS service's quotas
-// instead of ten times them.
-var awsQuotasFlag = &cli.BoolFlag{Name: "aws-quotas", Usage: "throttle the API at the AWS quotas (RunMicrovm 5/s, ...) instead of 10x them, to try a client against the service's limits"}
+// unisolatedFlag opts in to sandboxes that are NOT isolated, where the
+// platform cannot isolate any.
+func unisolatedFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "unisolated", Usage: "where sandboxes cannot be isolated (not root, no unprivileged user namespaces), start them anyway as plain processes of this user, NOT isolated (also " + platform.UnisolatedEnv + "=1)"}
+}
 
-func serveCommand(io cliutil.IO) *cli.Command {
+// awsQuotasFlag() throttles the platform's API at the AWS service's quotas
+// instead of ten times them.
+func awsQuotasFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "aws-quotas", Usage: "throttle the API at the AWS quotas (RunMicrovm 5/s, ...) instead of 10x them, to try a client against the service's limits"}
+}
+
+func serveCommand(f *cliutil.Factory) *cli.Command {
+	io := f.IO
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the local platform in the foreground (Ctrl-C stops it and its sandboxes)",
 		Flags: []cli.Flag{
-			stateDirFlag,
-			awsQuotasFlag,
+			&cli.StringFlag{Name: "addr", Usage: "listen on `HOST:PORT` (default: the endpoint's, " + localvm.DefaultAddr + ")"},
+			stateDirFlag(),
+			awsQuotasFlag(),
 			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
-			cliutil.JSONFlag,
+			unisolatedFlag(),
+			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			addr, err := listenAddr()
-			if err != nil {
-				return cliutil.Usage(err)
+			addr := cmd.String("addr")
+			if addr == "" {
+				a, err := listenAddr(f)
+				if err != nil {
+					return err
+				}
+				addr = a
+			} else if _, _, err := net.SplitHostPort(addr); err != nil {
+				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
 			}
 			level := slog.LevelInfo
 			if cmd.Bool("debug") {
@@ -46,14 +65,19 @@ func serveCommand(io cliutil.IO) *cli.Command {
 			log := slog.New(h)
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			// RAYITO_LOCAL_SCOPE runs a second platform beside the main one
-			// (tests do): each sweeps only its own scope's leftovers.
-			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, Scope: os.Getenv("RAYITO_LOCAL_SCOPE"), AWSQuotas: cmd.Bool(awsQuotasFlag.Name)})
+			// A platform owns the sandboxes of its state dir only: another
+			// one with another state dir (XDG_STATE_HOME, --state-dir) runs
+			// beside it without touching them.
+			unisolated := cmd.Bool(unisolatedFlag().Name) || f.Getenv(platform.UnisolatedEnv) == "1"
+			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated})
 			if err != nil {
 				return err
 			}
-			if !srv.Privileged() {
-				log.Warn("not root: sandboxes run as plain processes of this user, without isolation")
+			switch srv.Isolation() {
+			case localvm.IsolationNone:
+				fmt.Fprintln(io.Err, platform.UnisolatedWarning)
+			case localvm.IsolationRootless:
+				log.Warn("not root: rootless isolation (user namespaces; one host uid for all sandboxes, loopback-only network, no Internet access, no cgroup limits)")
 			}
 			log.Info("local platform serving", "endpoint", "http://"+addr, "state_dir", stateDir(cmd))
 			serveErr := srv.ListenAndServe(ctx)

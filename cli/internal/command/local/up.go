@@ -24,21 +24,23 @@ type statusOut struct {
 	Log      string `json:"log,omitempty"`
 }
 
-func upCommand(io cliutil.IO) *cli.Command {
+func upCommand(f *cliutil.Factory) *cli.Command {
+	io := f.IO
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag, awsQuotasFlag, cliutil.JSONFlag},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), unisolatedFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			ep := platform.Endpoint(os.Getenv)
+			addr, err := listenAddr(f)
+			if err != nil {
+				return err
+			}
+			ep := platform.Endpoint(f.Getenv)
 			dir := stateDir(cmd)
 			out := statusOut{Endpoint: ep, StateDir: dir, Log: filepath.Join(dir, "serve.log")}
 			if platform.Answers(ctx, ep) {
 				out.Running, out.Pid = true, readPid(dir)
 				return report(io, cmd, out, "already running at "+ep)
-			}
-			if _, err := listenAddr(); err != nil {
-				return cliutil.Usage(err)
 			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
@@ -52,9 +54,12 @@ func upCommand(io cliutil.IO) *cli.Command {
 				return err
 			}
 			defer logf.Close()
-			args := []string{"local", "serve", "--state-dir", dir}
-			if cmd.Bool(awsQuotasFlag.Name) {
+			args := []string{"local", "serve", "--state-dir", dir, "--addr", addr}
+			if cmd.Bool(awsQuotasFlag().Name) {
 				args = append(args, "--aws-quotas")
+			}
+			if cmd.Bool(unisolatedFlag().Name) {
+				args = append(args, "--unisolated")
 			}
 			child := exec.Command(self, args...)
 			child.Stdout, child.Stderr = logf, logf

@@ -18,40 +18,49 @@ import (
 )
 
 // Command returns `rayito run`.
-func Command(io cliutil.IO) *cli.Command {
+func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "run a command in a fresh sandbox and exit with its code",
-		ArgsUsage: "[--timeout D] [--env K=V]... [--user U] [--cwd DIR] -- CMD [ARGS...]",
+		Name:  "run",
+		Usage: "run a command in a fresh sandbox and exit with its code",
+		Description: "The sandbox lives as long as the command (at most the SDK's default lifetime, " + rayito.DefaultTimeout.String() + ",\n" +
+			"or --timeout plus a minute) and is killed when it ends, also on Ctrl-C (exit 130).\n" +
+			"stdin is passed to the command when it is not a terminal (or with -i).\n" +
+			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
+		ArgsUsage: "[flags] -- CMD [ARGS...]",
 		Flags: append(cliutil.ExecFlags(),
-			&cli.BoolFlag{Name: "no-internet", Usage: "give the sandbox no outbound internet access"}),
+			&cli.BoolFlag{Name: "no-internet", Usage: "give the sandbox no outbound internet access"},
+			&cli.BoolFlag{Name: "unisolated", Usage: "where the local platform this command starts cannot isolate sandboxes (not root, no unprivileged user namespaces), run the command anyway, NOT isolated (also " + platform.UnisolatedEnv + "=1)"}),
 		StopOnNthArg: cliutil.IntPtr(1),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return runAction(ctx, cmd, io)
+			return runAction(ctx, cmd, f)
 		},
 	}
 }
 
-func runAction(ctx context.Context, cmd *cli.Command, io cliutil.IO) error {
+func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
 	if err := cliutil.CheckArgs(cmd, 1, "the command to run (after --)"); err != nil {
 		return err
 	}
-	if _, err := cliutil.ParseEnvs(cmd.StringSlice("env")); err != nil {
+	spec, err := cliutil.ParseExec(cmd, f.IO.In)
+	if err != nil {
+		return err
+	}
+	if err := platform.Check(f.Getenv); err != nil {
 		return err
 	}
 	// Ctrl-C or SIGTERM cancels ctx; the sandbox is killed on every path.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	target, err := platform.Ensure(ctx, os.Getenv, io.Err)
+	target, err := platform.Ensure(ctx, f.Getenv, f.IO.Err, cmd.Bool("unisolated"))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = target.Close(context.Background()) }()
 
 	// The sandbox outlives the command's own timeout by a minute.
-	life := time.Hour
-	if d := cmd.Duration("timeout"); d > 0 {
-		life = d + time.Minute
+	life := rayito.DefaultTimeout
+	if d := spec.Timeout + time.Minute; spec.Timeout > 0 && d > life {
+		life = d
 	}
 	opts := append([]rayito.Option{rayito.WithTimeout(life)}, target.Options...)
 	if cmd.Bool("no-internet") {
@@ -66,5 +75,6 @@ func runAction(ctx context.Context, cmd *cli.Command, io cliutil.IO) error {
 		defer cancel()
 		_ = sbx.Kill(kctx)
 	}()
-	return cliutil.Exec(ctx, cmd, io, sbx, cmd.Args().Slice())
+	platform.WarnIfUnisolated(ctx, f.IO.Err, sbx)
+	return cliutil.Exec(ctx, spec, f.IO, sbx, cmd.Args().Slice())
 }

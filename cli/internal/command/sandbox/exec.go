@@ -11,27 +11,33 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 )
 
-func execCommand(io cliutil.IO) *cli.Command {
+func execCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:         "exec",
-		Usage:        "run a command in a sandbox and exit with its code",
-		ArgsUsage:    "ID [--env K=V]... [--user U] [--cwd DIR] [--timeout D] -- CMD [ARGS...]",
-		Flags:        append(cliutil.ExecFlags(), tokenFlag),
+		Name:  "exec",
+		Usage: "run a command in a sandbox and exit with its code",
+		Description: "stdin is passed to the command, and closed at its end, when it is not a terminal (or with -i).\n" +
+			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
+		ArgsUsage:    "ID [flags] -- CMD [ARGS...]",
+		Flags:        append(cliutil.ExecFlags(), tokenFlag()),
 		StopOnNthArg: cliutil.IntPtr(2),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if err := cliutil.CheckArgs(cmd, 2, "the sandbox id and the command"); err != nil {
+			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err
 			}
-			if _, err := cliutil.ParseEnvs(cmd.StringSlice("env")); err != nil {
+			if err := cliutil.CheckArgs(cmd, 2, "the command to run (after --)"); err != nil {
+				return err
+			}
+			spec, err := cliutil.ParseExec(cmd, f.IO.In)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			sbx, err := connect(ctx, cmd)
+			sbx, err := connect(ctx, cmd, f)
 			if err != nil {
-				return err
+				return cliutil.Interrupted(ctx, err)
 			}
-			return cliutil.Exec(ctx, cmd, io, sbx, cmd.Args().Slice()[1:])
+			return cliutil.Exec(ctx, spec, f.IO, sbx, cmd.Args().Slice()[1:])
 		},
 	}
 }

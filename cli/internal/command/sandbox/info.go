@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -17,83 +19,120 @@ type infoOut struct {
 	State        string            `json:"state"`
 	Template     string            `json:"template,omitempty"`
 	StartedAt    *time.Time        `json:"started_at,omitempty"`
+	ExpiresAt    *time.Time        `json:"expires_at,omitempty"`
 	EndedAt      *time.Time        `json:"ended_at,omitempty"`
 	StateReason  string            `json:"state_reason,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`
-	CPUCount     int               `json:"cpu_count,omitempty"`
-	MemoryBytes  uint64            `json:"memory_bytes,omitempty"`
 }
 
-func infoCommand(io cliutil.IO) *cli.Command {
+func infoCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:      "info",
 		Usage:     "describe a sandbox",
 		ArgsUsage: "ID",
-		Flags:     []cli.Flag{tokenFlag, cliutil.JSONFlag},
+		Flags:     []cli.Flag{tokenFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err
 			}
-			sbx, err := connect(ctx, cmd)
+			sbx, err := connect(ctx, cmd, f)
 			if err != nil {
 				return err
 			}
 			in, err := sbx.Info(ctx)
 			if err != nil {
-				return err
+				return cliutil.OnSandbox(sbx.ID(), err)
 			}
+			// Health's cpu_count and memory_total_bytes describe the
+			// machine rayd runs on (the host, locally), not the sandbox's
+			// limits: they are not shown.
 			out := infoOut{ID: in.ID, State: in.State, Template: in.Template, StateReason: in.StateReason,
-				Metadata: in.Metadata, AgentVersion: in.AgentVersion, CPUCount: in.CPUCount, MemoryBytes: in.MemoryBytes}
+				Metadata: in.Metadata, AgentVersion: in.AgentVersion}
 			if !in.StartedAt.IsZero() {
 				out.StartedAt = &in.StartedAt
+			}
+			if !in.ExpiresAt.IsZero() && in.EndedAt.IsZero() {
+				out.ExpiresAt = &in.ExpiresAt
 			}
 			if !in.EndedAt.IsZero() {
 				out.EndedAt = &in.EndedAt
 			}
 			if cmd.Bool("json") {
-				return cliutil.PrintJSON(io.Out, out)
+				return cliutil.PrintJSON(f.IO.Out, out)
 			}
-			fmt.Fprintf(io.Out, "id:       %s\nstate:    %s\n", out.ID, out.State)
+			w := f.IO.Out
+			fmt.Fprintf(w, "id:       %s\nstate:    %s\n", out.ID, out.State)
 			if out.StartedAt != nil {
-				fmt.Fprintf(io.Out, "started:  %s\n", out.StartedAt.Local().Format(time.DateTime))
+				fmt.Fprintf(w, "started:  %s\n", out.StartedAt.Local().Format(time.DateTime))
+			}
+			if out.ExpiresAt != nil {
+				fmt.Fprintf(w, "expires:  %s (in %s)\n", out.ExpiresAt.Local().Format(time.DateTime), time.Until(*out.ExpiresAt).Round(time.Second))
+			}
+			if out.EndedAt != nil {
+				fmt.Fprintf(w, "ended:    %s\n", out.EndedAt.Local().Format(time.DateTime))
 			}
 			if out.StateReason != "" {
-				fmt.Fprintf(io.Out, "reason:   %s\n", out.StateReason)
+				fmt.Fprintf(w, "reason:   %s\n", out.StateReason)
 			}
 			if out.AgentVersion != "" {
-				fmt.Fprintf(io.Out, "rayd:     %s (%d CPUs, %d MiB)\n", out.AgentVersion, out.CPUCount, out.MemoryBytes>>20)
+				fmt.Fprintf(w, "rayd:     %s\n", out.AgentVersion)
 			}
-			for k, v := range out.Metadata {
-				fmt.Fprintf(io.Out, "metadata: %s=%s\n", k, v)
+			for _, k := range sortedKeys(out.Metadata) {
+				fmt.Fprintf(w, "metadata: %s=%s\n", k, out.Metadata[k])
 			}
 			return nil
 		},
 	}
 }
 
-var tokenFlag = &cli.StringFlag{Name: "token", Usage: "the sandbox's access token (default: RAYITO_ACCESS_TOKEN, else the one stored by create)"}
+func tokenFlag() cli.Flag {
+	return &cli.StringFlag{Name: "token", Usage: "the sandbox's access token (default: RAYITO_ACCESS_TOKEN, else the one stored by create)"}
+}
 
 // connect reaches the sandbox named by the first argument.
-func connect(ctx context.Context, cmd *cli.Command) (*rayito.Sandbox, error) {
-	return connectID(ctx, cmd, cmd.Args().First())
+func connect(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito.Sandbox, error) {
+	return connectID(ctx, cmd, f, cmd.Args().First())
 }
 
 // connectID reaches sandbox id with the token from --token,
-// RAYITO_ACCESS_TOKEN or the token store.
-func connectID(ctx context.Context, cmd *cli.Command, id string) (*rayito.Sandbox, error) {
-	opts, err := options(ctx, os.Getenv)
+// RAYITO_ACCESS_TOKEN or the token store. A malformed id is refused here,
+// before any call; every error names the sandbox.
+func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
+	sbx, err := connectToken(ctx, cmd, f, id)
+	if err != nil && !known(err) {
+		// No token is stored, say, for an id that does not exist or for a
+		// sandbox that was killed: say so.
+		switch state(ctx, f, id) {
+		case "":
+			err = cliutil.ErrNoSandbox
+		case string(microvmsapi.StateTerminating), string(microvmsapi.StateTerminated):
+			err = rayito.ErrSandboxEnded
+		}
+	}
+	return sbx, cliutil.OnSandbox(id, err)
+}
+
+func connectToken(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
+	if err := cliutil.CheckID(id); err != nil {
+		return nil, err
+	}
+	opts, err := options(ctx, f)
 	if err != nil {
 		return nil, err
 	}
+	// Without --token or RAYITO_ACCESS_TOKEN the SDK reads the token
+	// store that create (the CLI's or any SDK program's) filled.
 	token := cmd.String("token")
 	if token == "" {
 		token = os.Getenv("RAYITO_ACCESS_TOKEN")
 	}
-	if token == "" {
-		if token, err = cliutil.DefaultTokenStore(os.Getenv).Load(id); err != nil {
-			return nil, err
-		}
+	if token != "" {
+		opts = append(opts, rayito.WithAccessToken(token))
 	}
-	return rayito.Connect(ctx, id, token, opts...)
+	sbx, err := rayito.Connect(ctx, id, opts...)
+	if errors.Is(err, rayito.ErrNoAccessToken) {
+		return nil, errors.New("no access token stored for this sandbox: pass --token or RAYITO_ACCESS_TOKEN")
+	}
+	return sbx, err
 }

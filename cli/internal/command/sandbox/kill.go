@@ -3,42 +3,64 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-func killCommand(io cliutil.IO) *cli.Command {
+func killCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:      "kill",
 		Usage:     "terminate sandboxes",
-		ArgsUsage: "ID [ID...]",
-		Flags:     []cli.Flag{cliutil.JSONFlag},
+		ArgsUsage: "ID [ID...] | --all",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "all", Usage: "terminate every sandbox that has not ended"},
+			cliutil.JSONFlag(),
+		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
-				return err
+			all := cmd.Bool("all")
+			ids := cmd.Args().Slice()
+			switch {
+			case all && len(ids) > 0:
+				return cliutil.Usagef("give sandbox ids or --all, not both")
+			case !all && len(ids) == 0:
+				return cliutil.Usagef("missing the sandbox id (or --all)")
 			}
-			opts, err := options(ctx, os.Getenv)
+			for _, id := range ids {
+				if err := cliutil.CheckID(id); err != nil {
+					return err
+				}
+			}
+			opts, err := options(ctx, f)
 			if err != nil {
 				return err
 			}
-			store := cliutil.DefaultTokenStore(os.Getenv)
-			killed := []string{}
-			for _, id := range cmd.Args().Slice() {
-				if err := rayito.Kill(ctx, id, opts...); err != nil {
-					return fmt.Errorf("kill %s: %w", id, err)
+			if all {
+				infos, err := rayito.List(ctx, opts...)
+				if err != nil {
+					return err
 				}
-				store.Remove(id)
+				for _, in := range infos {
+					if in.State != string(microvmsapi.StateTerminated) && in.State != string(microvmsapi.StateTerminating) {
+						ids = append(ids, in.ID)
+					}
+				}
+			}
+			killed := []string{}
+			for _, id := range ids {
+				if err := rayito.Kill(ctx, id, opts...); err != nil {
+					return cliutil.OnSandbox(id, err)
+				}
 				killed = append(killed, id)
 			}
 			if cmd.Bool("json") {
-				return cliutil.PrintJSON(io.Out, map[string][]string{"killed": killed})
+				return cliutil.PrintJSON(f.IO.Out, map[string][]string{"killed": killed})
 			}
 			for _, id := range killed {
-				fmt.Fprintln(io.Out, id)
+				fmt.Fprintln(f.IO.Out, id)
 			}
 			return nil
 		},

@@ -3,15 +3,47 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
+
+// states are the sandbox states, in their lifecycle order.
+var states = []microvmsapi.State{
+	microvmsapi.StatePending, microvmsapi.StateRunning, microvmsapi.StateSuspending,
+	microvmsapi.StateSuspended, microvmsapi.StateTerminating, microvmsapi.StateTerminated,
+}
+
+func stateNames() string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseStates validates --state values (any case) and returns them upper
+// case.
+func parseStates(in []string) ([]string, error) {
+	var out []string
+	for _, s := range in {
+		for part := range strings.SplitSeq(s, ",") {
+			st := microvmsapi.State(strings.ToUpper(strings.TrimSpace(part)))
+			if !slices.Contains(states, st) {
+				return nil, cliutil.Usagef("--state %q is not a sandbox state (%s)", part, stateNames())
+			}
+			out = append(out, string(st))
+		}
+	}
+	return out, nil
+}
 
 // listItem is one sandbox in --json output.
 type listItem struct {
@@ -22,37 +54,55 @@ type listItem struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 }
 
-func listCommand(io cliutil.IO) *cli.Command {
+func listCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "list",
-		Usage: "list sandboxes, newest first",
+		Usage: "list sandboxes, newest first (ended ones with --all)",
 		Flags: []cli.Flag{
-			&cli.StringSliceFlag{Name: "state", Usage: "keep these states (PENDING, RUNNING, TERMINATED, ...)"},
-			&cli.StringSliceFlag{Name: "metadata", Usage: "keep running sandboxes with this KEY=VALUE"},
-			cliutil.JSONFlag,
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "also list TERMINATED sandboxes"},
+			&cli.StringSliceFlag{Name: "state", Usage: "keep sandboxes in this `STATE` (" + stateNames() + "; repeatable)"},
+			&cli.StringSliceFlag{Name: "metadata", Usage: "keep running sandboxes with this `KEY=VALUE`"},
+			&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Usage: "list at most `N` sandboxes", HideDefault: true},
+			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			md, err := cliutil.ParseEnvs(cmd.StringSlice("metadata"))
+			if cmd.Args().Present() {
+				return cliutil.Usagef("list takes no arguments, got %q", cmd.Args().First())
+			}
+			md, err := cliutil.ParseKVs("--metadata", cmd.StringSlice("metadata"))
 			if err != nil {
 				return err
 			}
-			opts, err := options(ctx, os.Getenv)
+			want, err := parseStates(cmd.StringSlice("state"))
 			if err != nil {
 				return err
 			}
-			var filters []rayito.ListOption
-			if s := cmd.StringSlice("state"); len(s) > 0 {
-				filters = append(filters, rayito.WithStates(s...))
+			limit := cmd.Int("limit")
+			if limit < 0 || (cmd.IsSet("limit") && limit == 0) {
+				return cliutil.Usagef("--limit must be a positive number, got %d", limit)
+			}
+			opts, err := options(ctx, f)
+			if err != nil {
+				return err
+			}
+			if len(want) > 0 {
+				opts = append(opts, rayito.WithStates(want...))
 			}
 			if len(md) > 0 {
-				filters = append(filters, rayito.WithMetadataFilter(md))
+				opts = append(opts, rayito.WithMetadataFilter(md))
 			}
-			infos, err := rayito.List(ctx, filters, opts...)
+			infos, err := rayito.List(ctx, opts...)
 			if err != nil {
 				return err
 			}
 			items := make([]listItem, 0, len(infos))
 			for _, in := range infos {
+				if len(want) == 0 && !cmd.Bool("all") && in.State == string(microvmsapi.StateTerminated) {
+					continue
+				}
+				if limit > 0 && len(items) == limit {
+					break
+				}
 				it := listItem{ID: in.ID, State: in.State, Template: in.Template, Metadata: in.Metadata}
 				if !in.StartedAt.IsZero() {
 					t := in.StartedAt
@@ -61,9 +111,9 @@ func listCommand(io cliutil.IO) *cli.Command {
 				items = append(items, it)
 			}
 			if cmd.Bool("json") {
-				return cliutil.PrintJSON(io.Out, items)
+				return cliutil.PrintJSON(f.IO.Out, items)
 			}
-			tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATE\tSTARTED")
 			for _, it := range items {
 				started := ""

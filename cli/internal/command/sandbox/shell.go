@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,26 +15,50 @@ import (
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-func shellCommand(io cliutil.IO) *cli.Command {
+// pipedShell is what `shell` runs when stdin is not a terminal: the
+// user's login shell reading commands from the pipe, without a terminal,
+// so that no prompt or terminal escape code reaches stdout.
+var pipedShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
+
+func shellCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:      "shell",
-		Usage:     "open an interactive shell in a sandbox and exit with its code",
+		Name:  "shell",
+		Usage: "open an interactive shell in a sandbox and exit with its code",
+		Description: "On a terminal: a login shell on a remote terminal (raw mode, window size followed).\n" +
+			"With stdin not a terminal: the login shell reads the commands from stdin, without a\n" +
+			"terminal, so its output has no prompts or escape codes (-t forces a terminal).",
 		ArgsUsage: "ID",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "user", Usage: "run as this user"},
-			&cli.StringFlag{Name: "cwd", Usage: "working directory (relative to HOME)"},
-			tokenFlag,
+			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as this `USER`"},
+			&cli.StringFlag{Name: "workdir", Aliases: []string{"w", "cwd"}, Usage: "working `DIR`ectory (relative to HOME)"},
+			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "use a terminal even when stdin is not one"},
+			tokenFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print the exit code as JSON when the shell ends"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err
 			}
-			sbx, err := connect(ctx, cmd)
+			sbx, err := connect(ctx, cmd, f)
 			if err != nil {
 				return err
 			}
-			return shell(ctx, cmd, io, sbx)
+			if !cmd.Bool("tty") && !cliutil.IsTerminal(f.IO.In) {
+				spec := cliutil.ExecSpec{User: cmd.String("user"), Workdir: cmd.String("workdir"), Stdin: true}
+				err := cliutil.Exec(ctx, spec, f.IO, sbx, pipedShell)
+				var exit *cliutil.ExitCodeError
+				if cmd.Bool("json") && (err == nil || errors.As(err, &exit)) {
+					code := 0
+					if exit != nil {
+						code = exit.Code
+					}
+					if perr := cliutil.PrintJSON(f.IO.Out, map[string]int{"exit_code": code}); perr != nil {
+						return perr
+					}
+				}
+				return err
+			}
+			return shell(ctx, cmd, f.IO, sbx)
 		},
 	}
 }
@@ -41,21 +66,25 @@ func shellCommand(io cliutil.IO) *cli.Command {
 // shell runs an interactive login shell: the local terminal in raw mode,
 // keystrokes sent as they come, the window size followed on SIGWINCH.
 func shell(ctx context.Context, cmd *cli.Command, io cliutil.IO, sbx *rayito.Sandbox) error {
-	opts := rayito.PtyOptions{
-		User:   cmd.String("user"),
-		Cwd:    cmd.String("cwd"),
-		OnData: func(b []byte) { _, _ = io.Out.Write(b) },
+	opts := []rayito.PtyOption{
+		rayito.OnData(func(b []byte) { _, _ = io.Out.Write(b) }),
+	}
+	if u := cmd.String("user"); u != "" {
+		opts = append(opts, rayito.WithUser(u))
+	}
+	if dir := cmd.String("workdir"); dir != "" {
+		opts = append(opts, rayito.WithCwd(dir))
 	}
 	in, isFile := io.In.(*os.File)
 	interactive := isFile && term.IsTerminal(int(in.Fd()))
 	if interactive {
 		if w, h, err := term.GetSize(int(in.Fd())); err == nil {
-			opts.Cols, opts.Rows = uint16(w), uint16(h)
+			opts = append(opts, rayito.WithSize(uint16(w), uint16(h)))
 		}
 	}
-	h, err := sbx.Pty.Create(ctx, opts)
+	h, err := sbx.Pty.Create(ctx, opts...)
 	if err != nil {
-		return err
+		return cliutil.OnSandbox(sbx.ID(), err)
 	}
 	if interactive {
 		old, err := term.MakeRaw(int(in.Fd()))
@@ -94,7 +123,7 @@ func shell(ctx context.Context, cmd *cli.Command, io cliutil.IO, sbx *rayito.San
 	}()
 	code, err := h.Wait(ctx)
 	if err != nil {
-		return err
+		return cliutil.OnSandbox(sbx.ID(), err)
 	}
 	if cmd.Bool("json") {
 		if err := cliutil.PrintJSON(io.Out, map[string]int{"exit_code": code}); err != nil {

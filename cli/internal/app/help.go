@@ -1,0 +1,100 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/version"
+)
+
+// envVar is one environment variable the CLI, the SDK or the local
+// platform reads.
+type envVar struct{ name, what string }
+
+// environment lists every variable read by cli/, sdk/ and localvm/ (and
+// rayd's one switch): keep it in step with their Getenv and LookupEnv
+// calls.
+var environment = []envVar{
+	{"RAYITO_BACKEND", "the platform: local (default) or aws (CLI and SDK)"},
+	{"RAYITO_ENDPOINT", "the local platform's URL, default http://127.0.0.1:7450 (CLI and SDK; --endpoint wins; `local serve` listens there)"},
+	{"RAYITO_TEMPLATE", "the image of new sandboxes: an image ARN, required on aws (CLI and SDK; create --template wins)"},
+	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},
+	{"RAYITO_DEBUG", "1: the platform that `run` starts in its own process logs at debug level to stderr"},
+	{"RAYITO_ALLOW_ROOT", "1 in rayd's own environment (inside the sandbox): lets clients run commands as root"},
+	{"XDG_STATE_HOME", "base of the state directories: $XDG_STATE_HOME/rayito/tokens (access tokens) and rayito/localvm (the platform), default ~/.local/state"},
+	{"AWS_REGION, AWS_PROFILE, ...", "aws backend: the AWS SDK's usual configuration and credential chain"},
+	{"RAYITO_UNISOLATED", "1: like --unisolated (`run`, `local serve|up`): where sandboxes cannot be isolated (no root, no unprivileged user namespaces), start them anyway, NOT isolated; every such sandbox says so on stderr"},
+	{"RAYITO_LOCALVM_NO_USERNS", "1, for tests only: a local platform without root behaves as if user namespaces were unusable (it can never weaken root's isolation)"},
+	{"PATH, TMPDIR", "unisolated local platform: the sandboxes' PATH and TMPDIR (they run as this user's processes)"},
+	{"GODEBUG, GOTRACEBACK, GORACE, GOCOVERDIR", "passed on to the sandboxes' init and rayd (Go runtime knobs)"},
+}
+
+func printEnvironment(f *cliutil.Factory) error {
+	w := f.IO.Out
+	fmt.Fprintln(w, "Environment variables read by rayito, the SDK and the local platform:")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, v := range environment {
+		fmt.Fprintf(tw, "  %s\t%s\n", v.name, v.what)
+	}
+	return tw.Flush()
+}
+
+// helpTopics are help pages that are not commands.
+var helpTopics = map[string]func(*cliutil.Factory) error{"environment": printEnvironment}
+
+func helpCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Usage:     "show help for a command, or a topic: environment",
+		ArgsUsage: "[COMMAND...] | environment",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			args := cmd.Args().Slice()
+			if len(args) == 1 {
+				if topic, ok := helpTopics[args[0]]; ok {
+					return topic(f)
+				}
+			}
+			return helpFor(ctx, cmd.Root(), args)
+		},
+	}
+}
+
+// helpFor prints the help of the command at path (names below the root)
+// by running a fresh command tree with --help; an unknown name is a usage
+// error.
+func helpFor(ctx context.Context, root *cli.Command, path []string) error {
+	root = root.Root()
+	c := root
+	for _, name := range path {
+		next := c.Command(name)
+		if next == nil || next.Hidden && name != "completion" {
+			where := c.FullName()
+			if c == root {
+				return &cliutil.UsageError{Err: fmt.Errorf("unknown help topic %q", name), Command: "rayito help"}
+			}
+			return &cliutil.UsageError{Err: fmt.Errorf("unknown command %q for %q", name, where), Command: where}
+		}
+		c = next
+	}
+	fresh := NewRoot(&cliutil.Factory{IO: cliutil.IO{In: root.Reader, Out: root.Writer, Err: root.ErrWriter}})
+	// A fresh context: the running command in ctx would become the fresh
+	// root's parent.
+	_ = ctx
+	return fresh.Run(context.Background(), append(append([]string{"rayito"}, path...), "--help"))
+}
+
+func versionCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version (as --version does)",
+		Action: func(context.Context, *cli.Command) error {
+			_, err := fmt.Fprintln(f.IO.Out, version.String())
+			return err
+		},
+	}
+}

@@ -1,0 +1,127 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/localvm"
+)
+
+func TestMain(m *testing.M) {
+	// The platform launches each sandbox's init by re-executing this
+	// binary; testscript runs `rayito` in it too.
+	localvm.MaybeRunInit()
+	testscript.Main(m, map[string]func(){
+		"rayito": func() { os.Exit(Main(context.Background(), os.Args, Stdio())) },
+	})
+}
+
+// TestScripts runs testdata/script/*.txtar: golden stdout, stderr and exit
+// codes of `rayito` run in process, against one local platform started by
+// this test.
+func TestScripts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local platform")
+	}
+	ep, stateDir := startPlatform(t)
+	// The token store reads the process's XDG_STATE_HOME; the scripts'
+	// rayito and the in-process create below share it.
+	tokens := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", tokens)
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("RAYITO_ENDPOINT", ep)
+			e.Setenv("XDG_STATE_HOME", tokens)
+			e.Setenv("STATEDIR", stateDir)
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// status N CMD [ARGS...]: run CMD (as exec does, keeping its
+			// stdout and stderr) and want exit status N.
+			"status": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 2 {
+					ts.Fatalf("usage: status N CMD [ARGS...]")
+				}
+				want, err := strconv.Atoi(args[0])
+				if err != nil {
+					ts.Fatalf("status: %v", err)
+				}
+				got := 0
+				if err := ts.Exec(args[1], args[2:]...); err != nil {
+					var ee *exec.ExitError
+					if !errors.As(err, &ee) {
+						ts.Fatalf("status: %v", err)
+					}
+					got = ee.ExitCode()
+				}
+				if got != want {
+					ts.Fatalf("exit status %d, want %d", got, want)
+				}
+			},
+			// sandbox VAR: create a sandbox, its id in $VAR.
+			"sandbox": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: sandbox VAR")
+				}
+				var out, errb bytes.Buffer
+				f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: ts.Getenv}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				if err := NewRoot(f).Run(ctx, []string{"rayito", "sandbox", "create"}); err != nil {
+					ts.Fatalf("create: %v %s", err, errb.String())
+				}
+				ts.Setenv(args[0], strings.TrimSpace(out.String()))
+			},
+		},
+	})
+}
+
+// startPlatform serves an in-process local platform with a state dir (so
+// a scope) and subnet of its own for the test's duration.
+func startPlatform(t *testing.T) (endpoint, stateDir string) {
+	t.Helper()
+	stateDir = t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := localvm.New(ctx, localvm.Options{StateDir: stateDir, Logger: log, Subnet: netip.MustParsePrefix("10.217.0.0/16")})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		if err := srv.TerminateAll(dctx); err != nil {
+			t.Errorf("TerminateAll: %v", err)
+		}
+		cancel()
+		<-done
+		if err := srv.Close(dctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String(), filepath.Clean(stateDir)
+}
