@@ -28,7 +28,6 @@ func main() {
 	jsonOut := flag.Bool("json", false, "print JSON instead of the table")
 	peerPath := flag.String("peer", os.Getenv("RAYITO_BENCH_PEER_ENVD"), "path of an E2B envd binary to drive as the peer P (default $RAYITO_BENCH_PEER_ENVD)")
 	pinFlag := flag.Bool("pin", false, "pin the harness to CPU 1 and sandboxes, peer and floor children to CPU 0")
-	scope := flag.String("scope", "bch", "localvm scope (1-3 chars [a-z0-9]) of this run's platform")
 	subnet := flag.String("subnet", "10.217.0.0/16", "localvm subnet of this run's platform")
 	densityMax := flag.Int("density-max", 100, "last level of the density ramp (levels 10,25,50,100,150,200 up to it)")
 	densityWorkers := flag.Int("density-workers", 3, "goroutines creating sandboxes in the density ramp (1-4)")
@@ -46,7 +45,7 @@ func main() {
 	defer stop()
 	err = runner.Run(ctx, runner.Config{
 		Suites: strings.Split(*suite, ","), Iterations: *iters, Warmup: *warmup, JSON: *jsonOut,
-		Peer: *peerPath, Pin: *pinFlag, Scope: *scope, Subnet: prefix,
+		Peer: *peerPath, Pin: *pinFlag, Subnet: prefix,
 		DensityMax: *densityMax, DensityWorkers: *densityWorkers, MemoryN: *memoryN, Idle: *idle,
 		Args: strings.Join(os.Args[1:], " "), PlatformLog: *platformLog, Stdout: os.Stdout, Stderr: os.Stderr,
 	})

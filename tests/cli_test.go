@@ -43,7 +43,7 @@ func cliEnv(t *testing.T) []string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	return append(os.Environ(), "RAYITO_ENDPOINT=http://"+addr, "XDG_STATE_HOME="+t.TempDir(), "RAYITO_BACKEND=", "RAYITO_LOCAL_SCOPE=tcl")
+	return append(os.Environ(), "RAYITO_ENDPOINT=http://"+addr, "XDG_STATE_HOME="+t.TempDir(), "RAYITO_BACKEND=")
 }
 
 type cliResult struct {

@@ -22,7 +22,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	f := sbx.Files
-	if _, err := f.Write(ctx, "notes/a.txt", []byte("hello"), rayito.WithFileMetadata(map[string]string{"kind": "note"})); err != nil {
+	if _, err := f.Write(ctx, "notes/a.txt", []byte("hello"), rayito.WithMetadata(map[string]string{"kind": "note"})); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.Read(ctx, "notes/a.txt")
@@ -102,7 +102,7 @@ func TestCLICopy100MiB(t *testing.T) {
 	}
 	fh.Close()
 	want := h.Sum(nil)
-	if r := runCLI(t, env, "sandbox", "cp", src, id+":data/in.bin"); r.code != 0 {
+	if r := runCLI(t, env, "sandbox", "cp", "-p", src, id+":data/in.bin"); r.code != 0 {
 		t.Fatalf("cp in: %+v", r)
 	}
 	out := filepath.Join(dir, "out.bin")

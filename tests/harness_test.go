@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,7 +61,7 @@ func startPlatform(t *testing.T, stateDir string) *platform {
 	ctx, cancel := context.WithCancel(context.Background())
 	// The tests' own scope and subnet: they never touch a real platform's
 	// sandboxes on this machine.
-	srv, err := localvm.New(ctx, localvm.Options{StateDir: stateDir, Logger: log, Scope: "e2e", Subnet: netip.MustParsePrefix("10.215.0.0/16")})
+	srv, err := localvm.New(ctx, localvm.Options{StateDir: stateDir, Logger: log, Subnet: netip.MustParsePrefix("10.215.0.0/16")})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -103,7 +104,9 @@ func (p *platform) create(ctx context.Context) *rayito.Sandbox {
 }
 
 func (p *platform) opts(extra ...rayito.Option) []rayito.Option {
-	return append([]rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(p.endpoint)}, extra...)
+	// The platform's own token store: tests never write the user's.
+	return append([]rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(p.endpoint),
+		rayito.WithTokenStoreDir(filepath.Join(p.stateDir, "tokens"))}, extra...)
 }
 
 func isRoot() bool { return os.Geteuid() == 0 }

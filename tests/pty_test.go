@@ -38,7 +38,7 @@ func TestPtyEndToEnd(t *testing.T) {
 	sbx := p.create(ctx)
 	defer sbx.Kill(ctx)
 	var out syncBuf
-	h, err := sbx.Pty.Create(ctx, rayito.PtyOptions{Cols: 100, Rows: 30, OnData: out.write})
+	h, err := sbx.Pty.Create(ctx, rayito.WithSize(100, 30), rayito.OnData(out.write))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestPtyEndToEnd(t *testing.T) {
 
 	// Reattach from another client replays the output.
 	var again syncBuf
-	other, err := sbx.Pty.Connect(ctx, h.Pid(), again.write)
+	other, err := sbx.Pty.Connect(ctx, h.Pid(), rayito.OnData(again.write))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,29 +64,29 @@ func TestSandboxEndToEnd(t *testing.T) {
 	if err != nil || info.State != "RUNNING" || info.Metadata["suite"] != "e2e" || info.AgentVersion == "" {
 		t.Fatalf("info %+v %v", info, err)
 	}
-	found, err := rayito.List(ctx, []rayito.ListOption{rayito.WithMetadataFilter(map[string]string{"suite": "e2e"})}, p.opts()...)
+	found, err := rayito.List(ctx, append(p.opts(), rayito.WithMetadataFilter(map[string]string{"suite": "e2e"}))...)
 	if err != nil || len(found) != 1 || found[0].ID != sbx.ID() {
 		t.Fatalf("list by metadata: %v %v", found, err)
 	}
-	none, err := rayito.List(ctx, []rayito.ListOption{rayito.WithMetadataFilter(map[string]string{"suite": "other"})}, p.opts()...)
+	none, err := rayito.List(ctx, append(p.opts(), rayito.WithMetadataFilter(map[string]string{"suite": "other"}))...)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("list by other metadata: %v %v", none, err)
 	}
 
 	// Connect with the id and token from another client.
-	other, err := rayito.Connect(ctx, sbx.ID(), sbx.AccessToken(), p.opts()...)
+	other, err := rayito.Connect(ctx, sbx.ID(), append(p.opts(), rayito.WithAccessToken(sbx.AccessToken()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r, err := other.Commands.Run(ctx, "echo again"); err != nil || r.Stdout != "again\n" {
 		t.Fatalf("connected client: %+v %v", r, err)
 	}
-	wrong, err := rayito.Connect(ctx, sbx.ID(), strings.Repeat("A", 43), p.opts()...)
+	wrong, err := rayito.Connect(ctx, sbx.ID(), append(p.opts(), rayito.WithAccessToken(strings.Repeat("A", 43)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rpc *rayito.RPCError
-	if _, err := wrong.Commands.Run(ctx, "true"); !errors.As(err, &rpc) || rpc.Code.String() != "unauthenticated" {
+	if _, err := wrong.Commands.Run(ctx, "true"); !errors.As(err, &rpc) || rpc.Code != rayito.CodeUnauthenticated {
 		t.Fatalf("wrong token: %v", err)
 	}
 

@@ -33,7 +33,6 @@ type Config struct {
 	JSON           bool
 	Peer           string // envd binary path, "" for none
 	Pin            bool
-	Scope          string
 	Subnet         netip.Prefix
 	DensityMax     int
 	DensityWorkers int
@@ -98,7 +97,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	srv, err := localvm.New(ctx, localvm.Options{
 		StateDir:     filepath.Join(tmp, "state"),
 		Logger:       slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Scope:        cfg.Scope,
 		Subnet:       cfg.Subnet,
 		MaxSandboxes: maxSbx,
 	})

@@ -24,12 +24,12 @@ func Pty(ctx context.Context, e *Env) harness.Result {
 	defer lp.close()
 
 	echoes := make(chan []byte, 1024)
-	h, err := sbx.Pty.Create(ctx, rayito.PtyOptions{Shell: "cat", OnData: func(b []byte) {
+	h, err := sbx.Pty.Create(ctx, rayito.WithShell("cat"), rayito.OnData(func(b []byte) {
 		select {
 		case echoes <- append([]byte(nil), b...):
 		default:
 		}
-	}})
+	}))
 	if err != nil {
 		return failed("pty", err)
 	}
