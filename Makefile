@@ -73,6 +73,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./localvm/internal/api
 	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) ./rayd/internal/hooks
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
+	go test -run '^$$' -fuzz '^FuzzFollowPath$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.
