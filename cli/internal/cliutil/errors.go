@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v3"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
-	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
 // Exit codes of the CLI, as gh and docker use them; run and exec exit with
@@ -180,11 +179,12 @@ func execFailure(err error) int {
 
 // Describe words an error for a person: no doubled "rayito:" prefixes,
 // no wire codes in snake_case, no AWS exception names, no Go types. The
-// SDK's errors carry no secrets.
+// SDK already words what the platform and the sandbox answered ("sandbox
+// X not found", "sandbox X ended at T (reason)", "no local platform at
+// URL"); its errors carry no secrets.
 func Describe(err error) string {
 	var (
 		se  *SandboxError
-		api *microvms.APIError
 		rpc *rayito.RPCError
 	)
 	switch {
@@ -194,31 +194,16 @@ func Describe(err error) string {
 		return describeSandbox(se)
 	case errors.As(err, &rpc):
 		return clean(prefixOf(err, rpc) + describeRPC(rpc))
-	case errors.As(err, &api):
-		return clean(prefixOf(err, api) + describeAPI(api))
 	}
 	return clean(err.Error())
 }
 
 func describeSandbox(se *SandboxError) string {
-	var api *microvms.APIError
 	switch {
 	case errors.Is(se.Err, errMalformedID):
 		return "sandbox " + se.ID + " not found (sandbox ids look like microvm-<uuid>)"
-	case errors.Is(se.Err, ErrNoSandbox), errors.As(se.Err, &api) && api.Kind == microvms.KindNotFound,
-		errors.Is(se.Err, rayito.ErrNotFound) && !errors.As(se.Err, new(*rayito.RPCError)):
+	case errors.Is(se.Err, ErrNoSandbox):
 		return "sandbox " + se.ID + " not found"
-	case errors.Is(se.Err, rayito.ErrSandboxEnded):
-		// The SDK words it ("sandbox X ended at T (reason)") when it
-		// knows more than that it ended.
-		msg := clean(se.Err.Error())
-		if strings.Contains(msg, se.ID) {
-			return msg
-		}
-		if _, rest, ok := strings.Cut(msg, "sandbox ended"); ok && strings.TrimLeft(rest, ": ") != "" {
-			return "sandbox " + se.ID + " has ended (" + strings.TrimLeft(rest, ": ") + ")"
-		}
-		return "sandbox " + se.ID + " has ended"
 	}
 	msg := Describe(se.Err)
 	if strings.Contains(msg, se.ID) {
@@ -241,38 +226,6 @@ func describeRPC(e *rayito.RPCError) string {
 		return e.Message
 	}
 	return strings.ReplaceAll(string(e.Code), "_", " ")
-}
-
-func describeAPI(e *microvms.APIError) string {
-	var what string
-	switch e.Kind {
-	case microvms.KindNotFound:
-		what = "not found"
-	case microvms.KindInvalidArgument:
-		what = "the platform refused the request as invalid"
-	case microvms.KindAuthentication:
-		what = "the platform refused the credentials"
-	case microvms.KindRateLimit:
-		what = "the platform is throttling requests: try again shortly"
-	case microvms.KindConflict:
-		what = "the sandbox's state does not allow this"
-	case microvms.KindQuotaExceeded:
-		what = "a platform quota is used up"
-	case microvms.KindCapacity:
-		what = "the platform has no capacity right now: try again later"
-	default:
-		what = "the platform failed"
-		if e.StatusCode != 0 {
-			what += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
-		}
-	}
-	if e.Reason != "" {
-		what += ": " + e.Reason
-	}
-	if c := errors.Unwrap(e); c != nil {
-		what += ": " + clean(c.Error())
-	}
-	return what
 }
 
 var (

@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
-	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -97,19 +96,10 @@ func connect(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito
 
 // connectID reaches sandbox id with the token from --token,
 // RAYITO_ACCESS_TOKEN or the token store. A malformed id is refused here,
-// before any call; every error names the sandbox.
+// before any call; every error names the sandbox (the SDK says "not
+// found" and "ended at T (reason)" before it looks for a token).
 func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
 	sbx, err := connectToken(ctx, cmd, f, id)
-	if err != nil && !known(err) {
-		// No token is stored, say, for an id that does not exist or for a
-		// sandbox that was killed: say so.
-		switch state(ctx, f, id) {
-		case "":
-			err = cliutil.ErrNoSandbox
-		case string(microvmsapi.StateTerminating), string(microvmsapi.StateTerminated):
-			err = rayito.ErrSandboxEnded
-		}
-	}
 	return sbx, cliutil.OnSandbox(id, err)
 }
 

@@ -6,8 +6,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"sort"
 
 	"github.com/urfave/cli/v3"
@@ -15,7 +13,6 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/platform"
 	rayito "github.com/rayito-dev/rayito/sdk"
-	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
 // Command returns `rayito sandbox`.
@@ -51,38 +48,6 @@ func options(ctx context.Context, f *cliutil.Factory) ([]rayito.Option, error) {
 		return nil, err
 	}
 	return append(t.Options, rayito.WithTokenStoreDir(dir)), nil
-}
-
-// known reports whether err already says what happened to the sandbox (or
-// to the command line), so that no existence check is needed.
-func known(err error) bool {
-	var (
-		api   *microvms.APIError
-		usage *cliutil.UsageError
-	)
-	var se *cliutil.SandboxError
-	return errors.As(err, &api) || errors.As(err, &usage) || errors.As(err, &se) || errors.Is(err, rayito.ErrSandboxEnded) ||
-		errors.Is(err, cliutil.ErrNoSandbox) || errors.Is(err, context.Canceled)
-}
-
-// state returns the state the platform lists sandbox id in, "" when it
-// does not list it, and "?" when that cannot be told.
-func state(ctx context.Context, f *cliutil.Factory, id string) string {
-	if cliutil.CheckID(id) != nil {
-		return ""
-	}
-	opts, err := options(ctx, f)
-	if err != nil {
-		return "?"
-	}
-	infos, err := rayito.List(ctx, opts...)
-	if err != nil {
-		return "?"
-	}
-	if i := slices.IndexFunc(infos, func(in rayito.Info) bool { return in.ID == id }); i >= 0 {
-		return infos[i].State
-	}
-	return ""
 }
 
 func sortedKeys(m map[string]string) []string {
