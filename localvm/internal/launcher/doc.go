@@ -64,8 +64,14 @@
 // namespace maps one id: the sandbox's uid and gid 1000 are the caller's
 // own, which rayd and the sandbox's code share. The network namespace has
 // only loopback; the platform reaches rayd through a Unix socket in the
-// sandbox's launcher directory ([Launcher.DialContext]). There is no
-// cgroup: [Launcher.Check] refuses Internet access and explicit limits.
+// sandbox's launcher directory ([Launcher.DialContext]). Because rayd and
+// the code share a uid, the owner of a loopback connection cannot tell the
+// platform from the code: rayd serves the platform's hooks on a second Unix
+// socket there (hooks.sock, bound before the pivot, so outside the
+// sandbox's filesystem; rayd's --hooks-fd), and its port 9000 inside the
+// sandbox answers every call "ignored" and counts it as an anomaly. There
+// is no cgroup: [Launcher.Check] refuses Internet access and explicit
+// limits.
 //
 // # Unisolated mode (opt-in only)
 //

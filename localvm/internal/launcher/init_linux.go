@@ -55,7 +55,7 @@ const (
 
 // raydStageArg is argv[1] of a rootless init re-executed, without
 // capabilities, to become rayd: argv[2] is a descriptor of its raydStage
-// JSON, argv[3] the dial socket's.
+// JSON, argv[3] the dial socket's and argv[4] the hooks socket's.
 const raydStageArg = "--rayd-stage"
 
 // raydStage is what a rootless init passes to its second stage.
@@ -100,8 +100,8 @@ func runInit(args []string) int {
 		fmt.Fprintln(os.Stdout, probeReply)
 		return 0
 	}
-	if len(args) == 3 && args[0] == raydStageArg {
-		return runRaydStage(args[1], args[2])
+	if len(args) == 4 && args[0] == raydStageArg {
+		return runRaydStage(args[1], args[2], args[3])
 	}
 	cfgFile := os.NewFile(initConfigFD, "config")
 	syncFile := os.NewFile(initSyncFD, "sync")
@@ -150,7 +150,12 @@ func runInit(args []string) int {
 		if dirFD < 0 {
 			return fail(fmt.Errorf("no launcher directory received"))
 		}
-		lnFD, err := bindDialSocket(dirFD)
+		lnFD, err := bindSocket(dirFD, dialSockName)
+		if err != nil {
+			_ = unix.Close(dirFD)
+			return fail(err)
+		}
+		hooksFD, err := bindSocket(dirFD, hooksSockName)
 		if err != nil {
 			_ = unix.Close(dirFD)
 			return fail(err)
@@ -159,7 +164,7 @@ func runInit(args []string) int {
 			return fail(err)
 		}
 		// Never returns unless the exec fails.
-		return fail(execRaydStage(&cfg, lnFD))
+		return fail(execRaydStage(&cfg, lnFD, hooksFD))
 	case modePlain:
 		if dirFD >= 0 {
 			_ = unix.Close(dirFD)
@@ -167,16 +172,30 @@ func runInit(args []string) int {
 	default:
 		return fail(fmt.Errorf("unknown mode %q", cfg.Mode))
 	}
-	for _, kv := range cfg.Env {
+	return runRayd(syncFile, cfg.Env, cfg.RaydArgs, fail, false)
+}
+
+// runRayd ends an init as rayd: its environment, its name in ps ("rayd"
+// rather than "exe", the name of /proc/self/exe), the umask, and rayd
+// itself, which reports on a copy of the sync socket once it serves, so
+// that the launcher need not poll its ports (see release). nonDumpable
+// makes rayd non-dumpable, for a sandbox whose code runs as rayd's own uid
+// (rootless): it then cannot ptrace rayd, copy its descriptors
+// (pidfd_getfd) or read its memory; rayd's children are dumpable again
+// from their execve.
+func runRayd(syncFile *os.File, env, args []string, fail func(error) int, nonDumpable bool) int {
+	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			_ = os.Setenv(k, v)
 		}
 	}
-	// ps shows "rayd" rather than "exe" (the name of /proc/self/exe).
 	_ = os.WriteFile("/proc/self/comm", []byte("rayd"), 0)
+	if nonDumpable {
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fail(fmt.Errorf("making rayd non-dumpable: %w", err))
+		}
+	}
 	syscall.Umask(0o022)
-	// rayd reports on a copy of the sync socket once it serves, so that
-	// the launcher need not poll its ports (see release).
 	readyFD, err := unix.FcntlInt(uintptr(initSyncFD), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return fail(fmt.Errorf("duplicating the sync socket: %w", err))
@@ -185,7 +204,7 @@ func runInit(args []string) int {
 		return 1
 	}
 	syncFile.Close()
-	return rayd.Main(append(cfg.RaydArgs, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
+	return rayd.Main(append(args, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
 }
 
 // recvGo waits for the launcher's go byte on the sync socket and returns
@@ -222,34 +241,37 @@ func recvGo() (dirFD int, ok bool) {
 	}
 }
 
-// bindDialSocket creates the rootless sandbox's dial socket in its launcher
-// directory (dirFD, as the init's mount namespace sees it, before the
-// pivot), listening, without close-on-exec: rayd's stage inherits it.
-func bindDialSocket(dirFD int) (int, error) {
+// bindSocket creates one of the rootless sandbox's sockets (dialSockName,
+// hooksSockName) in its launcher directory (dirFD, as the init's mount
+// namespace sees it, before the pivot: the sandbox never sees that path),
+// listening, close-on-exec: execRaydStage hands it to rayd's stage. Never
+// an abstract socket: those belong to the network namespace, which the
+// sandbox's code shares.
+func bindSocket(dirFD int, name string) (int, error) {
 	if err := unix.Fchdir(dirFD); err != nil {
 		return -1, fmt.Errorf("entering the launcher's directory: %w", err)
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("dial socket: %w", err)
+		return -1, fmt.Errorf("%s: %w", name, err)
 	}
-	_ = unix.Unlink(dialSockName)
+	_ = unix.Unlink(name)
 	old := unix.Umask(0o177) // the socket is the platform's only (0600)
-	err = unix.Bind(fd, &unix.SockaddrUnix{Name: dialSockName})
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: name})
 	unix.Umask(old)
 	if err == nil {
 		err = unix.Listen(fd, 64)
 	}
 	if err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("dial socket: %w", err)
+		return -1, fmt.Errorf("%s: %w", name, err)
 	}
 	return fd, nil
 }
 
 // execRaydStage re-executes the init, in its sandbox, with no capability
 // left: the second stage (runRaydStage) is rayd. It returns only on error.
-func execRaydStage(cfg *initConfig, lnFD int) error {
+func execRaydStage(cfg *initConfig, lnFD, hooksFD int) error {
 	b, err := json.Marshal(raydStage{RaydArgs: cfg.RaydArgs, Env: cfg.Env})
 	if err != nil {
 		return err
@@ -265,7 +287,7 @@ func execRaydStage(cfg *initConfig, lnFD int) error {
 		return err
 	}
 	unix.Close(p[1])
-	for _, fd := range []int{p[0], lnFD, initSyncFD} {
+	for _, fd := range []int{p[0], lnFD, hooksFD, initSyncFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return err
 		}
@@ -280,22 +302,24 @@ func execRaydStage(cfg *initConfig, lnFD int) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	argv := []string{InitArgv0, raydStageArg, strconv.Itoa(p[0]), strconv.Itoa(lnFD)}
+	argv := []string{InitArgv0, raydStageArg, strconv.Itoa(p[0]), strconv.Itoa(lnFD), strconv.Itoa(hooksFD)}
 	err = syscall.Exec("/proc/self/exe", argv, os.Environ())
 	runtime.UnlockOSThread()
 	return fmt.Errorf("re-executing as rayd: %w", err)
 }
 
 // runRaydStage is the second stage of a rootless init: rayd, without
-// capabilities, serving the dial socket besides.
-func runRaydStage(cfgArg, lnArg string) int {
+// capabilities, serving the dial socket besides and the hooks on the hooks
+// socket (--hooks-fd).
+func runRaydStage(cfgArg, lnArg, hooksArg string) int {
 	cfgFD, err1 := strconv.Atoi(cfgArg)
 	lnFD, err2 := strconv.Atoi(lnArg)
-	if err1 != nil || err2 != nil || cfgFD < 3 || lnFD < 3 {
+	hooksFD, err3 := strconv.Atoi(hooksArg)
+	if err1 != nil || err2 != nil || err3 != nil || cfgFD < 3 || lnFD < 3 || hooksFD < 3 {
 		fmt.Fprintln(os.Stderr, InitArgv0+": bad rayd stage arguments")
 		return 2
 	}
-	for _, fd := range []int{cfgFD, lnFD, initSyncFD} {
+	for _, fd := range []int{cfgFD, lnFD, hooksFD, initSyncFD} {
 		syscall.CloseOnExec(fd)
 	}
 	markCloexec()
@@ -329,20 +353,8 @@ func runRaydStage(cfgArg, lnArg string) int {
 		return fail(fmt.Errorf("dial socket: %w", err))
 	}
 	go serveDial(ln.(*net.UnixListener))
-	for _, kv := range st.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			_ = os.Setenv(k, v)
-		}
-	}
-	_ = os.WriteFile("/proc/self/comm", []byte("rayd"), 0)
-	syscall.Umask(0o022)
-	readyFD, err := unix.FcntlInt(uintptr(initSyncFD), unix.F_DUPFD_CLOEXEC, 3)
-	if err != nil {
-		return fail(fmt.Errorf("duplicating the sync socket: %w", err))
-	}
-	if _, err := syncFile.Write([]byte{syncOK}); err != nil {
-		return 1
-	}
-	syncFile.Close()
-	return rayd.Main(append(st.RaydArgs, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
+	// rayd takes the hooks socket over (a close-on-exec duplicate; it
+	// closes hooksFD): no process it starts inherits it. Sandbox code runs
+	// as rayd's own uid here, so rayd is made non-dumpable.
+	return runRayd(syncFile, st.Env, append(st.RaydArgs, "-hooks-fd", strconv.Itoa(hooksFD)), fail, true)
 }

@@ -31,18 +31,38 @@ import (
 // sandbox's launcher directory before it pivots away from the host's
 // filesystem (dialSockName; the sandbox cannot reach that path): a client
 // sends a port, rayd's process dials 127.0.0.1:<port> inside the namespace
-// and sends the connected socket back (SCM_RIGHTS). Such a socket belongs
-// to rayd's uid, so rayd's hooks count it as the platform's; the dial
-// server only answers peers outside the sandbox's pid namespace (the
-// platform), whose SO_PEERCRED pid reads 0 there.
+// and sends the connected socket back (SCM_RIGHTS). The dial server only
+// answers peers outside the sandbox's pid namespace (the platform), whose
+// SO_PEERCRED pid reads 0 there.
+//
+// The hooks are not on that path. The platform, rayd and the sandbox's code
+// share one uid, so rayd cannot tell the platform's loopback connections
+// from the code's by their owner. The init binds a second socket next to
+// the dial socket, before the pivot (hooksSockName), and rayd serves the
+// hooks on it (--hooks-fd): only the platform can reach its path, and rayd
+// counts a client as the platform only when it is outside the sandbox's pid
+// namespace. rayd still listens on port 9000 inside the namespace, as a
+// decoy where every caller counts as sandbox code (200 "ignored", an
+// anomaly in Health), and the dial server refuses port 9000. The platform
+// reaches the hooks socket at "<id>.rayito-rootless-hooks.invalid:9000"
+// (Record.HooksAddr, through Launcher.DialContext).
 
 // rootlessHostSuffix ends the host part of a rootless sandbox's addresses:
 // "<id>.rayito-rootless.invalid:<port>". Only Launcher.DialContext can dial
 // them (.invalid never resolves).
 const rootlessHostSuffix = ".rayito-rootless.invalid"
 
+// rootlessHooksHostSuffix ends the host part of a rootless sandbox's hooks
+// address: "<id>.rayito-rootless-hooks.invalid:9000", which
+// Launcher.DialContext reaches through the hooks socket.
+const rootlessHooksHostSuffix = ".rayito-rootless-hooks.invalid"
+
 // dialSockName is the dial socket, in the sandbox's launcher directory.
 const dialSockName = "dial.sock"
+
+// hooksSockName is the socket rayd serves the platform's hooks on, in the
+// sandbox's launcher directory.
+const hooksSockName = "hooks.sock"
 
 // rootlessCaps are the capabilities the init keeps across its first exec
 // (ambient) to set the sandbox up: mounts, pivot_root and sethostname
@@ -93,7 +113,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		rec: Record{
 			ID: spec.ID, Rootless: true, Dir: spec.Dir,
 			APIAddr:   net.JoinHostPort(host, strconv.Itoa(guestAPIPort)),
-			HooksAddr: net.JoinHostPort(host, strconv.Itoa(guestHooksPort)),
+			HooksAddr: net.JoinHostPort(spec.ID+rootlessHooksHostSuffix, strconv.Itoa(guestHooksPort)),
 		},
 	}
 	defer func() {
@@ -138,46 +158,69 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 }
 
 // DialContext dials addr like a net.Dialer, except for the addresses of
-// rootless sandboxes ("<id>.rayito-rootless.invalid:<port>"), which it
-// reaches through the sandbox's dial socket. The platform's proxy and hook
-// client use it.
+// rootless sandboxes: "<id>.rayito-rootless.invalid:<port>", which it
+// reaches through the sandbox's dial socket, and
+// "<id>.rayito-rootless-hooks.invalid:9000" (rayd's hooks), through its
+// hooks socket. The platform's proxy and hook client use it.
 func (l *Launcher) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	h, p, err := net.SplitHostPort(addr)
-	if err != nil || !strings.HasSuffix(h, rootlessHostSuffix) {
+	hooks := err == nil && strings.HasSuffix(h, rootlessHooksHostSuffix)
+	if err != nil || (!hooks && !strings.HasSuffix(h, rootlessHostSuffix)) {
 		d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		return d.DialContext(ctx, network, addr)
 	}
 	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 {
+	if err != nil || port < 1 || port > 65535 || (hooks && port != guestHooksPort) {
 		return nil, fmt.Errorf("launcher: bad port in %q", addr)
 	}
-	id := strings.TrimSuffix(h, rootlessHostSuffix)
+	id := strings.TrimSuffix(strings.TrimSuffix(h, rootlessHooksHostSuffix), rootlessHostSuffix)
 	l.mu.Lock()
 	inst := l.insts[id]
 	l.mu.Unlock()
 	if inst == nil || !inst.rec.Rootless {
 		return nil, fmt.Errorf("launcher: dial %s: no such rootless sandbox", addr)
 	}
+	if hooks {
+		return dialHooks(ctx, launcherDir(inst.rec.Dir))
+	}
 	return dialRootless(ctx, launcherDir(inst.rec.Dir), port)
+}
+
+// dialSock connects to the socket name in the launcher directory ld.
+func dialSock(ctx context.Context, ld, name string) (*net.UnixConn, error) {
+	// The socket's path may be longer than sun_path allows: connect
+	// through a descriptor of its directory.
+	dfd, err := unix.Open(ld, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(dfd)+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// dialHooks connects to the hooks socket of the sandbox whose launcher
+// directory is ld: rayd counts every connection on it as the platform's.
+func dialHooks(ctx context.Context, ld string) (net.Conn, error) {
+	c, err := dialSock(ctx, ld, hooksSockName)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: dial: the sandbox's hooks socket: %w", err)
+	}
+	return c, nil
 }
 
 // dialRootless asks the dial server of the sandbox whose launcher directory
 // is ld for a connection to its port.
 func dialRootless(ctx context.Context, ld string, port int) (net.Conn, error) {
-	// The socket's path may be longer than sun_path allows: connect
-	// through a descriptor of its directory.
-	dfd, err := unix.Open(ld, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("launcher: dial: %w", err)
-	}
-	defer unix.Close(dfd)
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(dfd)+"/"+dialSockName)
+	uc, err := dialSock(ctx, ld, dialSockName)
 	if err != nil {
 		return nil, fmt.Errorf("launcher: dial: the sandbox's dial socket: %w", err)
 	}
-	defer c.Close()
-	uc := c.(*net.UnixConn)
+	defer uc.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = uc.SetDeadline(dl)
 	} else {
@@ -261,6 +304,12 @@ func answerDial(c *net.UnixConn) {
 	port := int(b[0])<<8 | int(b[1])
 	if port == 0 {
 		fail("port 0")
+		return
+	}
+	if port == guestHooksPort {
+		// What listens there is a decoy that ignores every caller; the
+		// platform's hooks are on the hooks socket.
+		fail("port " + strconv.Itoa(port) + ": rayd's hooks are on " + hooksSockName)
 		return
 	}
 	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}

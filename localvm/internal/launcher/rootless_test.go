@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -200,12 +201,16 @@ echo "== usr =="; touch /usr/rlx 2>&1 || echo usr-ro
 echo "== root =="; mkdir /rlx 2>&1 || echo root-ro
 echo "== caps =="; grep CapEff /proc/self/status
 echo "== dial =="; ls /proc/1/root/ 2>&1 | grep -c dial.sock || true
+echo "== rayd =="; cat /proc/1/environ >/dev/null 2>&1 && echo environ-readable; ls /proc/1/fd >/dev/null 2>&1 && echo fds-readable; echo done
 `)
 	if code, _ := end["exitCode"].(float64); code != 0 {
 		t.Fatalf("script: %v\n%s", end, out)
 	}
 	t.Logf("%s", out)
-	want := map[string]string{"id": "1000\n1000", "host": hostnameFor(spec.ID), "pid1": "rayd", "net": "lo", "caps": "CapEff:\t0000000000000000", "dial": "0"}
+	want := map[string]string{"id": "1000\n1000", "host": hostnameFor(spec.ID), "pid1": "rayd", "net": "lo", "caps": "CapEff:\t0000000000000000", "dial": "0",
+		// rayd is non-dumpable: sandbox code, of rayd's own uid, can neither
+		// read its environment nor open its descriptors (nor ptrace it).
+		"rayd": "done"}
 	for k, v := range want {
 		if got := section(out, k); got != v {
 			t.Errorf("%s: %q, want %q", k, got, v)
@@ -259,4 +264,129 @@ func startError(t *testing.T, apiAddr, token, user string) string {
 			return eos.Error.Code + ": " + eos.Error.Message
 		}
 	}
+}
+
+// TestAsUserRootlessHooks: in a rootless sandbox, the platform, rayd and
+// the sandbox's code share one uid, so the hooks must not trust the
+// sandbox's loopback. Sandbox code calling 127.0.0.1:9000 gets 200
+// "ignored" and changes nothing (each call counts as an anomaly), it finds
+// no way to the platform's hooks socket (not in its filesystem, not
+// inherited, not connectable through /proc), and the platform's own calls,
+// over the hooks socket, still work, /terminate included.
+func TestAsUserRootlessHooks(t *testing.T) {
+	asUser(t)
+	l := newLauncher(t, "", nil)
+	if l.Isolation() != IsolationRootless {
+		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
+	}
+	orig := httpClient.Transport
+	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
+	t.Cleanup(func() { httpClient.Transport = orig })
+
+	inst := launch(t, l, newSpec(t, l))
+	t.Cleanup(func() { _ = inst.Terminate(t.Context()) })
+	if !strings.HasSuffix(strings.Split(inst.HooksAddr(), ":")[0], rootlessHooksHostSuffix) {
+		t.Fatalf("hooks address %q does not name the hooks socket", inst.HooksAddr())
+	}
+	token := install(t, inst) // the platform's /run, over the hooks socket
+
+	// The platform cannot reach port 9000 through the dial socket either:
+	// what listens there is the decoy.
+	if c, err := l.DialContext(t.Context(), "tcp", inst.ID()+rootlessHostSuffix+":9000"); err == nil {
+		c.Close()
+		t.Error("the dial socket connected port 9000")
+	} else if !strings.Contains(err.Error(), hooksSockName) {
+		t.Errorf("dialing port 9000 through the dial socket: %v, want a refusal naming %s", err, hooksSockName)
+	}
+	if c, err := l.DialContext(t.Context(), "tcp", inst.ID()+rootlessHooksHostSuffix+":8080"); err == nil {
+		c.Close()
+		t.Error("the hooks address dialed port 8080")
+	}
+
+	out, end := run(t, inst.APIAddr(), token, `
+for h in terminate run suspend resume validate ready; do
+  echo "== $h =="
+  curl -sS -m 5 -X POST -H 'Content-Type: application/json' \
+    -d '{"microvmId":"forged","runHookPayload":"forged"}' \
+    http://127.0.0.1:9000/aws/lambda-microvms/runtime/v1/$h 2>&1 || echo "curl failed"
+done
+echo "== sockfiles =="
+{ ls -a /proc/1/root/ /proc/1/cwd/ /proc/self/cwd/; find / -xdev -name '*.sock' 2>/dev/null; } | grep -c '\.sock$' || true
+echo "== proc =="
+python3 - <<'PY'
+import os, socket
+inherited = connected = 0
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        s = socket.socket(fileno=os.dup(int(fd)))
+    except OSError:
+        continue
+    try:
+        if s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            inherited += 1
+    except OSError:
+        pass
+    s.detach()
+for pid in [d for d in os.listdir('/proc') if d.isdigit()]:
+    try:
+        fds = os.listdir('/proc/%s/fd' % pid)
+    except OSError:
+        continue
+    for fd in fds:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(2)
+        try:
+            c.connect('/proc/%s/fd/%s' % (pid, fd))
+            connected += 1
+        except OSError:
+            pass
+        c.close()
+print("listeners inherited:", inherited)
+print("connected through /proc:", connected)
+PY
+`)
+	if code, _ := end["exitCode"].(float64); code != 0 {
+		t.Fatalf("script: %v\n%s", end, out)
+	}
+	t.Logf("%s", out)
+	for _, h := range []string{"terminate", "run", "suspend", "resume", "validate", "ready"} {
+		var r struct{ Hook, Outcome, Phase string }
+		if err := json.Unmarshal([]byte(section(out, h)), &r); err != nil {
+			t.Errorf("sandbox code's /%s: %q, want a JSON reply", h, section(out, h))
+			continue
+		}
+		if r.Outcome != "ignored" || r.Phase != "running" {
+			t.Errorf("sandbox code's /%s: outcome %q phase %q, want ignored, running", h, r.Outcome, r.Phase)
+		}
+	}
+	if got := section(out, "sockfiles"); got != "0" {
+		t.Errorf("the sandbox sees %s socket files of the platform's", got)
+	}
+	if got := section(out, "proc"); got != "listeners inherited: 0\nconnected through /proc: 0" {
+		t.Errorf("sandbox code reaches rayd's sockets: %q", got)
+	}
+
+	// The sandbox still runs, and Health counts the forged calls.
+	if out, _ := run(t, inst.APIAddr(), token, "echo alive"); out != "alive\n" {
+		t.Fatalf("after the forged hooks: %q", out)
+	}
+	h := health(t, inst.APIAddr())
+	if n, _ := strconv.Atoi(fmt.Sprint(h["hookAnomalies"])); n < 6 {
+		t.Errorf("hook anomalies %v, want at least 6: %v", h["hookAnomalies"], h)
+	}
+	select {
+	case <-inst.Done():
+		t.Fatal("the sandbox ended after sandbox code's /terminate")
+	default:
+	}
+
+	// The platform's /run is no longer accepted (already ran), and its
+	// /terminate ends the sandbox.
+	if r := postJSON(t, "http://"+inst.HooksAddr()+"/aws/lambda-microvms/runtime/v1/run", map[string]string{"microvmId": inst.ID(), "runHookPayload": "x"}); r["outcome"] != "already_ran" {
+		t.Errorf("the platform's second /run: %v", r)
+	}
+	if r := postJSON(t, "http://"+inst.HooksAddr()+"/aws/lambda-microvms/runtime/v1/terminate", map[string]any{}); r["outcome"] != "terminating" {
+		t.Fatalf("the platform's /terminate: %v", r)
+	}
+	waitDone(t, inst, 20*time.Second)
 }

@@ -50,9 +50,18 @@ const terminateGrace = 3 * time.Second
 
 // Config is rayd's configuration from flags and environment.
 type Config struct {
-	APIAddr   string
+	APIAddr string
+	// HooksAddr is the TCP address of the hooks. With HooksFD it is only a
+	// decoy where every caller counts as sandbox code ("" for none).
 	HooksAddr string
-	StateDir  string
+	// HooksFD, when above 2 (the flag's default is -1; 0, the zero
+	// value, means none too), is a listening Unix socket (inherited from
+	// whoever started rayd) on which the platform calls the hooks:
+	// the local platform's rootless mode, where the platform, rayd and the
+	// sandbox's code share one uid. Only clients outside rayd's pid
+	// namespace count as the platform on it, and no TCP caller does.
+	HooksFD  int
+	StateDir string
 	// AllowRoot lets clients run as root (RAYITO_ALLOW_ROOT=1).
 	AllowRoot bool
 	LogLevel  slog.Level
@@ -68,12 +77,13 @@ type Config struct {
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
+	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
 	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
@@ -95,6 +105,15 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if cfg.ReadyFD != -1 && cfg.ReadyFD < 3 {
 		return cfg, fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", cfg.ReadyFD)
 	}
+	if cfg.HooksFD != -1 && cfg.HooksFD < 3 {
+		return cfg, fmt.Errorf("-hooks-fd must be -1 or a descriptor above 2, not %d", cfg.HooksFD)
+	}
+	if cfg.hooksOverUnix() && cfg.HooksFD == cfg.ReadyFD {
+		return cfg, fmt.Errorf("-hooks-fd and -ready-fd are the same descriptor (%d)", cfg.HooksFD)
+	}
+	if !cfg.hooksOverUnix() && cfg.HooksAddr == "" {
+		return cfg, errors.New("-hooks-addr is empty and there is no -hooks-fd: the platform could not call the hooks")
+	}
 	if *debug {
 		cfg.LogLevel = slog.LevelDebug
 	}
@@ -102,6 +121,10 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 }
 
 var errVersion = errors.New("version requested")
+
+// hooksOverUnix reports whether the platform calls the hooks on the Unix
+// listener HooksFD, and only there.
+func (c Config) hooksOverUnix() bool { return c.HooksFD > 2 }
 
 func defaultStateDir() string {
 	if os.Geteuid() == 0 {
@@ -147,11 +170,30 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("api listener: %w", err)
 	}
 	defer apiLn.Close()
-	hooksLn, err := net.Listen("tcp", cfg.HooksAddr)
-	if err != nil {
-		return fmt.Errorf("hooks listener: %w", err)
+	var hooksLns []net.Listener
+	defer func() {
+		for _, ln := range hooksLns {
+			ln.Close()
+		}
+	}()
+	if cfg.hooksOverUnix() {
+		ln, err := unixListenerFD(cfg.HooksFD)
+		if err != nil {
+			return fmt.Errorf("hooks listener (-hooks-fd): %w", err)
+		}
+		hooksLns = append(hooksLns, ln)
 	}
-	defer hooksLn.Close()
+	if cfg.HooksAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HooksAddr)
+		if err != nil {
+			return fmt.Errorf("hooks listener: %w", err)
+		}
+		hooksLns = append(hooksLns, ln)
+	}
+	hooksAddrs := make([]string, len(hooksLns))
+	for i, ln := range hooksLns {
+		hooksAddrs[i] = ln.Addr().Network() + ":" + ln.Addr().String()
+	}
 
 	d, err := New(cfg, log, nil)
 	if err != nil {
@@ -166,8 +208,29 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			_ = f.Close()
 		}
 	}
-	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "hooks", hooksLn.Addr().String(), "root", d.privileged)
-	return d.Serve(ctx, apiLn, hooksLn)
+	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "hooks", hooksAddrs, "hooks_platform_over_unix", cfg.hooksOverUnix(), "root", d.privileged)
+	return d.Serve(ctx, apiLn, hooksLns...)
+}
+
+// unixListenerFD takes over fd, which must be a listening Unix stream
+// socket. The listener rayd keeps is a close-on-exec duplicate, and fd is
+// closed: no process rayd starts inherits it.
+func unixListenerFD(fd int) (net.Listener, error) {
+	syscall.CloseOnExec(fd)
+	f := os.NewFile(uintptr(fd), "hooks")
+	if f == nil {
+		return nil, fmt.Errorf("descriptor %d is not valid", fd)
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ln.(*net.UnixListener); !ok {
+		ln.Close()
+		return nil, fmt.Errorf("descriptor %d is a %s listener, not a Unix one", fd, ln.Addr().Network())
+	}
+	return ln, nil
 }
 
 // ReadyByte is what rayd writes to Config.ReadyFD once it serves.
@@ -203,9 +266,10 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.Supervisor = sup
 	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
 	d.Hooks = hooks.New(hooks.Options{
-		Lifecycle:    d.State,
-		Logger:       log,
-		OnTerminated: func() { d.terminated() },
+		Lifecycle:        d.State,
+		Logger:           log,
+		OnTerminated:     func() { d.terminated() },
+		PlatformOverUnix: cfg.hooksOverUnix(),
 	})
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
@@ -263,22 +327,24 @@ func (d *Daemon) stopProcesses(ctx context.Context) {
 	})
 }
 
-// Serve serves the API and the hooks until ctx ends, then stops user
-// processes.
-func (d *Daemon) Serve(ctx context.Context, apiLn, hooksLn net.Listener) error {
+// Serve serves the API on apiLn and the hooks on each of hooksLns until ctx
+// ends, then stops user processes.
+func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Add(2)
+	errc := make(chan error, 1+len(hooksLns))
+	wg.Add(1 + len(hooksLns))
 	go func() {
 		defer wg.Done()
 		errc <- apiserver.Serve(ctx, apiLn, d.API, d.log, 2*time.Second)
 	}()
-	go func() {
-		defer wg.Done()
-		errc <- d.Hooks.Serve(ctx, hooksLn)
-	}()
+	for _, ln := range hooksLns {
+		go func() {
+			defer wg.Done()
+			errc <- d.Hooks.Serve(ctx, ln)
+		}()
+	}
 	var first error
 	select {
 	case first = <-errc:

@@ -2,7 +2,11 @@ package daemon
 
 import (
 	"io"
+	"net"
+	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseFlagsReadyFD(t *testing.T) {
@@ -20,5 +24,83 @@ func TestParseFlagsReadyFD(t *testing.T) {
 		if _, err := ParseFlags([]string{"-ready-fd", bad}, getenv, io.Discard); err == nil {
 			t.Errorf("-ready-fd %s accepted", bad)
 		}
+	}
+}
+
+func TestParseFlagsHooksFD(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	cfg, err := ParseFlags(nil, getenv, io.Discard)
+	if err != nil || cfg.HooksFD != -1 || cfg.HooksAddr != ":9000" {
+		t.Fatalf("default: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseFlags([]string{"-hooks-fd", "5", "-hooks-addr", ""}, getenv, io.Discard)
+	if err != nil || cfg.HooksFD != 5 || cfg.HooksAddr != "" {
+		t.Fatalf("-hooks-fd 5 -hooks-addr '': %+v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{
+		{"-hooks-fd", "2"},
+		{"-hooks-fd", "-3"},
+		{"-hooks-fd", "6", "-ready-fd", "6"},
+		{"-hooks-addr", ""}, // nowhere for the platform to call
+	} {
+		if _, err := ParseFlags(bad, getenv, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// unixListenerFD takes a listening Unix socket over, closes the descriptor
+// it was given and refuses anything else.
+func TestUnixListenerFD(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "h.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.UnixListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	got, err := unixListenerFD(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		t.Errorf("descriptor %d still open", fd)
+	}
+	// The listener kept is close-on-exec.
+	rc, _ := got.(*net.UnixListener).SyscallConn()
+	var flags int
+	_ = rc.Control(func(fd uintptr) { flags, _ = unix.FcntlInt(fd, unix.F_GETFD, 0) })
+	if flags&unix.FD_CLOEXEC == 0 {
+		t.Error("the hooks listener is not close-on-exec")
+	}
+	go func() {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+		}
+	}()
+	if c, err := got.Accept(); err != nil {
+		t.Fatalf("accept on the listener taken over: %v", err)
+	} else {
+		c.Close()
+	}
+
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	tf, err := tl.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := unixListenerFD(int(tf.Fd())); err == nil {
+		l.Close()
+		t.Error("a TCP listener was taken as the hooks' Unix listener")
 	}
 }

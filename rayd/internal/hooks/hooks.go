@@ -36,6 +36,16 @@
 //     (/run and /terminate) answer "ignored" and do nothing; the others are
 //     answered normally. Every call counts as an anomaly.
 //
+// Over a Unix socket (rayd's --hooks-fd, the local platform's rootless
+// mode), the socket's path lies outside the sandbox's filesystem and only
+// the platform can connect to it. As a second line, its client is asked for
+// its SO_PEERCRED pid: a client outside rayd's pid namespace (pid 0 as rayd
+// sees it, which sandbox code can never be) is [CallerPlatform]; any client
+// rayd can see, whatever its uid, is [CallerSandbox]. With
+// [Options.PlatformOverUnix] every TCP caller is [CallerSandbox]: in a
+// rootless sandbox the platform, rayd and the sandbox's code share one uid,
+// so the owner of a loopback socket says nothing.
+//
 // Unknown callers fail closed because sandbox code can make itself unknown
 // on purpose: it can write a whole request and close or reset its socket
 // before rayd accepts the connection, leaving an ownerless row or none. For
@@ -173,6 +183,17 @@ type Options struct {
 	PeerOwner    func(local, remote net.Addr) (peercred.Owner, error)
 	AuditSize    int    // entries kept by Audit; default DefaultAuditSize
 	OnTerminated func() // called once after Lifecycle.Terminate returned
+	// PlatformOverUnix says that the platform calls the hooks over a Unix
+	// socket only (rayd's --hooks-fd: a rootless sandbox, where the
+	// platform, rayd and the sandbox's code share one uid and the uid of a
+	// TCP client tells nothing). Every caller over TCP is then sandbox
+	// code. Unix callers are told apart the same way with or without it:
+	// see the package documentation.
+	PlatformOverUnix bool
+	// UnixPeer returns the SO_PEERCRED pid and uid of a Unix connection's
+	// client, as rayd's namespaces see them; default the kernel's. Tests
+	// swap it.
+	UnixPeer func(c *net.UnixConn) (pid int32, uid uint32, err error)
 }
 
 // AuditEntry records one hook call.
@@ -195,6 +216,8 @@ type Server struct {
 	selfUID      int64                        // rayd's own euid: a caller with it is the platform
 	localAddrs   func() ([]netip.Addr, error) // this namespace's addresses; swapped by tests
 	onTerminated func()
+	overUnix     bool // Options.PlatformOverUnix
+	unixPeer     func(c *net.UnixConn) (pid int32, uid uint32, err error)
 
 	anomalies atomic.Uint64
 	audit     ring
@@ -221,6 +244,11 @@ func New(opts Options) *Server {
 		onTerminated: opts.OnTerminated,
 		phase:        PhaseBooting,
 		selfUID:      int64(os.Geteuid()),
+		overUnix:     opts.PlatformOverUnix,
+		unixPeer:     opts.UnixPeer,
+	}
+	if s.unixPeer == nil {
+		s.unixPeer = unixPeerCred
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

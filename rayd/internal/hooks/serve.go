@@ -61,6 +61,35 @@ func (s *Server) identify(local, remote net.Addr) peer {
 	}
 }
 
+// identifyConn classifies the client of a connection being accepted.
+func (s *Server) identifyConn(c net.Conn) peer {
+	if uc, ok := c.(*net.UnixConn); ok {
+		return s.identifyUnix(uc)
+	}
+	if s.overUnix {
+		// The platform calls over Unix only: a TCP client is sandbox
+		// code, whose uid may well be rayd's own.
+		return peer{CallerSandbox, -1, "tcp"}
+	}
+	return s.identify(c.LocalAddr(), c.RemoteAddr())
+}
+
+// identifyUnix classifies the client of a Unix connection: the platform
+// when it is outside rayd's pid namespace (its SO_PEERCRED pid reads 0
+// here), sandbox code when rayd can see it.
+func (s *Server) identifyUnix(c *net.UnixConn) peer {
+	pid, uid, err := s.unixPeer(c)
+	switch {
+	case err != nil:
+		s.log.Warn("hooks: peer credentials failed", slog.String("error", err.Error()))
+		return peer{CallerUnknown, -1, "error"}
+	case pid == 0:
+		return peer{CallerPlatform, int64(uid), "outside_pidns"}
+	default:
+		return peer{CallerSandbox, int64(uid), "pidns"}
+	}
+}
+
 // outsideNamespace reports whether remote cannot belong to a socket of this
 // network namespace: it is not loopback, not the connection's own local
 // address and not assigned to any interface here. Sandbox code cannot take
@@ -121,7 +150,7 @@ func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 	if lc, ok := c.(*limitedConn); ok {
 		p = lc.peer
 	} else {
-		p = s.identify(c.LocalAddr(), c.RemoteAddr())
+		p = s.identifyConn(c)
 	}
 	return context.WithValue(ctx, peerKey{}, p)
 }
@@ -133,6 +162,11 @@ func (s *Server) peerOf(r *http.Request) peer {
 		return p
 	}
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if s.overUnix {
+		if _, ok := local.(*net.TCPAddr); ok {
+			return peer{CallerSandbox, -1, "tcp"}
+		}
+	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if local == nil || err != nil {
 		return peer{CallerUnknown, -1, "no_addr"}
@@ -152,7 +186,10 @@ func (s *Server) peerOf(r *http.Request) peer {
 // is not the platform may only use half of the cap (at least one), so that
 // sandbox code holding connections open cannot lock the platform out.
 //
-// Each connection's caller is identified once, when it is accepted.
+// Each connection's caller is identified once, when it is accepted. ln may
+// be a TCP or a Unix listener (see the package documentation for how their
+// callers are told apart); a Server may serve several listeners at once,
+// each with its own connection cap.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -225,7 +262,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
-		lc := &limitedConn{Conn: c, l: l, peer: l.s.identify(c.LocalAddr(), c.RemoteAddr())}
+		lc := &limitedConn{Conn: c, l: l, peer: l.s.identifyConn(c)}
 		if lc.peer.caller != CallerPlatform {
 			select {
 			case l.untrusty <- struct{}{}:

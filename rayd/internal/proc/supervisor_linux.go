@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"os/signal"
@@ -28,6 +29,7 @@ type platform struct {
 	devNull    *os.File       // stdin of children without Spec.Stdin
 	sigch      chan os.Signal // SIGCHLD notifications
 	privileged bool           // CAP_SYS_RESOURCE: hard rlimits can be set and restored
+	oomWarned  bool           // the oom_score_adj warning was logged (under Supervisor.mu)
 }
 
 func (pl *platform) init(s *Supervisor) error {
@@ -152,7 +154,7 @@ func (pl *platform) spawn(s *Supervisor, path string, argv, env []string, dir st
 	if err != nil {
 		return 0, fmt.Errorf("proc: start: set rlimits: %w", err)
 	}
-	restoreOOM := s.raiseOOMScoreForFork()
+	restoreOOM := pl.raiseOOMScoreForFork(s.log)
 	child, err := os.StartProcess(path, argv, attr)
 	restoreOOM()
 	restore()
@@ -176,7 +178,9 @@ const childOOMScore = "1000"
 // child can fork with rayd's score), and returns the function restoring
 // rayd's own. Raising needs no privilege; going back down is allowed down
 // to the floor (oom_score_adj_min) the platform set with rayd's score.
-func (s *Supervisor) raiseOOMScoreForFork() (restore func()) {
+// Where rayd may not write its own score (a non-dumpable rayd in an
+// unprivileged user namespace) it says so once.
+func (pl *platform) raiseOOMScoreForFork(log *slog.Logger) (restore func()) {
 	const path = "/proc/self/oom_score_adj"
 	b, err := os.ReadFile(path)
 	own := strings.TrimSpace(string(b))
@@ -184,12 +188,15 @@ func (s *Supervisor) raiseOOMScoreForFork() (restore func()) {
 		return func() {}
 	}
 	if err := os.WriteFile(path, []byte(childOOMScore), 0); err != nil {
-		s.log.Warn("proc: cannot raise the oom_score_adj of a child", "err", err)
+		if !pl.oomWarned {
+			pl.oomWarned = true
+			log.Warn("proc: cannot raise the oom_score_adj of children: they start with rayd's", "err", err)
+		}
 		return func() {}
 	}
 	return func() {
 		if err := os.WriteFile(path, []byte(own), 0); err != nil {
-			s.log.Error("proc: restoring rayd's oom_score_adj failed", "err", err)
+			log.Error("proc: restoring rayd's oom_score_adj failed", "err", err)
 		}
 	}
 }
