@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -415,8 +414,15 @@ type Info struct {
 	StateReason  string
 	Metadata     map[string]string
 	AgentVersion string
-	CPUCount     int
-	MemoryBytes  uint64
+	// CPUCount and MemoryBytes describe the machine the sandbox's daemon
+	// sees: on the local platform, the host.
+	CPUCount    int
+	MemoryBytes uint64
+	// MemoryLimit and ProcessLimit are the sandbox's own limits as the
+	// platform set them (its cgroup on the local platform); 0 when none
+	// is known (an AWS microVM's size is its template's).
+	MemoryLimit  uint64
+	ProcessLimit int
 	// Isolation is how the local platform isolates the sandbox, as its
 	// daemon reports it while it runs: IsolationFull, IsolationRootless or
 	// IsolationNone; "" when nothing is reported (an AWS microVM, an older
@@ -436,15 +442,14 @@ const (
 	IsolationNone     = "none"     // NOT isolated: the platform was opted in (--unisolated)
 )
 
-// isolationFeature is the prefix of the entry of the daemon's
-// features.services that reports the isolation.
-const isolationFeature = "isolation:"
-
 func isolationOf(h *raydv1.HealthResponse) string {
-	for _, s := range h.GetFeatures().GetServices() {
-		if v, ok := strings.CutPrefix(s, isolationFeature); ok {
-			return v
-		}
+	switch h.GetIsolation() {
+	case raydv1.Isolation_ISOLATION_FULL:
+		return IsolationFull
+	case raydv1.Isolation_ISOLATION_ROOTLESS:
+		return IsolationRootless
+	case raydv1.Isolation_ISOLATION_NONE:
+		return IsolationNone
 	}
 	return ""
 }
@@ -480,6 +485,8 @@ func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 			info.AgentVersion = h.Msg.GetAgentVersion()
 			info.CPUCount = int(h.Msg.GetCpuCount())
 			info.MemoryBytes = h.Msg.GetMemoryTotalBytes()
+			info.MemoryLimit = h.Msg.GetLimits().GetMemoryBytes()
+			info.ProcessLimit = int(h.Msg.GetLimits().GetProcesses())
 			info.Isolation = isolationOf(h.Msg)
 			info.Isolated = info.Isolation != IsolationNone
 		}

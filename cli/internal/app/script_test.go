@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -45,6 +46,13 @@ func TestScripts(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", tokens)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
+		// [root]: the platform runs as root (full isolation, cgroup limits).
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("RAYITO_ENDPOINT", ep)
 			e.Setenv("XDG_STATE_HOME", tokens)

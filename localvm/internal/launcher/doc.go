@@ -80,7 +80,7 @@
 // child process of the current user on two free loopback ports, with no
 // namespaces, no cgroup and no network policy: its processes have the
 // user's access to the machine. The launcher warns at New and at every
-// launch, rayd reports "isolation:none" in Health, and a spec without
+// launch, rayd reports ISOLATION_NONE in Health, and a spec without
 // Internet access (which would need a network namespace) is refused.
 //
 // # Wiring

@@ -603,7 +603,8 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	cfg := &initConfig{
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
-		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull)},
+		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
+			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)},
 	}
 	if failInit != nil {
 		failInit(cfg)

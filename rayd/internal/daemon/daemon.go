@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -71,8 +72,12 @@ type Config struct {
 	ReadyFD int
 	// Isolation is what the platform says of this sandbox's isolation
 	// ("full", "rootless", "none"; "" when it says nothing): Health
-	// reports it (see health.IsolationFeaturePrefix).
+	// reports it.
 	Isolation string
+	// MemoryLimit and ProcessLimit are the sandbox's own limits as the
+	// platform set them (0: none known): Health reports them.
+	MemoryLimit  uint64
+	ProcessLimit uint
 }
 
 // ParseFlags parses rayd's command line.
@@ -86,6 +91,8 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
 	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
+	fs.Uint64Var(&cfg.MemoryLimit, "memory-limit", 0, "the sandbox's memory limit in bytes as the platform set it, shown by Health; 0: none known")
+	fs.UintVar(&cfg.ProcessLimit, "process-limit", 0, "the sandbox's process limit as the platform set it, shown by Health; 0: none known")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -282,6 +289,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	}
 	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files"})
 	healthSvc.SetIsolation(cfg.Isolation)
+	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)

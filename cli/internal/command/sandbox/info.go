@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -23,6 +24,9 @@ type infoOut struct {
 	StateReason  string            `json:"state_reason,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`
+	Isolation    string            `json:"isolation,omitempty"`
+	MemoryLimit  uint64            `json:"memory_limit_bytes,omitempty"`
+	ProcessLimit int               `json:"process_limit,omitempty"`
 }
 
 func infoCommand(f *cliutil.Factory) *cli.Command {
@@ -45,9 +49,10 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			}
 			// Health's cpu_count and memory_total_bytes describe the
 			// machine rayd runs on (the host, locally), not the sandbox's
-			// limits: they are not shown.
+			// limits: they are not shown; its limits are.
 			out := infoOut{ID: in.ID, State: in.State, Template: in.Template, StateReason: in.StateReason,
-				Metadata: in.Metadata, AgentVersion: in.AgentVersion}
+				Metadata: in.Metadata, AgentVersion: in.AgentVersion, Isolation: in.Isolation,
+				MemoryLimit: in.MemoryLimit, ProcessLimit: in.ProcessLimit}
 			if !in.StartedAt.IsZero() {
 				out.StartedAt = &in.StartedAt
 			}
@@ -77,12 +82,30 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			if out.AgentVersion != "" {
 				fmt.Fprintf(w, "rayd:     %s\n", out.AgentVersion)
 			}
+			if out.Isolation != "" {
+				fmt.Fprintf(w, "isolation: %s\n", out.Isolation)
+			}
+			if l := limitsLine(out.MemoryLimit, out.ProcessLimit); l != "" {
+				fmt.Fprintf(w, "limits:   %s\n", l)
+			}
 			for _, k := range sortedKeys(out.Metadata) {
 				fmt.Fprintf(w, "metadata: %s=%s\n", k, out.Metadata[k])
 			}
 			return nil
 		},
 	}
+}
+
+// limitsLine words a sandbox's own limits ("" when none is known).
+func limitsLine(memory uint64, processes int) string {
+	var parts []string
+	if memory > 0 {
+		parts = append(parts, fmt.Sprintf("%d MiB memory", memory>>20))
+	}
+	if processes > 0 {
+		parts = append(parts, fmt.Sprintf("%d processes", processes))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func tokenFlag() cli.Flag {

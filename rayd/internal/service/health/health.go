@@ -26,20 +26,30 @@ type Service struct {
 	anomalies func() uint64
 	services  []string
 	memTotal  uint64
-	isolation string
+	isolation raydv1.Isolation
+	limits    *raydv1.SandboxLimits
 }
 
-// IsolationFeaturePrefix starts the entry of features.services that
-// reports, on the local platform, how the sandbox is isolated:
-// "isolation:full" (root: namespaces, own uid range, cgroups, network
-// policy), "isolation:rootless" (an unprivileged user namespace: see
-// docs/features.md) or "isolation:none" (a plain process of the platform's
-// user: NOT isolated). Absent when the platform says nothing (a microVM).
-const IsolationFeaturePrefix = "isolation:"
+// isolations are the values of rayd's -isolation flag.
+var isolations = map[string]raydv1.Isolation{
+	"":         raydv1.Isolation_ISOLATION_UNSPECIFIED,
+	"full":     raydv1.Isolation_ISOLATION_FULL,
+	"rootless": raydv1.Isolation_ISOLATION_ROOTLESS,
+	"none":     raydv1.Isolation_ISOLATION_NONE,
+}
 
-// SetIsolation sets the isolation Health reports ("" reports none). Call
-// it before serving.
-func (s *Service) SetIsolation(v string) { s.isolation = v }
+// SetIsolation sets the isolation Health reports, as the platform told
+// rayd: "full", "rootless", "none", or "" for nothing said (a microVM).
+// Call it before serving.
+func (s *Service) SetIsolation(v string) { s.isolation = isolations[v] }
+
+// SetLimits sets the sandbox's own limits Health reports (0: none known).
+// Call it before serving.
+func (s *Service) SetLimits(memoryBytes uint64, processes uint32) {
+	if memoryBytes != 0 || processes != 0 {
+		s.limits = &raydv1.SandboxLimits{MemoryBytes: memoryBytes, Processes: processes}
+	}
+}
 
 // New returns the service. anomalies reports the hook anomaly count;
 // services names the built services, reported in features.services.
@@ -67,9 +77,8 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
 		Features:          &raydv1.AgentFeatures{Services: s.services},
-	}
-	if s.isolation != "" {
-		resp.Features.Services = append(append([]string(nil), s.services...), IsolationFeaturePrefix+s.isolation)
+		Isolation:         s.isolation,
+		Limits:            s.limits,
 	}
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)

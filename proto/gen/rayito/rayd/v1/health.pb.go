@@ -21,6 +21,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Isolation is how the platform isolates a sandbox.
+type Isolation int32
+
+const (
+	// The platform said nothing: on AWS Lambda MicroVMs, the microVM itself.
+	Isolation_ISOLATION_UNSPECIFIED Isolation = 0
+	// The local platform as root: namespaces, a host uid range of its own,
+	// cgroup limits and network policy.
+	Isolation_ISOLATION_FULL Isolation = 1
+	// The local platform without root: an unprivileged user namespace and
+	// private namespaces, no cgroup limits (docs/features.md).
+	Isolation_ISOLATION_ROOTLESS Isolation = 2
+	// NOT isolated: a plain process of the platform's user, started only
+	// because the platform was opted in to it.
+	Isolation_ISOLATION_NONE Isolation = 3
+)
+
+// Enum value maps for Isolation.
+var (
+	Isolation_name = map[int32]string{
+		0: "ISOLATION_UNSPECIFIED",
+		1: "ISOLATION_FULL",
+		2: "ISOLATION_ROOTLESS",
+		3: "ISOLATION_NONE",
+	}
+	Isolation_value = map[string]int32{
+		"ISOLATION_UNSPECIFIED": 0,
+		"ISOLATION_FULL":        1,
+		"ISOLATION_ROOTLESS":    2,
+		"ISOLATION_NONE":        3,
+	}
+)
+
+func (x Isolation) Enum() *Isolation {
+	p := new(Isolation)
+	*p = x
+	return p
+}
+
+func (x Isolation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Isolation) Descriptor() protoreflect.EnumDescriptor {
+	return file_rayito_rayd_v1_health_proto_enumTypes[0].Descriptor()
+}
+
+func (Isolation) Type() protoreflect.EnumType {
+	return &file_rayito_rayd_v1_health_proto_enumTypes[0]
+}
+
+func (x Isolation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Isolation.Descriptor instead.
+func (Isolation) EnumDescriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{0}
+}
+
 // HealthRequest is empty.
 type HealthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -192,8 +252,14 @@ type HealthResponse struct {
 	CpuCount          uint32            `protobuf:"varint,14,opt,name=cpu_count,json=cpuCount,proto3" json:"cpu_count,omitempty"`
 	MemoryTotalBytes  uint64            `protobuf:"varint,15,opt,name=memory_total_bytes,json=memoryTotalBytes,proto3" json:"memory_total_bytes,omitempty"`
 	Features          *AgentFeatures    `protobuf:"bytes,16,opt,name=features,proto3" json:"features,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// How the platform isolates this sandbox, as it told rayd.
+	Isolation Isolation `protobuf:"varint,17,opt,name=isolation,proto3,enum=rayito.rayd.v1.Isolation" json:"isolation,omitempty"`
+	// The sandbox's own limits as the platform set them. cpu_count and
+	// memory_total_bytes describe the machine rayd sees, which on the local
+	// platform is the host.
+	Limits        *SandboxLimits `protobuf:"bytes,18,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HealthResponse) Reset() {
@@ -338,6 +404,75 @@ func (x *HealthResponse) GetFeatures() *AgentFeatures {
 	return nil
 }
 
+func (x *HealthResponse) GetIsolation() Isolation {
+	if x != nil {
+		return x.Isolation
+	}
+	return Isolation_ISOLATION_UNSPECIFIED
+}
+
+func (x *HealthResponse) GetLimits() *SandboxLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// SandboxLimits are a sandbox's own limits; 0 means none known.
+type SandboxLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The memory limit of the sandbox's processes (its cgroup).
+	MemoryBytes uint64 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// The limit on the number of its processes and threads (its cgroup).
+	Processes     uint32 `protobuf:"varint,2,opt,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxLimits) Reset() {
+	*x = SandboxLimits{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxLimits) ProtoMessage() {}
+
+func (x *SandboxLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxLimits.ProtoReflect.Descriptor instead.
+func (*SandboxLimits) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SandboxLimits) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *SandboxLimits) GetProcesses() uint32 {
+	if x != nil {
+		return x.Processes
+	}
+	return 0
+}
+
 // MetricsRequest is empty.
 type MetricsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -347,7 +482,7 @@ type MetricsRequest struct {
 
 func (x *MetricsRequest) Reset() {
 	*x = MetricsRequest{}
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[3]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +494,7 @@ func (x *MetricsRequest) String() string {
 func (*MetricsRequest) ProtoMessage() {}
 
 func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[3]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +507,7 @@ func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
 func (*MetricsRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{3}
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{4}
 }
 
 // MetricsResponse is one sample.
@@ -392,7 +527,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[4]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +539,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[4]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +552,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{4}
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetricsResponse) GetCpuUsedPct() float64 {
@@ -489,7 +624,7 @@ type MetricsHistoryRequest struct {
 
 func (x *MetricsHistoryRequest) Reset() {
 	*x = MetricsHistoryRequest{}
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[5]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +636,7 @@ func (x *MetricsHistoryRequest) String() string {
 func (*MetricsHistoryRequest) ProtoMessage() {}
 
 func (x *MetricsHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[5]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +649,7 @@ func (x *MetricsHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsHistoryRequest.ProtoReflect.Descriptor instead.
 func (*MetricsHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{5}
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MetricsHistoryRequest) GetStartUnixMs() int64 {
@@ -549,7 +684,7 @@ type MetricsHistoryResponse struct {
 
 func (x *MetricsHistoryResponse) Reset() {
 	*x = MetricsHistoryResponse{}
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[6]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +696,7 @@ func (x *MetricsHistoryResponse) String() string {
 func (*MetricsHistoryResponse) ProtoMessage() {}
 
 func (x *MetricsHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_health_proto_msgTypes[6]
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +709,7 @@ func (x *MetricsHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsHistoryResponse.ProtoReflect.Descriptor instead.
 func (*MetricsHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{6}
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetricsHistoryResponse) GetSamples() []*MetricsResponse {
@@ -608,7 +743,7 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x0etemplate_start\x18\a \x01(\bR\rtemplateStart\x12\x1f\n" +
 	"\vroot_egress\x18\b \x03(\tR\n" +
 	"rootEgress\x12\x1a\n" +
-	"\bservices\x18\t \x03(\tR\bservices\"\x9d\x06\n" +
+	"\bservices\x18\t \x03(\tR\bservices\"\x8d\a\n" +
 	"\x0eHealthResponse\x12\x1f\n" +
 	"\vagent_ready\x18\x01 \x01(\bR\n" +
 	"agentReady\x12!\n" +
@@ -628,10 +763,15 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x12egress_enforcement\x18\r \x01(\x0e2!.rayito.rayd.v1.EgressEnforcementR\x11egressEnforcement\x12\x1b\n" +
 	"\tcpu_count\x18\x0e \x01(\rR\bcpuCount\x12,\n" +
 	"\x12memory_total_bytes\x18\x0f \x01(\x04R\x10memoryTotalBytes\x129\n" +
-	"\bfeatures\x18\x10 \x01(\v2\x1d.rayito.rayd.v1.AgentFeaturesR\bfeatures\x1a;\n" +
+	"\bfeatures\x18\x10 \x01(\v2\x1d.rayito.rayd.v1.AgentFeaturesR\bfeatures\x127\n" +
+	"\tisolation\x18\x11 \x01(\x0e2\x19.rayito.rayd.v1.IsolationR\tisolation\x125\n" +
+	"\x06limits\x18\x12 \x01(\v2\x1d.rayito.rayd.v1.SandboxLimitsR\x06limits\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x10\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\rSandboxLimits\x12!\n" +
+	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x1c\n" +
+	"\tprocesses\x18\x02 \x01(\rR\tprocesses\"\x10\n" +
 	"\x0eMetricsRequest\"\xc4\x02\n" +
 	"\x0fMetricsResponse\x12 \n" +
 	"\fcpu_used_pct\x18\x01 \x01(\x01R\n" +
@@ -650,7 +790,12 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"max_points\x18\x03 \x01(\x05R\tmaxPoints\"y\n" +
 	"\x16MetricsHistoryResponse\x129\n" +
 	"\asamples\x18\x01 \x03(\v2\x1f.rayito.rayd.v1.MetricsResponseR\asamples\x12$\n" +
-	"\x0eoldest_unix_ms\x18\x02 \x01(\x03R\foldestUnixMs2\x85\x02\n" +
+	"\x0eoldest_unix_ms\x18\x02 \x01(\x03R\foldestUnixMs*f\n" +
+	"\tIsolation\x12\x19\n" +
+	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eISOLATION_FULL\x10\x01\x12\x16\n" +
+	"\x12ISOLATION_ROOTLESS\x10\x02\x12\x12\n" +
+	"\x0eISOLATION_NONE\x10\x032\x85\x02\n" +
 	"\rHealthService\x12G\n" +
 	"\x06Health\x12\x1d.rayito.rayd.v1.HealthRequest\x1a\x1e.rayito.rayd.v1.HealthResponse\x12J\n" +
 	"\aMetrics\x12\x1e.rayito.rayd.v1.MetricsRequest\x1a\x1f.rayito.rayd.v1.MetricsResponse\x12_\n" +
@@ -669,36 +814,41 @@ func file_rayito_rayd_v1_health_proto_rawDescGZIP() []byte {
 	return file_rayito_rayd_v1_health_proto_rawDescData
 }
 
-var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_rayito_rayd_v1_health_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_rayito_rayd_v1_health_proto_goTypes = []any{
-	(*HealthRequest)(nil),          // 0: rayito.rayd.v1.HealthRequest
-	(*AgentFeatures)(nil),          // 1: rayito.rayd.v1.AgentFeatures
-	(*HealthResponse)(nil),         // 2: rayito.rayd.v1.HealthResponse
-	(*MetricsRequest)(nil),         // 3: rayito.rayd.v1.MetricsRequest
-	(*MetricsResponse)(nil),        // 4: rayito.rayd.v1.MetricsResponse
-	(*MetricsHistoryRequest)(nil),  // 5: rayito.rayd.v1.MetricsHistoryRequest
-	(*MetricsHistoryResponse)(nil), // 6: rayito.rayd.v1.MetricsHistoryResponse
-	nil,                            // 7: rayito.rayd.v1.HealthResponse.MetadataEntry
-	(*LifecycleState)(nil),         // 8: rayito.rayd.v1.LifecycleState
-	(EgressEnforcement)(0),         // 9: rayito.rayd.v1.EgressEnforcement
+	(Isolation)(0),                 // 0: rayito.rayd.v1.Isolation
+	(*HealthRequest)(nil),          // 1: rayito.rayd.v1.HealthRequest
+	(*AgentFeatures)(nil),          // 2: rayito.rayd.v1.AgentFeatures
+	(*HealthResponse)(nil),         // 3: rayito.rayd.v1.HealthResponse
+	(*SandboxLimits)(nil),          // 4: rayito.rayd.v1.SandboxLimits
+	(*MetricsRequest)(nil),         // 5: rayito.rayd.v1.MetricsRequest
+	(*MetricsResponse)(nil),        // 6: rayito.rayd.v1.MetricsResponse
+	(*MetricsHistoryRequest)(nil),  // 7: rayito.rayd.v1.MetricsHistoryRequest
+	(*MetricsHistoryResponse)(nil), // 8: rayito.rayd.v1.MetricsHistoryResponse
+	nil,                            // 9: rayito.rayd.v1.HealthResponse.MetadataEntry
+	(*LifecycleState)(nil),         // 10: rayito.rayd.v1.LifecycleState
+	(EgressEnforcement)(0),         // 11: rayito.rayd.v1.EgressEnforcement
 }
 var file_rayito_rayd_v1_health_proto_depIdxs = []int32{
-	7, // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
-	8, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
-	9, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
-	1, // 3: rayito.rayd.v1.HealthResponse.features:type_name -> rayito.rayd.v1.AgentFeatures
-	4, // 4: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
-	0, // 5: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
-	3, // 6: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
-	5, // 7: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
-	2, // 8: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
-	4, // 9: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
-	6, // 10: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	9,  // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
+	10, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
+	11, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
+	2,  // 3: rayito.rayd.v1.HealthResponse.features:type_name -> rayito.rayd.v1.AgentFeatures
+	0,  // 4: rayito.rayd.v1.HealthResponse.isolation:type_name -> rayito.rayd.v1.Isolation
+	4,  // 5: rayito.rayd.v1.HealthResponse.limits:type_name -> rayito.rayd.v1.SandboxLimits
+	6,  // 6: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
+	1,  // 7: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
+	5,  // 8: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
+	7,  // 9: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
+	3,  // 10: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
+	6,  // 11: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
+	8,  // 12: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_health_proto_init() }
@@ -713,13 +863,14 @@ func file_rayito_rayd_v1_health_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_health_proto_rawDesc), len(file_rayito_rayd_v1_health_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rayito_rayd_v1_health_proto_goTypes,
 		DependencyIndexes: file_rayito_rayd_v1_health_proto_depIdxs,
+		EnumInfos:         file_rayito_rayd_v1_health_proto_enumTypes,
 		MessageInfos:      file_rayito_rayd_v1_health_proto_msgTypes,
 	}.Build()
 	File_rayito_rayd_v1_health_proto = out.File
