@@ -218,4 +218,36 @@ func TestCLILocalAndSandbox(t *testing.T) {
 	if r := runCLI(t, env, "sandbox", "exec"); r.code != 2 {
 		t.Fatalf("exec without args: %+v", r)
 	}
+	// kill --all ends every sandbox of this platform, and list hides
+	// them (TERMINATED) unless --all.
+	var ids []string
+	for range 2 {
+		r := runCLI(t, env, "sandbox", "create")
+		if r.code != 0 {
+			t.Fatalf("create: %+v", r)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	if r := runCLI(t, env, "sandbox", "kill", "--all"); r.code != 0 || !strings.Contains(r.stdout, ids[0]) || !strings.Contains(r.stdout, ids[1]) {
+		t.Fatalf("kill --all: %+v", r)
+	}
+	for _, id := range ids {
+		if r := runCLI(t, env, "sandbox", "exec", id, "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "sandbox "+id+" ended") {
+			t.Errorf("exec after kill --all: %+v", r)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := runCLI(t, env, "sandbox", "list")
+		if !strings.Contains(r.stdout, ids[0]) && !strings.Contains(r.stdout, ids[1]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list still shows killed sandboxes: %+v", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := runCLI(t, env, "sandbox", "list", "--all"); !strings.Contains(r.stdout, ids[0]) {
+		t.Errorf("list --all: %+v", r)
+	}
 }
