@@ -41,6 +41,17 @@ func WarnIfUnisolated(ctx context.Context, w io.Writer, sbx *rayito.Sandbox) {
 	}
 }
 
+// unavailableError: nothing answers at the local platform's endpoint. It
+// is worded as the SDK words it, and errors.Is matches
+// rayito.ErrPlatformUnavailable.
+type unavailableError struct{ endpoint string }
+
+func (e unavailableError) Error() string {
+	return "no local platform at " + e.endpoint + "; start one with `rayito local up`"
+}
+
+func (e unavailableError) Is(target error) bool { return target == rayito.ErrPlatformUnavailable }
+
 // Target is where SDK calls go.
 type Target struct {
 	// Options select the backend and endpoint for the SDK.
@@ -132,7 +143,7 @@ func Existing(ctx context.Context, getenv func(string) string) (*Target, error) 
 	}
 	ep := Endpoint(getenv)
 	if !Answers(ctx, ep) {
-		return nil, fmt.Errorf("no local platform answers at %s: start one with `rayito local up`", ep)
+		return nil, unavailableError{ep}
 	}
 	return &Target{Endpoint: ep, Options: []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(ep)}}, nil
 }
