@@ -54,8 +54,24 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 	if [ -z "$$tag" ]; then echo "breaking: no proto/v* release tag yet, nothing to compare"; \
 	else buf breaking --against ".git#tag=$$tag"; fi
 
+# System packages the tests need, from Debian's archive: slirp4netns, the
+# user-space network stack of rootless sandboxes with Internet access (the
+# rootless Internet tests skip, naming it, without it). Installed only as
+# root with apt-get, and only when missing; otherwise says what it skips.
+# Also opens /dev/net/tun to ordinary users (0666, what udev does on most
+# systems; a kernel's bare devtmpfs leaves it 0600), which slirp4netns
+# needs as the user who runs the platform.
+.PHONY: deps
+deps: ## Install the system packages the tests use (slirp4netns) when root with apt-get; otherwise skip, saying why.
+	@if command -v slirp4netns >/dev/null; then echo "deps: slirp4netns is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping slirp4netns: not root (install the slirp4netns package for the rootless Internet tests)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping slirp4netns: no apt-get (install slirp4netns for the rootless Internet tests)"; \
+	else echo "deps: installing slirp4netns"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slirp4netns; fi
+	@if [ -c /dev/net/tun ] && [ "$$(id -u)" = 0 ] && [ "$$(stat -c %a /dev/net/tun)" != 666 ]; then \
+		echo "deps: chmod 0666 /dev/net/tun (as udev does; slirp4netns opens it as an ordinary user)"; chmod 0666 /dev/net/tun; fi
+
 .PHONY: test
-test: tools ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
+test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
 	RAYITO_BUF=$(BIN)/buf go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 .PHONY: test-fuzz

@@ -63,15 +63,19 @@
 // namespaces and the same root filesystem (see rootless_linux.go). The user
 // namespace maps one id: the sandbox's uid and gid 1000 are the caller's
 // own, which rayd and the sandbox's code share. The network namespace has
-// only loopback; the platform reaches rayd through a Unix socket in the
-// sandbox's launcher directory ([Launcher.DialContext]). Because rayd and
+// only loopback, plus, with Internet access, tap0 of a slirp4netns the
+// launcher starts for it as the caller (slirp_linux.go: the host's
+// loopback disabled, link-local and the host's addresses made unreachable
+// by routes the sandbox cannot change; it ends with the sandbox); the
+// platform reaches rayd through a Unix socket in the sandbox's launcher
+// directory ([Launcher.DialContext]). Because rayd and
 // the code share a uid, the owner of a loopback connection cannot tell the
 // platform from the code: rayd serves the platform's hooks on a second Unix
 // socket there (hooks.sock, bound before the pivot, so outside the
 // sandbox's filesystem; rayd's --hooks-fd), and its port 9000 inside the
 // sandbox answers every call "ignored" and counts it as an anomaly. There
-// is no cgroup: [Launcher.Check] refuses Internet access and explicit
-// limits.
+// is no cgroup: [Launcher.Check] refuses explicit limits, and Internet
+// access when slirp4netns is not installed.
 //
 // # Unisolated mode (opt-in only)
 //

@@ -29,8 +29,11 @@ import (
 //	                     'K', rayd writes 'R' on a copy of the socket once it
 //	                     serves (its -ready-fd), or closes it by exiting.
 //
-// In isolated mode the go byte carries (SCM_RIGHTS) a descriptor of the
-// sandbox's launcher directory, which RootDir and HomeDir are relative to.
+// In isolated and rootless modes the go byte carries (SCM_RIGHTS) a
+// descriptor of the sandbox's launcher directory, which RootDir and
+// HomeDir are relative to; in rootless mode with Internet access, a second
+// one: the write end of its slirp4netns's exit pipe, which rayd keeps
+// (close-on-exec) for as long as it lives.
 const (
 	initConfigFD = 3
 	initSyncFD   = 4
@@ -82,6 +85,13 @@ type initConfig struct {
 	// Env is added to rayd's environment (Spec.Env). It travels here, not
 	// in the exec environment, so that it never shows in /proc/<pid>/environ.
 	Env []string `json:"env,omitempty"`
+	// DNS, when set, are the nameservers of the sandbox's resolv.conf
+	// (rootless with Internet: slirp4netns's forwarder).
+	DNS []string `json:"dns,omitempty"`
+	// Reject are IPv4 prefixes the rootless init makes unreachable in its
+	// network namespace ("prohibit" routes) before it drops its
+	// capabilities: what slirp4netns would otherwise reach for it.
+	Reject []string `json:"reject,omitempty"`
 }
 
 // MaybeRunInit runs the sandbox init and exits when this process was started
@@ -126,9 +136,13 @@ func runInit(args []string) int {
 
 	// Wait until the launcher has put us in our cgroups and wired our
 	// network. EOF means it gave up (or died): leave quietly.
-	dirFD, ok := recvGo()
+	dirFD, exitFD, ok := recvGo()
 	if !ok {
 		return 1
+	}
+	if exitFD >= 0 && cfg.Mode != modeRootless {
+		_ = unix.Close(exitFD)
+		exitFD = -1
 	}
 
 	fail := func(err error) int {
@@ -164,7 +178,7 @@ func runInit(args []string) int {
 			return fail(err)
 		}
 		// Never returns unless the exec fails.
-		return fail(execRaydStage(&cfg, lnFD, hooksFD))
+		return fail(execRaydStage(&cfg, lnFD, hooksFD, exitFD))
 	case modePlain:
 		if dirFD >= 0 {
 			_ = unix.Close(dirFD)
@@ -208,9 +222,10 @@ func runRayd(syncFile *os.File, env, args []string, fail func(error) int, nonDum
 }
 
 // recvGo waits for the launcher's go byte on the sync socket and returns
-// the descriptor that came with it (-1 if none). ok is false on EOF (the
-// launcher gave up or died) or anything else.
-func recvGo() (dirFD int, ok bool) {
+// the descriptors that came with it (-1 if none): the launcher directory's
+// and an extra one (see initSyncFD). ok is false on EOF (the launcher gave
+// up or died) or anything else.
+func recvGo() (dirFD, extraFD int, ok bool) {
 	var b [1]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	for {
@@ -219,9 +234,9 @@ func recvGo() (dirFD int, ok bool) {
 			continue
 		}
 		if err != nil || n != 1 || b[0] != syncGo {
-			return -1, false
+			return -1, -1, false
 		}
-		dirFD = -1
+		dirFD, extraFD = -1, -1
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
 			for _, m := range msgs {
 				fds, err := unix.ParseUnixRights(&m)
@@ -229,15 +244,18 @@ func recvGo() (dirFD int, ok bool) {
 					continue
 				}
 				for _, fd := range fds {
-					if dirFD < 0 {
+					switch {
+					case dirFD < 0:
 						dirFD = fd
-					} else {
+					case extraFD < 0:
+						extraFD = fd
+					default:
 						_ = unix.Close(fd)
 					}
 				}
 			}
 		}
-		return dirFD, true
+		return dirFD, extraFD, true
 	}
 }
 
@@ -271,7 +289,9 @@ func bindSocket(dirFD int, name string) (int, error) {
 
 // execRaydStage re-executes the init, in its sandbox, with no capability
 // left: the second stage (runRaydStage) is rayd. It returns only on error.
-func execRaydStage(cfg *initConfig, lnFD, hooksFD int) error {
+// exitFD (-1: none), slirp4netns's exit pipe, goes through the exec and
+// stays open, close-on-exec again in the second stage, for rayd's life.
+func execRaydStage(cfg *initConfig, lnFD, hooksFD, exitFD int) error {
 	b, err := json.Marshal(raydStage{RaydArgs: cfg.RaydArgs, Env: cfg.Env})
 	if err != nil {
 		return err
@@ -287,7 +307,11 @@ func execRaydStage(cfg *initConfig, lnFD, hooksFD int) error {
 		return err
 	}
 	unix.Close(p[1])
-	for _, fd := range []int{p[0], lnFD, hooksFD, initSyncFD} {
+	keep := []int{p[0], lnFD, hooksFD, initSyncFD}
+	if exitFD >= 0 {
+		keep = append(keep, exitFD)
+	}
+	for _, fd := range keep {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
 			return err
 		}

@@ -23,6 +23,8 @@ type instance struct {
 
 	cmd *exec.Cmd // our child; nil when adopted
 
+	slirp *slirp // rootless with Internet: its network stack; nil otherwise
+
 	pidMu sync.Mutex
 	pidfd int // adopted: a pidfd of the init until it exits, else -1
 
@@ -210,6 +212,13 @@ func (i *instance) destroy(ctx context.Context) error {
 	}
 	if !i.waitDone(ctx, deadline) {
 		return errors.Join(append(errs, fmt.Errorf("launcher: sandbox %s: init still running after SIGKILL", i.rec.ID))...)
+	}
+	if i.slirp != nil {
+		// It exits by itself once rayd is gone (its exit pipe hangs up):
+		// make sure, and reap it.
+		if err := i.slirp.stop(deadline); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
 	}
 	if i.rec.Privileged {
 		if err := removeCgroups(i.rec.Cgroups, deadline); err != nil {

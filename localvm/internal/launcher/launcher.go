@@ -96,6 +96,9 @@ type Options struct {
 	// noRootless makes a launcher that is not root behave as if
 	// unprivileged user namespaces were unusable.
 	noRootless bool
+	// noSlirp makes a rootless launcher behave as if slirp4netns were not
+	// installed.
+	noSlirp bool
 	// unprivCred, when set in unprivileged mode, runs rayd as this uid/gid
 	// (tests use it to be a non-root rayd while running as root).
 	unprivCred *credential

@@ -208,7 +208,9 @@ func (l *Launcher) Check(spec Spec) error {
 	}
 	if l.rootless {
 		if spec.Internet {
-			return fmt.Errorf("%w: Internet access without root needs a user-space network stack, not driven yet: run the platform as root, or go without Internet (rayito run --no-internet)", ErrNeedsPrivilege)
+			// Through slirp4netns (slirp_linux.go).
+			_, err := l.slirpPath()
+			return err
 		}
 		return nil
 	}
@@ -452,9 +454,9 @@ func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath 
 // only in its user namespace, could not walk the state dir's path, and a
 // descriptor opened before the clone would name the host's mounts, on
 // which the init cannot mount.
-func release(ctx context.Context, s *started, dir string) error {
+func release(ctx context.Context, s *started, dir string, extra ...int) error {
 	defer s.sync.Close()
-	if err := sendGo(s, dir); err != nil {
+	if err := sendGo(s, dir, extra...); err != nil {
 		return fmt.Errorf("launcher: releasing the sandbox init: %w", err)
 	}
 	deadline, _ := ctx.Deadline()
@@ -475,8 +477,9 @@ func release(ctx context.Context, s *started, dir string) error {
 }
 
 // sendGo writes syncGo on the sync socket, with a descriptor of dir opened
-// through the init's root (/proc/<pid>/root) when dir is not "".
-func sendGo(s *started, dir string) error {
+// through the init's root (/proc/<pid>/root) when dir is not "", then the
+// extra descriptors (a rootless init's: the exit pipe of its slirp4netns).
+func sendGo(s *started, dir string, extra ...int) error {
 	if dir == "" {
 		_, err := s.sync.Write([]byte{syncGo})
 		return err
@@ -492,7 +495,7 @@ func sendGo(s *started, dir string) error {
 	}
 	var serr error
 	if err := rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), []byte{syncGo}, unix.UnixRights(dfd), nil, 0)
+		serr = unix.Sendmsg(int(fd), []byte{syncGo}, unix.UnixRights(append([]int{dfd}, extra...)...), nil, 0)
 		return serr != unix.EAGAIN
 	}); err != nil {
 		return err
@@ -743,6 +746,9 @@ func (l *Launcher) checkRecord(rec Record) error {
 	if rec.Rootless && !l.rootless {
 		return fmt.Errorf("launcher: sandbox %s was launched in a rootless user namespace, and this launcher is not rootless", rec.ID)
 	}
+	if rec.SlirpPid != 0 && (!rec.Rootless || rec.SlirpPid <= 1) {
+		return fmt.Errorf("launcher: record of %s names a network stack it cannot have", rec.ID)
+	}
 	if rec.Privileged {
 		if !l.priv {
 			return fmt.Errorf("launcher: sandbox %s was launched with namespaces: %w", rec.ID, ErrNotPrivileged)
@@ -772,6 +778,9 @@ func (l *Launcher) checkRecord(rec Record) error {
 func (l *Launcher) fromRecord(rec Record) *instance {
 	rec.Cgroups = append([]string(nil), rec.Cgroups...)
 	inst := &instance{l: l, rec: rec, done: make(chan struct{}), pidfd: -1}
+	if rec.Rootless && rec.SlirpPid != 0 {
+		inst.slirp = adoptSlirp(rec.SlirpPid, rec.SlirpStartTime) // nil when gone
+	}
 	if rec.Privileged {
 		inst.rec.Cgroups = l.cg.dirsFor(rec.ID)
 		inst.rec.Veth = l.n.vethName(rec.ID)
@@ -824,10 +833,30 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 			return nil, err
 		}
 	}
+	if rec.Rootless && rec.Internet {
+		if inst.slirp == nil {
+			// Its slirp4netns died (it outlives platforms, not crashes):
+			// start another one.
+			l.log.Warn("launcher: adopting a rootless sandbox whose "+slirpBinary+" is gone: starting a new one", "id", rec.ID)
+			if err := l.restartSlirp(inst); errors.Is(err, ErrGone) {
+				unix.Close(fd)
+				return nil, fmt.Errorf("launcher: adopting %s: %w", rec.ID, err)
+			} else if err != nil {
+				// Its code keeps running, without Internet access.
+				l.log.Error("launcher: adopted sandbox left without Internet access", "id", rec.ID, "err", err.Error())
+			}
+		}
+		if inst.slirp != nil {
+			go logSlirpExit(l.log, inst, inst.slirp)
+		}
+	}
 	l.mu.Lock()
 	if other, ok := l.insts[rec.ID]; ok {
 		l.mu.Unlock()
 		unix.Close(fd)
+		if inst.slirp != nil && inst.slirp.cmd != nil {
+			_ = inst.slirp.stop(time.Now().Add(5 * time.Second)) // ours, restarted in vain
+		}
 		if other == nil {
 			return nil, fmt.Errorf("launcher: sandbox %s is being launched", rec.ID)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -99,7 +100,7 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 			}
 		}
 	}
-	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname); err != nil {
+	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname, cfg.DNS); err != nil {
 		return err
 	}
 	// /home/user: on disk, owned by 1000:1000 (the launcher made it).
@@ -172,6 +173,27 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 		}
 		if err != nil {
 			return fmt.Errorf("bringing up loopback: %w", err)
+		}
+		if err := rejectRoutes(cfg.Reject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rejectRoutes makes each IPv4 prefix unreachable from this network
+// namespace: a "prohibit" route (connect fails with EACCES, nothing is
+// sent), which only a holder of CAP_NET_ADMIN here could remove.
+func rejectRoutes(prefixes []string) error {
+	for _, p := range prefixes {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil || !pfx.Addr().Is4() {
+			return fmt.Errorf("bad prefix to reject %q", p)
+		}
+		pfx = pfx.Masked()
+		dst := &net.IPNet{IP: pfx.Addr().AsSlice(), Mask: net.CIDRMask(pfx.Bits(), 32)}
+		if err := netlink.RouteAdd(&netlink.Route{Dst: dst, Type: unix.RTN_PROHIBIT}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("blocking %s: %w", p, err)
 		}
 	}
 	return nil
@@ -257,7 +279,7 @@ const maxEtcCopy = 8 << 20
 // setupEtc mounts a small tmpfs on dir, writes the generated account and
 // network files, copies or binds the allow-listed host files and makes it
 // read-only.
-func setupEtc(dir, hostname string) error {
+func setupEtc(dir, hostname string, dns []string) error {
 	if err := mkdir(dir, 0o755); err != nil {
 		return err
 	}
@@ -279,6 +301,9 @@ func setupEtc(dir, hostname string) error {
 		"hosts":         hostsFile(hostname),
 		"resolv.conf":   resolvConf(hostResolv, stubResolv),
 		"nsswitch.conf": nsswitchConf,
+	}
+	if len(dns) > 0 {
+		files["resolv.conf"] = resolvConf([]byte("nameserver "+strings.Join(dns, "\nnameserver ")+"\n"), nil)
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

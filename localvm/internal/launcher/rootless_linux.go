@@ -139,6 +139,16 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
 		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationRootless)},
 	}
+	var slirpBin string
+	if spec.Internet {
+		// Through slirp4netns (slirp_linux.go): the sandbox's resolver is
+		// its DNS forwarder, and the init blocks what it must not reach.
+		if slirpBin, err = l.slirpPath(); err != nil {
+			return inst, err
+		}
+		inst.rec.Internet = true
+		cfg.DNS, cfg.Reject = []string{slirpDNS}, slirpRejects()
+	}
 	if failInit != nil {
 		failInit(cfg)
 	}
@@ -151,8 +161,26 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
-	if err := release(ctx, s, ld); err != nil {
+	var extra []int
+	if spec.Internet {
+		// The init's network namespace exists from its clone on, and the
+		// init waits for the go byte: tap0 is configured before it goes on.
+		sl, exitW, err := startSlirp(ctx, slirpBin, s.pid, ld)
+		if err != nil {
+			return inst, err
+		}
+		inst.slirp = sl
+		inst.rec.SlirpPid, inst.rec.SlirpStartTime = sl.pid, sl.start
+		// The init, then rayd, keeps the exit pipe's write end: slirp4netns
+		// lasts as long as the sandbox, and not longer.
+		defer exitW.Close()
+		extra = append(extra, int(exitW.Fd()))
+	}
+	if err := release(ctx, s, ld, extra...); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	if inst.slirp != nil {
+		go logSlirpExit(l.log, inst, inst.slirp)
 	}
 	return inst, nil
 }

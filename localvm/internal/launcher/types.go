@@ -13,10 +13,11 @@ const InitArgv0 = "rayito-localvm-init"
 type Spec struct {
 	// ID is the microVM id, "microvm-<uuid>".
 	ID string
-	// Internet allows outbound traffic to leave the host (NAT); without it
-	// the sandbox reaches nothing beyond its veth (rootless: nothing beyond
-	// its loopback). Without Internet an unisolated launcher refuses the
-	// spec: it cannot take the host's network away.
+	// Internet allows outbound traffic to leave the host (NAT; rootless:
+	// through slirp4netns, which must be installed); without it the
+	// sandbox reaches nothing beyond its veth (rootless: nothing beyond its
+	// loopback). Without Internet an unisolated launcher refuses the spec:
+	// it cannot take the host's network away.
 	Internet bool
 	// MemoryBytes is the cgroup memory limit; 0 means 2 GiB (not enforced
 	// without root: a launcher without cgroups refuses a non-zero value).
@@ -50,6 +51,11 @@ type Record struct {
 	UIDBase      uint32    `json:"uid_base,omitempty"` // host uid/gid of root in its user namespace (65536 ids); 0: none
 	Dir          string    `json:"dir"`
 	StartedAt    time.Time `json:"started_at"`
+
+	// SlirpPid and SlirpStartTime name the slirp4netns of a rootless
+	// sandbox with Internet access (its user-space network stack).
+	SlirpPid       int    `json:"slirp_pid,omitempty"`
+	SlirpStartTime uint64 `json:"slirp_start_time,omitempty"`
 }
 
 // Instance is a launched sandbox.
