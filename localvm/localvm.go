@@ -116,6 +116,10 @@ type Options struct {
 // /var/lib/rayito/localvm for root, else ~/.local/state/rayito/localvm.
 func DefaultStateDir() string { return registry.DefaultStateDir() }
 
+// LogPath is the file in which the platform with state directory stateDir
+// keeps sandbox id's rayd output (what `rayito sandbox logs` prints).
+func LogPath(stateDir, id string) string { return registry.LogPath(stateDir, id) }
+
 // Server is a running local platform. Its methods are safe for concurrent
 // use.
 type Server struct {

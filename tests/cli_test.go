@@ -251,3 +251,79 @@ func TestCLILocalAndSandbox(t *testing.T) {
 		t.Errorf("list --all: %+v", r)
 	}
 }
+
+// TestCLIServeAddrAndLogsFollow: `local serve --addr` listens where asked,
+// the global --endpoint reaches it, and `sandbox logs --follow` prints
+// rayd's log and returns once the sandbox is killed.
+func TestCLIServeAddrAndLogsFollow(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	// RAYITO_ENDPOINT names a port nobody listens on: only the flags lead
+	// to the platform.
+	env := cliEnv(t)
+	state := t.TempDir()
+	serve := exec.Command(rayitoBin(t), "local", "serve", "--addr", addr, "--state-dir", state)
+	serve.Env = env
+	var serveLog bytes.Buffer
+	serve.Stderr = &serveLog
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- serve.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = serve.Process.Kill()
+			<-done
+		}
+	})
+	ep := "http://" + addr
+	var id string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := runCLI(t, env, "--endpoint", ep, "sandbox", "create")
+		if r.code == 0 {
+			id = strings.TrimSpace(r.stdout)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create through --endpoint %s: %+v\nserve: %s", ep, r, serveLog.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := runCLI(t, env, "sandbox", "list"); r.code != 1 || !strings.Contains(r.stderr, "no local platform at") {
+		t.Errorf("without --endpoint the CLI reached a platform: %+v", r)
+	}
+	follow := exec.Command(rayitoBin(t), "--endpoint", ep, "sandbox", "logs", "--follow", "--state-dir", state, id)
+	follow.Env = env
+	var out bytes.Buffer
+	follow.Stdout = &out
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	if r := runCLI(t, env, "--endpoint", ep, "sandbox", "kill", id); r.code != 0 {
+		t.Fatalf("kill: %+v", r)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("logs --follow: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = follow.Process.Kill()
+		t.Fatal("logs --follow did not return after the sandbox was killed")
+	}
+	if !strings.Contains(out.String(), "rayd listening") {
+		t.Errorf("logs --follow printed %q, want rayd's log", out.String())
+	}
+}

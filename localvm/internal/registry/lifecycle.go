@@ -18,6 +18,14 @@ import (
 // LogFileName is rayd's output file inside a sandbox's directory.
 const LogFileName = "rayd.log"
 
+// VMsDir is the directory of the sandboxes of the platform with state
+// directory stateDir: one directory and one state file per microVM.
+func VMsDir(stateDir string) string { return filepath.Join(stateDir, "vms") }
+
+// LogPath is where the platform with state directory stateDir keeps the
+// output of sandbox id's rayd.
+func LogPath(stateDir, id string) string { return filepath.Join(VMsDir(stateDir), id, LogFileName) }
+
 // lifecycle is the one goroutine that owns v's sandbox: it launches it
 // (unless inst is an adopted one), calls the run hook, waits for a reason
 // to stop, and tears it down. It returns early, leaving the sandbox

@@ -216,7 +216,7 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 		log:        opts.Logger,
 		launcher:   opts.Launcher,
 		minter:     opts.Minter,
-		vmsDir:     filepath.Join(opts.StateDir, "vms"),
+		vmsDir:     VMsDir(opts.StateDir),
 		max:        opts.MaxSandboxes,
 		retention:  opts.TerminatedRetention,
 		runTO:      orDefault(opts.RunHookTimeout, RunHookTimeout),

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -20,12 +19,6 @@ import (
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
-
-// raydLog is where the local platform keeps a sandbox's rayd output:
-// <state dir>/vms/<id>/rayd.log (localvm's registry layout).
-func raydLog(stateDir, id string) string {
-	return filepath.Join(stateDir, "vms", id, "rayd.log")
-}
 
 // followPoll is how often --follow looks for more output.
 const followPoll = 250 * time.Millisecond
@@ -59,7 +52,7 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 			if dir == "" {
 				dir = localvm.DefaultStateDir()
 			}
-			fh, err := os.Open(raydLog(dir, id))
+			fh, err := os.Open(localvm.LogPath(dir, id))
 			if errors.Is(err, fs.ErrNotExist) {
 				return cliutil.OnSandbox(id, cliutil.ErrNoSandbox)
 			}
