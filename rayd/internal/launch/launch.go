@@ -97,6 +97,16 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 	return spec, nil
 }
 
+// deniedWhy words the identity rules' refusals for the client (fixed
+// texts: never the user name).
+var deniedWhy = map[string]string{
+	identity.ReasonUnknownUser:    "no such account in the sandbox",
+	identity.ReasonRootNotAllowed: "running as root needs RAYITO_ALLOW_ROOT=1 in rayd's environment",
+	identity.ReasonUIDOutOfRange:  "its uid is outside 1000-65535",
+	identity.ReasonGIDOutOfRange:  "its gid is outside 1000-65535",
+	identity.ReasonInGroup0:       "it is in group 0 (root)",
+}
+
 // identity resolves username under the identity rules, with one fallback:
 // the sandbox's default account "user" is uid 1000 even when the image
 // names uid 1000 differently or has no passwd entry for it.
@@ -107,12 +117,12 @@ func (b *Builder) identity(username string) (identity.Identity, error) {
 	}
 	id, err := b.Resolver.Resolve(username)
 	var denied *identity.DeniedError
-	if err != nil && username == limits.DefaultUser && errors.As(err, &denied) && denied.Reason == "unknown_user" {
+	if err != nil && username == limits.DefaultUser && errors.As(err, &denied) && denied.Reason == identity.ReasonUnknownUser {
 		id, err = b.defaultIdentity()
 	}
 	if err != nil {
 		if errors.As(err, &denied) {
-			return identity.Identity{}, fail(ErrUserDenied, "user not allowed: "+denied.Reason)
+			return identity.Identity{}, fail(ErrUserDenied, "user not allowed: "+deniedWhy[denied.Reason])
 		}
 		return identity.Identity{}, fail(ErrAccounts, "cannot read the account database")
 	}

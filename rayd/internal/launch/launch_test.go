@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -149,3 +150,18 @@ func TestUnprivilegedRunsAsSelf(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Every refusal of the identity rules has words for the client, no code.
+func TestDeniedWhyCoversEveryReason(t *testing.T) {
+	for _, r := range []string{identity.ReasonUnknownUser, identity.ReasonRootNotAllowed, identity.ReasonUIDOutOfRange, identity.ReasonGIDOutOfRange, identity.ReasonInGroup0} {
+		if w := deniedWhy[r]; w == "" || strings.Contains(w, "_") && !strings.Contains(w, "RAYITO_ALLOW_ROOT") {
+			t.Errorf("reason %s: %q", r, w)
+		}
+	}
+	b := testBuilder(t, passwd, group)
+	_, err := b.Spec(&sandbox.Boot{User: "user"}, Request{Cmd: "true", User: "root"})
+	var pm interface{ PublicMessage() string }
+	if !errors.As(err, &pm) || pm.PublicMessage() != "user not allowed: "+deniedWhy[identity.ReasonRootNotAllowed] {
+		t.Errorf("root without RAYITO_ALLOW_ROOT: %v", err)
+	}
+}
