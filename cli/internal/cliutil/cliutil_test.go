@@ -18,3 +18,18 @@ func TestParseEnvs(t *testing.T) {
 		}
 	}
 }
+
+// The CLI's "rayito: " is the only prefix a message keeps.
+func TestDescribeDropsPackagePrefixes(t *testing.T) {
+	for in, want := range map[string]string{
+		"rayito: sandbox x not found":                    "sandbox x not found",
+		"microvms: TerminateMicrovm: throttled":          "TerminateMicrovm: throttled",
+		"localvm: another local platform is using state": "another local platform is using state",
+		"start the local platform: launcher: no cgroups": "start the local platform: no cgroups",
+		"rayito: rayito: start: executable not found":    "start: executable not found",
+	} {
+		if got := Describe(errors.New(in)); got != want {
+			t.Errorf("Describe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -229,13 +229,13 @@ func describeRPC(e *rayito.RPCError) string {
 }
 
 var (
-	sdkPrefix = regexp.MustCompile(`(^|: )(rayito|microvms): `)
+	sdkPrefix = regexp.MustCompile(`(^|: )(rayito|microvms|localvm|launcher): `)
 	// Go's flag-style single dash before a long name.
 	singleDashLong = regexp.MustCompile(`(^|[\s(])-([a-z][a-z0-9-]+)`)
 )
 
-// clean drops the package prefixes the SDK puts on every error, which the
-// CLI's own "rayito: " would double.
+// clean drops the package prefixes the SDK and the local platform put on
+// their errors, which the CLI's own "rayito: " would double.
 func clean(msg string) string {
 	for {
 		m := sdkPrefix.ReplaceAllString(msg, "$1")
