@@ -145,13 +145,7 @@ func runInit(args []string) int {
 		exitFD = -1
 	}
 
-	fail := func(err error) int {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		fmt.Fprintln(os.Stderr, InitArgv0+": "+msg)
-		_, _ = syncFile.Write(append([]byte{syncError}, msg...))
-		syncFile.Close()
-		return 1
-	}
+	fail := failer(syncFile)
 	switch cfg.Mode {
 	case modeIsolated:
 		if dirFD < 0 {
@@ -187,6 +181,18 @@ func runInit(args []string) int {
 		return fail(fmt.Errorf("unknown mode %q", cfg.Mode))
 	}
 	return runRayd(syncFile, cfg.Env, cfg.RaydArgs, fail, false)
+}
+
+// failer returns the init's way to fail: the error on stderr and, as one
+// line, to the launcher over the sync socket; exit status 1.
+func failer(syncFile *os.File) func(error) int {
+	return func(err error) int {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		fmt.Fprintln(os.Stderr, InitArgv0+": "+msg)
+		_, _ = syncFile.Write(append([]byte{syncError}, msg...))
+		syncFile.Close()
+		return 1
+	}
 }
 
 // runRayd ends an init as rayd: its environment, its name in ps ("rayd"
@@ -348,13 +354,7 @@ func runRaydStage(cfgArg, lnArg, hooksArg string) int {
 	}
 	markCloexec()
 	syncFile := os.NewFile(initSyncFD, "sync")
-	fail := func(err error) int {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		fmt.Fprintln(os.Stderr, InitArgv0+": "+msg)
-		_, _ = syncFile.Write(append([]byte{syncError}, msg...))
-		syncFile.Close()
-		return 1
-	}
+	fail := failer(syncFile)
 	cfgFile := os.NewFile(uintptr(cfgFD), "rayd-stage")
 	b, err := io.ReadAll(io.LimitReader(cfgFile, maxConfigLen))
 	cfgFile.Close()

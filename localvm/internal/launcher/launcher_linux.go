@@ -543,13 +543,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 			Internet: spec.Internet, Dir: spec.Dir,
 		},
 	}
-	defer func() {
-		if err != nil {
-			if derr := inst.destroy(context.Background()); derr != nil {
-				l.log.Error("launcher: cleaning up a failed launch", "id", spec.ID, "err", derr.Error())
-			}
-		}
-	}()
+	defer l.destroyOnError(inst, &err)
 	ld, err := prepareDir(spec.Dir)
 	if err != nil {
 		return inst, err
@@ -666,6 +660,17 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	return inst, nil
 }
 
+// destroyOnError undoes a launch that failed (*err != nil): deferred by
+// every launch path right after it made its instance.
+func (l *Launcher) destroyOnError(inst *instance, err *error) {
+	if *err == nil {
+		return
+	}
+	if derr := inst.destroy(context.Background()); derr != nil {
+		l.log.Error("launcher: cleaning up a failed launch", "id", inst.rec.ID, "err", derr.Error())
+	}
+}
+
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -679,13 +684,7 @@ func freePort() (int, error) {
 // launchPlain launches rayd without isolation (unprivileged mode).
 func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err error) {
 	inst := &instance{l: l, done: make(chan struct{}), pidfd: -1, rec: Record{ID: spec.ID, Dir: spec.Dir}}
-	defer func() {
-		if err != nil {
-			if derr := inst.destroy(context.Background()); derr != nil {
-				l.log.Error("launcher: cleaning up a failed launch", "id", spec.ID, "err", derr.Error())
-			}
-		}
-	}()
+	defer l.destroyOnError(inst, &err)
 	ld, err := prepareDir(spec.Dir)
 	if err != nil {
 		return inst, err

@@ -116,13 +116,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 			HooksAddr: net.JoinHostPort(spec.ID+rootlessHooksHostSuffix, strconv.Itoa(guestHooksPort)),
 		},
 	}
-	defer func() {
-		if err != nil {
-			if derr := inst.destroy(context.Background()); derr != nil {
-				l.log.Error("launcher: cleaning up a failed launch", "id", spec.ID, "err", derr.Error())
-			}
-		}
-	}()
+	defer l.destroyOnError(inst, &err)
 	ld, err := prepareDir(spec.Dir)
 	if err != nil {
 		return inst, err
