@@ -65,7 +65,7 @@ func newFakeSandbox(t *testing.T, agentVersion string) *fakeSandbox {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&microvmsapi.CreateMicrovmAuthTokenOutput{AuthToken: map[string]string{microvmsapi.AuthTokenResponseKey: "jwe"}})
 	})
-	mux.Handle(raydv1connect.NewHealthServiceHandler(fakeHealth{f}))
+	mux.Handle(raydv1connect.NewHealthServiceHandler(fakeHealth{f: f}))
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -75,7 +75,10 @@ func (f *fakeSandbox) opts(more ...Option) []Option {
 	return append([]Option{WithBackend(BackendLocal), WithEndpoint(f.srv.URL)}, more...)
 }
 
-type fakeHealth struct{ f *fakeSandbox }
+type fakeHealth struct {
+	raydv1connect.UnimplementedHealthServiceHandler
+	f *fakeSandbox
+}
 
 func (h fakeHealth) Health(context.Context, *connect.Request[raydv1.HealthRequest]) (*connect.Response[raydv1.HealthResponse], error) {
 	h.f.healths.Add(1)
@@ -83,14 +86,6 @@ func (h fakeHealth) Health(context.Context, *connect.Request[raydv1.HealthReques
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("down"))
 	}
 	return connect.NewResponse(&raydv1.HealthResponse{AgentReady: true, AgentVersion: h.f.agentVersion, SandboxId: fakeID}), nil
-}
-
-func (fakeHealth) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, nil)
-}
-
-func (fakeHealth) MetricsHistory(context.Context, *connect.Request[raydv1.MetricsHistoryRequest]) (*connect.Response[raydv1.MetricsHistoryResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, nil)
 }
 
 // logBuffer collects a logger's text output.

@@ -103,6 +103,9 @@ const (
 	ReasonShuttingDown        Reason = "shutting_down"
 	ReasonCanceled            Reason = "canceled"
 	ReasonInternal            Reason = "internal"
+	ReasonSuspending          Reason = "suspending"
+	ReasonSandboxTimeout      Reason = "sandbox_timeout"
+	ReasonLifecycleUnmanaged  Reason = "lifecycle_unmanaged"
 
 	ReasonSandboxEnded        Reason = "sandbox_ended"
 	ReasonNotReady            Reason = "not_ready"
@@ -143,6 +146,9 @@ var reasonOfWire = map[raydv1.ErrorReason]Reason{
 	raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN:        ReasonShuttingDown,
 	raydv1.ErrorReason_ERROR_REASON_CANCELED:             ReasonCanceled,
 	raydv1.ErrorReason_ERROR_REASON_INTERNAL:             ReasonInternal,
+	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:           ReasonSuspending,
+	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:      ReasonSandboxTimeout,
+	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:  ReasonLifecycleUnmanaged,
 }
 
 // sentinelOf gives each reason its sentinel (nil when none fits).

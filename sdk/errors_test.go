@@ -74,7 +74,7 @@ func newPlatform(t *testing.T) *platform {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&microvmsapi.CreateMicrovmAuthTokenOutput{AuthToken: map[string]string{microvmsapi.AuthTokenResponseKey: "jwe"}})
 	})
-	mux.Handle(raydv1connect.NewHealthServiceHandler(fakeHealth{p.health}))
+	mux.Handle(raydv1connect.NewHealthServiceHandler(fakeHealth{f: p.health}))
 	mux.Handle(raydv1connect.NewProcessServiceHandler(p.proc))
 	mux.HandleFunc("/files", func(w http.ResponseWriter, r *http.Request) {
 		if p.files != nil {

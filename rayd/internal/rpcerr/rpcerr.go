@@ -58,6 +58,9 @@ var codes = map[Reason]connect.Code{
 	raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN:        connect.CodeUnavailable,
 	raydv1.ErrorReason_ERROR_REASON_CANCELED:             connect.CodeCanceled,
 	raydv1.ErrorReason_ERROR_REASON_INTERNAL:             connect.CodeInternal,
+	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:           connect.CodeUnavailable,
+	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:      connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:  connect.CodeFailedPrecondition,
 }
 
 // CodeOf returns the Connect code of reason (Internal for a value outside

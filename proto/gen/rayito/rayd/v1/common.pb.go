@@ -546,9 +546,14 @@ type EndEvent struct {
 	ExitCode int32 `protobuf:"zigzag32,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	// True when the process exited on its own (not by a signal).
 	Exited bool `protobuf:"varint,2,opt,name=exited,proto3" json:"exited,omitempty"`
-	// One of: exited, signaled, timeout, suspending, output_truncated,
-	// sandbox_timeout. output_truncated ends only this subscriber's stream
-	// (it fell too far behind); the process goes on.
+	// One of: exited, signaled, timeout, oom_killed, sandbox_timeout,
+	// output_truncated, suspending. oom_killed: the kernel's OOM killer ended
+	// the process (SIGKILL, exit_code 137). sandbox_timeout: the sandbox's
+	// lifecycle deadline ended it. output_truncated ends only this
+	// subscriber's stream (it fell too far behind); the process goes on.
+	// suspending is never sent by this rayd: a /suspend ends every stream
+	// with the error UNAVAILABLE, reason SUSPENDING, and the process goes on;
+	// reconnect with from_seq once the sandbox runs again.
 	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
 	// A StreamError code when the end is an error, e.g. deadline_exceeded.
 	Error *string `protobuf:"bytes,4,opt,name=error,proto3,oneof" json:"error,omitempty"`

@@ -96,6 +96,15 @@ const (
 	ErrorReason_ERROR_REASON_CANCELED ErrorReason = 26
 	// Something broke inside rayd (INTERNAL).
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 27
+	// The stream was ended because the sandbox is being suspended; reconnect
+	// once it runs again (UNAVAILABLE).
+	ErrorReason_ERROR_REASON_SUSPENDING ErrorReason = 28
+	// The sandbox's lifecycle deadline has passed: only Health and
+	// LifecycleService.SetTimeout still answer (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT ErrorReason = 29
+	// The sandbox was started without a lifecycle block, so it has no
+	// deadline to change (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED ErrorReason = 30
 )
 
 // Enum value maps for ErrorReason.
@@ -129,6 +138,9 @@ var (
 		25: "ERROR_REASON_SHUTTING_DOWN",
 		26: "ERROR_REASON_CANCELED",
 		27: "ERROR_REASON_INTERNAL",
+		28: "ERROR_REASON_SUSPENDING",
+		29: "ERROR_REASON_SANDBOX_TIMEOUT",
+		30: "ERROR_REASON_LIFECYCLE_UNMANAGED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -159,6 +171,9 @@ var (
 		"ERROR_REASON_SHUTTING_DOWN":        25,
 		"ERROR_REASON_CANCELED":             26,
 		"ERROR_REASON_INTERNAL":             27,
+		"ERROR_REASON_SUSPENDING":           28,
+		"ERROR_REASON_SANDBOX_TIMEOUT":      29,
+		"ERROR_REASON_LIFECYCLE_UNMANAGED":  30,
 	}
 )
 
@@ -242,7 +257,7 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x1brayito/rayd/v1/errors.proto\x12\x0erayito.rayd.v1\"@\n" +
 	"\tErrorInfo\x123\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\x95\a\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\xfa\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\"\n" +
@@ -272,7 +287,10 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_UNIMPLEMENTED\x10\x18\x12\x1e\n" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x19\x12\x19\n" +
 	"\x15ERROR_REASON_CANCELED\x10\x1a\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x1bB\xb9\x01\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x1b\x12\x1b\n" +
+	"\x17ERROR_REASON_SUSPENDING\x10\x1c\x12 \n" +
+	"\x1cERROR_REASON_SANDBOX_TIMEOUT\x10\x1d\x12$\n" +
+	" ERROR_REASON_LIFECYCLE_UNMANAGED\x10\x1eB\xb9\x01\n" +
 	"\x12com.rayito.rayd.v1B\vErrorsProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (

@@ -257,9 +257,14 @@ type HealthResponse struct {
 	// The sandbox's own limits as the platform set them. cpu_count and
 	// memory_total_bytes describe the machine rayd sees, which on the local
 	// platform is the host.
-	Limits        *SandboxLimits `protobuf:"bytes,18,opt,name=limits,proto3" json:"limits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limits *SandboxLimits `protobuf:"bytes,18,opt,name=limits,proto3" json:"limits,omitempty"`
+	// The lifecycle hooks' phase: booting, ready, running, suspending,
+	// resumed or terminating.
+	HookPhase string `protobuf:"bytes,19,opt,name=hook_phase,json=hookPhase,proto3" json:"hook_phase,omitempty"`
+	// How many accepted /suspend calls moved rayd to suspending.
+	SuspendGeneration uint64 `protobuf:"varint,20,opt,name=suspend_generation,json=suspendGeneration,proto3" json:"suspend_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HealthResponse) Reset() {
@@ -418,6 +423,20 @@ func (x *HealthResponse) GetLimits() *SandboxLimits {
 	return nil
 }
 
+func (x *HealthResponse) GetHookPhase() string {
+	if x != nil {
+		return x.HookPhase
+	}
+	return ""
+}
+
+func (x *HealthResponse) GetSuspendGeneration() uint64 {
+	if x != nil {
+		return x.SuspendGeneration
+	}
+	return 0
+}
+
 // SandboxLimits are a sandbox's own limits; 0 means none known.
 type SandboxLimits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -521,8 +540,13 @@ type MetricsResponse struct {
 	DiskUsedBytes   uint64                 `protobuf:"varint,6,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	DiskTotalBytes  uint64                 `protobuf:"varint,7,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
 	TimestampUnixMs int64                  `protobuf:"varint,8,opt,name=timestamp_unix_ms,json=timestampUnixMs,proto3" json:"timestamp_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Live processes and PTYs rayd supervises (not their descendants).
+	ProcessCount uint32 `protobuf:"varint,9,opt,name=process_count,json=processCount,proto3" json:"process_count,omitempty"`
+	// Number of tasks in the sandbox (descendants included), when rayd can
+	// see its cgroup or its own pid namespace; 0 when unknown.
+	TaskCount     uint32 `protobuf:"varint,10,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetricsResponse) Reset() {
@@ -607,6 +631,20 @@ func (x *MetricsResponse) GetDiskTotalBytes() uint64 {
 func (x *MetricsResponse) GetTimestampUnixMs() int64 {
 	if x != nil {
 		return x.TimestampUnixMs
+	}
+	return 0
+}
+
+func (x *MetricsResponse) GetProcessCount() uint32 {
+	if x != nil {
+		return x.ProcessCount
+	}
+	return 0
+}
+
+func (x *MetricsResponse) GetTaskCount() uint32 {
+	if x != nil {
+		return x.TaskCount
 	}
 	return 0
 }
@@ -726,6 +764,191 @@ func (x *MetricsHistoryResponse) GetOldestUnixMs() int64 {
 	return 0
 }
 
+// HookAuditRequest is empty.
+type HookAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookAuditRequest) Reset() {
+	*x = HookAuditRequest{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookAuditRequest) ProtoMessage() {}
+
+func (x *HookAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookAuditRequest.ProtoReflect.Descriptor instead.
+func (*HookAuditRequest) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{8}
+}
+
+// HookAuditEntry is one lifecycle hook call. It never holds a body, a
+// header or a payload.
+type HookAuditEntry struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixMs int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	// The hook's name (ready, validate, run, suspend, resume, terminate), or
+	// "" for a path that is not a hook.
+	Hook string `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
+	// platform, sandbox or unknown.
+	Caller string `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The caller's uid as rayd's namespace sees it; -1 when unknown.
+	Uid int64 `protobuf:"varint,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	// What the call did (the reply's outcome).
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The call was refused, forged or suspicious; it counts in
+	// HealthResponse.hook_anomalies.
+	Anomaly       bool `protobuf:"varint,6,opt,name=anomaly,proto3" json:"anomaly,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookAuditEntry) Reset() {
+	*x = HookAuditEntry{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookAuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookAuditEntry) ProtoMessage() {}
+
+func (x *HookAuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookAuditEntry.ProtoReflect.Descriptor instead.
+func (*HookAuditEntry) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HookAuditEntry) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *HookAuditEntry) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookAuditEntry) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *HookAuditEntry) GetUid() int64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *HookAuditEntry) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *HookAuditEntry) GetAnomaly() bool {
+	if x != nil {
+		return x.Anomaly
+	}
+	return false
+}
+
+// HookAuditResponse holds the most recent hook calls, oldest first (at most
+// 64).
+type HookAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*HookAuditEntry      `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Every anomaly since boot, also those no longer held.
+	Anomalies     uint64 `protobuf:"varint,2,opt,name=anomalies,proto3" json:"anomalies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookAuditResponse) Reset() {
+	*x = HookAuditResponse{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookAuditResponse) ProtoMessage() {}
+
+func (x *HookAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookAuditResponse.ProtoReflect.Descriptor instead.
+func (*HookAuditResponse) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HookAuditResponse) GetEntries() []*HookAuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *HookAuditResponse) GetAnomalies() uint64 {
+	if x != nil {
+		return x.Anomalies
+	}
+	return 0
+}
+
 var File_rayito_rayd_v1_health_proto protoreflect.FileDescriptor
 
 const file_rayito_rayd_v1_health_proto_rawDesc = "" +
@@ -743,7 +966,7 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x0etemplate_start\x18\a \x01(\bR\rtemplateStart\x12\x1f\n" +
 	"\vroot_egress\x18\b \x03(\tR\n" +
 	"rootEgress\x12\x1a\n" +
-	"\bservices\x18\t \x03(\tR\bservices\"\x8d\a\n" +
+	"\bservices\x18\t \x03(\tR\bservices\"\xdb\a\n" +
 	"\x0eHealthResponse\x12\x1f\n" +
 	"\vagent_ready\x18\x01 \x01(\bR\n" +
 	"agentReady\x12!\n" +
@@ -765,14 +988,17 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x12memory_total_bytes\x18\x0f \x01(\x04R\x10memoryTotalBytes\x129\n" +
 	"\bfeatures\x18\x10 \x01(\v2\x1d.rayito.rayd.v1.AgentFeaturesR\bfeatures\x127\n" +
 	"\tisolation\x18\x11 \x01(\x0e2\x19.rayito.rayd.v1.IsolationR\tisolation\x125\n" +
-	"\x06limits\x18\x12 \x01(\v2\x1d.rayito.rayd.v1.SandboxLimitsR\x06limits\x1a;\n" +
+	"\x06limits\x18\x12 \x01(\v2\x1d.rayito.rayd.v1.SandboxLimitsR\x06limits\x12\x1d\n" +
+	"\n" +
+	"hook_phase\x18\x13 \x01(\tR\thookPhase\x12-\n" +
+	"\x12suspend_generation\x18\x14 \x01(\x04R\x11suspendGeneration\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
 	"\rSandboxLimits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x1c\n" +
 	"\tprocesses\x18\x02 \x01(\rR\tprocesses\"\x10\n" +
-	"\x0eMetricsRequest\"\xc4\x02\n" +
+	"\x0eMetricsRequest\"\x88\x03\n" +
 	"\x0fMetricsResponse\x12 \n" +
 	"\fcpu_used_pct\x18\x01 \x01(\x01R\n" +
 	"cpuUsedPct\x12\x1b\n" +
@@ -782,7 +1008,11 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x0fmem_cache_bytes\x18\x05 \x01(\x04R\rmemCacheBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18\x06 \x01(\x04R\rdiskUsedBytes\x12(\n" +
 	"\x10disk_total_bytes\x18\a \x01(\x04R\x0ediskTotalBytes\x12*\n" +
-	"\x11timestamp_unix_ms\x18\b \x01(\x03R\x0ftimestampUnixMs\"z\n" +
+	"\x11timestamp_unix_ms\x18\b \x01(\x03R\x0ftimestampUnixMs\x12#\n" +
+	"\rprocess_count\x18\t \x01(\rR\fprocessCount\x12\x1d\n" +
+	"\n" +
+	"task_count\x18\n" +
+	" \x01(\rR\ttaskCount\"z\n" +
 	"\x15MetricsHistoryRequest\x12\"\n" +
 	"\rstart_unix_ms\x18\x01 \x01(\x03R\vstartUnixMs\x12\x1e\n" +
 	"\vend_unix_ms\x18\x02 \x01(\x03R\tendUnixMs\x12\x1d\n" +
@@ -790,16 +1020,29 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"max_points\x18\x03 \x01(\x05R\tmaxPoints\"y\n" +
 	"\x16MetricsHistoryResponse\x129\n" +
 	"\asamples\x18\x01 \x03(\v2\x1f.rayito.rayd.v1.MetricsResponseR\asamples\x12$\n" +
-	"\x0eoldest_unix_ms\x18\x02 \x01(\x03R\foldestUnixMs*f\n" +
+	"\x0eoldest_unix_ms\x18\x02 \x01(\x03R\foldestUnixMs\"\x12\n" +
+	"\x10HookAuditRequest\"\xa4\x01\n" +
+	"\x0eHookAuditEntry\x12 \n" +
+	"\ftime_unix_ms\x18\x01 \x01(\x03R\n" +
+	"timeUnixMs\x12\x12\n" +
+	"\x04hook\x18\x02 \x01(\tR\x04hook\x12\x16\n" +
+	"\x06caller\x18\x03 \x01(\tR\x06caller\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\x03R\x03uid\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x18\n" +
+	"\aanomaly\x18\x06 \x01(\bR\aanomaly\"k\n" +
+	"\x11HookAuditResponse\x128\n" +
+	"\aentries\x18\x01 \x03(\v2\x1e.rayito.rayd.v1.HookAuditEntryR\aentries\x12\x1c\n" +
+	"\tanomalies\x18\x02 \x01(\x04R\tanomalies*f\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_FULL\x10\x01\x12\x16\n" +
 	"\x12ISOLATION_ROOTLESS\x10\x02\x12\x12\n" +
-	"\x0eISOLATION_NONE\x10\x032\x85\x02\n" +
+	"\x0eISOLATION_NONE\x10\x032\xd7\x02\n" +
 	"\rHealthService\x12G\n" +
 	"\x06Health\x12\x1d.rayito.rayd.v1.HealthRequest\x1a\x1e.rayito.rayd.v1.HealthResponse\x12J\n" +
 	"\aMetrics\x12\x1e.rayito.rayd.v1.MetricsRequest\x1a\x1f.rayito.rayd.v1.MetricsResponse\x12_\n" +
-	"\x0eMetricsHistory\x12%.rayito.rayd.v1.MetricsHistoryRequest\x1a&.rayito.rayd.v1.MetricsHistoryResponseB\xb9\x01\n" +
+	"\x0eMetricsHistory\x12%.rayito.rayd.v1.MetricsHistoryRequest\x1a&.rayito.rayd.v1.MetricsHistoryResponse\x12P\n" +
+	"\tHookAudit\x12 .rayito.rayd.v1.HookAuditRequest\x1a!.rayito.rayd.v1.HookAuditResponseB\xb9\x01\n" +
 	"\x12com.rayito.rayd.v1B\vHealthProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (
@@ -815,7 +1058,7 @@ func file_rayito_rayd_v1_health_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_health_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_rayito_rayd_v1_health_proto_goTypes = []any{
 	(Isolation)(0),                 // 0: rayito.rayd.v1.Isolation
 	(*HealthRequest)(nil),          // 1: rayito.rayd.v1.HealthRequest
@@ -826,29 +1069,35 @@ var file_rayito_rayd_v1_health_proto_goTypes = []any{
 	(*MetricsResponse)(nil),        // 6: rayito.rayd.v1.MetricsResponse
 	(*MetricsHistoryRequest)(nil),  // 7: rayito.rayd.v1.MetricsHistoryRequest
 	(*MetricsHistoryResponse)(nil), // 8: rayito.rayd.v1.MetricsHistoryResponse
-	nil,                            // 9: rayito.rayd.v1.HealthResponse.MetadataEntry
-	(*LifecycleState)(nil),         // 10: rayito.rayd.v1.LifecycleState
-	(EgressEnforcement)(0),         // 11: rayito.rayd.v1.EgressEnforcement
+	(*HookAuditRequest)(nil),       // 9: rayito.rayd.v1.HookAuditRequest
+	(*HookAuditEntry)(nil),         // 10: rayito.rayd.v1.HookAuditEntry
+	(*HookAuditResponse)(nil),      // 11: rayito.rayd.v1.HookAuditResponse
+	nil,                            // 12: rayito.rayd.v1.HealthResponse.MetadataEntry
+	(*LifecycleState)(nil),         // 13: rayito.rayd.v1.LifecycleState
+	(EgressEnforcement)(0),         // 14: rayito.rayd.v1.EgressEnforcement
 }
 var file_rayito_rayd_v1_health_proto_depIdxs = []int32{
-	9,  // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
-	10, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
-	11, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
+	12, // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
+	13, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
+	14, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
 	2,  // 3: rayito.rayd.v1.HealthResponse.features:type_name -> rayito.rayd.v1.AgentFeatures
 	0,  // 4: rayito.rayd.v1.HealthResponse.isolation:type_name -> rayito.rayd.v1.Isolation
 	4,  // 5: rayito.rayd.v1.HealthResponse.limits:type_name -> rayito.rayd.v1.SandboxLimits
 	6,  // 6: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
-	1,  // 7: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
-	5,  // 8: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
-	7,  // 9: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
-	3,  // 10: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
-	6,  // 11: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
-	8,  // 12: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 7: rayito.rayd.v1.HookAuditResponse.entries:type_name -> rayito.rayd.v1.HookAuditEntry
+	1,  // 8: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
+	5,  // 9: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
+	7,  // 10: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
+	9,  // 11: rayito.rayd.v1.HealthService.HookAudit:input_type -> rayito.rayd.v1.HookAuditRequest
+	3,  // 12: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
+	6,  // 13: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
+	8,  // 14: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
+	11, // 15: rayito.rayd.v1.HealthService.HookAudit:output_type -> rayito.rayd.v1.HookAuditResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_health_proto_init() }
@@ -864,7 +1113,7 @@ func file_rayito_rayd_v1_health_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_health_proto_rawDesc), len(file_rayito_rayd_v1_health_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

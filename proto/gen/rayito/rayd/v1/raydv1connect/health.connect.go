@@ -40,6 +40,8 @@ const (
 	// HealthServiceMetricsHistoryProcedure is the fully-qualified name of the HealthService's
 	// MetricsHistory RPC.
 	HealthServiceMetricsHistoryProcedure = "/rayito.rayd.v1.HealthService/MetricsHistory"
+	// HealthServiceHookAuditProcedure is the fully-qualified name of the HealthService's HookAudit RPC.
+	HealthServiceHookAuditProcedure = "/rayito.rayd.v1.HealthService/HookAudit"
 )
 
 // HealthServiceClient is a client for the rayito.rayd.v1.HealthService service.
@@ -50,6 +52,9 @@ type HealthServiceClient interface {
 	Metrics(context.Context, *connect.Request[v1.MetricsRequest]) (*connect.Response[v1.MetricsResponse], error)
 	// MetricsHistory returns 5 s samples from an 8 h ring.
 	MetricsHistory(context.Context, *connect.Request[v1.MetricsHistoryRequest]) (*connect.Response[v1.MetricsHistoryResponse], error)
+	// HookAudit returns the most recent lifecycle hook calls (token
+	// required), oldest first.
+	HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error)
 }
 
 // NewHealthServiceClient constructs a client for the rayito.rayd.v1.HealthService service. By
@@ -81,6 +86,12 @@ func NewHealthServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(healthServiceMethods.ByName("MetricsHistory")),
 			connect.WithClientOptions(opts...),
 		),
+		hookAudit: connect.NewClient[v1.HookAuditRequest, v1.HookAuditResponse](
+			httpClient,
+			baseURL+HealthServiceHookAuditProcedure,
+			connect.WithSchema(healthServiceMethods.ByName("HookAudit")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -89,6 +100,7 @@ type healthServiceClient struct {
 	health         *connect.Client[v1.HealthRequest, v1.HealthResponse]
 	metrics        *connect.Client[v1.MetricsRequest, v1.MetricsResponse]
 	metricsHistory *connect.Client[v1.MetricsHistoryRequest, v1.MetricsHistoryResponse]
+	hookAudit      *connect.Client[v1.HookAuditRequest, v1.HookAuditResponse]
 }
 
 // Health calls rayito.rayd.v1.HealthService.Health.
@@ -106,6 +118,11 @@ func (c *healthServiceClient) MetricsHistory(ctx context.Context, req *connect.R
 	return c.metricsHistory.CallUnary(ctx, req)
 }
 
+// HookAudit calls rayito.rayd.v1.HealthService.HookAudit.
+func (c *healthServiceClient) HookAudit(ctx context.Context, req *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error) {
+	return c.hookAudit.CallUnary(ctx, req)
+}
+
 // HealthServiceHandler is an implementation of the rayito.rayd.v1.HealthService service.
 type HealthServiceHandler interface {
 	// Health answers anonymously, also before /run.
@@ -114,6 +131,9 @@ type HealthServiceHandler interface {
 	Metrics(context.Context, *connect.Request[v1.MetricsRequest]) (*connect.Response[v1.MetricsResponse], error)
 	// MetricsHistory returns 5 s samples from an 8 h ring.
 	MetricsHistory(context.Context, *connect.Request[v1.MetricsHistoryRequest]) (*connect.Response[v1.MetricsHistoryResponse], error)
+	// HookAudit returns the most recent lifecycle hook calls (token
+	// required), oldest first.
+	HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error)
 }
 
 // NewHealthServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -141,6 +161,12 @@ func NewHealthServiceHandler(svc HealthServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(healthServiceMethods.ByName("MetricsHistory")),
 		connect.WithHandlerOptions(opts...),
 	)
+	healthServiceHookAuditHandler := connect.NewUnaryHandler(
+		HealthServiceHookAuditProcedure,
+		svc.HookAudit,
+		connect.WithSchema(healthServiceMethods.ByName("HookAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rayito.rayd.v1.HealthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HealthServiceHealthProcedure:
@@ -149,6 +175,8 @@ func NewHealthServiceHandler(svc HealthServiceHandler, opts ...connect.HandlerOp
 			healthServiceMetricsHandler.ServeHTTP(w, r)
 		case HealthServiceMetricsHistoryProcedure:
 			healthServiceMetricsHistoryHandler.ServeHTTP(w, r)
+		case HealthServiceHookAuditProcedure:
+			healthServiceHookAuditHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -168,4 +196,8 @@ func (UnimplementedHealthServiceHandler) Metrics(context.Context, *connect.Reque
 
 func (UnimplementedHealthServiceHandler) MetricsHistory(context.Context, *connect.Request[v1.MetricsHistoryRequest]) (*connect.Response[v1.MetricsHistoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.HealthService.MetricsHistory is not implemented"))
+}
+
+func (UnimplementedHealthServiceHandler) HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.HealthService.HookAudit is not implemented"))
 }
