@@ -1,7 +1,19 @@
 // Package apiserver serves rayd's RPC API: Connect, gRPC and gRPC-Web over
-// HTTP/1.1 and cleartext HTTP/2 (h2c) on one port, behind the access-token
-// interceptor, with server timeouts, header limits, a connection cap and
-// panic recovery.
+// HTTP/1.1 and cleartext HTTP/2 (h2c) on one port, with server timeouts,
+// header limits, a connection cap and panic recovery.
+//
+// Every call passes three gates, in this order:
+//
+//   - the access token (package auth): every RPC but HealthService.Health;
+//   - the sandbox's timeout ([Options].Holds): while it has expired, or is in
+//     its resume grace, every RPC but Health and LifecycleService.SetTimeout
+//     answers FailedPrecondition with reason SANDBOX_TIMEOUT;
+//   - the suspend gate ([Options].Quiesce, package quiesce): while rayd is
+//     suspending every RPC but Health answers Unavailable with reason
+//     SUSPENDING, and the streams open when the suspend began end with that
+//     same error (the processes they follow keep running).
+//
+// The plain HTTP endpoints ([Options].Extra) pass the same gates.
 package apiserver
 
 import (
@@ -18,6 +30,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
 	"github.com/rayito-dev/rayito/rayd/internal/netlimit"
+	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/service/unimplemented"
 )
@@ -51,6 +64,11 @@ type Options struct {
 	// endpoints at "/files").
 	Extra  map[string]http.Handler
 	Logger *slog.Logger
+	// Holds reports whether the sandbox's timeout holds the API (EXPIRED
+	// or RESUME_GRACE); nil: never.
+	Holds func() bool
+	// Quiesce is the suspend gate; nil: none.
+	Quiesce *quiesce.Gate
 }
 
 // Handler returns the API's HTTP handler: the built services, and every
@@ -61,6 +79,11 @@ func Handler(opts Options) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	gate := auth.NewInterceptor(opts.Authorizer, raydv1connect.HealthServiceHealthProcedure)
+	hold := holdGate{holds: opts.Holds, exempt: map[string]bool{
+		raydv1connect.HealthServiceHealthProcedure:        true,
+		raydv1connect.LifecycleServiceSetTimeoutProcedure: true,
+	}}
+	suspend := suspendGate{g: opts.Quiesce, exempt: map[string]bool{raydv1connect.HealthServiceHealthProcedure: true}}
 	recoverPanic := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, _ any) error {
 		// The panic value may hold user data: log only where it happened.
 		log.Error("panic in RPC handler", "procedure", spec.Procedure)
@@ -76,13 +99,13 @@ func Handler(opts Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, m := range opts.Services {
-		mux.Handle(m(append(common, connect.WithInterceptors(gate))...))
+		mux.Handle(m(append(common, connect.WithInterceptors(gate, hold, suspend))...))
 	}
 	for _, u := range unimplemented.Services() {
-		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, unimplemented.Interceptor(u.Feature)))...))
+		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, hold, suspend, unimplemented.Interceptor(u.Feature)))...))
 	}
 	for pattern, h := range opts.Extra {
-		mux.Handle(pattern, gate.Handler(h))
+		mux.Handle(pattern, gate.Handler(hold.handler(suspend.handler(h))))
 	}
 	return mux
 }

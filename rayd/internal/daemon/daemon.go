@@ -1,6 +1,9 @@
 // Package daemon wires rayd together: flags, the sandbox state, the process
-// supervisor, the hooks server on the hooks port and the RPC API on the API
-// port. cmd/rayd only calls Main.
+// supervisor, the hooks server on the hooks port, the RPC API on the API
+// port, and the lifecycle between them (lifecycle.go): the suspend gate
+// the hooks close and reopen, and the sandbox's timeout, whose kill action
+// makes rayd exit 124 and whose pause action asks the platform, through
+// -lifecycle-fd, to suspend the sandbox. cmd/rayd only calls Main.
 package daemon
 
 import (
@@ -28,17 +31,19 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
+	"github.com/rayito-dev/rayito/rayd/internal/service/lifecycle"
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
-// Exit codes of rayd.
+// Exit codes of rayd (and ExitSandboxTimeout, 124).
 const (
 	ExitOK    = 0
 	ExitError = 1
@@ -78,11 +83,22 @@ type Config struct {
 	// platform set them (0: none known): Health reports them.
 	MemoryLimit  uint64
 	ProcessLimit uint
+	// MemoryEventsFD, when above 2 (-1: none), is the sandbox's cgroup
+	// memory.events (v2) or memory.oom_control (v1), opened by the local
+	// platform: its OOM kill count tells an OOM kill from another SIGKILL.
+	MemoryEventsFD int
+	// LifecycleFD, when above 2 (-1: none), is a pipe the local platform
+	// reads: rayd writes "suspend\n" to it when the sandbox's timeout
+	// expires with on_timeout pause. Without it nobody can suspend the
+	// sandbox, which then stays expired.
+	LifecycleFD int
+
+	knobs *knobs // tests only (lifecycle.go); nil in production
 }
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
@@ -93,6 +109,8 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
 	fs.Uint64Var(&cfg.MemoryLimit, "memory-limit", 0, "the sandbox's memory limit in bytes as the platform set it, shown by Health; 0: none known")
 	fs.UintVar(&cfg.ProcessLimit, "process-limit", 0, "the sandbox's process limit as the platform set it, shown by Health; 0: none known")
+	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
+	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +132,12 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if cfg.HooksFD != -1 && cfg.HooksFD < 3 {
 		return cfg, fmt.Errorf("-hooks-fd must be -1 or a descriptor above 2, not %d", cfg.HooksFD)
+	}
+	if err := cfg.checkMemoryEventsFD(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.checkLifecycleFD(); err != nil {
+		return cfg, err
 	}
 	if cfg.hooksOverUnix() && cfg.HooksFD == cfg.ReadyFD {
 		return cfg, fmt.Errorf("-hooks-fd and -ready-fd are the same descriptor (%d)", cfg.HooksFD)
@@ -156,15 +180,23 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := Run(ctx, cfg, log); err != nil {
+	err = Run(ctx, cfg, log)
+	switch code := exitCode(err); code {
+	case ExitOK:
+		return code
+	case ExitSandboxTimeout:
+		log.Warn("rayd stopped: the sandbox's timeout expired (on_timeout kill)", "exit_code", code)
+		return code
+	default:
 		log.Error("rayd failed", "err", err)
-		return ExitError
+		return code
 	}
-	return ExitOK
 }
 
-// Run serves until ctx ends or the platform calls /terminate, then stops
-// user processes and returns.
+// Run serves until ctx ends, the platform calls /terminate or the
+// sandbox's timeout expires with on_timeout kill, then stops user
+// processes and returns: nil, ErrSandboxTimeout for the timeout, or the
+// error that stopped it.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -202,9 +234,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		hooksAddrs[i] = ln.Addr().Network() + ":" + ln.Addr().String()
 	}
 
+	lcFile, err := lifecycleFile(cfg.LifecycleFD)
+	if err != nil {
+		return fmt.Errorf("-lifecycle-fd: %w", err)
+	}
+	if lcFile != nil {
+		defer lcFile.Close()
+	}
+
 	d, err := New(cfg, log, nil)
 	if err != nil {
 		return err
+	}
+	if lcFile != nil {
+		d.setLifecycleOut(lcFile)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -216,7 +259,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "hooks", hooksAddrs, "hooks_platform_over_unix", cfg.hooksOverUnix(), "root", d.privileged)
-	return d.Serve(ctx, apiLn, hooksLns...)
+	if err := d.Serve(ctx, apiLn, hooksLns...); err != nil {
+		return err
+	}
+	return d.StopReason()
 }
 
 // unixListenerFD takes over fd, which must be a listening Unix stream
@@ -252,8 +298,10 @@ type Daemon struct {
 	API          http.Handler
 	privileged   bool
 	ownsSup      bool
+	sampler      *metrics.Sampler
 	onTerminated func()
 	stopOnce     sync.Once
+	lifecycleFields
 }
 
 // New wires a daemon without listening. sup is the process supervisor; nil
@@ -263,8 +311,11 @@ type Daemon struct {
 func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d := &Daemon{log: log, privileged: os.Geteuid() == 0}
 	if sup == nil {
-		var err error
-		sup, err = proc.New(proc.Options{Logger: log})
+		oomKills, err := oomCounter(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		sup, err = proc.New(proc.Options{Logger: log, OOMKills: oomKills})
 		if err != nil {
 			return nil, fmt.Errorf("process supervisor: %w", err)
 		}
@@ -272,11 +323,18 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	}
 	d.Supervisor = sup
 	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
+	k := cfg.knobs.get()
+	d.wireLifecycle(k)
 	d.Hooks = hooks.New(hooks.Options{
-		Lifecycle:        d.State,
+		Lifecycle:        life{d},
 		Logger:           log,
 		OnTerminated:     func() { d.terminated() },
 		PlatformOverUnix: cfg.hooksOverUnix(),
+		PeerOwner:        k.peerOwner,
+		// There are no kernels yet: rayd is ready once it serves.
+		Ready:        d.serving.Load,
+		StaleSuspend: k.staleSuspend,
+		WatchdogTick: k.watchdogTick,
 	})
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
@@ -287,15 +345,21 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files"})
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle"})
+	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)
 	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
+	d.sampler = metrics.New(metrics.Options{MemoryLimit: cfg.MemoryLimit, Processes: sup.Live, Logger: log})
+	healthSvc.SetMetrics(d.sampler)
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)
+	lifecycleSvc := lifecycle.New(d.deadline)
 	d.API = apiserver.Handler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,
+		Holds:      d.deadline.Holds,
+		Quiesce:    d.quiesce,
 		Services: []apiserver.Mount{
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewHealthServiceHandler(healthSvc, o...)
@@ -308,6 +372,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			},
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewFilesystemServiceHandler(filesSvc, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewLifecycleServiceHandler(lifecycleSvc, o...)
 			},
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
@@ -338,6 +405,10 @@ func (d *Daemon) stopProcesses(ctx context.Context) {
 // Serve serves the API on apiLn and the hooks on each of hooksLns until ctx
 // ends, then stops user processes.
 func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.Listener) error {
+	d.sampler.Start()
+	defer d.sampler.Stop()
+	d.serving.Store(true)
+	defer d.Hooks.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -59,13 +59,20 @@ type harness struct {
 	done     chan error
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness with the Config (test knobs included)
+// adjusted by configure before rayd is built.
+func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg := Config{StateDir: t.TempDir()}
+	if configure != nil {
+		configure(&cfg)
+	}
 	d, err := New(cfg, log, sharedSupervisor)
 	if err != nil {
 		t.Fatal(err)

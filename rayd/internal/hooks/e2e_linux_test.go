@@ -172,8 +172,8 @@ func TestEndToEndRealPeercred(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("helper reply %q: %v", out, err)
 	}
-	if r.Outcome != OutcomeIgnored || r.Phase != PhaseBooting {
-		t.Fatalf("sandbox /run: %+v, want ignored/booting", r)
+	if r.Outcome != OutcomeIllegal || r.Phase != PhaseBooting {
+		t.Fatalf("sandbox /run: %+v, want illegal/booting", r)
 	}
 	if len(f.runCalls()) != 0 {
 		t.Fatal("Lifecycle.Run called for the sandbox /run")
@@ -251,7 +251,7 @@ func TestEndToEndVanishedSandboxClient(t *testing.T) {
 				t.Fatal("a vanished sandbox client installed the boot configuration")
 			}
 			for _, e := range s.Audit() {
-				if e.Caller == CallerPlatform || e.Outcome != OutcomeIgnored || !e.Anomaly {
+				if e.Caller == CallerPlatform || e.Outcome != OutcomeIllegal || !e.Anomaly {
 					t.Errorf("audit = %+v", e)
 				}
 			}

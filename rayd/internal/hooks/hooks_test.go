@@ -31,6 +31,12 @@ type fakeLifecycle struct {
 
 	termGate chan struct{} // when set, Terminate waits for it
 	termDone chan struct{} // closed when Terminate returns
+
+	suspends, resumes, validates int
+	streams                      int           // what Suspend returns
+	suspendGate                  chan struct{} // when set, Suspend waits for it
+	validateGate                 chan struct{} // when set, Validate waits for it
+	validateErr                  error
 }
 
 func newFake() *fakeLifecycle { return &fakeLifecycle{termDone: make(chan struct{})} }
@@ -58,6 +64,41 @@ func (f *fakeLifecycle) Terminate(ctx context.Context) {
 		<-f.termGate
 	}
 	close(f.termDone)
+}
+
+func (f *fakeLifecycle) Suspend(ctx context.Context) int {
+	f.mu.Lock()
+	f.suspends++
+	gate, n := f.suspendGate, f.streams
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return n
+}
+
+func (f *fakeLifecycle) Resume(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resumes++
+}
+
+func (f *fakeLifecycle) Validate(ctx context.Context) error {
+	f.mu.Lock()
+	f.validates++
+	gate, err := f.validateGate, f.validateErr
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return err
+}
+
+// counts returns how often Suspend, Resume and Validate were called.
+func (f *fakeLifecycle) counts() (suspends, resumes, validates int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.suspends, f.resumes, f.validates
 }
 
 func (f *fakeLifecycle) runCalls() [][2]string {
@@ -230,18 +271,18 @@ func TestRunTokenlessFromLifecycle(t *testing.T) {
 	}
 }
 
-func TestRunFromSandboxIsIgnored(t *testing.T) {
+func TestRunFromSandboxIsIllegal(t *testing.T) {
 	f := newFake()
 	base, s, _ := startServer(t, Options{Lifecycle: f})
 
-	want(t, call(t, base, fromSandbox, HookRun, env("evil", "forged")), OutcomeIgnored, PhaseBooting)
+	want(t, call(t, base, fromSandbox, HookRun, env("evil", "forged")), OutcomeIllegal, PhaseBooting)
 	if len(f.runCalls()) != 0 {
 		t.Fatalf("Lifecycle.Run called for a sandbox /run")
 	}
 	if s.Anomalies() != 1 {
 		t.Errorf("anomalies = %d, want 1", s.Anomalies())
 	}
-	if e := lastAudit(t, s); e.Caller != CallerSandbox || e.UID != 1000 || e.Outcome != OutcomeIgnored || !e.Anomaly {
+	if e := lastAudit(t, s); e.Caller != CallerSandbox || e.UID != 1000 || e.Outcome != OutcomeIllegal || !e.Anomaly {
 		t.Errorf("audit = %+v", e)
 	}
 
@@ -252,32 +293,59 @@ func TestRunFromSandboxIsIgnored(t *testing.T) {
 	}
 }
 
-func TestSandboxIsIgnoredEverywhere(t *testing.T) {
+// Sandbox code may not call /run, /terminate, /validate or /ready: each
+// answers illegal and does nothing. Its /suspend and /resume are acted
+// upon (before /run there is nothing to suspend). Every call is an anomaly.
+func TestSandboxOrigin(t *testing.T) {
 	f := newFake()
+	f.streams = 2
 	base, s, _ := startServer(t, Options{Lifecycle: f, OnTerminated: func() { t.Error("OnTerminated called") }})
-	hooks := []string{HookReady, HookValidate, HookRun, HookSuspend, HookResume, HookTerminate}
-	for _, h := range hooks {
-		want(t, call(t, base, fromSandbox, h, env("x", "y")), OutcomeIgnored, PhaseBooting)
+	for _, h := range []string{HookReady, HookValidate, HookRun, HookTerminate} {
+		want(t, call(t, base, fromSandbox, h, env("x", "y")), OutcomeIllegal, PhaseBooting)
 	}
+	want(t, call(t, base, fromSandbox, HookSuspend, ""), OutcomeUnchanged, PhaseBooting)
+	want(t, call(t, base, fromSandbox, HookResume, ""), OutcomeUnchanged, PhaseBooting)
 	time.Sleep(100 * time.Millisecond) // give a wrongly started Terminate a chance to show
-	if f.terminateCalls() != 0 || len(f.runCalls()) != 0 {
-		t.Fatalf("sandbox calls reached the lifecycle: terminates=%d runs=%d", f.terminateCalls(), len(f.runCalls()))
+	if sus, res, val := f.counts(); f.terminateCalls() != 0 || len(f.runCalls()) != 0 || sus+res+val != 0 {
+		t.Fatalf("sandbox calls reached the lifecycle: terminates=%d runs=%d suspends=%d resumes=%d validates=%d", f.terminateCalls(), len(f.runCalls()), sus, res, val)
 	}
-	if s.Anomalies() != uint64(len(hooks)) {
-		t.Errorf("anomalies = %d, want %d", s.Anomalies(), len(hooks))
-	}
-	if s.Phase() != PhaseBooting {
-		t.Errorf("phase = %s", s.Phase())
+	if s.Anomalies() != 6 {
+		t.Errorf("anomalies = %d, want 6", s.Anomalies())
 	}
 	// /ready from the sandbox did not use up the platform's first /ready.
-	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseBooting)
+	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseReady)
+	want(t, call(t, base, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
+
+	// After /run, a forged /suspend and /resume are accepted, as anomalies.
+	r := call(t, base, fromSandbox, HookSuspend, "")
+	want(t, r, OutcomeChanged, PhaseSuspending)
+	if r.StreamsClosed == nil || *r.StreamsClosed != 2 || r.SuspendGeneration != 1 {
+		t.Errorf("forged /suspend reply %+v", r)
+	}
+	if e := lastAudit(t, s); e.Caller != CallerSandbox || e.Outcome != OutcomeChanged || !e.Anomaly {
+		t.Errorf("audit = %+v", e)
+	}
+	r = call(t, base, fromSandbox, HookResume, "")
+	want(t, r, OutcomeChanged, PhaseResumed)
+	if r.ResumeGeneration != 1 {
+		t.Errorf("forged /resume reply %+v", r)
+	}
+	if sus, res, _ := f.counts(); sus != 1 || res != 1 {
+		t.Errorf("suspends %d resumes %d", sus, res)
+	}
+	// ... and /ready, /validate are still illegal from it.
+	want(t, call(t, base, fromSandbox, HookReady, ""), OutcomeIllegal, PhaseResumed)
+	want(t, call(t, base, fromSandbox, HookValidate, ""), OutcomeIllegal, PhaseResumed)
+	if s.Anomalies() != 10 {
+		t.Errorf("anomalies = %d, want 10", s.Anomalies())
+	}
 }
 
-func TestTerminateFromSandboxIsIgnored(t *testing.T) {
+func TestTerminateFromSandboxIsIllegal(t *testing.T) {
 	f := newFake()
 	base, s, _ := startServer(t, Options{Lifecycle: f})
 	want(t, call(t, base, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
-	want(t, call(t, base, fromSandbox, HookTerminate, ""), OutcomeIgnored, PhaseRunning)
+	want(t, call(t, base, fromSandbox, HookTerminate, ""), OutcomeIllegal, PhaseRunning)
 	time.Sleep(100 * time.Millisecond)
 	if f.terminateCalls() != 0 {
 		t.Fatal("Lifecycle.Terminate called for a sandbox /terminate")
@@ -294,12 +362,12 @@ func TestUnknownCallers(t *testing.T) {
 		t.Run(from, func(t *testing.T) {
 			f := newFake()
 			base, s, _ := startServer(t, Options{Lifecycle: f})
-			// State-changing hooks fail closed.
-			want(t, call(t, base, from, HookRun, env("vm", "forged")), OutcomeIgnored, PhaseBooting)
-			want(t, call(t, base, from, HookTerminate, ""), OutcomeIgnored, PhaseBooting)
+			// /run and /terminate fail closed.
+			want(t, call(t, base, from, HookRun, env("vm", "forged")), OutcomeIllegal, PhaseBooting)
+			want(t, call(t, base, from, HookTerminate, ""), OutcomeIllegal, PhaseBooting)
 			// The others are answered, as anomalies.
-			want(t, call(t, base, from, HookReady, ""), OutcomeChanged, PhaseBooting)
-			want(t, call(t, base, from, HookValidate, ""), OutcomeUnchanged, PhaseBooting)
+			want(t, call(t, base, from, HookReady, ""), OutcomeChanged, PhaseReady)
+			want(t, call(t, base, from, HookValidate, ""), OutcomeValidated, PhaseReady)
 			time.Sleep(50 * time.Millisecond)
 			if len(f.runCalls()) != 0 || f.terminateCalls() != 0 {
 				t.Fatalf("unknown caller reached the lifecycle")
@@ -388,7 +456,9 @@ func TestTerminate(t *testing.T) {
 		t.Fatal("OnTerminated ran before Terminate returned")
 	}
 	want(t, call(t, base, fromPlatform, HookTerminate, ""), OutcomeUnchanged, PhaseTerminating)
-	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseTerminating)
+	for _, h := range []string{HookReady, HookValidate, HookSuspend, HookResume} {
+		want(t, call(t, base, fromPlatform, h, ""), OutcomeTerminating, PhaseTerminating)
+	}
 	close(f.termGate)
 	select {
 	case <-done:
@@ -423,16 +493,28 @@ func TestRunAfterTerminate(t *testing.T) {
 	}
 }
 
-func TestSimpleHooks(t *testing.T) {
+func TestReadyAndValidateBeforeRun(t *testing.T) {
 	f := newFake()
 	base, s, _ := startServer(t, Options{Lifecycle: f})
-	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseBooting)
-	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeUnchanged, PhaseBooting)
-	for _, h := range []string{HookValidate, HookSuspend, HookResume} {
-		want(t, call(t, base, fromPlatform, h, `{"anything":true}`), OutcomeUnchanged, PhaseBooting)
+	want(t, call(t, base, fromPlatform, HookValidate, ""), OutcomeValidated, PhaseBooting)
+	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseReady)
+	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeUnchanged, PhaseReady)
+	want(t, call(t, base, fromPlatform, HookValidate, ""), OutcomeValidated, PhaseReady)
+	if _, _, v := f.counts(); v != 2 {
+		t.Errorf("validates %d", v)
 	}
-	if s.Anomalies() != 0 {
-		t.Errorf("anomalies = %d", s.Anomalies())
+	f.mu.Lock()
+	f.validateErr = errors.New("self-check failed")
+	f.mu.Unlock()
+	want(t, call(t, base, fromPlatform, HookValidate, ""), OutcomeValidateFailed, PhaseReady)
+	// Before /run there is nothing to suspend or resume: out of order.
+	want(t, call(t, base, fromPlatform, HookSuspend, ""), OutcomeUnchanged, PhaseReady)
+	want(t, call(t, base, fromPlatform, HookResume, ""), OutcomeUnchanged, PhaseReady)
+	if sus, res, _ := f.counts(); sus+res != 0 {
+		t.Errorf("suspends %d resumes %d", sus, res)
+	}
+	if s.Anomalies() != 2 {
+		t.Errorf("anomalies = %d, want 2 (the out-of-order suspend and resume)", s.Anomalies())
 	}
 }
 
@@ -445,7 +527,7 @@ func TestReplyFormat(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if got, want := string(raw), `{"hook":"run","outcome":"installed","phase":"running"}`+"\n"; got != want {
+	if got, want := string(raw), `{"hook":"run","outcome":"installed","phase":"running","suspend_generation":0,"resume_generation":0}`+"\n"; got != want {
 		t.Errorf("body = %q, want %q", got, want)
 	}
 	if resp.ProtoMajor != 1 || resp.ProtoMinor != 1 {
@@ -480,7 +562,11 @@ func TestMethodsAndPaths(t *testing.T) {
 		if tc.status == http.StatusMethodNotAllowed && rec.Header().Get("Allow") != http.MethodPost {
 			t.Errorf("%s %s: Allow = %q", tc.method, tc.path, rec.Header().Get("Allow"))
 		}
-		if e := lastAudit(t, s); e.Outcome != OutcomeRejected || e.Hook != tc.hook || !e.Anomaly {
+		var r reply
+		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || r.Outcome != OutcomeIllegal || r.Hook != tc.hook {
+			t.Errorf("%s %s: reply %q (%v)", tc.method, tc.path, rec.Body.String(), err)
+		}
+		if e := lastAudit(t, s); e.Outcome != OutcomeIllegal || e.Hook != tc.hook || !e.Anomaly {
 			t.Errorf("%s %s: audit = %+v", tc.method, tc.path, e)
 		}
 	}
@@ -652,7 +738,7 @@ func TestHandlerInAnotherServer(t *testing.T) {
 	s := New(Options{Lifecycle: f, PeerOwner: owners.lookup})
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
-	want(t, call(t, ts.URL, fromSandbox, HookRun, env("vm", "forged")), OutcomeIgnored, PhaseBooting)
+	want(t, call(t, ts.URL, fromSandbox, HookRun, env("vm", "forged")), OutcomeIllegal, PhaseBooting)
 	want(t, call(t, ts.URL, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
 }
 

@@ -137,7 +137,7 @@ func serveForShutdown(t *testing.T) (base string, cancel func(), errc chan error
 
 func TestServeShutdown(t *testing.T) {
 	base, cancel, errc, ln := serveForShutdown(t)
-	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseBooting)
+	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseReady)
 	// A keep-alive connection between requests does not hold up the shutdown.
 	idle := dialFrom(t, fromPlatform, base)
 	io.WriteString(idle, "POST "+PathPrefix+"validate HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
@@ -199,5 +199,57 @@ func TestServeListenerError(t *testing.T) {
 	ln.Close()
 	if err := s.Serve(context.Background(), ln); err == nil {
 		t.Fatal("Serve on a closed listener returned nil")
+	}
+}
+
+// A client trickling its header a byte at a time is cut by the header
+// timeout all the same (it bounds the whole header, not the gap between
+// bytes), and sandbox code holding its share of connections that way does
+// not lock the platform out.
+func TestTricklingSandboxCannotLockOutPlatform(t *testing.T) {
+	const (
+		max     = 4 // non-platform callers get max/2
+		timeout = 400 * time.Millisecond
+	)
+	base, s, owners := startServer(t, Options{Lifecycle: newFake(), MaxConns: max, ReadHeaderTimeout: timeout})
+	header := "POST " + PathPrefix + "run HTTP/1.1\r\nHost: x\r\nX-Padding: " + strings.Repeat("a", 200) + "\r\n"
+	type trickler struct {
+		c    net.Conn
+		done chan time.Duration
+	}
+	var ts []trickler
+	for range max / 2 {
+		c := dialFrom(t, fromSandbox, base)
+		tr := trickler{c, make(chan time.Duration, 1)}
+		start := time.Now()
+		go func() {
+			for i := 0; i < len(header); i++ {
+				if _, err := c.Write([]byte{header[i]}); err != nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			closedByServer(c, 10*time.Second)
+			tr.done <- time.Since(start)
+		}()
+		ts = append(ts, tr)
+	}
+	waitFor(t, "accepts", func() bool { return owners.calls.Load() == max/2 })
+	// The sandbox's share is taken: one more of its connections is refused...
+	extra := dialFrom(t, fromSandbox, base)
+	if !closedByServer(extra, 5*time.Second) {
+		t.Fatal("a third sandbox connection was let in")
+	}
+	// ... while the platform still gets through, twice.
+	want(t, call(t, base, fromPlatform, HookReady, ""), OutcomeChanged, PhaseReady)
+	want(t, call(t, base, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
+	for i, tr := range ts {
+		// The header needs over 2 s at this pace; the timeout cuts it first.
+		if el := <-tr.done; el < timeout-50*time.Millisecond || el > timeout+1500*time.Millisecond {
+			t.Errorf("trickler %d cut after %v, want about %v", i, el, timeout)
+		}
+	}
+	if a := s.Audit(); len(a) != 2 {
+		t.Errorf("audit %+v: a trickled request was served", a)
 	}
 }

@@ -92,12 +92,13 @@ func TestUnixOutsidePidNamespaceIsPlatform(t *testing.T) {
 }
 
 // A Unix client rayd can see (here: this very process, whose pid reads
-// non-zero) is sandbox code, whatever its uid: nothing happens.
+// non-zero) is sandbox code, whatever its uid: /terminate, /run and /ready
+// are illegal, and a /suspend before /run has nothing to suspend.
 func TestUnixInsidePidNamespaceIsSandbox(t *testing.T) {
 	f := newFake()
 	sock, s := startUnixServer(t, Options{Lifecycle: f, PlatformOverUnix: true})
-	for _, h := range []string{HookTerminate, HookRun, HookSuspend, HookReady} {
-		want(t, callUnix(t, sock, h, env("forged", "forged")), OutcomeIgnored, PhaseBooting)
+	for h, out := range map[string]Outcome{HookTerminate: OutcomeIllegal, HookRun: OutcomeIllegal, HookSuspend: OutcomeUnchanged, HookReady: OutcomeIllegal} {
+		want(t, callUnix(t, sock, h, env("forged", "forged")), out, PhaseBooting)
 		if a := lastAudit(t, s); a.Caller != CallerSandbox || a.UID != int64(os.Geteuid()) || !a.Anomaly {
 			t.Errorf("/%s: audit %+v, want sandbox, uid %d, anomaly", h, a, os.Geteuid())
 		}
@@ -108,13 +109,13 @@ func TestUnixInsidePidNamespaceIsSandbox(t *testing.T) {
 }
 
 // A Unix client whose credentials cannot be read is unknown: /run and
-// /terminate are ignored.
+// /terminate are illegal.
 func TestUnixPeerErrorIsUnknown(t *testing.T) {
 	f := newFake()
 	sock, _ := startUnixServer(t, Options{Lifecycle: f,
 		UnixPeer: func(*net.UnixConn) (int32, uint32, error) { return 0, 0, os.ErrPermission }})
-	want(t, callUnix(t, sock, HookTerminate, "{}"), OutcomeIgnored, PhaseBooting)
-	want(t, callUnix(t, sock, HookRun, env("vm", "p")), OutcomeIgnored, PhaseBooting)
+	want(t, callUnix(t, sock, HookTerminate, "{}"), OutcomeIllegal, PhaseBooting)
+	want(t, callUnix(t, sock, HookRun, env("vm", "p")), OutcomeIllegal, PhaseBooting)
 	if len(f.runCalls()) != 0 || f.terminateCalls() != 0 {
 		t.Errorf("runs %v, terminates %d", f.runCalls(), f.terminateCalls())
 	}
@@ -127,7 +128,11 @@ func TestPlatformOverUnixTCPIsSandbox(t *testing.T) {
 	f := newFake()
 	base, s, owners := startServer(t, Options{Lifecycle: f, PlatformOverUnix: true})
 	for _, h := range []string{HookTerminate, HookRun, HookSuspend, HookResume, HookValidate, HookReady} {
-		want(t, call(t, base, fromPlatform, h, env("forged", "forged")), OutcomeIgnored, PhaseBooting)
+		out := OutcomeIllegal
+		if h == HookSuspend || h == HookResume {
+			out = OutcomeUnchanged // accepted from anyone; nothing to do before /run
+		}
+		want(t, call(t, base, fromPlatform, h, env("forged", "forged")), out, PhaseBooting)
 		if a := lastAudit(t, s); a.Caller != CallerSandbox || !a.Anomaly {
 			t.Errorf("/%s: audit %+v, want sandbox, anomaly", h, a)
 		}
@@ -149,7 +154,7 @@ func TestPlatformOverUnixTCPIsSandbox(t *testing.T) {
 	var r reply
 	_ = json.NewDecoder(resp.Body).Decode(&r)
 	resp.Body.Close()
-	if r.Outcome != OutcomeIgnored || f.terminateCalls() != 0 {
+	if r.Outcome != OutcomeIllegal || f.terminateCalls() != 0 {
 		t.Errorf("Handler: outcome %q, terminates %d", r.Outcome, f.terminateCalls())
 	}
 }

@@ -58,6 +58,10 @@
 // command "running"). Ended processes stay available to [Supervisor.Get]
 // and [Process.Subscribe] for [Options].EndedRetention.
 //
+// With [Options].OOMKills (the sandbox's count of OOM kills) a leader the
+// kernel's OOM killer ended has Status "oom_killed" rather than "signaled":
+// it died of a SIGKILL rayd did not send while the count rose.
+//
 // # Output
 //
 // Every read from a pipe (at most 64 KiB) becomes an immutable chunk with

@@ -69,6 +69,10 @@ const (
 	StatusExited   = "exited"
 	StatusSignaled = "signaled"
 	StatusTimeout  = "timeout"
+	// StatusOOMKilled: the kernel's OOM killer ended the leader (a
+	// SIGKILL rayd did not send while the sandbox's OOM kill count rose;
+	// see Options.OOMKills).
+	StatusOOMKilled = "oom_killed"
 )
 
 // ExitErrDeadlineExceeded is the ExitInfo.Err value of a timed-out process.
@@ -87,7 +91,8 @@ type ExitInfo struct {
 	// Exited is true when the leader exited normally (exit(2) or return
 	// from main) rather than being killed by a signal.
 	Exited bool
-	// Status is "exited", "signaled" or "timeout".
+	// Status is "exited", "signaled", "timeout" or "oom_killed" (then
+	// ExitCode is 137 and Signal SIGKILL).
 	Status string
 	// Signal is the signal that killed the leader, or 0.
 	Signal syscall.Signal

@@ -48,6 +48,11 @@ type Options struct {
 	DrainAfterExit   time.Duration // 100 ms: after the leader exits, read the pipes until EOF or this long without data
 	Rlimits          Rlimits       // {Nproc 512, Nofile 4096, Core 0}
 	Logger           *slog.Logger  // nil: discard
+	// OOMKills reads the count of the sandbox's OOM kills (false: it
+	// could not be read); it makes a leader the OOM killer ended end with
+	// Status "oom_killed" (see oom.go). Nil: no process is ever reported
+	// oom_killed.
+	OOMKills func() (count uint64, ok bool)
 }
 
 // Rlimits are the resource limits every child starts with. When rayd holds

@@ -36,6 +36,10 @@ type Process struct {
 	reaped      bool
 	raw         rawExit
 	timedOut    bool
+	expired     bool // ended by the sandbox's timeout (Supervisor.Expire)
+	killSent    bool // rayd sent the group SIGKILL (not an OOM kill)
+	oomBase     uint64
+	oomKnown    bool        // oomBase is the OOM kill count before the fork
 	timer       *time.Timer // timeout, then kill grace
 	ended       bool
 	exit        ExitInfo
@@ -93,6 +97,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	if p.ended {
 		return ErrProcessEnded
 	}
+	p.noteSignalLocked(sig)
 	err := killGroup(p.pid, sig)
 	if errors.Is(err, errGroupGone) {
 		return ErrProcessEnded
@@ -106,6 +111,7 @@ func (p *Process) signalGroup(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.ended {
+		p.noteSignalLocked(sig)
 		_ = killGroup(p.pid, sig)
 	}
 }
@@ -416,9 +422,16 @@ func (p *Process) onTimeout() {
 
 // finish runs once, after the leader was reaped and both readers stopped.
 func (p *Process) finish() {
+	oom := p.diedOfOOM()
 	p.mu.Lock()
 	p.ended = true
 	p.exit = exitInfo(p.raw, p.timedOut)
+	if oom {
+		p.exit.Status = StatusOOMKilled
+	}
+	if p.expired {
+		p.exit = expiredExit(p.exit)
+	}
 	stdin := p.stdin
 	p.stdin, p.stdinClosed = nil, true
 	for sub := range p.subs {

@@ -175,6 +175,8 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		childEnds = append(childEnds, outW, errW)
 	}
 
+	oomBase, oomKnown := s.oomBaseline()
+
 	// The registry lock is held from before the fork until the pid is
 	// registered, and the reaper takes it before looking a pid up: a child
 	// that exits immediately cannot have its status discarded. It also
@@ -192,6 +194,7 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		return nil, nil, err
 	}
 	p := newProcess(s, pid, spec, time.Now(), outputs, inW, master)
+	p.oomBase, p.oomKnown = oomBase, oomKnown
 	if old := s.byPid[pid]; old != nil {
 		// The pid was reused while an older process still had it. A retained
 		// one is forgotten now; a live one (still draining its output) is
@@ -405,6 +408,7 @@ func (s *Supervisor) Shutdown(ctx context.Context, grace time.Duration) {
 		for _, p := range procs {
 			// This also reaches groups whose leader has ended but whose
 			// members linger (a pgid is not reused while it has members).
+			p.noteKill()
 			_ = killGroup(p.pid, syscall.SIGKILL)
 		}
 		if !waitGone(procs, nil, ctx.Done()) {

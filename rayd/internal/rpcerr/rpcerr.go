@@ -20,8 +20,10 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/deadline"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 )
 
@@ -85,6 +87,13 @@ type rule struct {
 var rules = []rule{
 	{context.Canceled, raydv1.ErrorReason_ERROR_REASON_CANCELED, "canceled"},
 	{context.DeadlineExceeded, raydv1.ErrorReason_ERROR_REASON_TIMEOUT, "deadline exceeded"},
+
+	// The lifecycle: the suspend gate and the sandbox's timeout.
+	{quiesce.ErrSuspending, raydv1.ErrorReason_ERROR_REASON_SUSPENDING, "rayd is suspending: retry once the sandbox has resumed"},
+	{deadline.ErrExpired, raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT, "the sandbox's timeout expired: only HealthService.Health and LifecycleService.SetTimeout answer"},
+	{deadline.ErrUnmanaged, raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED, "the sandbox's lifetime is not managed: its run payload has no lifecycle block"},
+	{deadline.ErrPastCap, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms reaches past the sandbox's cap"},
+	{deadline.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms must be positive and mode EXACT or AT_LEAST"},
 
 	// launch: request policy.
 	{launch.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid request"},

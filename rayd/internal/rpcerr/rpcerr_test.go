@@ -8,14 +8,18 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/deadline"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 )
 
@@ -46,6 +50,12 @@ func TestFrom(t *testing.T) {
 		{&launch.Error{Err: launch.ErrNotExecutable, Msg: "x"}, connect.CodePermissionDenied, raydv1.ErrorReason_ERROR_REASON_NOT_EXECUTABLE},
 		{New(raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED, "x"), connect.CodeOutOfRange, raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED},
 		{errors.New("boom"), connect.CodeInternal, raydv1.ErrorReason_ERROR_REASON_INTERNAL},
+		{quiesce.ErrSuspending, connect.CodeUnavailable, raydv1.ErrorReason_ERROR_REASON_SUSPENDING},
+		{deadline.ErrExpired, connect.CodeFailedPrecondition, raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT},
+		{deadline.ErrKilled, connect.CodeFailedPrecondition, raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT},
+		{deadline.ErrUnmanaged, connect.CodeFailedPrecondition, raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED},
+		{&deadline.CapError{}, connect.CodeInvalidArgument, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+		{deadline.ErrInvalid, connect.CodeInvalidArgument, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 	}
 	for _, c := range cases {
 		var ce *connect.Error
@@ -129,5 +139,17 @@ func TestHTTPStatusTable(t *testing.T) {
 		if got := HTTPStatus(c); got != s {
 			t.Errorf("HTTPStatus(%v) = %d, want %d", c, got, s)
 		}
+	}
+}
+
+// The cap error's message names the cap; the kill-mode expiry has its own.
+func TestLifecycleMessages(t *testing.T) {
+	t.Parallel()
+	capAt := time.UnixMilli(1_700_000_123_456)
+	if _, msg := Classify(&deadline.CapError{Cap: capAt}); msg != "timeout_ms reaches past the sandbox's cap: cap_unix_ms=1700000123456" {
+		t.Errorf("cap message %q", msg)
+	}
+	if _, msg := Classify(deadline.ErrKilled); !strings.Contains(msg, "kill") {
+		t.Errorf("killed message %q", msg)
 	}
 }

@@ -1,7 +1,8 @@
 // Package sandbox holds what rayd learns about its sandbox at boot: the
 // configuration installed once by the platform's /run hook (sandbox id,
-// access-token digest, envs, default user, workdir, metadata). It
-// implements hooks.Lifecycle and auth.Authorizer.
+// access-token digest, envs, default user, workdir, metadata, the lifecycle
+// block). It implements auth.Authorizer and the /run and /terminate half of
+// hooks.Lifecycle (the daemon adds suspend, resume and validate).
 //
 // Nothing unique exists before /run: a snapshot taken before it is
 // identical in every sandbox cloned from it.
@@ -41,6 +42,8 @@ type Boot struct {
 	Metadata   map[string]string
 	// CPUSeconds is the RLIMIT_CPU for user processes; 0 means none.
 	CPUSeconds int
+	// Lifecycle is the payload's timeout policy; nil: unmanaged.
+	Lifecycle *runpayload.Lifecycle
 }
 
 // Options configure a State.
@@ -100,6 +103,10 @@ func (s *State) Run(_ context.Context, microvmID, runHookPayload string) hooks.O
 	}
 	if p.Limits != nil {
 		b.CPUSeconds = p.Limits.CPUSeconds
+	}
+	if p.Lifecycle != nil {
+		l := *p.Lifecycle
+		b.Lifecycle = &l
 	}
 	s.boot.Store(b)
 	s.log.Info("sandbox configured", "envs", len(b.Envs), "metadata_keys", len(b.Metadata))

@@ -1,6 +1,6 @@
 // Package health implements HealthService. Health is the only anonymous
-// RPC; Metrics and MetricsHistory are not built yet and answer
-// Unimplemented.
+// RPC; Metrics and MetricsHistory answer from a metrics.Sampler (see
+// metrics.go).
 package health
 
 import (
@@ -13,7 +13,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
-	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
@@ -28,6 +28,8 @@ type Service struct {
 	memTotal  uint64
 	isolation raydv1.Isolation
 	limits    *raydv1.SandboxLimits
+	metrics   *metrics.Sampler
+	lifecycle LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
 }
 
 // isolations are the values of rayd's -isolation flag.
@@ -83,17 +85,14 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)
 	}
+	if l := s.lifecycle; l != nil {
+		st := l.HookStatus()
+		resp.HookPhase = string(st.Phase)
+		resp.SuspendGeneration = st.SuspendGeneration
+		resp.ResumeGeneration = st.ResumeGeneration
+		resp.ClockOffsetMs = st.ClockOffset.Milliseconds()
+		resp.KernelStateLost = st.KernelStateLost
+		resp.Lifecycle = l.Timeout()
+	}
 	return connect.NewResponse(resp), nil
-}
-
-const msgMetrics = "metrics (HealthService.Metrics, MetricsHistory) are not built yet in this rayd; see docs/features.md"
-
-// Metrics is not built yet.
-func (s *Service) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {
-	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, msgMetrics)
-}
-
-// MetricsHistory is not built yet.
-func (s *Service) MetricsHistory(context.Context, *connect.Request[raydv1.MetricsHistoryRequest]) (*connect.Response[raydv1.MetricsHistoryResponse], error) {
-	return nil, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, msgMetrics)
 }

@@ -29,9 +29,6 @@ func Services() []Service {
 		{"the code interpreter (CodeService)", func(o ...connect.HandlerOption) (string, http.Handler) {
 			return raydv1connect.NewCodeServiceHandler(raydv1connect.UnimplementedCodeServiceHandler{}, o...)
 		}},
-		{"server-side timeouts (LifecycleService)", func(o ...connect.HandlerOption) (string, http.Handler) {
-			return raydv1connect.NewLifecycleServiceHandler(raydv1connect.UnimplementedLifecycleServiceHandler{}, o...)
-		}},
 		{"network policy (NetworkService)", func(o ...connect.HandlerOption) (string, http.Handler) {
 			return raydv1connect.NewNetworkServiceHandler(raydv1connect.UnimplementedNetworkServiceHandler{}, o...)
 		}},
