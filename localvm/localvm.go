@@ -4,11 +4,12 @@
 // A [Server] serves, on one loopback port (127.0.0.1:7450 by default), the
 // same REST-JSON control-plane API as the lambda-microvms service
 // (RunMicrovm, GetMicrovm, ListMicrovms, TerminateMicrovm,
-// CreateMicrovmAuthToken; suspend and resume are not supported yet), and
-// the endpoint proxy of every microVM: a request whose Host is a microVM's
-// endpoint, "<uuid>.microvms.localhost", goes to that microVM when it
-// carries a valid auth token, the rest to the API. HTTP/1.1 and cleartext
-// HTTP/2 (h2c) are both spoken.
+// SuspendMicrovm, ResumeMicrovm, CreateMicrovmAuthToken; idle policies with
+// auto-resume), and the endpoint proxy of every microVM: a request whose
+// Host is a microVM's endpoint, "<uuid>.microvms.localhost", goes to that
+// microVM when it carries a valid auth token, the rest to the API.
+// HTTP/1.1 and cleartext HTTP/2 (h2c) are both spoken. Suspend freezes the
+// sandbox's cgroup, so it needs a root platform.
 //
 // Each microVM is the guest daemon rayd in fresh Linux namespaces (a user
 // namespace onto a host uid range of its own among them) and a cgroup,
@@ -109,6 +110,10 @@ type Options struct {
 	// cannot enforce (a sandbox without Internet access, limits), and
 	// every sandbox says so (Server.Isolation, rayd's Health).
 	AllowUnisolated bool
+
+	// idleUnit shortens the "second" of idle policies (tests only; see
+	// registry.Options.IdleUnit).
+	idleUnit time.Duration
 }
 
 // DefaultStateDir is the default state directory:
@@ -307,6 +312,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		MaxSandboxes: opts.MaxSandboxes,
 		RunWait:      runWait,
 		Dial:         d.dial,
+		IdleUnit:     opts.idleUnit,
 	})
 	if err != nil {
 		return nil, err

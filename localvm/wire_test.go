@@ -134,7 +134,7 @@ func TestWiring(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("DELETE: %d", res.StatusCode)
 	}
-	if got := waitState(t, base, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != registry.ReasonTerminated {
+	if got := waitState(t, base, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != registry.ReasonKilledByUser {
 		t.Fatalf("terminated: %+v", got)
 	}
 }

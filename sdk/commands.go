@@ -70,12 +70,37 @@ func commandOpts(opts []CommandOption) *commandConfig {
 	return cc
 }
 
+// CommandStatus is how a command ended (CommandResult.Status). The set is
+// closed; later versions may add statuses.
+type CommandStatus string
+
+// The statuses.
+const (
+	// StatusExited: it exited on its own (ExitCode is its exit status).
+	StatusExited CommandStatus = "exited"
+	// StatusSignaled: a signal ended it (ExitCode is 128+signal).
+	StatusSignaled CommandStatus = "signaled"
+	// StatusTimeout: its own timeout (WithTimeout) ended it.
+	StatusTimeout CommandStatus = "timeout"
+	// StatusOOMKilled: the kernel's OOM killer ended it (SIGKILL, ExitCode
+	// 137): the sandbox, or its memory limit, ran out of memory.
+	StatusOOMKilled CommandStatus = "oom_killed"
+	// StatusSandboxTimeout: the sandbox's deadline ended it (see
+	// ErrSandboxTimeout).
+	StatusSandboxTimeout CommandStatus = "sandbox_timeout"
+	// StatusOutputTruncated: this client fell too far behind the output
+	// and rayd dropped its stream; the command goes on (reconnect with
+	// Commands.Connect).
+	StatusOutputTruncated CommandStatus = "output_truncated"
+)
+
 // CommandResult is a finished command.
 type CommandResult struct {
 	Pid      int
 	ExitCode int
-	// Status is exited, signaled, timeout or output_truncated.
-	Status string
+	// Status is how it ended; anything but StatusExited with ExitCode 0
+	// comes with a *CommandExitError.
+	Status CommandStatus
 	// Error is rayd's error code for the end, e.g. deadline_exceeded.
 	Error  string
 	Stdout string
@@ -173,13 +198,15 @@ var processShape = streamShape[raydv1.ProcessEvent]{
 		}
 		return 0, false
 	},
-	end: (*raydv1.ProcessEvent).GetEnd,
+	end:       (*raydv1.ProcessEvent).GetEnd,
+	keepalive: func(m *raydv1.ProcessEvent) bool { return m.GetKeepalive() != nil },
 }
 
 // newHandle makes the handle of pid, whose streams live on ctx.
 func (c *Commands) newHandle(ctx context.Context, cancel context.CancelFunc, pid int, cc *commandConfig) *CommandHandle {
 	h := &CommandHandle{cmds: c, cfg: cc, pid: pid, cancel: cancel, done: make(chan struct{})}
 	h.fol = &follower[raydv1.ProcessEvent]{
+		sbx:   c.sbx,
 		shape: processShape,
 		op:    "follow",
 		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error) {
@@ -229,12 +256,12 @@ func (h *CommandHandle) finish(end *raydv1.EndEvent, err error) {
 		return
 	}
 	res := &CommandResult{
-		Pid: h.pid, ExitCode: int(end.GetExitCode()), Status: end.GetStatus(), Error: end.GetError(),
+		Pid: h.pid, ExitCode: int(end.GetExitCode()), Status: CommandStatus(end.GetStatus()), Error: end.GetError(),
 		Stdout: string(h.stdout.buf), Stderr: string(h.stderr.buf),
 		StdoutTruncated: h.stdout.truncated, StderrTruncated: h.stderr.truncated,
 	}
 	h.result = res
-	if res.ExitCode != 0 || res.Status != "exited" {
+	if res.ExitCode != 0 || res.Status != StatusExited {
 		h.err = &CommandExitError{Result: res}
 	}
 }

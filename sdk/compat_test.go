@@ -30,9 +30,14 @@ type fakeSandbox struct {
 	srv          *httptest.Server
 	agentVersion string
 	healthFails  atomic.Bool
-	runs         atomic.Int32
-	terminates   atomic.Int32
-	healths      atomic.Int32
+	// metrics and history answer Metrics and MetricsHistory; lifecycle is
+	// Health's lifecycle field.
+	metrics    func() (*raydv1.MetricsResponse, error)
+	history    func(*raydv1.MetricsHistoryRequest) (*raydv1.MetricsHistoryResponse, error)
+	lifecycle  *raydv1.LifecycleState
+	runs       atomic.Int32
+	terminates atomic.Int32
+	healths    atomic.Int32
 }
 
 const fakeID = "microvm-1"
@@ -85,7 +90,23 @@ func (h fakeHealth) Health(context.Context, *connect.Request[raydv1.HealthReques
 	if h.f.healthFails.Load() {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("down"))
 	}
-	return connect.NewResponse(&raydv1.HealthResponse{AgentReady: true, AgentVersion: h.f.agentVersion, SandboxId: fakeID}), nil
+	return connect.NewResponse(&raydv1.HealthResponse{AgentReady: true, AgentVersion: h.f.agentVersion, SandboxId: fakeID, Lifecycle: h.f.lifecycle}), nil
+}
+
+func (h fakeHealth) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {
+	m, err := h.f.metrics()
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(m), nil
+}
+
+func (h fakeHealth) MetricsHistory(_ context.Context, r *connect.Request[raydv1.MetricsHistoryRequest]) (*connect.Response[raydv1.MetricsHistoryResponse], error) {
+	m, err := h.f.history(r.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(m), nil
 }
 
 // logBuffer collects a logger's text output.

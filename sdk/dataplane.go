@@ -135,6 +135,7 @@ type dataPlane struct {
 	process raydv1connect.ProcessServiceClient
 	pty     raydv1connect.PtyServiceClient
 	fs      raydv1connect.FilesystemServiceClient
+	life    raydv1connect.LifecycleServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox.
@@ -192,6 +193,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		process: raydv1connect.NewProcessServiceClient(hc, baseURL, copts...),
 		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL, copts...),
 		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL, copts...),
+		life:    raydv1connect.NewLifecycleServiceClient(hc, baseURL, copts...),
 	}
 }
 

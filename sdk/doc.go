@@ -21,9 +21,70 @@
 // sha256 travels in the creation payload. A *Sandbox is safe for concurrent
 // use. The SDK never logs tokens, headers, envs, payloads, file contents or
 // commands. Errors are typed: use errors.As with *APIError (control plane),
-// *CommandExitError (a command's non-zero exit), *RPCError (sandbox RPCs)
-// and *IncompatibleAgentError (a sandbox daemon this SDK cannot drive), or
-// errors.Is with the Err* sentinels.
+// *CommandExitError (a command's non-zero exit), *RPCError (sandbox RPCs),
+// *SandboxEndedError (the sandbox ended, and why), *CapExceededError
+// (SetTimeout past the cap) and *IncompatibleAgentError (a sandbox daemon
+// this SDK cannot drive), or errors.Is with the Err* sentinels.
+//
+// # Pausing and resuming
+//
+// Pause suspends a sandbox (Sandbox.Pause, or Pause by id with no token)
+// and returns once the platform reports it SUSPENDED; Resume resumes it and
+// returns once its daemon answers again. Both are idempotent. A paused
+// sandbox keeps its memory, processes, terminals and files and costs no
+// compute; its streams are cut, and its paused time counts towards its
+// maximum lifetime. WithIdlePolicy lets the platform pause a sandbox
+// nobody talks to and, with auto-resume, resume it on the next request.
+//
+// # Deadlines
+//
+// By default a sandbox lives until the platform's maximum duration
+// (WithTimeout, default 5 minutes) and nothing can move that. With
+// WithOnTimeout (or WithMaxLifetime) it gets a deadline instead, enforced
+// by its daemon: at WithTimeout from its start it is killed (TimeoutKill)
+// or kept for a pause (TimeoutPause). SetTimeout moves the deadline
+// (AtLeast: only later), up to the maximum lifetime (WithMaxLifetime:
+// default the timeout plus a minute when killing, 8 hours when pausing);
+// Info.Lifecycle reports it. Past its deadline a sandbox answers only
+// Health and SetTimeout (ErrSandboxTimeout), and its commands end with
+// StatusSandboxTimeout.
+//
+//	sbx, err := rayito.Create(ctx, rayito.WithTimeout(10*time.Minute),
+//		rayito.WithOnTimeout(rayito.TimeoutKill), rayito.WithMaxLifetime(time.Hour))
+//	...
+//	l, err := sbx.SetTimeout(ctx, 30*time.Minute, rayito.AtLeast())
+//
+// # End reasons
+//
+// An ended sandbox says why: Info.EndReason and SandboxEndedError.Reason
+// are one of a closed set (EndKilledByUser, EndTimeout, EndMaxDuration,
+// EndOutOfMemory, EndInitExited, EndPlatformShutdown, EndPlatformError,
+// EndIdle, else EndUnknown), read from the platform's state reason, with
+// a detail ("exit status 3"). A command the kernel's OOM killer ended has
+// Status StatusOOMKilled.
+//
+// # Reconnecting
+//
+// Command, terminal and watch handles survive pauses and dropped
+// connections. When a stream is cut before its end the handle first asks
+// the control plane, which never wakes a paused sandbox:
+//
+//   - while the sandbox is SUSPENDING or SUSPENDED it waits, asking the
+//     control plane again every 1 s up to every 5 s, and sends nothing to
+//     the sandbox itself, for as long as the pause lasts (until the
+//     handle's context ends): a handle never wakes a paused sandbox nor
+//     keeps it from going idle;
+//   - when it RUNS, it asks the sandbox's Health, backing off from 0.5 s
+//     to 4 s, for up to WithReconnectTimeout (60 s) of running time, then
+//     reattaches from the last output it delivered: commands and terminals
+//     lose and repeat no byte;
+//   - when it has ended, the handle returns a *SandboxEndedError.
+//
+// A watch cannot replay what changed while it was away: once armed again
+// it delivers a FileEvent with Resynced set. Calls made while a sandbox is
+// paused (Commands.Run, Files.Read, SetTimeout, Metrics, ...) do reach its
+// endpoint: the platform resumes the sandbox for them when auto-resume is
+// on, and refuses them otherwise.
 //
 // # Versions
 //

@@ -65,6 +65,16 @@ var (
 	// ErrIncompatibleAgent: the sandbox's daemon (rayd) is a version this
 	// SDK cannot drive (see *IncompatibleAgentError).
 	ErrIncompatibleAgent = errors.New("rayito: incompatible sandbox agent")
+	// ErrSandboxTimeout: the sandbox's deadline (WithOnTimeout,
+	// SetTimeout) passed. rayd then answers only Health and SetTimeout,
+	// and a command it ended has Status StatusSandboxTimeout; a sandbox
+	// ended for it (a *SandboxEndedError with Reason EndTimeout) matches
+	// too.
+	ErrSandboxTimeout = errors.New("rayito: sandbox timeout")
+	// ErrLifecycleUnmanaged: the sandbox has no deadline to change: it was
+	// created without WithOnTimeout or WithMaxLifetime, so only the
+	// platform's maximum duration (WithTimeout) ends it.
+	ErrLifecycleUnmanaged = errors.New("rayito: sandbox lifecycle not managed")
 )
 
 // Reason is the machine-readable cause of an error, as ReasonOf returns
@@ -177,6 +187,8 @@ var sentinelOf = map[Reason]error{
 	ReasonQuotaExceeded:       ErrResourceExhausted,
 	ReasonRateLimited:         ErrResourceExhausted,
 	ReasonCapacity:            ErrResourceExhausted,
+	ReasonSandboxTimeout:      ErrSandboxTimeout,
+	ReasonLifecycleUnmanaged:  ErrLifecycleUnmanaged,
 }
 
 // ReasonOf returns the machine-readable cause of err: the reason rayd
@@ -201,7 +213,8 @@ func ReasonOf(err error) Reason {
 	}
 	for _, r := range []Reason{ReasonSandboxEnded, ReasonNotReady, ReasonPlatformUnavailable, ReasonIncompatibleAgent,
 		ReasonNotFound, ReasonPermissionDenied, ReasonDiskFull, ReasonTimeout, ReasonAlreadyExists, ReasonInvalidArgument,
-		ReasonUnauthenticated, ReasonResourceExhausted, ReasonExecutableNotFound, ReasonNotExecutable} {
+		ReasonUnauthenticated, ReasonResourceExhausted, ReasonExecutableNotFound, ReasonNotExecutable,
+		ReasonSandboxTimeout, ReasonLifecycleUnmanaged} {
 		if errors.Is(err, sentinelOf[r]) {
 			return r
 		}
@@ -303,29 +316,62 @@ func (e *IncompatibleAgentError) Is(target error) bool { return target == ErrInc
 func (e *IncompatibleAgentError) Unwrap() error { return e.Err }
 
 // SandboxEndedError says the sandbox is terminating or terminated.
-// errors.Is(err, ErrSandboxEnded) matches it. EndedAt is zero when the
-// platform did not say; Reason is the platform's state reason (cut to 240
-// bytes), "" when none.
+// errors.Is(err, ErrSandboxEnded) matches it, and so does
+// errors.Is(err, ErrSandboxTimeout) when its deadline ended it. EndedAt is
+// zero when the platform did not say. Reason is why it ended (EndUnknown
+// when the platform's words are not known, see Info.EndReason) and Detail
+// what the platform added ("exit status 3"; for EndUnknown its own text),
+// cut to 240 bytes.
+//
+// Create and Connect return it for a sandbox that ended, and so do the
+// handles of commands, terminals and watches whose stream the end cut.
 type SandboxEndedError struct {
 	ID      string
 	EndedAt time.Time
-	Reason  string
+	Reason  EndReason
+	Detail  string
 }
 
+// Error reads "sandbox X ended at T (reason: detail)".
 func (e *SandboxEndedError) Error() string {
 	var b strings.Builder
 	b.WriteString("sandbox " + e.ID + " ended")
 	if !e.EndedAt.IsZero() {
 		b.WriteString(" at " + e.EndedAt.UTC().Format(time.RFC3339))
 	}
-	if e.Reason != "" {
-		b.WriteString(" (" + e.Reason + ")")
+	if why := describeEnd(e.Reason, e.Detail); why != "" {
+		b.WriteString(" (" + why + ")")
 	}
 	return b.String()
 }
 
-// Is lets errors.Is(err, ErrSandboxEnded) match.
-func (e *SandboxEndedError) Is(target error) bool { return target == ErrSandboxEnded }
+// Is lets errors.Is(err, ErrSandboxEnded) match, and ErrSandboxTimeout
+// when Reason is EndTimeout.
+func (e *SandboxEndedError) Is(target error) bool {
+	return target == ErrSandboxEnded || target == ErrSandboxTimeout && e.Reason == EndTimeout
+}
+
+// CapExceededError is SetTimeout's refusal of a deadline past the
+// sandbox's cap (WithMaxLifetime): Cap is that cap, zero when rayd did not
+// say. errors.Is(err, ErrInvalidArgument) matches it; the *RPCError of
+// rayd's answer is its cause.
+type CapExceededError struct {
+	Cap time.Time
+	Err error
+}
+
+func (e *CapExceededError) Error() string {
+	if e.Cap.IsZero() {
+		return "rayito: set timeout: the deadline would pass the sandbox's lifetime cap"
+	}
+	return "rayito: set timeout: the deadline would pass the sandbox's lifetime cap (" + e.Cap.UTC().Format(time.RFC3339) + ")"
+}
+
+// Is lets errors.Is(err, ErrInvalidArgument) match.
+func (e *CapExceededError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// Unwrap returns rayd's answer.
+func (e *CapExceededError) Unwrap() error { return e.Err }
 
 // RPCError is an error from the sandbox's daemon (rayd). Code is the RPC
 // status code, Reason the machine-readable cause rayd sent (or, from an
@@ -439,15 +485,30 @@ func controlPlaneErr(cfg *config, id string, err error) error {
 }
 
 // CommandExitError is returned by Commands.Run and CommandHandle.Wait when
-// the command ended with a non-zero exit code (or by a signal); the full
-// result is attached.
+// the command ended with a non-zero exit code, by a signal, or by a
+// deadline; the full result is attached. errors.Is(err, ErrSandboxTimeout)
+// matches it when the sandbox's deadline ended the command
+// (StatusSandboxTimeout).
 type CommandExitError struct {
 	Result *CommandResult
 }
 
 func (e *CommandExitError) Error() string {
-	if e.Result.Status != "" && e.Result.Status != "exited" {
-		return fmt.Sprintf("rayito: command ended (%s) with exit code %d", e.Result.Status, e.Result.ExitCode)
+	switch e.Result.Status {
+	case "", StatusExited:
+		return fmt.Sprintf("rayito: command exited with code %d", e.Result.ExitCode)
+	case StatusOOMKilled:
+		return fmt.Sprintf("rayito: command killed by the OOM killer (exit code %d)", e.Result.ExitCode)
+	case StatusSandboxTimeout:
+		return "rayito: command ended by the sandbox's timeout"
+	case StatusTimeout:
+		return fmt.Sprintf("rayito: command timed out (exit code %d)", e.Result.ExitCode)
 	}
-	return fmt.Sprintf("rayito: command exited with code %d", e.Result.ExitCode)
+	return fmt.Sprintf("rayito: command ended (%s) with exit code %d", e.Result.Status, e.Result.ExitCode)
+}
+
+// Is lets errors.Is(err, ErrSandboxTimeout) match a command the sandbox's
+// deadline ended.
+func (e *CommandExitError) Is(target error) bool {
+	return target == ErrSandboxTimeout && e.Result.Status == StatusSandboxTimeout
 }

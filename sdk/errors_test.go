@@ -28,17 +28,49 @@ type platform struct {
 	srv     *httptest.Server
 	health  *fakeSandbox
 	proc    *fakeProcess
+	pty     *fakePty
+	fs      *fakeFS
+	life    *fakeLifecycle
 	files   http.HandlerFunc
 	endedAt time.Time
 	killed  atomic.Int32
+
+	// vm is fakeID's state as GetMicrovm reports it (RUNNING by
+	// default); onGet, when set, runs on each GetMicrovm and may change
+	// it. suspend and resume answer those calls (default: 200 and a state
+	// change to SUSPENDED or RUNNING).
+	vmMu     sync.Mutex
+	vm       microvmsapi.Microvm
+	onGet    func(vm *microvmsapi.Microvm)
+	gets     atomic.Int32
+	suspends atomic.Int32
+	resumes  atomic.Int32
+	suspend  func(vm *microvmsapi.Microvm) error
+	resume   func(vm *microvmsapi.Microvm) error
+	// runs are the RunMicrovm bodies received.
+	runs []microvmsapi.RunMicrovmInput
+}
+
+// setVM changes fakeID's state.
+func (p *platform) setVM(f func(vm *microvmsapi.Microvm)) {
+	p.vmMu.Lock()
+	defer p.vmMu.Unlock()
+	f(&p.vm)
+}
+
+func (p *platform) state() microvmsapi.State {
+	p.vmMu.Lock()
+	defer p.vmMu.Unlock()
+	return p.vm.State
 }
 
 const endedID = "microvm-ended"
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
-	p := &platform{health: &fakeSandbox{agentVersion: Version}, proc: &fakeProcess{}}
+	p := &platform{health: &fakeSandbox{agentVersion: Version}, proc: &fakeProcess{}, pty: &fakePty{}, fs: &fakeFS{}, life: &fakeLifecycle{}}
 	p.endedAt = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p.vm = microvmsapi.Microvm{MicrovmID: fakeID, State: microvmsapi.StateRunning, Endpoint: "x.microvms.localhost"}
 	writeVM := func(w http.ResponseWriter, vm *microvmsapi.Microvm) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(vm)
@@ -51,12 +83,31 @@ func newPlatform(t *testing.T) *platform {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+microvmsapi.PathMicrovms, func(w http.ResponseWriter, r *http.Request) {
+		var in microvmsapi.RunMicrovmInput
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		p.vmMu.Lock()
+		p.runs = append(p.runs, in)
+		p.vmMu.Unlock()
 		writeVM(w, &microvmsapi.Microvm{MicrovmID: fakeID, State: microvmsapi.StateRunning, Endpoint: "x.microvms.localhost"})
+	})
+	mux.HandleFunc("GET "+microvmsapi.PathMicrovms, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&microvmsapi.ListMicrovmsOutput{Items: []microvmsapi.MicrovmSummary{
+			{MicrovmID: fakeID, State: p.state()},
+			{MicrovmID: endedID, State: microvmsapi.StateTerminated},
+		}})
 	})
 	mux.HandleFunc("GET "+microvmsapi.PathMicrovms+"/{id}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("id") {
 		case fakeID:
-			writeVM(w, &microvmsapi.Microvm{MicrovmID: fakeID, State: microvmsapi.StateRunning, Endpoint: "x.microvms.localhost"})
+			p.gets.Add(1)
+			p.vmMu.Lock()
+			if p.onGet != nil {
+				p.onGet(&p.vm)
+			}
+			vm := p.vm
+			p.vmMu.Unlock()
+			writeVM(w, &vm)
 		case endedID:
 			writeVM(w, &microvmsapi.Microvm{MicrovmID: endedID, State: microvmsapi.StateTerminated, StateReason: "timeout reached", TerminatedAt: &p.endedAt})
 		default:
@@ -74,8 +125,32 @@ func newPlatform(t *testing.T) *platform {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&microvmsapi.CreateMicrovmAuthTokenOutput{AuthToken: map[string]string{microvmsapi.AuthTokenResponseKey: "jwe"}})
 	})
+	transition := func(count *atomic.Int32, hook *func(*microvmsapi.Microvm) error, to microvmsapi.State) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			count.Add(1)
+			p.vmMu.Lock()
+			var err error
+			if *hook != nil {
+				err = (*hook)(&p.vm)
+			} else {
+				p.vm.State = to
+			}
+			p.vmMu.Unlock()
+			if err != nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-Amzn-ErrorType", err.Error())
+				w.WriteHeader(microvmsapi.StatusOf(err.Error()))
+				_, _ = w.Write([]byte(`{"__type":"` + err.Error() + `","message":"no"}`))
+			}
+		}
+	}
+	mux.HandleFunc("POST "+microvmsapi.SuspendPath(fakeID), transition(&p.suspends, &p.suspend, microvmsapi.StateSuspended))
+	mux.HandleFunc("POST "+microvmsapi.ResumePath(fakeID), transition(&p.resumes, &p.resume, microvmsapi.StateRunning))
 	mux.Handle(raydv1connect.NewHealthServiceHandler(fakeHealth{f: p.health}))
 	mux.Handle(raydv1connect.NewProcessServiceHandler(p.proc))
+	mux.Handle(raydv1connect.NewPtyServiceHandler(p.pty))
+	mux.Handle(raydv1connect.NewFilesystemServiceHandler(p.fs))
+	mux.Handle(raydv1connect.NewLifecycleServiceHandler(p.life))
 	mux.HandleFunc("/files", func(w http.ResponseWriter, r *http.Request) {
 		if p.files != nil {
 			p.files(w, r)
@@ -89,7 +164,68 @@ func newPlatform(t *testing.T) *platform {
 }
 
 func (p *platform) opts(t *testing.T, more ...Option) []Option {
-	return append([]Option{WithBackend(BackendLocal), WithEndpoint(p.srv.URL), WithTokenStoreDir(filepath.Join(t.TempDir(), "tokens"))}, more...)
+	return append([]Option{WithBackend(BackendLocal), WithEndpoint(p.srv.URL), WithTokenStoreDir(filepath.Join(t.TempDir(), "tokens")),
+		withTimings(fastTimings)}, more...)
+}
+
+// fastTimings are the SDK's waits shrunk for tests.
+var fastTimings = timings{
+	statePoll: time.Millisecond, statePollMax: 5 * time.Millisecond,
+	healthPoll: time.Millisecond, healthPollMax: 4 * time.Millisecond,
+	reconnect: 300 * time.Millisecond, suspendGrace: 200 * time.Millisecond,
+	transition: time.Millisecond, transitionMax: 2 * time.Millisecond,
+}
+
+// fakePty scripts PtyService: create answers Create, connect each
+// Connect (reattach) call.
+type fakePty struct {
+	raydv1connect.UnimplementedPtyServiceHandler
+	mu       sync.Mutex
+	create   func(*connect.ServerStream[raydv1.PtyServerMessage]) error
+	connect  func(from uint64, s *connect.ServerStream[raydv1.PtyServerMessage]) error
+	connects []uint64
+}
+
+func (f *fakePty) Create(_ context.Context, _ *connect.Request[raydv1.PtyStart], s *connect.ServerStream[raydv1.PtyServerMessage]) error {
+	return f.create(s)
+}
+
+func (f *fakePty) Connect(_ context.Context, r *connect.Request[raydv1.ConnectRequest], s *connect.ServerStream[raydv1.PtyServerMessage]) error {
+	f.mu.Lock()
+	f.connects = append(f.connects, r.Msg.GetFromSeq())
+	f.mu.Unlock()
+	return f.connect(r.Msg.GetFromSeq(), s)
+}
+
+// fakeFS scripts FilesystemService.WatchDir: watch answers the n-th call
+// (from 1).
+type fakeFS struct {
+	raydv1connect.UnimplementedFilesystemServiceHandler
+	calls atomic.Int32
+	watch func(ctx context.Context, n int, s *connect.ServerStream[raydv1.WatchDirResponse]) error
+}
+
+func (f *fakeFS) WatchDir(ctx context.Context, _ *connect.Request[raydv1.WatchDirRequest], s *connect.ServerStream[raydv1.WatchDirResponse]) error {
+	return f.watch(ctx, int(f.calls.Add(1)), s)
+}
+
+// fakeLifecycle scripts LifecycleService.SetTimeout.
+type fakeLifecycle struct {
+	raydv1connect.UnimplementedLifecycleServiceHandler
+	mu   sync.Mutex
+	last *raydv1.SetTimeoutRequest
+	set  func(*raydv1.SetTimeoutRequest) (*raydv1.LifecycleState, error)
+}
+
+func (f *fakeLifecycle) SetTimeout(_ context.Context, r *connect.Request[raydv1.SetTimeoutRequest]) (*connect.Response[raydv1.SetTimeoutResponse], error) {
+	f.mu.Lock()
+	f.last = r.Msg
+	f.mu.Unlock()
+	st, err := f.set(r.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&raydv1.SetTimeoutResponse{State: st}), nil
 }
 
 // fakeProcess scripts ProcessService: start answers the Start stream,
@@ -210,7 +346,7 @@ func TestSandboxErrors(t *testing.T) {
 	}
 	_, err = Connect(t.Context(), endedID, p.opts(t, tok)...)
 	var ee *SandboxEndedError
-	if !errors.Is(err, ErrSandboxEnded) || !errors.As(err, &ee) || ee.ID != endedID || !ee.EndedAt.Equal(p.endedAt) || ee.Reason != "timeout reached" {
+	if !errors.Is(err, ErrSandboxEnded) || !errors.As(err, &ee) || ee.ID != endedID || !ee.EndedAt.Equal(p.endedAt) || ee.Reason != EndUnknown || ee.Detail != "timeout reached" {
 		t.Fatalf("ended: %v", err)
 	}
 	if want := "sandbox microvm-ended ended at 2026-01-02T03:04:05Z (timeout reached)"; err.Error() != want || ReasonOf(err) != ReasonSandboxEnded {

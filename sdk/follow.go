@@ -2,9 +2,9 @@ package rayito
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -21,21 +21,20 @@ type streamShape[M any] struct {
 	seq func(*M) (uint64, bool)
 	// end returns the end of the stream, or nil.
 	end func(*M) *raydv1.EndEvent
+	// keepalive reports whether the message is a keepalive.
+	keepalive func(*M) bool
 }
 
-// Reattach policy: up to maxReattach new streams per follower, the n-th
-// after n×reattachDelay.
-const (
-	maxReattach   = 5
-	reattachDelay = 200 * time.Millisecond
-)
-
-// follower follows one resumable output stream of rayd to its end. When
-// the connection drops before the end (a proxy reset, a suspend and
-// resume) it reattaches from the last seq it delivered plus one, drops
-// what rayd replays twice, and delivers every output message once and in
-// order. It is shared by Commands and Pty.
+// follower follows one resumable output stream of rayd to its end. It is
+// shared by Commands and Pty. When the stream is cut before the end (a
+// pause, a proxy reset, a dropped connection) it waits for the sandbox as
+// awaitReachable says (the control plane first: a paused sandbox is only
+// waited for, never woken), then reattaches from the last seq it
+// delivered plus one and drops what rayd replays twice, so every output
+// message is delivered once and in order. A sandbox that ended under it
+// is a *SandboxEndedError.
 type follower[M any] struct {
+	sbx   *Sandbox
 	shape streamShape[M]
 	// attach opens a new stream from fromSeq (ctx is the follower's).
 	attach func(ctx context.Context, fromSeq uint64) (*connect.ServerStreamForClient[M], error)
@@ -49,34 +48,56 @@ type follower[M any] struct {
 }
 
 // run reads stream, and the streams it reattaches, until the end, which it
-// returns; or until it gives up, returning an *RPCError (or ctx's error).
-// It closes every stream it reads.
+// returns; or until it gives up: a *SandboxEndedError when the sandbox
+// ended, an *RPCError when rayd refused the stream or did not answer
+// within the reconnect budget, or ctx's error. It closes every stream it
+// reads.
 func (f *follower[M]) run(ctx context.Context, stream *connect.ServerStreamForClient[M]) (*raydv1.EndEvent, error) {
-	for attempt := 1; ; attempt++ {
-		end, err := f.consume(stream)
+	r := newReconnect(&f.sbx.cfg.timings)
+	for {
+		end, progressed, err := f.consume(stream)
 		stream.Close()
-		if end != nil {
+		if end != nil && end.GetStatus() != "suspending" {
 			return end, nil
+		}
+		if end != nil {
+			err = errSuspendingStream
+		}
+		if progressed {
+			r.progress()
 		}
 		for {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			if attempt > maxReattach || !resumable(err) {
-				return nil, rpcErr(f.op, err)
+			if !resumable(err) {
+				return nil, f.fail(ctx, err)
 			}
-			select {
-			case <-time.After(time.Duration(attempt) * reattachDelay):
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			r.cut(err)
+			if werr := f.sbx.awaitReachable(ctx, &r); werr != nil {
+				if errors.Is(werr, errReconnectBudget) {
+					return nil, f.fail(ctx, r.last)
+				}
+				return nil, werr
 			}
 			stream, err = f.attach(ctx, f.last()+1)
 			if err == nil {
 				break
 			}
-			attempt++
 		}
 	}
+}
+
+// fail is the follower's last word on err: the sandbox's end when the
+// control plane says it ended (asked once), else err as an *RPCError.
+func (f *follower[M]) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if end := f.sbx.endOf(ctx); end != nil {
+		return end
+	}
+	return rpcErr(f.op, err)
 }
 
 func (f *follower[M]) last() uint64 {
@@ -86,7 +107,8 @@ func (f *follower[M]) last() uint64 {
 }
 
 // consume reads one stream until its end (returned) or an error.
-func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (*raydv1.EndEvent, error) {
+// progressed says it delivered new output or a keepalive.
+func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (end *raydv1.EndEvent, progressed bool, err error) {
 	for stream.Receive() {
 		m := stream.Msg()
 		if seq, ok := f.shape.seq(m); ok {
@@ -96,21 +118,27 @@ func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (*raydv1
 				f.lastSeq = seq
 			}
 			f.mu.Unlock()
-			if !dup && f.onData != nil {
-				f.onData(m)
+			if !dup {
+				progressed = true
+				if f.onData != nil {
+					f.onData(m)
+				}
 			}
 			continue
 		}
 		if end := f.shape.end(m); end != nil {
 			drainStream(stream)
-			return end, nil
+			return end, progressed, nil
+		}
+		if f.shape.keepalive(m) {
+			progressed = true
 		}
 	}
-	err := stream.Err()
+	err = stream.Err()
 	if err == nil {
 		err = io.ErrUnexpectedEOF
 	}
-	return nil, err
+	return nil, progressed, err
 }
 
 // resumable reports whether a new stream may get further: a dropped or

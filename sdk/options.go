@@ -32,12 +32,17 @@ const (
 	DefaultReadyTimeout  = 90 * time.Second
 	// MaxOutputBytes caps the output a command result stores per stream.
 	MaxOutputBytes = 64 << 20
+	// DefaultReconnectTimeout is how long a command, terminal or watch
+	// handle waits for a running sandbox that stopped answering
+	// (WithReconnectTimeout).
+	DefaultReconnectTimeout = 60 * time.Second
 )
 
 // Options follow one scheme. Each call takes the option interface of its
 // kind: Option for the sandbox-level functions (Create, Connect, List,
-// Kill), CommandOption for Commands, PtyOption for Pty, FileOption for
-// Files and WatchOption for Files.Watch. An option that means the same
+// GetInfo, Kill, Pause, Resume), CommandOption for Commands, PtyOption for
+// Pty, FileOption for Files, WatchOption for Files.Watch and
+// SetTimeoutOption for Sandbox.SetTimeout. An option that means the same
 // thing in several places has one name and satisfies each of those
 // interfaces: WithUser (the account: the sandbox's default, or this
 // command's, terminal's, file operation's or watch's), WithEnvs, WithCwd
@@ -46,9 +51,9 @@ const (
 // file's attributes). Passing an option where it does not apply does not
 // compile.
 
-// Option configures Create, Connect, List and Kill. Options only one of
-// them reads (WithAccessToken for Connect, WithStates for List) are
-// ignored by the others.
+// Option configures Create, Connect, List, Kill, Pause and Resume.
+// Options only one of them reads (WithAccessToken for Connect, WithStates
+// for List, WithOnTimeout for Create) are ignored by the others.
 type Option interface{ applySandbox(*config) }
 
 // CommandOption configures one command (Commands.Run, Exec, Start,
@@ -104,6 +109,17 @@ type config struct {
 	compat        compat.Table
 	getenv        func(string) string
 
+	// The lifecycle block (WithOnTimeout, WithAutoResume,
+	// WithMaxLifetime) and the platform's idle policy (WithIdlePolicy).
+	onTimeout   TimeoutAction
+	autoResume  bool
+	maxLifetime time.Duration
+	idle        *idlePolicy
+
+	timings          timings
+	testTimings      *timings      // withTimings
+	reconnectTimeout time.Duration // WithReconnectTimeout; 0 = the default
+
 	accessToken string // Connect: overrides the token store
 	tokenDir    string // "" = the default store
 	noTokens    bool   // Create stores no token, Connect reads none
@@ -111,6 +127,7 @@ type config struct {
 	// List filters.
 	states         map[string]bool
 	metadataFilter map[string]string
+	endReasons     bool
 }
 
 func newConfig(opts []Option) *config {
@@ -140,6 +157,13 @@ func newConfig(opts []Option) *config {
 	}
 	if c.template == "" {
 		c.template = c.getenv("RAYITO_TEMPLATE")
+	}
+	c.timings = defaultTimings(c.backend)
+	if c.testTimings != nil {
+		c.timings = *c.testTimings
+	}
+	if c.reconnectTimeout > 0 {
+		c.timings.reconnect = c.reconnectTimeout
 	}
 	return c
 }
@@ -232,6 +256,23 @@ func WithMetadataFilter(md map[string]string) Option {
 	return sandboxOption(func(c *config) { c.metadataFilter = maps.Clone(md) })
 }
 
+// WithReconnectTimeout bounds how long a command, terminal or watch
+// handle waits for a running sandbox that stopped answering before it
+// gives up (default DefaultReconnectTimeout, 60 s). Time the sandbox spends
+// paused does not count: a handle waits for a paused sandbox as long as it
+// stays paused (see the package documentation, "Reconnecting").
+func WithReconnectTimeout(d time.Duration) Option {
+	return sandboxOption(func(c *config) { c.reconnectTimeout = d })
+}
+
+// withTimings replaces the SDK's waits, for tests.
+func withTimings(t timings) Option { return sandboxOption(func(c *config) { c.testTimings = &t }) }
+
+// WithEndReasons makes List read the end reason of every ended sandbox it
+// returns (Info.EndReason, EndDetail, EndedAt): one control-plane call
+// each, as the platform's listing does not carry them.
+func WithEndReasons() Option { return sandboxOption(func(c *config) { c.endReasons = true }) }
+
 // withCompatTable replaces proto/compat's default table, for tests.
 func withCompatTable(t compat.Table) Option { return sandboxOption(func(c *config) { c.compat = t }) }
 
@@ -290,8 +331,11 @@ func (o timeoutOption) applyCommand(c *commandConfig) { c.timeout = time.Duratio
 func (o timeoutOption) applyPty(c *ptyConfig)         { c.timeout = time.Duration(o) }
 
 // WithTimeout bounds a lifetime. For Create, the sandbox's (1 s to 8 h;
-// default 5 minutes): the platform terminates it then. For a command or a
-// terminal, its own: it is ended (SIGTERM, SIGKILL 5 s later) after d.
+// default 5 minutes): the platform terminates it then; with WithOnTimeout
+// (or WithMaxLifetime, WithAutoResume) it is instead the sandbox's
+// deadline, which rayd enforces and SetTimeout moves (see WithOnTimeout).
+// For a command or a terminal, its own: it is ended (SIGTERM, SIGKILL 5 s
+// later) after d.
 func WithTimeout(d time.Duration) ProcessOption { return timeoutOption(d) }
 
 // metadataOption is WithMetadata.

@@ -104,7 +104,8 @@ var ptyShape = streamShape[raydv1.PtyServerMessage]{
 		}
 		return 0, false
 	},
-	end: (*raydv1.PtyServerMessage).GetExited,
+	end:       (*raydv1.PtyServerMessage).GetExited,
+	keepalive: func(m *raydv1.PtyServerMessage) bool { return m.GetKeepalive() != nil },
 }
 
 func (p *Pty) attach(ctx context.Context, cancel context.CancelFunc, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage], onData func([]byte)) (*PtyHandle, error) {
@@ -122,6 +123,7 @@ func (p *Pty) attach(ctx context.Context, cancel context.CancelFunc, stream *con
 	pid := int(st.GetPid())
 	h := &PtyHandle{pty: p, pid: pid, cancel: cancel, done: make(chan struct{})}
 	h.fol = &follower[raydv1.PtyServerMessage]{
+		sbx:   p.sbx,
 		shape: ptyShape,
 		op:    "pty",
 		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.PtyServerMessage], error) {

@@ -96,8 +96,9 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 // WithKeepOnFailure.
 func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	cfg := newConfig(opts)
-	if cfg.timeout < time.Second || cfg.timeout > microvmsapi.MaxDurationSeconds*time.Second {
-		return nil, newError(ReasonInvalidArgument, "the sandbox timeout must be between 1s and 8h")
+	plan, err := planRun(cfg)
+	if err != nil {
+		return nil, err
 	}
 	template := cfg.template
 	if template == "" {
@@ -114,6 +115,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	payload, err := runpayload.Encode(&runpayload.Payload{
 		V: 1, TokenSHA256: digest,
 		Envs: cfg.envs, Metadata: cfg.metadata, User: cfg.user, Workdir: cfg.workdir,
+		Lifecycle: plan.lifecycle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -125,7 +127,8 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	in := &microvmsapi.RunMicrovmInput{
 		ImageIdentifier:          template,
 		RunHookPayload:           payload,
-		MaximumDurationInSeconds: int(cfg.timeout / time.Second),
+		MaximumDurationInSeconds: plan.maxDuration,
+		IdlePolicy:               plan.idle,
 	}
 	if cfg.backend == BackendAWS {
 		in.Logging = &microvmsapi.Logging{Disabled: &struct{}{}}
@@ -272,7 +275,9 @@ func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
 // once and checks the daemon's version like Create: an incompatible
 // daemon is an *IncompatibleAgentError (the sandbox is left running), a
 // newer compatible one a warning. A daemon whose Health fails or does not
-// answer within 5 s is not checked, and that is not an error.
+// answer within 5 s is not checked, and that is not an error. A paused
+// (or pausing) sandbox is not asked, so that Connect never wakes it;
+// Resume checks it.
 //
 // An unknown id is "sandbox X not found" (errors.Is ErrNotFound); an
 // ended sandbox a *SandboxEndedError.
@@ -312,6 +317,9 @@ func Connect(ctx context.Context, id string, opts ...Option) (*Sandbox, error) {
 		return nil, newError(ReasonInvalidArgument, "sandbox "+id+": malformed access token")
 	}
 	s := newSandbox(cfg, mv, vm, token)
+	if paused(vm.State) {
+		return s, nil
+	}
 	if err := s.checkAgentOnConnect(ctx); err != nil {
 		s.dp.close()
 		return nil, err
@@ -332,15 +340,14 @@ func ended(st microvmsapi.State) bool {
 	return st == microvmsapi.StateTerminating || st == microvmsapi.StateTerminated
 }
 
-// maxStateReason caps the platform's state reason in errors.
-const maxStateReason = 240
+func paused(st microvmsapi.State) bool {
+	return st == microvmsapi.StateSuspending || st == microvmsapi.StateSuspended
+}
 
 // endedErr describes an ended microVM.
 func endedErr(vm *microvmsapi.Microvm) error {
-	e := &SandboxEndedError{ID: vm.MicrovmID, Reason: vm.StateReason}
-	if len(e.Reason) > maxStateReason {
-		e.Reason = e.Reason[:maxStateReason]
-	}
+	e := &SandboxEndedError{ID: vm.MicrovmID}
+	e.Reason, e.Detail = parseEndReason(vm.StateReason)
 	if vm.TerminatedAt != nil {
 		e.EndedAt = *vm.TerminatedAt
 	}
@@ -409,9 +416,18 @@ type Info struct {
 	StartedAt time.Time
 	// ExpiresAt is when the platform ends the sandbox at the latest (its
 	// start plus its maximum duration, WithTimeout); zero when unknown.
-	ExpiresAt    time.Time
-	EndedAt      time.Time
-	StateReason  string
+	ExpiresAt time.Time
+	EndedAt   time.Time
+	// EndReason is why an ended (TERMINATING or TERMINATED) sandbox ended,
+	// "" while it has not; EndDetail what the platform added ("exit status
+	// 3"; for EndUnknown its own words). StateReason is the platform's
+	// text as it gave it.
+	EndReason   EndReason
+	EndDetail   string
+	StateReason string
+	// Lifecycle is the sandbox's deadline as its daemon reports it while it
+	// runs; nil when it is not running, or its daemon does not say.
+	Lifecycle    *Lifecycle
 	Metadata     map[string]string
 	AgentVersion string
 	// CPUCount and MemoryBytes describe the machine the sandbox's daemon
@@ -489,6 +505,7 @@ func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 			info.ProcessLimit = int(h.Msg.GetLimits().GetProcesses())
 			info.Isolation = isolationOf(h.Msg)
 			info.Isolated = info.Isolation != IsolationNone
+			info.Lifecycle = lifecycleOf(h.Msg.GetLifecycle())
 		}
 	}
 	return info, nil
@@ -505,11 +522,38 @@ func infoOf(vm *microvmsapi.Microvm) *Info {
 	if vm.TerminatedAt != nil {
 		info.EndedAt = *vm.TerminatedAt
 	}
+	if ended(vm.State) {
+		info.EndReason, info.EndDetail = parseEndReason(vm.StateReason)
+	}
 	return info
 }
 
+// GetInfo describes the sandbox with the given id as the platform knows it
+// (state, template, start, end and end reason), without an access token
+// and without reaching the sandbox itself (no Metadata, AgentVersion,
+// Lifecycle or Isolation): it works on paused and ended sandboxes alike
+// and never wakes one. An unknown id is "sandbox X not found" (errors.Is
+// ErrNotFound).
+func GetInfo(ctx context.Context, id string, opts ...Option) (*Info, error) {
+	cfg := newConfig(opts)
+	if !tokenstore.ValidID(id) {
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
+	}
+	mv, err := controlPlane(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := mv.GetMicrovm(ctx, id)
+	if err != nil {
+		return nil, controlPlaneErr(cfg, id, err)
+	}
+	return infoOf(vm), nil
+}
+
 // List lists sandboxes, newest first, keeping those WithStates and
-// WithMetadataFilter ask for.
+// WithMetadataFilter ask for. The platform's listing has no end reasons:
+// WithEndReasons reads them (EndReason, EndDetail, EndedAt), one call per
+// ended sandbox.
 func List(ctx context.Context, opts ...Option) ([]Info, error) {
 	cfg := newConfig(opts)
 	mv, err := controlPlane(ctx, cfg)
@@ -524,9 +568,17 @@ func List(ctx context.Context, opts ...Option) ([]Info, error) {
 		if cfg.states != nil && !cfg.states[string(item.State)] {
 			continue
 		}
-		info := Info{ID: item.MicrovmID, State: string(item.State), Template: item.ImageArn}
+		info := Info{ID: item.MicrovmID, State: string(item.State), Template: item.ImageArn, Isolated: true}
 		if item.StartedAt != nil {
 			info.StartedAt = *item.StartedAt
+		}
+		if cfg.endReasons && ended(item.State) {
+			if vm, err := mv.GetMicrovm(ctx, item.MicrovmID); err == nil {
+				full := infoOf(vm)
+				info.EndReason, info.EndDetail, info.StateReason, info.EndedAt = full.EndReason, full.EndDetail, full.StateReason, full.EndedAt
+			} else if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 		}
 		if len(cfg.metadataFilter) > 0 {
 			md, ok := metadataOf(ctx, cfg, mv, item.MicrovmID, item.State)

@@ -41,7 +41,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 	root := &cli.Command{
 		Name:                      "rayito",
 		Usage:                     "disposable, isolated Linux sandboxes for AI agents",
-		Description:               "Exit codes: 0 ok, 1 failure, 2 usage; run and exec: the command's code, 124 timeout,\n126 not executable, 127 not found, 130 interrupted. See 'rayito help environment'.",
+		Description:               "Exit codes: 0 ok, 1 failure, 2 usage, 124 a sandbox's deadline passed; run and exec: the\ncommand's code, 124 timeout, 126 not executable, 127 not found, 130 interrupted.\nSee 'rayito help environment'.",
 		Version:                   version.Version,
 		Reader:                    f.IO.In,
 		Writer:                    f.IO.Out,
@@ -73,8 +73,9 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 
 // Main runs the CLI with args (args[0] is the program name) and returns the
 // process exit code (cliutil's table: 0 ok, 1 failure, 2 usage, 124
-// timeout, 126 not executable, 127 not found, 130 interrupted, or the
-// remote command's code for run and exec).
+// timeout (the command's or the sandbox's deadline), 126 not executable,
+// 127 not found, 130 interrupted, or the remote command's code for run and
+// exec).
 func Main(ctx context.Context, args []string, io cliutil.IO) int {
 	err := Root(io).Run(ctx, args)
 	msg, code := cliutil.Exit(err)

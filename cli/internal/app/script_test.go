@@ -47,9 +47,14 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		// [root]: the platform runs as root (full isolation, cgroup limits).
+		// [lifecycle]: RAYITO_TEST_LIFECYCLE=1 says the platform and rayd
+		// pause, resume and enforce deadlines (lifecycle.txtar).
 		Condition: func(cond string) (bool, error) {
-			if cond == "root" {
+			switch cond {
+			case "root":
 				return os.Geteuid() == 0, nil
+			case "lifecycle":
+				return os.Getenv("RAYITO_TEST_LIFECYCLE") == "1", nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
@@ -82,16 +87,28 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("exit status %d, want %d", got, want)
 				}
 			},
-			// sandbox VAR: create a sandbox, its id in $VAR.
-			"sandbox": func(ts *testscript.TestScript, neg bool, args []string) {
+			// sleep DURATION: wait (to let a background command run).
+			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) != 1 {
-					ts.Fatalf("usage: sandbox VAR")
+					ts.Fatalf("usage: sleep DURATION")
+				}
+				d, err := time.ParseDuration(args[0])
+				if err != nil {
+					ts.Fatalf("sleep: %v", err)
+				}
+				time.Sleep(d)
+			},
+			// sandbox VAR [FLAGS...]: create a sandbox (with create's
+			// FLAGS), its id in $VAR.
+			"sandbox": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 1 {
+					ts.Fatalf("usage: sandbox VAR [FLAGS...]")
 				}
 				var out, errb bytes.Buffer
 				f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: ts.Getenv}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				if err := NewRoot(f).Run(ctx, []string{"rayito", "sandbox", "create"}); err != nil {
+				if err := NewRoot(f).Run(ctx, append([]string{"rayito", "sandbox", "create"}, args[1:]...)); err != nil {
 					ts.Fatalf("create: %v %s", err, errb.String())
 				}
 				ts.Setenv(args[0], strings.TrimSpace(out.String()))

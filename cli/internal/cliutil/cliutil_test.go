@@ -3,6 +3,8 @@ package cliutil
 import (
 	"errors"
 	"testing"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 func TestParseEnvs(t *testing.T) {
@@ -31,5 +33,33 @@ func TestDescribeDropsPackagePrefixes(t *testing.T) {
 		if got := Describe(errors.New(in)); got != want {
 			t.Errorf("Describe(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A sandbox's end, its deadline and the OOM killer: one line each, and
+// exit 124 for a deadline.
+func TestExitForSandboxEnds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		msg  string
+		code int
+	}{
+		{OnSandbox("microvm-1", &rayito.SandboxEndedError{ID: "microvm-1", Reason: rayito.EndTimeout}), "sandbox microvm-1 ended: timeout", ExitTimeout},
+		{&rayito.SandboxEndedError{ID: "microvm-1", Reason: rayito.EndInitExited, Detail: "exit status 3"}, "sandbox microvm-1 ended: init_exited (exit status 3)", ExitError},
+		{&rayito.SandboxEndedError{ID: "microvm-1", Reason: rayito.EndUnknown, Detail: "Success."}, "sandbox microvm-1 ended: unknown (Success.)", ExitError},
+		{&rayito.SandboxEndedError{ID: "microvm-1", Reason: rayito.EndUnknown}, "sandbox microvm-1 ended", ExitError},
+		{&CommandEndError{Program: "python", Why: "killed by the OOM killer (out of memory)", Code: 137}, "python: killed by the OOM killer (out of memory)", 137},
+	} {
+		msg, code := Exit(tc.err)
+		if msg != tc.msg || code != tc.code {
+			t.Errorf("Exit(%v) = %q, %d; want %q, %d", tc.err, msg, code, tc.msg, tc.code)
+		}
+	}
+	if got := EndText(rayito.EndOutOfMemory, ""); got != "out_of_memory" {
+		t.Errorf("EndText = %q", got)
+	}
+	if got := EndText("", ""); got != "" {
+		t.Errorf("EndText of nothing = %q", got)
 	}
 }

@@ -20,7 +20,8 @@ const (
 	// ExitUsage: a bad flag, command, argument, value or environment
 	// variable; nothing was sent anywhere.
 	ExitUsage = 2
-	// ExitTimeout: the command ran longer than --timeout (like timeout(1)).
+	// ExitTimeout: the command ran longer than --timeout (like timeout(1)),
+	// or the sandbox's own deadline ended it or the sandbox.
 	ExitTimeout = 124
 	// ExitCannotExecute: the program exists but is not executable.
 	ExitCannotExecute = 126
@@ -79,6 +80,16 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("%s: timed out after %s (--timeout)", e.Program, e.After)
 }
 
+// CommandEndError: the remote command Program ended in a way worth a line
+// of its own (Why: "killed by the OOM killer"); the CLI exits with Code.
+type CommandEndError struct {
+	Program string
+	Why     string
+	Code    int
+}
+
+func (e *CommandEndError) Error() string { return e.Program + ": " + e.Why }
+
 // ErrNoSandbox: the platform does not know the sandbox.
 var ErrNoSandbox = errors.New("no such sandbox")
 
@@ -124,6 +135,7 @@ func Exit(err error) (msg string, code int) {
 		usage   *UsageError
 		execErr *ExecError
 		timeout *TimeoutError
+		ended   *CommandEndError
 		ec      cli.ExitCoder
 	)
 	switch {
@@ -135,6 +147,8 @@ func Exit(err error) (msg string, code int) {
 		return Describe(err), ExitUsage
 	case errors.As(err, &timeout):
 		return timeout.Error(), ExitTimeout
+	case errors.As(err, &ended):
+		return ended.Error(), ended.Code
 	case errors.As(err, &execErr):
 		switch execFailure(execErr.Err) {
 		case ExitCommandNotFound:
@@ -145,6 +159,9 @@ func Exit(err error) (msg string, code int) {
 		return execErr.Program + ": " + Describe(execErr.Err), ExitError
 	case errors.As(err, &ec):
 		return Describe(err), ec.ExitCode()
+	case errors.Is(err, rayito.ErrSandboxTimeout):
+		// The sandbox's deadline passed: it ended, or answers no more.
+		return Describe(err), ExitTimeout
 	}
 	return Describe(err), ExitError
 }
@@ -184,18 +201,47 @@ func execFailure(err error) int {
 // URL"); its errors carry no secrets.
 func Describe(err error) string {
 	var (
-		se  *SandboxError
-		rpc *rayito.RPCError
+		se    *SandboxError
+		rpc   *rayito.RPCError
+		ended *rayito.SandboxEndedError
 	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &se):
 		return describeSandbox(se)
+	case errors.As(err, &ended):
+		return DescribeEnd(ended)
 	case errors.As(err, &rpc):
 		return clean(prefixOf(err, rpc) + describeRPC(rpc))
 	}
 	return clean(err.Error())
+}
+
+// DescribeEnd words a sandbox's end: "sandbox X ended: timeout",
+// "sandbox X ended: init_exited (exit status 3)", "sandbox X ended:
+// unknown (Success.)" (the platform's words for a reason the SDK does not
+// know), or "sandbox X ended" when nothing is known.
+func DescribeEnd(e *rayito.SandboxEndedError) string {
+	if (e.Reason == "" || e.Reason == rayito.EndUnknown) && e.Detail == "" {
+		return "sandbox " + e.ID + " ended"
+	}
+	return "sandbox " + e.ID + " ended: " + EndText(e.Reason, e.Detail)
+}
+
+// EndText is an end reason with its detail: "init_exited (exit status
+// 3)"; "" for none.
+func EndText(r rayito.EndReason, detail string) string {
+	switch {
+	case r == "" && detail == "":
+		return ""
+	case r == "":
+		r = rayito.EndUnknown
+	}
+	if detail == "" {
+		return string(r)
+	}
+	return string(r) + " (" + detail + ")"
 }
 
 func describeSandbox(se *SandboxError) string {

@@ -65,9 +65,12 @@ type ExecResult struct {
 // Exec runs argv in sbx as spec says, streaming its output to io (or
 // printing one JSON result with --json) and its stdin from io.In, and
 // returns an *ExitCodeError carrying a non-zero remote exit code, a
-// *TimeoutError past --timeout and an *ExecError when argv[0] cannot be
-// started. When ctx ends first (Ctrl-C) the command is killed and the CLI
-// exits 130.
+// *TimeoutError past --timeout, a *CommandEndError when the OOM killer or
+// the sandbox's deadline ended it (exit 137 and 124), and an *ExecError
+// when argv[0] cannot be started. A sandbox that ended under the command
+// is its *SandboxEndedError ("sandbox X ended: timeout", exit 124 for a
+// deadline). When ctx ends first (Ctrl-C) the command is killed and the
+// CLI exits 130.
 func Exec(ctx context.Context, spec ExecSpec, io IO, sbx *rayito.Sandbox, argv []string) error {
 	opts := []rayito.CommandOption{rayito.WithEnvs(spec.Envs)}
 	if spec.User != "" {
@@ -106,19 +109,27 @@ func Exec(ctx context.Context, spec ExecSpec, io IO, sbx *rayito.Sandbox, argv [
 		return OnSandbox(sbx.ID(), err)
 	}
 	if spec.JSON {
-		out := ExecResult{SandboxID: sbx.ID(), Pid: res.Pid, ExitCode: res.ExitCode, Status: res.Status, Stdout: res.Stdout, Stderr: res.Stderr}
+		out := ExecResult{SandboxID: sbx.ID(), Pid: res.Pid, ExitCode: res.ExitCode, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr}
 		if err := PrintJSON(io.Out, out); err != nil {
 			return err
 		}
 	}
-	if res.Status == "timeout" {
-		if spec.JSON {
-			return &ExitCodeError{Code: ExitTimeout}
-		}
-		return &TimeoutError{Program: argv[0], After: spec.Timeout.String()}
+	code := res.ExitCode
+	var end error
+	switch res.Status {
+	case rayito.StatusTimeout:
+		code, end = ExitTimeout, &TimeoutError{Program: argv[0], After: spec.Timeout.String()}
+	case rayito.StatusSandboxTimeout:
+		code = ExitTimeout
+		end = &CommandEndError{Program: argv[0], Why: "ended by the sandbox's timeout", Code: code}
+	case rayito.StatusOOMKilled:
+		end = &CommandEndError{Program: argv[0], Why: "killed by the OOM killer (out of memory)", Code: code}
 	}
-	if res.ExitCode != 0 {
-		return &ExitCodeError{Code: res.ExitCode}
+	switch {
+	case end != nil && !spec.JSON:
+		return end
+	case code != 0:
+		return &ExitCodeError{Code: code}
 	}
 	return nil
 }

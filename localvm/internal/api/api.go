@@ -60,8 +60,8 @@ type Backend interface {
 	Get(id string) (microvmsapi.Microvm, error)
 	List(in registry.ListInput) (microvmsapi.ListMicrovmsOutput, error)
 	Terminate(id string) error
-	Suspend(id string) error
-	Resume(id string) error
+	Suspend(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
 	CreateAuthToken(id string, in microvmsapi.CreateMicrovmAuthTokenInput) (microvmsapi.CreateMicrovmAuthTokenOutput, error)
 }
 
@@ -238,7 +238,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if op == OpResumeMicrovm {
 				f = h.be.Resume
 			}
-			out, err = struct{}{}, f(id)
+			out, err = struct{}{}, f(r.Context(), id)
 		}
 	case OpCreateMicrovmAuthToken:
 		var in microvmsapi.CreateMicrovmAuthTokenInput

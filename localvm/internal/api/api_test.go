@@ -263,7 +263,7 @@ func TestLifecycle(t *testing.T) {
 		}
 	}
 	got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated)
-	if got.StateReason != "Success." || got.TerminatedAt == nil {
+	if got.StateReason != "killed_by_user" || got.TerminatedAt == nil {
 		t.Fatalf("terminated %+v", got)
 	}
 	if r := e.do(t, "DELETE", base+"/"+m.MicrovmID, ""); r.status != 200 {
@@ -273,15 +273,41 @@ func TestLifecycle(t *testing.T) {
 
 func TestSuspendResume(t *testing.T) {
 	t.Parallel()
-	e := newAPI(t, nil)
+	e := newAPI(t, func(o *registry.Options, _ *api.Options) { o.RunWait = 10 * time.Second })
 	m := e.run(t, `{"imageIdentifier":"local"}`)
 	for _, verb := range []string{"suspend", "resume"} {
-		for _, body := range []string{"", "{}"} {
-			checkErr(t, e.do(t, "POST", base+"/"+m.MicrovmID+"/"+verb, body), 400,
-				microvmsapi.ValidationException, "suspend/resume is not supported by localvm yet")
+		want := microvmsapi.StateSuspended
+		if verb == "resume" {
+			want = microvmsapi.StateRunning
+		}
+		for _, body := range []string{"", "{}"} { // and again: idempotent
+			if r := e.do(t, "POST", base+"/"+m.MicrovmID+"/"+verb, body); r.status != 200 || string(r.body) != "{}" {
+				t.Fatalf("%s: %d %s", verb, r.status, r.body)
+			}
+			if got := decode[microvmsapi.Microvm](t, e.do(t, "GET", base+"/"+m.MicrovmID, "")); got.State != want {
+				t.Fatalf("after %s: %s", verb, got.State)
+			}
 		}
 		checkErr(t, e.do(t, "POST", base+"/"+m.MicrovmID+"/"+verb, `{"force":true}`), 400,
 			microvmsapi.ValidationException, "The request body has a field this operation does not accept.")
+	}
+	e.do(t, "DELETE", base+"/"+m.MicrovmID, "")
+	for _, verb := range []string{"suspend", "resume"} {
+		checkErr(t, e.do(t, "POST", base+"/"+m.MicrovmID+"/"+verb, ""), 409,
+			microvmsapi.ConflictException, "The microVM is terminated.")
+	}
+}
+
+// TestSuspendUnsupported: a platform without a cgroup freezer answers
+// ValidationException naming why.
+func TestSuspendUnsupported(t *testing.T) {
+	t.Parallel()
+	e := newAPI(t, nil)
+	e.l.NoSuspend = errors.New("launcher: suspend needs the root platform's cgroup freezer: this platform runs rootless (no cgroups)")
+	m := e.run(t, `{"imageIdentifier":"local"}`)
+	for _, verb := range []string{"suspend", "resume"} {
+		checkErr(t, e.do(t, "POST", base+"/"+m.MicrovmID+"/"+verb, ""), 400, microvmsapi.ValidationException,
+			"Suspend needs the root platform's cgroup freezer: this platform runs rootless (no cgroups).")
 	}
 }
 
@@ -402,7 +428,7 @@ func TestStateTransitions(t *testing.T) {
 		e := newAPI(t, nil)
 		e.hooks.SetRun(500, 0)
 		m := e.run(t, `{"imageIdentifier":"local"}`)
-		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "Run hook failed with HTTP status 500." {
+		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "platform_error: run hook failed with HTTP status 500" {
 			t.Fatalf("%+v", got)
 		}
 	})
@@ -411,7 +437,7 @@ func TestStateTransitions(t *testing.T) {
 		e := newAPI(t, nil)
 		m := e.run(t, `{"imageIdentifier":"local","maximumDurationInSeconds":1}`)
 		e.waitState(t, m.MicrovmID, microvmsapi.StateRunning)
-		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "Maximum duration reached." {
+		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "max_duration" {
 			t.Fatalf("%+v", got)
 		}
 	})
@@ -421,7 +447,7 @@ func TestStateTransitions(t *testing.T) {
 		m := e.run(t, `{"imageIdentifier":"local"}`)
 		e.waitState(t, m.MicrovmID, microvmsapi.StateRunning)
 		e.l.Instance(m.MicrovmID).Exit(42)
-		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "Container Stopped with Exit Code: 42" {
+		if got := e.waitState(t, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "init_exited: exit status 42" {
 			t.Fatalf("%+v", got)
 		}
 	})

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -404,4 +405,142 @@ func (c *cgroups) list() map[string][]string {
 		}
 	}
 	return out
+}
+
+// freezeTimeout bounds a freeze or a thaw: the kernel reports FREEZING
+// (v1) or frozen 0 (v2) until every task has stopped.
+const freezeTimeout = 10 * time.Second
+
+// freezerOf returns the directory of dirs that freezes the sandbox and
+// whether it is a cgroup v2 one (cgroup.freeze) rather than a v1 freezer
+// hierarchy's (freezer.state); "" when none of them can.
+func freezerOf(dirs []string) (dir string, v2 bool) {
+	for _, d := range dirs {
+		if exists(filepath.Join(d, "freezer.state")) {
+			return d, false
+		}
+	}
+	for _, d := range dirs {
+		if exists(filepath.Join(d, "cgroup.freeze")) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// setFrozen freezes or thaws the cgroup dir and waits until the kernel
+// says it is done, the deadline passes or ctx ends.
+func setFrozen(ctx context.Context, dir string, v2, frozen bool) error {
+	var file, value, want string
+	switch {
+	case v2 && frozen:
+		file, value, want = "cgroup.freeze", "1", "frozen 1"
+	case v2:
+		file, value, want = "cgroup.freeze", "0", "frozen 0"
+	case frozen:
+		file, value, want = "freezer.state", "FROZEN", "FROZEN"
+	default:
+		file, value, want = "freezer.state", "THAWED", "THAWED"
+	}
+	if err := writeFile(filepath.Join(dir, file), value); err != nil {
+		return fmt.Errorf("launcher: cgroup freezer: %w", err)
+	}
+	done := func() (bool, error) {
+		if v2 {
+			b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+			if err != nil {
+				return false, err
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "frozen ") {
+					return strings.TrimSpace(line) == want, nil
+				}
+			}
+			return false, errors.New("cgroup.events has no frozen line")
+		}
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return false, err
+		}
+		return strings.TrimSpace(string(b)) == want, nil
+	}
+	deadline := time.Now().Add(freezeTimeout)
+	pause := time.Millisecond
+	for i := 1; ; i++ {
+		if !v2 && frozen && i > 1 {
+			// A v1 freeze can stay FREEZING while the cgroup's processes
+			// keep forking: write FROZEN again (each write freezes the tasks
+			// there now) and, now and then, thaw for a moment (what runc
+			// does too).
+			if i%50 == 0 {
+				_ = writeFile(filepath.Join(dir, file), "THAWED")
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := writeFile(filepath.Join(dir, file), value); err != nil {
+				return fmt.Errorf("launcher: cgroup freezer: %w", err)
+			}
+		}
+		ok, err := done()
+		if err != nil {
+			return fmt.Errorf("launcher: cgroup freezer: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			what := "thawed"
+			if frozen {
+				what = "frozen"
+			}
+			return fmt.Errorf("launcher: cgroup freezer: not %s after %s", what, freezeTimeout)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("launcher: cgroup freezer: %w", ctx.Err())
+		case <-t.C:
+		}
+		if v2 || !frozen {
+			pause = min(2*pause, 20*time.Millisecond)
+		}
+	}
+}
+
+// thawCgroups thaws whatever of dirs is frozen, without waiting: killed
+// tasks of a frozen v1 cgroup die only once it is thawed.
+func thawCgroups(dirs []string) {
+	for _, d := range dirs {
+		if exists(filepath.Join(d, "freezer.state")) {
+			_ = writeFile(filepath.Join(d, "freezer.state"), "THAWED")
+		}
+		if exists(filepath.Join(d, "cgroup.freeze")) {
+			_ = writeFile(filepath.Join(d, "cgroup.freeze"), "0")
+		}
+	}
+}
+
+// memoryEventsFile returns the file of dirs that counts the sandbox's OOM
+// kills: memory.events (cgroup v2) or memory.oom_control (v1); "" if none.
+func memoryEventsFile(dirs []string) string {
+	for _, d := range dirs {
+		for _, name := range []string{"memory.oom_control", "memory.events"} {
+			if p := filepath.Join(d, name); exists(p) {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// parseOOMKill returns the oom_kill counter of the content of
+// memory.events or memory.oom_control.
+func parseOOMKill(b []byte) (uint64, bool) {
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -49,9 +49,20 @@
 //     destinations (169.254.0.0/16, where cloud metadata services live) and
 //     other sandboxes stay unreachable in every case.
 //
+// Suspend (suspend_linux.go): [Instance.Freeze] and [Instance.Thaw] use
+// the sandbox cgroup's freezer (v1 freezer.state, v2 cgroup.freeze), which
+// only privileged sandboxes have ([Launcher.SuspendSupport]); Terminate
+// thaws what it kills. rayd gets its cgroup's memory events file
+// (-memory-events-fd; the platform reads the same OOM kill counter,
+// [Instance.OOMKills]) and the write end of a lifecycle FIFO in the
+// launcher directory (-lifecycle-fd), on which it asks to be suspended
+// ([Instance.SuspendRequests]); both are close-on-exec in rayd, and a
+// re-adopted sandbox's FIFO is reopened.
+//
 // Files: under each Spec.Dir the launcher keeps one directory, launcher/,
 // holding the sandbox's /home/user (home/), the mount point of its root
-// (root/) and, in unprivileged mode, rayd's state (rayd/). Terminate and
+// (root/), the lifecycle FIFO (lifecycle) and, in unprivileged mode, rayd's
+// state (rayd/). Terminate and
 // Cleanup delete it, /home/user included: like a microVM's disk, a sandbox's
 // home does not outlive the sandbox. Spec.LogPath and the rest of Spec.Dir
 // are the platform's.
@@ -73,7 +84,8 @@
 // platform from the code: rayd serves the platform's hooks on a second Unix
 // socket there (hooks.sock, bound before the pivot, so outside the
 // sandbox's filesystem; rayd's --hooks-fd), and its port 9000 inside the
-// sandbox answers every call "ignored" and counts it as an anomaly. There
+// sandbox answers "illegal" (or acts on a forged /suspend or /resume, which only
+// hurts its own sandbox) and counts it as an anomaly. There
 // is no cgroup: [Launcher.Check] refuses explicit limits, and Internet
 // access when slirp4netns is not installed.
 //

@@ -31,9 +31,11 @@ import (
 //
 // In isolated and rootless modes the go byte carries (SCM_RIGHTS) a
 // descriptor of the sandbox's launcher directory, which RootDir and
-// HomeDir are relative to; in rootless mode with Internet access, a second
-// one: the write end of its slirp4netns's exit pipe, which rayd keeps
-// (close-on-exec) for as long as it lives.
+// HomeDir are relative to, then the descriptors initConfig.ExtraFDs
+// names, in that order: in rootless mode with Internet access, the write
+// end of its slirp4netns's exit pipe, which rayd keeps (close-on-exec) for
+// as long as it lives; in isolated mode, rayd's memory events and
+// lifecycle descriptors (suspend_linux.go).
 const (
 	initConfigFD = 3
 	initSyncFD   = 4
@@ -92,6 +94,9 @@ type initConfig struct {
 	// network namespace ("prohibit" routes) before it drops its
 	// capabilities: what slirp4netns would otherwise reach for it.
 	Reject []string `json:"reject,omitempty"`
+	// ExtraFDs name the descriptors that come with the go byte after the
+	// launcher directory's (fdSlirpExit, fdMemoryEvents, fdLifecycle).
+	ExtraFDs []string `json:"extra_fds,omitempty"`
 }
 
 // MaybeRunInit runs the sandbox init and exits when this process was started
@@ -136,13 +141,40 @@ func runInit(args []string) int {
 
 	// Wait until the launcher has put us in our cgroups and wired our
 	// network. EOF means it gave up (or died): leave quietly.
-	dirFD, exitFD, ok := recvGo()
+	dirFD, extra, ok := recvGo()
 	if !ok {
 		return 1
 	}
-	if exitFD >= 0 && cfg.Mode != modeRootless {
-		_ = unix.Close(exitFD)
-		exitFD = -1
+	fds := map[string]int{}
+	for i, fd := range extra {
+		if i >= len(cfg.ExtraFDs) {
+			_ = unix.Close(fd)
+			continue
+		}
+		if _, dup := fds[cfg.ExtraFDs[i]]; dup {
+			_ = unix.Close(fd)
+			continue
+		}
+		fds[cfg.ExtraFDs[i]] = fd
+	}
+	exitFD := -1
+	if fd, ok := fds[fdSlirpExit]; ok {
+		if cfg.Mode == modeRootless {
+			exitFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
+	raydArgs := cfg.RaydArgs
+	for _, f := range []struct{ name, flag string }{{fdMemoryEvents, raydMemoryEventsFlag}, {fdLifecycle, raydLifecycleFlag}} {
+		name, flag := f.name, f.flag
+		if fd, ok := fds[name]; ok {
+			if cfg.Mode == modeIsolated {
+				raydArgs = append(raydArgs, flag, strconv.Itoa(fd))
+			} else {
+				_ = unix.Close(fd)
+			}
+		}
 	}
 
 	fail := failer(syncFile)
@@ -180,7 +212,7 @@ func runInit(args []string) int {
 	default:
 		return fail(fmt.Errorf("unknown mode %q", cfg.Mode))
 	}
-	return runRayd(syncFile, cfg.Env, cfg.RaydArgs, fail, false)
+	return runRayd(syncFile, cfg.Env, raydArgs, fail, false)
 }
 
 // failer returns the init's way to fail: the error on stderr and, as one
@@ -227,22 +259,26 @@ func runRayd(syncFile *os.File, env, args []string, fail func(error) int, nonDum
 	return rayd.Main(append(args, "-ready-fd", strconv.Itoa(readyFD)), os.Stdout, os.Stderr)
 }
 
+// maxExtraFDs bounds the descriptors that come with the go byte after the
+// launcher directory's.
+const maxExtraFDs = 4
+
 // recvGo waits for the launcher's go byte on the sync socket and returns
-// the descriptors that came with it (-1 if none): the launcher directory's
-// and an extra one (see initSyncFD). ok is false on EOF (the launcher gave
-// up or died) or anything else.
-func recvGo() (dirFD, extraFD int, ok bool) {
+// the descriptors that came with it, close-on-exec: the launcher
+// directory's (-1 if none) and the extra ones, in order (see initSyncFD).
+// ok is false on EOF (the launcher gave up or died) or anything else.
+func recvGo() (dirFD int, extra []int, ok bool) {
 	var b [1]byte
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(4*(1+maxExtraFDs)))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(initSyncFD, b[:], oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil || n != 1 || b[0] != syncGo {
-			return -1, -1, false
+			return -1, nil, false
 		}
-		dirFD, extraFD = -1, -1
+		dirFD = -1
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
 			for _, m := range msgs {
 				fds, err := unix.ParseUnixRights(&m)
@@ -253,15 +289,15 @@ func recvGo() (dirFD, extraFD int, ok bool) {
 					switch {
 					case dirFD < 0:
 						dirFD = fd
-					case extraFD < 0:
-						extraFD = fd
+					case len(extra) < maxExtraFDs:
+						extra = append(extra, fd)
 					default:
 						_ = unix.Close(fd)
 					}
 				}
 			}
 		}
-		return dirFD, extraFD, true
+		return dirFD, extra, true
 	}
 }
 

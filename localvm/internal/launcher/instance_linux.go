@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -32,6 +33,18 @@ type instance struct {
 	doneOnce sync.Once
 	code     int
 	codeOK   bool
+	status   ExitStatus
+
+	// oomFile is the cgroup file counting the sandbox's OOM kills ("" if
+	// none).
+	oomFile string
+	// lifecycle is the platform's end of the sandbox's lifecycle FIFO
+	// (nil if none): rayd writes "suspend\n" to it. It is closed once
+	// rayd has exited; the reader then delivers nothing more on suspendReq.
+	lcMu       sync.Mutex
+	lifecycle  *os.File // lcMu
+	lcClosed   bool     // lcMu: finished; no FIFO is read any more
+	suspendReq chan struct{}
 
 	termMu  sync.Mutex
 	cleaned bool
@@ -85,11 +98,136 @@ func (i *instance) ExitCode() (int, bool) {
 	}
 }
 
-func (i *instance) finish(code int, ok bool) {
+// ExitStatus returns how rayd ended once Done is closed; see ExitCode.
+func (i *instance) ExitStatus() (ExitStatus, bool) {
+	select {
+	case <-i.done:
+		return i.status, i.codeOK
+	default:
+		return ExitStatus{}, false
+	}
+}
+
+func (i *instance) finish(st ExitStatus, ok bool) {
 	i.doneOnce.Do(func() {
-		i.code, i.codeOK = code, ok
+		i.status, i.codeOK = st, ok
+		i.code = st.Code
+		if st.Signal != 0 {
+			i.code = 128 + int(st.Signal)
+		}
+		i.lcMu.Lock()
+		if i.lifecycle != nil {
+			_ = i.lifecycle.Close() // ends readLifecycle
+		}
+		i.lcClosed = true
+		i.lcMu.Unlock()
 		close(i.done)
 	})
+}
+
+// Freeze freezes the sandbox's cgroup and waits until it is frozen.
+func (i *instance) Freeze(ctx context.Context) error { return i.freeze(ctx, true) }
+
+// Thaw thaws the sandbox's cgroup and waits until it runs again.
+func (i *instance) Thaw(ctx context.Context) error { return i.freeze(ctx, false) }
+
+func (i *instance) freeze(ctx context.Context, frozen bool) error {
+	if !i.rec.Privileged {
+		return ErrNoFreezer
+	}
+	i.termMu.Lock() // not while Terminate removes the cgroups
+	defer i.termMu.Unlock()
+	if i.cleaned {
+		return fmt.Errorf("launcher: sandbox %s: %w", i.rec.ID, ErrGone)
+	}
+	dir, v2 := freezerOf(i.rec.Cgroups)
+	if dir == "" {
+		return fmt.Errorf("%w: the sandbox has no freezer cgroup", ErrNoFreezer)
+	}
+	return setFrozen(ctx, dir, v2, frozen)
+}
+
+// OOMKills reads the oom_kill counter of the sandbox's memory cgroup.
+func (i *instance) OOMKills() (uint64, bool) {
+	if i.oomFile == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(i.oomFile)
+	if err != nil {
+		return 0, false
+	}
+	return parseOOMKill(b)
+}
+
+// OOMBaseline reads the OOM kill counter while rayd is alive and nothing
+// is killing it (see runningUntouched): ok is false otherwise.
+func (i *instance) OOMBaseline() (uint64, bool) {
+	n, ok := i.OOMKills()
+	if !ok || !i.alive() || !runningUntouched(i.rec.Pid, i.rec.PidStartTime) {
+		return 0, false
+	}
+	return n, true
+}
+
+// SuspendRequests delivers rayd's suspend requests (see Instance).
+func (i *instance) SuspendRequests() <-chan struct{} { return i.suspendReq }
+
+// Lifecycle FIFO protocol: rayd writes one line per request. Only
+// "suspend" means something; a line longer than maxLifecycleLine is
+// dropped whole, anything else is ignored. Nothing of what rayd writes is
+// ever logged.
+const (
+	lifecycleFIFO    = "lifecycle"
+	maxLifecycleLine = 64
+)
+
+// startLifecycle makes f the instance's lifecycle FIFO and reads it until
+// it is closed (finish closes it once rayd has exited). Call it before the
+// instance is handed out (SuspendRequests reads suspendReq unlocked).
+func (i *instance) startLifecycle(f *os.File) {
+	i.suspendReq = make(chan struct{}, 1)
+	i.lcMu.Lock()
+	defer i.lcMu.Unlock()
+	if i.lcClosed { // rayd is gone already
+		_ = f.Close()
+		return
+	}
+	i.lifecycle = f
+	go i.readLifecycle(f)
+}
+
+func (i *instance) readLifecycle(f *os.File) {
+	buf := make([]byte, 512)
+	line := make([]byte, 0, maxLifecycleLine)
+	over, ignored := false, 0
+	for {
+		n, err := f.Read(buf)
+		for _, c := range buf[:n] {
+			if c != '\n' {
+				if len(line) < maxLifecycleLine {
+					line = append(line, c)
+				} else {
+					over = true
+				}
+				continue
+			}
+			if !over && string(line) == "suspend" {
+				select {
+				case i.suspendReq <- struct{}{}:
+				default: // one is pending already
+				}
+			} else {
+				ignored++
+			}
+			line, over = line[:0], false
+		}
+		if err != nil {
+			if ignored > 0 {
+				i.l.log.Debug("launcher: lifecycle lines ignored", "id", i.rec.ID, "count", ignored)
+			}
+			return
+		}
+	}
 }
 
 // attachChild records the started init and waits for it in the background.
@@ -100,11 +238,11 @@ func (i *instance) attachChild(s *started) {
 	go func() {
 		_ = s.cmd.Wait()
 		st := s.cmd.ProcessState
-		code := st.ExitCode()
+		es := ExitStatus{Code: st.ExitCode()}
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
+			es = ExitStatus{Signal: ws.Signal()}
 		}
-		i.finish(code, true)
+		i.finish(es, true)
 	}()
 }
 
@@ -124,7 +262,7 @@ func (i *instance) watch() {
 		i.pidfd = -1
 	}
 	i.pidMu.Unlock()
-	i.finish(0, false)
+	i.finish(ExitStatus{}, false)
 }
 
 // signal sends sig to the init, race-free against pid reuse.
@@ -188,7 +326,7 @@ func (i *instance) destroy(ctx context.Context) error {
 		noProc := i.pidfd < 0
 		i.pidMu.Unlock()
 		if noProc && !sameProcess(i.rec.Pid, i.rec.PidStartTime) {
-			i.finish(0, false) // never started, or already gone
+			i.finish(ExitStatus{}, false) // never started, or already gone
 		}
 	}
 	deadline := time.Now().Add(terminateTimeout)
@@ -204,6 +342,9 @@ func (i *instance) destroy(ctx context.Context) error {
 		if i.alive() {
 			i.signal(syscall.SIGKILL) // the kernel then kills the whole pid namespace
 		}
+		// Killed tasks of a frozen (suspended) sandbox die only once it
+		// is thawed.
+		thawCgroups(i.rec.Cgroups)
 		if err := killCgroups(i.rec.Cgroups, deadline); err != nil {
 			errs = append(errs, err)
 		}

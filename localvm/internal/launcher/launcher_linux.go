@@ -603,6 +603,37 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
 			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)},
 	}
+	inst.oomFile = memoryEventsFile(dirs)
+	// rayd's view of its OOM kills and its lifecycle channel (see
+	// suspend_linux.go), when this rayd takes them.
+	var extra []int
+	if raydFlags()[raydMemoryEventsFlag] {
+		fd, ferr := openMemoryEvents(dirs)
+		if ferr != nil {
+			return inst, ferr
+		}
+		if fd >= 0 {
+			defer unix.Close(fd)
+			extra = append(extra, fd)
+			cfg.ExtraFDs = append(cfg.ExtraFDs, fdMemoryEvents)
+		}
+	}
+	var lifecycle *os.File
+	if raydFlags()[raydLifecycleFlag] {
+		f, w, ferr := makeLifecycle(ld)
+		if ferr != nil {
+			return inst, ferr
+		}
+		lifecycle = f
+		defer func() {
+			if err != nil { // the function's result: the launch failed
+				lifecycle.Close()
+			}
+		}()
+		defer unix.Close(w)
+		extra = append(extra, w)
+		cfg.ExtraFDs = append(cfg.ExtraFDs, fdLifecycle)
+	}
 	if failInit != nil {
 		failInit(cfg)
 	}
@@ -654,8 +685,11 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if netErr != nil {
 		return inst, netErr
 	}
-	if err := release(ctx, s, ld); err != nil {
+	if err = release(ctx, s, ld, extra...); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	if lifecycle != nil {
+		inst.startLifecycle(lifecycle)
 	}
 	return inst, nil
 }
@@ -782,6 +816,7 @@ func (l *Launcher) fromRecord(rec Record) *instance {
 	}
 	if rec.Privileged {
 		inst.rec.Cgroups = l.cg.dirsFor(rec.ID)
+		inst.oomFile = memoryEventsFile(inst.rec.Cgroups)
 		inst.rec.Veth = l.n.vethName(rec.ID)
 		if g, err := netip.ParseAddr(rec.GuestIP); err == nil && g.Is4() {
 			inst.slot, _ = g.Prefix(30)
@@ -849,10 +884,21 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 			go logSlirpExit(l.log, inst, inst.slirp)
 		}
 	}
+	var lifecycle *os.File
+	if rec.Privileged {
+		// rayd's lifecycle channel outlives platforms: take it over.
+		var err error
+		if lifecycle, err = openLifecycle(launcherDir(rec.Dir)); err != nil && !errors.Is(err, errNoLifecycle) {
+			l.log.Warn("launcher: adopted sandbox's lifecycle channel unusable: its suspend requests are not seen", "id", rec.ID, "err", err.Error())
+		}
+	}
 	l.mu.Lock()
 	if other, ok := l.insts[rec.ID]; ok {
 		l.mu.Unlock()
 		unix.Close(fd)
+		if lifecycle != nil {
+			lifecycle.Close()
+		}
 		if inst.slirp != nil && inst.slirp.cmd != nil {
 			_ = inst.slirp.stop(time.Now().Add(5 * time.Second)) // ours, restarted in vain
 		}
@@ -863,6 +909,9 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 	}
 	if inst.slot.IsValid() {
 		l.slots[inst.slot] = rec.ID
+	}
+	if lifecycle != nil {
+		inst.startLifecycle(lifecycle)
 	}
 	l.insts[rec.ID] = inst
 	l.mu.Unlock()
@@ -894,7 +943,7 @@ func (l *Launcher) Cleanup(rec Record) error {
 		inst.pidfd = fd
 		go inst.watch()
 	} else {
-		inst.finish(0, false)
+		inst.finish(ExitStatus{}, false)
 	}
 	return inst.Terminate(ctx)
 }

@@ -51,3 +51,6 @@ func (l *Launcher) DialContext(ctx context.Context, network, addr string) (net.C
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
 }
+
+// SuspendSupport returns ErrUnsupported.
+func (l *Launcher) SuspendSupport() error { return ErrUnsupported }

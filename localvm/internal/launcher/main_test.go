@@ -212,6 +212,15 @@ func openStart(t *testing.T, apiAddr, token string, cmd string, args ...string) 
 
 func openStartAs(t *testing.T, apiAddr, token, user string, cmd string, args ...string) *http.Response {
 	t.Helper()
+	resp, err := tryOpenStart(apiAddr, token, user, cmd, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// tryOpenStart is openStartAs returning its error.
+func tryOpenStart(apiAddr, token, user string, cmd string, args ...string) (*http.Response, error) {
 	req := map[string]any{"process": map[string]any{"cmd": cmd, "args": args}}
 	if user != "" {
 		req["user"] = map[string]any{"username": user}
@@ -226,13 +235,13 @@ func openStartAs(t *testing.T, apiAddr, token, user string, cmd string, args ...
 	hr.Header.Set("x-access-token", token)
 	resp, err := httpClient.Do(hr)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		t.Fatalf("Start: HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("Start: HTTP %d", resp.StatusCode)
 	}
-	return resp
+	return resp, nil
 }
 
 func readEnvelope(r *bufio.Reader) (byte, []byte, error) {
@@ -258,7 +267,29 @@ func run(t *testing.T, apiAddr, token, script string) (string, map[string]any) {
 
 func runAs(t *testing.T, apiAddr, token, user, script string) (string, map[string]any) {
 	t.Helper()
-	resp := openStartAs(t, apiAddr, token, user, "sh", "-c", script)
+	out, end, err := tryRunAs(apiAddr, token, user, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, end
+}
+
+// tryRun runs a script like run and returns its stdout, or an error when
+// the call failed or the script did not exit 0.
+func tryRun(apiAddr, token, script string) (string, error) {
+	out, end, err := tryRunAs(apiAddr, token, "", script)
+	if err == nil && end["exitCode"] != nil { // protojson leaves out a 0
+		err = fmt.Errorf("script ended %v", end)
+	}
+	return out, err
+}
+
+// tryRunAs is runAs returning its error.
+func tryRunAs(apiAddr, token, user, script string) (string, map[string]any, error) {
+	resp, err := tryOpenStart(apiAddr, token, user, "sh", "-c", script)
+	if err != nil {
+		return "", nil, err
+	}
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
 	var stdout strings.Builder
@@ -266,29 +297,29 @@ func runAs(t *testing.T, apiAddr, token, user, script string) (string, map[strin
 	for {
 		flags, msg, err := readEnvelope(r)
 		if err != nil {
-			t.Fatalf("stream ended without an end-of-stream message: %v", err)
+			return "", nil, fmt.Errorf("stream ended without an end-of-stream message: %w", err)
 		}
 		if flags&2 != 0 {
 			var eos struct {
 				Error *struct{ Code, Message string } `json:"error"`
 			}
 			if err := json.Unmarshal(msg, &eos); err != nil {
-				t.Fatal(err)
+				return "", nil, err
 			}
 			if eos.Error != nil {
-				t.Fatalf("Start failed: %s: %s", eos.Error.Code, eos.Error.Message)
+				return "", nil, fmt.Errorf("Start failed: %s: %s", eos.Error.Code, eos.Error.Message)
 			}
-			return stdout.String(), end
+			return stdout.String(), end, nil
 		}
 		m := map[string]any{}
 		if err := json.Unmarshal(msg, &m); err != nil {
-			t.Fatal(err)
+			return "", nil, err
 		}
 		if d, ok := m["data"].(map[string]any); ok {
 			if s, ok := d["stdout"].(string); ok {
 				b, err := base64.StdEncoding.DecodeString(s)
 				if err != nil {
-					t.Fatal(err)
+					return "", nil, err
 				}
 				stdout.Write(b)
 			}

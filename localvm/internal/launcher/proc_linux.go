@@ -188,3 +188,47 @@ func protectFromOOM(pid int) error {
 	}
 	return nil
 }
+
+// pfExiting is the kernel's PF_EXITING task flag (field 9 of
+// /proc/<pid>/stat): the task is in exit.
+const pfExiting = 0x4
+
+// runningUntouched reports whether pid (started at start) is alive, not
+// exiting and has no SIGKILL pending: nothing is killing it. The OOM
+// killer sends SIGKILL before it counts the kill, so a counter read before
+// this check holds true did not count a kill of pid.
+func runningUntouched(pid int, start uint64) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, st, err := parseStat(b)
+	if err != nil || st != start {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 7 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	if err != nil || flags&pfExiting != 0 {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	const sigkillBit = 1 << (9 - 1)
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		for _, key := range []string{"SigPnd:", "ShdPnd:"} {
+			if v, ok := bytes.CutPrefix(line, []byte(key)); ok {
+				mask, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+				if err != nil || mask&sigkillBit != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -42,7 +42,7 @@ import (
 // hooks on it (--hooks-fd): only the platform can reach its path, and rayd
 // counts a client as the platform only when it is outside the sandbox's pid
 // namespace. rayd still listens on port 9000 inside the namespace, as a
-// decoy where every caller counts as sandbox code (200 "ignored", an
+// decoy where every caller counts as sandbox code (200 "illegal", an
 // anomaly in Health), and the dial server refuses port 9000. The platform
 // reaches the hooks socket at "<id>.rayito-rootless-hooks.invalid:9000"
 // (Record.HooksAddr, through Launcher.DialContext).
@@ -142,6 +142,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		}
 		inst.rec.Internet = true
 		cfg.DNS, cfg.Reject = []string{slirpDNS}, slirpRejects()
+		cfg.ExtraFDs = []string{fdSlirpExit}
 	}
 	if failInit != nil {
 		failInit(cfg)

@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"context"
+	"errors"
+	"syscall"
 	"time"
 )
 
@@ -71,10 +73,47 @@ type Instance interface {
 	GuestAddr(port int) (string, error)
 	// Done is closed when the sandbox's init (rayd) has exited.
 	Done() <-chan struct{}
-	// ExitCode is rayd's exit status once Done is closed.
+	// ExitCode is rayd's exit status once Done is closed: its exit code,
+	// or 128+n when signal n killed it.
 	ExitCode() (code int, ok bool)
+	// ExitStatus is how rayd ended once Done is closed. ok is false
+	// before, and for an adopted sandbox (not this process's child: only
+	// its parent could collect the status).
+	ExitStatus() (st ExitStatus, ok bool)
+	// Freeze stops every process of the sandbox (the cgroup freezer: v1
+	// freezer.state FROZEN, v2 cgroup.freeze 1) and returns once the
+	// kernel reports the cgroup frozen. Thaw lets them run again. Both
+	// are idempotent; without a freezer (rootless, unisolated) they fail
+	// with an error wrapping ErrNoFreezer.
+	Freeze(ctx context.Context) error
+	Thaw(ctx context.Context) error
+	// OOMKills reads the sandbox cgroup's OOM kill counter (memory.events
+	// oom_kill on cgroup v2, memory.oom_control oom_kill on v1); ok is
+	// false without one.
+	OOMKills() (n uint64, ok bool)
+	// OOMBaseline is OOMKills while rayd is alive and nothing is killing
+	// it (no SIGKILL pending, not exiting): a count that cannot include a
+	// kill of rayd itself. ok is false otherwise.
+	OOMBaseline() (n uint64, ok bool)
+	// SuspendRequests delivers rayd's requests to be suspended (its
+	// lifecycle deadline with on_timeout=pause has passed), coalesced: at
+	// most one is pending. Nil (never ready) for sandboxes without the
+	// lifecycle channel.
+	SuspendRequests() <-chan struct{}
 	// Terminate kills everything in the sandbox, waits for it and removes
 	// every trace: processes, mounts, namespaces, veth, nftables rules,
 	// cgroups and the launcher's files. Idempotent.
 	Terminate(ctx context.Context) error
 }
+
+// ExitStatus is how a sandbox's rayd ended.
+type ExitStatus struct {
+	// Code is the exit code when Signal is 0.
+	Code int
+	// Signal is the signal that killed rayd; 0 when it exited.
+	Signal syscall.Signal
+}
+
+// ErrNoFreezer is the error of Freeze and Thaw for sandboxes without a
+// cgroup freezer (rootless and unisolated ones).
+var ErrNoFreezer = errors.New("launcher: suspend needs the root platform's cgroup freezer")

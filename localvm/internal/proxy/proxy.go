@@ -12,8 +12,17 @@
 //   - 403 when the token is missing or invalid, or does not allow the
 //     port, and always for the hooks port 9000;
 //   - 404 when the endpoint is unknown;
-//   - 502 when the microVM is not running or the guest port does not
-//     answer.
+//   - 502 when the microVM is not running (and does not auto-resume, or
+//     its resume failed) or the guest port does not answer.
+//
+// A request for a SUSPENDED microVM whose idle policy auto-resumes it
+// (Target.AutoResume) is authorized as usual, then held while the microVM
+// resumes (Target.Wake) and forwarded once it is RUNNING.
+//
+// For the idle policy the proxy counts, per microVM (Target.Activity), the
+// bytes of every forwarded request's and response's body (and of upgraded
+// connections) and the forwarded requests in flight, held ones included,
+// with atomics; it never keeps or logs any of the traffic itself.
 //
 // The proxy never logs headers, tokens, paths or bodies: one debug record
 // per request gives the microVM id, the port, the status and the duration
@@ -21,9 +30,11 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/localvm/internal/authtoken"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
@@ -47,6 +59,15 @@ type Target interface {
 	MicrovmID() string
 	// Running is false for any state but RUNNING.
 	Running() bool
+	// AutoResume reports whether a request resumes the microVM: it is
+	// SUSPENDING or SUSPENDED, and its idle policy auto-resumes it.
+	AutoResume() bool
+	// Wake returns nil once the microVM is RUNNING, resuming it first if
+	// it auto-resumes, and an error if it is not running and does not
+	// (or its resume failed, or ctx ended).
+	Wake(ctx context.Context) error
+	// Activity is the microVM's traffic meter (nil: not counted).
+	Activity() *activity.Meter
 	// Addr returns a host-reachable address (host:port) of a guest port,
 	// or an error when that port cannot be reached.
 	Addr(port int) (string, error)
@@ -216,12 +237,15 @@ type route struct {
 // ServeHTTP authorizes r and forwards it to the guest. In order:
 //
 //  1. The endpoint is EndpointHeader if present, else Host without port;
-//     unknown: 404. A microVM that is not running: 502.
+//     unknown: 404. A microVM that is not running and does not
+//     auto-resume: 502.
 //  2. x-aws-proxy-auth must hold exactly one non-empty value: else 403.
 //  3. x-aws-proxy-port defaults to 8080; anything but one value of one to
 //     five digits worth 1..65535 is 400; 9000 is 403, never forwarded.
 //  4. The Verifier must accept the token for the microVM and port: else 403.
-//  5. The request goes to Target.Addr(port) (an error there is 502), over
+//  5. A microVM that is not running is woken (Target.Wake): the request
+//     waits until it runs, or is answered 502 if it does not.
+//  6. The request goes to Target.Addr(port) (an error there is 502), over
 //     h2c when x-aws-proxy-force-h2 is "true" and HTTP/1.1 otherwise, with
 //     Host set to the endpoint and without any x-aws-proxy-* header,
 //     EndpointHeader, hop-by-hop header or client-sent Forwarded and
@@ -270,7 +294,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id = target.MicrovmID()
-	if !target.Running() {
+	if !target.Running() && !target.AutoResume() {
 		fail(http.StatusBadGateway, "MicroVM is not running")
 		return
 	}
@@ -294,12 +318,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// From here on the request counts as traffic: in flight while it is
+	// held and forwarded, its bodies' bytes as they go.
+	meter := target.Activity()
+	meter.Begin()
+	defer meter.End()
+	if !target.Running() {
+		if err := target.Wake(r.Context()); err != nil {
+			fail(http.StatusBadGateway, "MicroVM is not running")
+			return
+		}
+	}
 	addr, err := target.Addr(port)
 	if err != nil {
 		fail(http.StatusBadGateway, "Bad gateway")
 		return
 	}
 	rt.addr = addr
+	if meter != nil {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &countingBody{ReadCloser: r.Body, m: meter}
+		}
+		w = &countingWriter{ResponseWriter: w, m: meter}
+	}
 
 	rp := p.rpH1
 	if strings.EqualFold(strings.TrimSpace(r.Header.Get(microvmsapi.ProxyForceH2Header)), "true") {
@@ -404,4 +445,59 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	w.Write(body)
+}
+
+// countingBody counts a request body's bytes as the guest reads them.
+type countingBody struct {
+	io.ReadCloser
+	m *activity.Meter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.m.In(n)
+	return n, err
+}
+
+// countingWriter counts a response body's bytes as they go to the client.
+// http.ResponseController reaches the writer's Flush and full-duplex
+// support through Unwrap; Hijack (protocol upgrades) is its own, so that
+// the upgraded connection is counted too.
+type countingWriter struct {
+	http.ResponseWriter
+	m *activity.Meter
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.m.Out(n)
+	return n, err
+}
+
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *countingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &countingConn{Conn: conn, m: w.m}, brw, nil
+}
+
+// countingConn counts an upgraded connection's bytes both ways.
+type countingConn struct {
+	net.Conn
+	m *activity.Meter
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.m.In(n)
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.m.Out(n)
+	return n, err
 }

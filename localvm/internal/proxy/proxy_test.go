@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/localvm/internal/authtoken"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
@@ -54,16 +56,59 @@ func (c *clock) Advance(d time.Duration) {
 // target is a fake microVM whose every port is addr (or err).
 type target struct {
 	id      string
-	running bool
+	running bool // under mu once in use
 	addr    string
 	err     error
+	// autoResume: Wake makes the target running after wakeDelay, or
+	// fails with wakeErr.
+	autoResume bool
+	wakeDelay  time.Duration
+	wakeErr    error
+	meter      activity.Meter
 
 	mu    sync.Mutex
 	ports []int // Addr calls
+	wakes int
 }
 
 func (t *target) MicrovmID() string { return t.id }
-func (t *target) Running() bool     { return t.running }
+func (t *target) Running() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running
+}
+func (t *target) AutoResume() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.running && t.autoResume
+}
+func (t *target) Wake(ctx context.Context) error {
+	t.mu.Lock()
+	t.wakes++
+	running, auto := t.running, t.autoResume
+	t.mu.Unlock()
+	if running {
+		return nil
+	}
+	if !auto || t.wakeErr != nil {
+		return errors.New("not running")
+	}
+	select {
+	case <-time.After(t.wakeDelay):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.mu.Lock()
+	t.running = true
+	t.mu.Unlock()
+	return nil
+}
+func (t *target) Activity() *activity.Meter { return &t.meter }
+func (t *target) wakeCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.wakes
+}
 func (t *target) Addr(port int) (string, error) {
 	t.mu.Lock()
 	t.ports = append(t.ports, port)
@@ -947,4 +992,108 @@ func FuzzPortHeader(f *testing.F) {
 			t.Fatalf("out of range: %d", got)
 		}
 	})
+}
+
+// TestAutoResume: a request for a suspended microVM that auto-resumes is
+// held until Wake has made it RUNNING, then forwarded; one that does not
+// auto-resume, or whose resume fails, is answered 502 without being
+// forwarded; a request without a valid token never wakes anything.
+func TestAutoResume(t *testing.T) {
+	e := newEnv(t, nil)
+	sleeping := &target{id: "microvm-sleep", addr: e.up.addr(), autoResume: true, wakeDelay: 200 * time.Millisecond}
+	broken := &target{id: "microvm-broken", addr: e.up.addr(), autoResume: true, wakeErr: errors.New("resume failed")}
+	e.targets["sleep"+suffix] = sleeping
+	e.targets["broken"+suffix] = broken
+
+	tok := func(id string) map[string]string {
+		return map[string]string{microvmsapi.ProxyAuthHeader: e.token(t, id, time.Hour, onePort(8080))}
+	}
+	res, _ := do(t, client(false), e.request(t, "GET", "sleep"+suffix, "/echo", nil, nil))
+	if res.StatusCode != 403 || sleeping.wakeCount() != 0 {
+		t.Fatalf("no token: %d, %d wakes", res.StatusCode, sleeping.wakeCount())
+	}
+	start := time.Now()
+	res, body := do(t, client(false), e.request(t, "GET", "sleep"+suffix, "/echo", nil, tok("microvm-sleep")))
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"method":"GET"`) {
+		t.Fatalf("held request: %d %s", res.StatusCode, body)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("answered after %v, before the resume", d)
+	}
+	if !sleeping.Running() || sleeping.wakeCount() != 1 {
+		t.Fatalf("running %v after %d wakes", sleeping.Running(), sleeping.wakeCount())
+	}
+	hits := e.up.hits.Load()
+	res, _ = do(t, client(false), e.request(t, "GET", "broken"+suffix, "/echo", nil, tok("microvm-broken")))
+	if res.StatusCode != 502 || e.up.hits.Load() != hits {
+		t.Fatalf("failed resume: %d, forwarded %v", res.StatusCode, e.up.hits.Load() != hits)
+	}
+	if s := broken.meter.Read(); s.InFlight != 0 {
+		t.Fatalf("in flight after a 502: %+v", s)
+	}
+}
+
+// TestActivityMeter: the proxy counts forwarded bytes both ways and the
+// requests in flight, streams and upgraded connections included.
+func TestActivityMeter(t *testing.T) {
+	e := newEnv(t, nil)
+	hdr := map[string]string{microvmsapi.ProxyAuthHeader: e.token(t, vmID, time.Hour, onePort(8080))}
+	body := strings.Repeat("x", 1000)
+	res, got := do(t, client(false), e.request(t, "POST", endpoint, "/upload", strings.NewReader(body), hdr))
+	if res.StatusCode != 200 {
+		t.Fatalf("upload: %d", res.StatusCode)
+	}
+	s := e.vm.meter.Read()
+	if s.In != 1000 || s.Out != uint64(len(got)) || s.InFlight != 0 || s.LastEnd.IsZero() {
+		t.Fatalf("after an upload of 1000 bytes, %d back: %+v", len(got), s)
+	}
+
+	// A stream is in flight while it is open.
+	res, err := client(false).Do(e.request(t, "GET", endpoint, "/stream", nil, hdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(res.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.vm.meter.Read(); s.InFlight != 1 {
+		t.Fatalf("during a stream: %+v", s)
+	}
+	io.Copy(io.Discard, br)
+	res.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.vm.meter.Read().InFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream still in flight: %+v", e.vm.meter.Read())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// An upgraded connection: in flight until it closes, its bytes counted.
+	before := e.vm.meter.Read()
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nx-aws-proxy-auth: %s\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n", endpoint, hdr[microvmsapi.ProxyAuthHeader])
+	cr := bufio.NewReader(conn)
+	if res, err := http.ReadResponse(cr, nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v", err)
+	}
+	io.WriteString(conn, "hello\n")
+	if line, err := cr.ReadString('\n'); err != nil || line != "ws:hello\n" {
+		t.Fatalf("ws: %q %v", line, err)
+	}
+	s = e.vm.meter.Read()
+	if s.InFlight != 1 || s.In < before.In+6 || s.Out < before.Out+9 {
+		t.Fatalf("during an upgraded connection: before %+v, now %+v", before, s)
+	}
+	conn.Close()
+	for e.vm.meter.Read().InFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("upgraded connection still in flight: %+v", e.vm.meter.Read())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -51,6 +51,3 @@ var ErrNotFound error = &Error{Type: microvmsapi.ResourceNotFoundException, Mess
 
 // ErrClosed is returned by every operation once Close has begun.
 var ErrClosed error = &Error{Type: microvmsapi.InternalServerException, Message: "The local platform is shutting down."}
-
-// ErrSuspendNotSupported is returned by Suspend and Resume.
-var ErrSuspendNotSupported error = validationErr("suspend/resume is not supported by localvm yet")

@@ -27,9 +27,10 @@ func VMsDir(stateDir string) string { return filepath.Join(stateDir, "vms") }
 func LogPath(stateDir, id string) string { return filepath.Join(VMsDir(stateDir), id, LogFileName) }
 
 // lifecycle is the one goroutine that owns v's sandbox: it launches it
-// (unless inst is an adopted one), calls the run hook, waits for a reason
-// to stop, and tears it down. It returns early, leaving the sandbox
-// running, when the registry closes.
+// (unless inst is an adopted one), calls the run hook, suspends and
+// resumes it, waits for a reason to stop, and tears it down. It returns
+// early, leaving the sandbox running (or frozen), when the registry
+// closes.
 func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, inst launcher.Instance) {
 	defer r.wg.Done()
 	if inst == nil {
@@ -60,7 +61,9 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 	}
 	inst, err := r.launcher.Launch(ctx, spec)
 	if err != nil {
-		reason := ReasonLaunchFailed + ": " + oneLine(err.Error(), 240)
+		// The launch error may name paths: the log gets it, the
+		// stateReason a fixed text.
+		reason := ReasonLaunchFailed
 		if r.base.Err() != nil {
 			reason = ReasonPlatformStopped
 		}
@@ -72,6 +75,7 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 		}
 		return nil
 	}
+	oom, oomOK := inst.OOMBaseline()
 	rec := inst.Record()
 	r.mu.Lock()
 	v.inst, v.rec = inst, &rec
@@ -80,9 +84,14 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 	r.persist(v)
 
 	if err := r.postRun(ctx, inst, v.id, payload); err != nil {
-		reason := runFailureReason(err)
-		if r.base.Err() != nil {
+		var reason string
+		switch {
+		case r.base.Err() != nil:
 			reason = ReasonPlatformStopped
+		case errors.Is(err, errExited):
+			reason = instanceExitReason(inst, oom, oomOK)
+		default:
+			reason = runFailureReason(err)
 		}
 		r.mu.Lock()
 		changed := r.requestTerminateLocked(v, reason)
@@ -96,8 +105,7 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 	r.mu.Lock()
 	changed := v.pub.State == microvmsapi.StatePending
 	if changed {
-		v.pub.State = microvmsapi.StateRunning
-		v.gen++
+		r.setStateLocked(v, microvmsapi.StateRunning)
 	}
 	r.mu.Unlock()
 	if changed {
@@ -107,41 +115,368 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 	return inst
 }
 
-// watch waits until v must stop, then tears it down; or returns at once,
-// leaving the sandbox alone, when the registry closes.
+// watcher is the state of one watch: what only the lifecycle goroutine
+// touches.
+type watcher struct {
+	r    *Registry
+	v    *vm
+	inst launcher.Instance
+	// ctx bounds the hooks and freezer calls of suspend and resume: it
+	// ends when v must stop, rayd exits or the registry closes.
+	ctx context.Context
+
+	// Idle policy (zero without one).
+	maxIdle, maxSuspended time.Duration
+	lastActive            time.Time // monotonic
+	lastBytes             uint64
+
+	// OOM kill counter at the last sample taken while nothing was killing
+	// rayd (launcher.Instance.OOMBaseline).
+	oom   uint64
+	oomOK bool
+
+	lastLifecycle time.Time // the last suspension rayd asked for
+}
+
+// watch runs v's sandbox until it must stop, then tears it down; or
+// returns, leaving the sandbox alone, when the registry closes.
 func (r *Registry) watch(v *vm, inst launcher.Instance) {
-	select {
-	case <-v.stop:
-		r.teardown(v, inst)
-		return
-	default:
-	}
-	select {
-	case <-v.stop:
-		r.teardown(v, inst)
-	case <-inst.Done():
-		reason := exitReason(inst)
-		r.mu.Lock()
-		changed := r.requestTerminateLocked(v, reason)
-		r.mu.Unlock()
-		if changed {
-			r.log.Info("registry: rayd exited", "microvm", v.id, "reason", reason)
-			r.persist(v)
-		}
-		r.teardown(v, inst)
-	case <-r.base.Done():
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
 		select {
-		case <-v.stop: // a termination raced with Close: finish it
+		case <-v.stop:
+		case <-inst.Done():
+		case <-r.base.Done():
+		case <-ended:
+		}
+		cancel()
+	}()
+	w := &watcher{r: r, v: v, inst: inst, ctx: ctx, lastActive: time.Now()}
+	w.oom, w.oomOK = inst.OOMBaseline()
+	r.mu.Lock()
+	if p := v.pub.IdlePolicy; p != nil {
+		w.maxIdle = time.Duration(p.MaxIdleDurationSeconds) * r.idleUnit
+		w.maxSuspended = time.Duration(p.SuspendedDurationSeconds) * r.idleUnit
+	}
+	r.mu.Unlock()
+	tick := time.Second // OOM counter samples
+	if w.maxIdle > 0 {
+		tick = min(max(w.maxIdle/20, 5*time.Millisecond), time.Second)
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+
+	r.mu.Lock()
+	adoptedSuspended := v.pub.State == microvmsapi.StateSuspended
+	r.mu.Unlock()
+	if adoptedSuspended {
+		w.refreeze()
+		r.persist(v)
+	}
+	w.converge() // an adopted SUSPENDING sandbox is suspended again
+	for {
+		select {
+		case <-v.stop:
 			r.teardown(v, inst)
+			return
 		default:
+		}
+		select {
+		case <-v.stop:
+			r.teardown(v, inst)
+			return
+		case <-inst.Done():
+			reason := instanceExitReason(inst, w.oom, w.oomOK)
+			r.mu.Lock()
+			changed := r.requestTerminateLocked(v, reason)
+			r.mu.Unlock()
+			if changed {
+				r.log.Info("registry: rayd exited", "microvm", v.id, "reason", reason)
+				r.persist(v)
+			}
+			r.teardown(v, inst)
+			return
+		case <-r.base.Done():
+			select {
+			case <-v.stop: // a termination raced with Close: finish it
+				r.teardown(v, inst)
+			default:
+			}
+			return
+		case <-v.kick:
+			w.converge()
+		case <-inst.SuspendRequests():
+			w.lifecycleRequest()
+		case <-ticker.C:
+			if n, ok := inst.OOMBaseline(); ok {
+				w.oom, w.oomOK = n, true
+			}
+			w.checkIdle()
 		}
 	}
 }
 
-// teardown calls the terminate hook (unless rayd is gone), destroys the
-// sandbox and marks v TERMINATED. It does not depend on the registry's
-// context: a teardown that has begun completes even during Close.
+// lifecycleRequest suspends v because rayd asked (its lifecycle deadline
+// with on_timeout=pause), at most once per lifecycleInterval.
+func (w *watcher) lifecycleRequest() {
+	r, v := w.r, w.v
+	if !w.lastLifecycle.IsZero() && time.Since(w.lastLifecycle) < lifecycleInterval {
+		r.log.Debug("registry: suspend request from rayd ignored (too soon after the last)", "microvm", v.id)
+		return
+	}
+	w.lastLifecycle = time.Now()
+	r.mu.Lock()
+	var err error
+	if v.pub.State == microvmsapi.StateRunning {
+		err = r.setWantLocked(v, wantSuspended, "rayd")
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Warn("registry: suspend request from rayd refused", "microvm", v.id, "err", err)
+		return
+	}
+	r.persist(v)
+	w.converge()
+}
+
+// checkIdle applies v's idle policy: suspend after maxIdle without
+// traffic, terminate after maxSuspended suspended.
+func (w *watcher) checkIdle() {
+	if w.maxIdle <= 0 {
+		return
+	}
+	r, v := w.r, w.v
+	snap := v.meter.Read()
+	t := time.Now()
+	if bytes := snap.In + snap.Out; snap.InFlight > 0 || bytes != w.lastBytes {
+		w.lastBytes = bytes
+		w.lastActive = t
+	}
+	if snap.LastEnd.After(w.lastActive) {
+		w.lastActive = snap.LastEnd
+	}
+	r.mu.Lock()
+	state := v.pub.State
+	var err error
+	suspend := state == microvmsapi.StateRunning && v.want == wantRunning && t.Sub(w.lastActive) >= w.maxIdle
+	if suspend {
+		err = r.setWantLocked(v, wantSuspended, "idle")
+	}
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.log.Warn("registry: idle suspension refused", "microvm", v.id, "err", err)
+	case suspend:
+		r.log.Info("registry: microVM idle", "microvm", v.id, "idle", t.Sub(w.lastActive).Round(time.Millisecond))
+		r.persist(v)
+		w.converge()
+	}
+	w.checkSuspended()
+}
+
+// checkSuspended terminates v (idle) once it has been SUSPENDED for the
+// policy's suspendedDurationSeconds.
+func (w *watcher) checkSuspended() {
+	if w.maxIdle <= 0 {
+		return
+	}
+	r, v := w.r, w.v
+	r.mu.Lock()
+	changed := v.pub.State == microvmsapi.StateSuspended && v.want == wantSuspended && v.suspendedAt != nil &&
+		time.Since(*v.suspendedAt) >= w.maxSuspended && r.requestTerminateLocked(v, ReasonIdle)
+	r.mu.Unlock()
+	if changed {
+		r.log.Info("registry: microVM terminating", "microvm", v.id, "reason", ReasonIdle)
+		r.persist(v)
+	}
+}
+
+// converge works until v's state is what is wanted: RUNNING → SUSPENDING
+// → (suspend hook, freeze) → SUSPENDED, and SUSPENDED → (thaw, resume
+// hook) → RUNNING. It returns early when v must stop, rayd exits or the
+// registry closes (w.ctx ends); a later Open finishes the work.
+func (w *watcher) converge() {
+	r, v := w.r, w.v
+	for w.ctx.Err() == nil {
+		r.mu.Lock()
+		state, want, dirty := v.pub.State, v.want, v.dirty
+		var step func()
+		switch {
+		case want == wantSuspended && state == microvmsapi.StateRunning:
+			r.setStateLocked(v, microvmsapi.StateSuspending)
+			step = func() {}
+		case want == wantSuspended && state == microvmsapi.StateSuspending:
+			v.dirty = true
+			step = w.suspend
+		case want == wantRunning && state == microvmsapi.StateSuspending && !dirty:
+			// Nothing was done yet: it never stopped running.
+			r.setStateLocked(v, microvmsapi.StateRunning)
+			step = func() {}
+		case want == wantRunning && (state == microvmsapi.StateSuspending || state == microvmsapi.StateSuspended):
+			step = w.resume
+		}
+		r.mu.Unlock()
+		if step == nil {
+			w.checkSuspended()
+			return
+		}
+		r.persist(v)
+		step()
+		r.persist(v)
+	}
+}
+
+// opContext bounds one hook or freezer call.
+func (w *watcher) opContext(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(w.ctx, d)
+}
+
+// suspend POSTs the suspend hook, freezes the sandbox and makes v
+// SUSPENDED. A freeze that fails thaws the sandbox again and puts v back
+// to RUNNING.
+func (w *watcher) suspend() {
+	r, v, inst := w.r, w.v, w.inst
+	start := time.Now()
+	ctx, cancel := w.opContext(r.suspendTO)
+	status, err := r.postHook(ctx, inst.HooksAddr(), "suspend", nil)
+	cancel()
+	if w.ctx.Err() != nil {
+		return
+	}
+	if err != nil || status != http.StatusOK {
+		// rayd always answers 200; whatever it said, freeze.
+		r.log.Debug("registry: suspend hook did not answer 200 (ignored)", "microvm", v.id, "status", status, "err", err)
+	}
+	ctx, cancel = w.opContext(FreezerTimeout)
+	err = inst.Freeze(ctx)
+	cancel()
+	if w.ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		r.log.Error("registry: cannot freeze the sandbox; it keeps running", "microvm", v.id, "err", err)
+		w.thawAndResume()
+		r.mu.Lock()
+		if v.pub.State == microvmsapi.StateSuspending {
+			v.want = wantRunning
+			v.dirty = false
+			r.setStateLocked(v, microvmsapi.StateRunning)
+		}
+		r.mu.Unlock()
+		w.lastActive = time.Now()
+		return
+	}
+	t := now()
+	r.mu.Lock()
+	changed := v.pub.State == microvmsapi.StateSuspending
+	if changed {
+		v.suspendedAt = &t
+		r.setStateLocked(v, microvmsapi.StateSuspended)
+	}
+	r.mu.Unlock()
+	if changed {
+		r.log.Info("registry: microVM suspended", "microvm", v.id, "duration", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// refreeze freezes an adopted SUSPENDED sandbox again (a platform may have
+// stopped while it was resuming it); a failure terminates it.
+func (w *watcher) refreeze() {
+	r, v := w.r, w.v
+	ctx, cancel := w.opContext(FreezerTimeout)
+	err := w.inst.Freeze(ctx)
+	cancel()
+	if w.ctx.Err() != nil {
+		return
+	}
+	t := now()
+	r.mu.Lock()
+	changed := false
+	if err != nil {
+		changed = r.requestTerminateLocked(v, ReasonFreezerFailed)
+	} else if v.suspendedAt == nil {
+		v.suspendedAt = &t
+		v.gen++
+	}
+	r.mu.Unlock()
+	if changed {
+		r.log.Error("registry: cannot freeze an adopted suspended sandbox", "microvm", v.id, "err", err)
+		r.persist(v)
+	}
+}
+
+// thawAndResume thaws the sandbox and POSTs the resume hook, ignoring
+// what happens (a suspension that failed).
+func (w *watcher) thawAndResume() {
+	ctx, cancel := w.opContext(FreezerTimeout)
+	_ = w.inst.Thaw(ctx)
+	cancel()
+	ctx, cancel = w.opContext(w.r.resumeTO)
+	_, _ = w.r.postHook(ctx, w.inst.HooksAddr(), "resume", nil)
+	cancel()
+}
+
+// resume thaws the sandbox and POSTs the resume hook until it answers
+// 200, then makes v RUNNING. A thaw that fails, a resume hook answering
+// anything else or not within the timeout terminate v (platform_error).
+func (w *watcher) resume() {
+	r, v, inst := w.r, w.v, w.inst
+	start := time.Now()
+	ctx, cancel := w.opContext(FreezerTimeout)
+	err := inst.Thaw(ctx)
+	cancel()
+	if w.ctx.Err() != nil {
+		return
+	}
+	reason := ""
+	if err != nil {
+		r.log.Error("registry: cannot thaw the sandbox", "microvm", v.id, "err", err)
+		reason = ReasonFreezerFailed
+	} else if err := r.postHookRetry(w.ctx, inst, "resume", nil, r.resumeTO); err != nil {
+		if w.ctx.Err() != nil {
+			return
+		}
+		reason = resumeFailureReason(err)
+	}
+	r.mu.Lock()
+	changed := false
+	if reason != "" {
+		changed = r.requestTerminateLocked(v, reason)
+	} else if s := v.pub.State; s == microvmsapi.StateSuspended || s == microvmsapi.StateSuspending {
+		v.dirty = false
+		v.suspendedAt = nil
+		r.setStateLocked(v, microvmsapi.StateRunning)
+		changed = true
+	}
+	r.mu.Unlock()
+	switch {
+	case reason != "" && changed:
+		r.log.Warn("registry: resume failed", "microvm", v.id, "reason", reason)
+	case changed:
+		w.lastActive = time.Now()
+		r.log.Info("registry: microVM resumed", "microvm", v.id, "duration", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// teardown thaws a suspended sandbox, calls the terminate hook (unless
+// rayd is gone), destroys the sandbox and marks v TERMINATED. It does not
+// depend on the registry's context: a teardown that has begun completes
+// even during Close.
 func (r *Registry) teardown(v *vm, inst launcher.Instance) {
+	r.mu.Lock()
+	dirty := v.dirty
+	r.mu.Unlock()
+	if dirty {
+		// Frozen tasks answer no hook (and, on cgroup v1, cannot die).
+		ctx, cancel := context.WithTimeout(context.Background(), FreezerTimeout)
+		if err := inst.Thaw(ctx); err != nil {
+			r.log.Debug("registry: thaw before teardown failed (the launcher kills frozen tasks anyway)", "microvm", v.id, "err", err)
+		}
+		cancel()
+	}
 	select {
 	case <-inst.Done():
 	default:
@@ -170,9 +505,8 @@ func (r *Registry) finish(v *vm) {
 		close(v.stop)
 	}
 	t := now()
-	v.pub.State = microvmsapi.StateTerminated
 	v.pub.TerminatedAt = &t
-	v.gen++
+	r.setStateLocked(v, microvmsapi.StateTerminated)
 	if v.timer != nil {
 		v.timer.Stop()
 	}
@@ -197,35 +531,26 @@ func (e *hookStatusError) Error() string { return fmt.Sprintf("hook answered HTT
 // errExited is postRun's error when rayd exits before answering.
 var errExited = errors.New("rayd exited")
 
-// runFailureReason is the stateReason for a failed run hook. It never
-// contains the payload.
-func runFailureReason(err error) string {
-	var se *hookStatusError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("Run hook failed with HTTP status %d.", se.status)
-	case errors.Is(err, errExited):
-		return "Run hook failed: the container stopped."
-	case errors.Is(err, context.DeadlineExceeded):
-		return ReasonRunHookTimeout
-	default:
-		return "Run hook failed."
-	}
-}
-
 // postRun POSTs the run hook within the run-hook timeout. Connection
 // failures are retried (rayd may not listen yet, and a repeated /run only
 // answers "already_ran"); any HTTP answer is final.
 func (r *Registry) postRun(ctx context.Context, inst launcher.Instance, id, payload string) error {
-	ctx, cancel := context.WithTimeout(ctx, r.runTO)
-	defer cancel()
 	body, err := json.Marshal(runEnvelope{MicrovmID: id, RunHookPayload: payload})
 	if err != nil {
 		return err
 	}
+	return r.postHookRetry(ctx, inst, "run", body, r.runTO)
+}
+
+// postHookRetry POSTs hook within timeout d. Connection failures are
+// retried (rayd may not listen yet, or again); any HTTP answer is final:
+// 200 is success, anything else a *hookStatusError.
+func (r *Registry) postHookRetry(ctx context.Context, inst launcher.Instance, hook string, body []byte, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
 	backoff := 10 * time.Millisecond
 	for {
-		status, err := r.postHook(ctx, inst.HooksAddr(), "run", body)
+		status, err := r.postHook(ctx, inst.HooksAddr(), hook, body)
 		if err == nil {
 			if status == http.StatusOK {
 				return nil

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
@@ -119,7 +121,7 @@ type Target struct {
 
 // Lookup finds the microVM of an endpoint host ("<uuid>.microvms.localhost",
 // any case, with or without a trailing dot or a port). TERMINATED microVMs
-// are found until they vanish; the proxy checks Running.
+// are found until they vanish; the proxy checks Running and AutoResume.
 func (r *Registry) Lookup(endpoint string) (*Target, bool) {
 	host := endpoint
 	if h, _, err := net.SplitHostPort(endpoint); err == nil {
@@ -144,6 +146,58 @@ func (t *Target) Running() bool {
 	defer t.r.mu.Unlock()
 	return t.v.pub.State == microvmsapi.StateRunning
 }
+
+// AutoResume reports whether the microVM is SUSPENDING or SUSPENDED with
+// an idle policy that resumes it on a request (autoResumeEnabled).
+func (t *Target) AutoResume() bool {
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	return t.autoResumeLocked()
+}
+
+func (t *Target) autoResumeLocked() bool {
+	s, p := t.v.pub.State, t.v.pub.IdlePolicy
+	return (s == microvmsapi.StateSuspending || s == microvmsapi.StateSuspended) && p != nil && p.AutoResumeEnabled
+}
+
+// Wake returns nil once the microVM is RUNNING. A SUSPENDING or
+// SUSPENDED one that auto-resumes is resumed (as ResumeMicrovm would) and
+// waited for, at most the time a suspension and a resume may take, or
+// until ctx ends; anything else is ErrNotRunning.
+func (t *Target) Wake(ctx context.Context) error {
+	r, v := t.r, t.v
+	ctx, cancel := context.WithTimeout(ctx, r.suspendTO+r.resumeTO+2*FreezerTimeout)
+	defer cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		switch {
+		case v.pub.State == microvmsapi.StateRunning:
+			return nil
+		case !t.autoResumeLocked():
+			return ErrNotRunning
+		}
+		if v.want != wantRunning {
+			if err := r.setWantLocked(v, wantRunning, "proxy"); err != nil {
+				return ErrNotRunning
+			}
+		}
+		ch := v.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		r.mu.Lock()
+		if ctx.Err() != nil && v.pub.State != microvmsapi.StateRunning {
+			return ErrNotRunning
+		}
+	}
+}
+
+// Activity is the microVM's traffic meter, which the endpoint proxy
+// updates and the idle policy reads.
+func (t *Target) Activity() *activity.Meter { return &t.v.meter }
 
 // ErrHooksPort is Addr's error for port 9000: the hooks are never reachable
 // through the endpoint.

@@ -53,7 +53,7 @@ func TestReopenReadoptsOrCleansUp(t *testing.T) {
 	if gotB.State != microvmsapi.StateTerminated || gotB.StateReason != registry.ReasonPlatformLost || gotB.TerminatedAt == nil {
 		t.Fatalf("b: %+v", gotB)
 	}
-	if got, _ := r2.Get(c.MicrovmID); got.State != microvmsapi.StateTerminated || got.StateReason != registry.ReasonTerminated {
+	if got, _ := r2.Get(c.MicrovmID); got.State != microvmsapi.StateTerminated || got.StateReason != registry.ReasonKilledByUser {
 		t.Fatalf("c: %+v", got)
 	}
 	waitFile(t, e.dir, b.MicrovmID, "TERMINATED")
@@ -109,7 +109,7 @@ func TestReopenAdoptedExit(t *testing.T) {
 	e.restart(t, r1, m.MicrovmID)
 	r2 := e.open(t)
 	e.l.Instance(m.MicrovmID).Exit(0)
-	if got := wait(t, r2, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "Container Stopped with Exit Code: 0" {
+	if got := wait(t, r2, m.MicrovmID, microvmsapi.StateTerminated); got.StateReason != "init_exited: exit status unknown" {
 		t.Fatalf("got %+v", got)
 	}
 }

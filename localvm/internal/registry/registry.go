@@ -1,6 +1,7 @@
 // Package registry holds localvm's microVMs: their state machine, the
-// background work that boots and tears down each sandbox, and the state
-// files that let a restarted platform find its sandboxes again.
+// background work that boots, suspends, resumes and tears down each
+// sandbox, and the state files that let a restarted platform find its
+// sandboxes again.
 //
 // # States
 //
@@ -12,13 +13,49 @@
 //	{"microvmId": "<id>", "runHookPayload": "<payload>"}
 //
 // A 200 within 30 seconds makes the microVM RUNNING; anything else makes it
-// TERMINATING and then TERMINATED, with a stateReason. A RUNNING microVM
-// ends in TERMINATED when TerminateMicrovm is called (the terminate hook is
-// POSTed, then the sandbox is destroyed), when maximumDurationInSeconds
-// has passed since startedAt ("Maximum duration reached."), or when rayd
-// exits by itself ("Container Stopped with Exit Code: N"). TERMINATED
-// microVMs stay listed and gettable for a retention period (20 minutes, as
-// on AWS) and then vanish. Suspend and resume are not supported yet.
+// TERMINATING and then TERMINATED, with a stateReason (reasons.go: a closed
+// set of codes, "code" or "code: fixed detail"). A RUNNING microVM ends in
+// TERMINATED when TerminateMicrovm is called (the terminate hook is
+// POSTed, then the sandbox is destroyed: killed_by_user), when
+// maximumDurationInSeconds has passed since startedAt, running and
+// suspended time alike (max_duration), or when rayd exits by itself
+// (timeout, out_of_memory or init_exited). TERMINATED microVMs stay listed
+// and gettable for a retention period (20 minutes, as on AWS) and then
+// vanish.
+//
+// # Suspend and resume
+//
+// SuspendMicrovm moves a RUNNING microVM to SUSPENDING, POSTs rayd's
+// suspend hook (any answer will do, within 30 s), freezes the sandbox's
+// cgroup ([launcher.Instance.Freeze]) and makes it SUSPENDED. ResumeMicrovm
+// thaws it and POSTs the resume hook; the microVM stays SUSPENDED until
+// that answers 200 (within 30 s; otherwise it is terminated,
+// platform_error) and is RUNNING then. Suspending a SUSPENDED microVM and
+// resuming a RUNNING one succeed and do nothing; both answer
+// ConflictException for a TERMINATING or TERMINATED one (and Suspend for a
+// PENDING one), and ValidationException on a platform without a cgroup
+// freezer (rootless, unisolated). Terminating a SUSPENDED microVM thaws it
+// first. One goroutine per microVM does all of this work (lifecycle.go), so
+// suspend, resume, idle suspension and termination never race; the API
+// calls only record what is wanted and wake it.
+//
+// # Idle policy
+//
+// A microVM with an idlePolicy is suspended once, for
+// maxIdleDurationSeconds, no request through its endpoint proxy was in
+// flight and no byte crossed it (the proxy counts both in an
+// [activity.Meter]). Unlike AWS, where only bytes count, an open request
+// or stream keeps a microVM awake even when silent: an agent waiting on a
+// long command must not see its sandbox frozen under it. Once suspended
+// (by the policy or otherwise) for suspendedDurationSeconds it is
+// terminated (idle). With autoResumeEnabled, a request reaching a
+// SUSPENDED microVM through the proxy resumes it and is held until it is
+// RUNNING ([Target.Wake]); without it the proxy answers 502.
+//
+// rayd may ask to be suspended (its lifecycle deadline with
+// on_timeout=pause): [launcher.Instance.SuspendRequests]; the registry
+// then suspends the microVM as SuspendMicrovm would (at most one such
+// request a second).
 //
 // # State directory
 //
@@ -27,11 +64,12 @@
 // the launcher's [launcher.Record]; it never stores the run hook payload.
 // Each sandbox also gets a private directory <StateDir>/vms/<id>/ (0700),
 // where rayd's output goes to rayd.log. [Open] reads the files back:
-// every RUNNING microVM is re-adopted ([Launcher.Adopt]) when its sandbox
-// is still alive and marked TERMINATED ("Platform restarted; sandbox
-// lost.") otherwise; then [Launcher.Sweep] removes what belongs to no kept
-// sandbox. [Registry.Close] does not terminate sandboxes: they survive a
-// platform restart.
+// every RUNNING, SUSPENDING or SUSPENDED microVM is re-adopted
+// ([Launcher.Adopt]) when its sandbox is still alive (a SUSPENDED one stays
+// SUSPENDED and frozen, a SUSPENDING one is suspended again) and marked
+// TERMINATED (platform_shutdown) otherwise; then [Launcher.Sweep] removes
+// what belongs to no kept sandbox. [Registry.Close] does not terminate
+// sandboxes: they survive a platform restart.
 package registry
 
 import (
@@ -53,6 +91,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
@@ -72,6 +111,9 @@ type Launcher interface {
 	Sweep(keep []launcher.Record) error
 	// Privileged reports whether sandboxes get namespaces and cgroups.
 	Privileged() bool
+	// SuspendSupport is nil when sandboxes can be suspended (they have a
+	// cgroup freezer), else an error whose text says why not.
+	SuspendSupport() error
 }
 
 // Minter mints the port-scoped auth tokens of CreateMicrovmAuthToken;
@@ -100,22 +142,20 @@ const (
 	RunHookTimeout = 30 * time.Second
 	// TerminateHookTimeout bounds the terminate hook.
 	TerminateHookTimeout = 10 * time.Second
+	// SuspendHookTimeout bounds the suspend hook (its answer does not
+	// matter: the sandbox is frozen next).
+	SuspendHookTimeout = 30 * time.Second
+	// ResumeHookTimeout bounds the resume hook, retries included.
+	ResumeHookTimeout = 30 * time.Second
 	// TeardownTimeout bounds Instance.Terminate.
 	TeardownTimeout = 60 * time.Second
+	// FreezerTimeout bounds a freeze or a thaw of the sandbox's cgroup.
+	FreezerTimeout = 15 * time.Second
 )
 
-// State reasons the registry sets.
-const (
-	ReasonTerminated      = "Success."
-	ReasonMaxDuration     = "Maximum duration reached."
-	ReasonPlatformLost    = "Platform restarted; sandbox lost."
-	ReasonPlatformStopped = "Platform stopped while the microVM was starting."
-	ReasonTerminateAll    = "Terminated by the local platform."
-	ReasonRunHookTimeout  = "Run hook timed out."
-	ReasonLaunchFailed    = "Sandbox launch failed"
-	reasonExitPrefix      = "Container Stopped with Exit Code: "
-	reasonExitUnknown     = "Container Stopped."
-)
+// lifecycleInterval is the least time between two suspensions rayd asks
+// for (its lifecycle channel).
+const lifecycleInterval = time.Second
 
 // Options configure a Registry.
 type Options struct {
@@ -148,6 +188,14 @@ type Options struct {
 	// Dial dials sandboxes' hook addresses; nil means a net.Dialer. The
 	// real launcher's addresses of rootless sandboxes need its DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// SuspendHookTimeout and ResumeHookTimeout override the package
+	// defaults when positive (for tests).
+	SuspendHookTimeout time.Duration
+	ResumeHookTimeout  time.Duration
+	// IdleUnit is the length of one "second" of idlePolicy's durations
+	// (maxIdleDurationSeconds, suspendedDurationSeconds); 0 means
+	// time.Second. Tests shorten it; the API still demands at least 60.
+	IdleUnit time.Duration
 }
 
 // Registry is the set of microVMs. It is safe for concurrent use.
@@ -161,6 +209,9 @@ type Registry struct {
 	runTO      time.Duration
 	termTO     time.Duration
 	teardownTO time.Duration
+	suspendTO  time.Duration
+	resumeTO   time.Duration
+	idleUnit   time.Duration
 	runWait    time.Duration
 	hc         *http.Client
 	seq        atomic.Uint64
@@ -199,6 +250,18 @@ type vm struct {
 	cancelStart context.CancelFunc // mu; aborts Launch and the run hook
 	timer       *time.Timer        // mu; maximum duration
 
+	// Suspend and resume: the API and the proxy set want and kick the
+	// lifecycle goroutine, which alone does the work (converge).
+	want        want          // mu
+	kick        chan struct{} // buffered 1
+	changed     chan struct{} // mu; closed and replaced on every state change
+	suspendedAt *time.Time    // mu; when it became SUSPENDED (persisted)
+	// dirty: the sandbox may have seen the suspend hook or a freeze since
+	// it last ran (mu).
+	dirty bool
+	// meter counts the endpoint proxy's traffic (idle policy).
+	meter activity.Meter
+
 	fileMu  sync.Mutex
 	written uint64 // fileMu: gen of the file on disk
 	removed bool   // fileMu: files deleted, write no more
@@ -223,6 +286,9 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 		termTO:     orDefault(opts.TerminateHookTimeout, TerminateHookTimeout),
 		runWait:    max(opts.RunWait, 0),
 		teardownTO: orDefault(opts.TeardownTimeout, TeardownTimeout),
+		suspendTO:  orDefault(opts.SuspendHookTimeout, SuspendHookTimeout),
+		resumeTO:   orDefault(opts.ResumeHookTimeout, ResumeHookTimeout),
+		idleUnit:   orDefault(opts.IdleUnit, time.Second),
 		vms:        map[string]*vm{},
 		byEndpoint: map[string]*vm{},
 		byToken:    map[string]*vm{},
@@ -273,6 +339,11 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	if err := normalizeRun(&in); err != nil {
 		return microvmsapi.Microvm{}, err
 	}
+	if in.IdlePolicy != nil {
+		if err := r.launcher.SuspendSupport(); err != nil {
+			return microvmsapi.Microvm{}, validationErr("idlePolicy needs suspend: " + noSuspendText(err))
+		}
+	}
 	fp := fingerprint(in)
 	u, err := uuid.NewRandom()
 	if err != nil {
@@ -316,6 +387,8 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		booted:      make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		changed:     make(chan struct{}),
 		gen:         1,
 	}
 	v.pub = microvmsapi.Microvm{
@@ -426,31 +499,156 @@ func (r *Registry) Terminate(id string) error {
 	}
 	purged := r.purgeLocked(now())
 	v := r.vms[id]
-	changed := v != nil && r.requestTerminateLocked(v, ReasonTerminated)
+	changed := v != nil && r.requestTerminateLocked(v, ReasonKilledByUser)
 	r.mu.Unlock()
 	r.removeFiles(purged)
 	if v == nil {
 		return ErrNotFound
 	}
 	if changed {
-		r.log.Info("registry: microVM terminating", "microvm", id, "reason", ReasonTerminated)
+		r.log.Info("registry: microVM terminating", "microvm", id, "reason", ReasonKilledByUser)
 		r.persist(v)
 	}
 	return nil
 }
 
-// Suspend is not supported yet: it answers ErrSuspendNotSupported for an
-// existing microVM and ErrNotFound otherwise.
-func (r *Registry) Suspend(id string) error { return r.notSupported(id) }
+// Suspend suspends a RUNNING microVM: SUSPENDING at once, then, in the
+// background, the suspend hook and the freeze, and SUSPENDED. It waits
+// for SUSPENDED at most Options.RunWait (or until ctx ends), and succeeds
+// for a microVM that is SUSPENDING or SUSPENDED already. A PENDING,
+// TERMINATING or TERMINATED microVM is a ConflictException; a platform
+// that cannot suspend answers ValidationException.
+func (r *Registry) Suspend(ctx context.Context, id string) error {
+	return r.setWant(ctx, id, wantSuspended)
+}
 
-// Resume is not supported yet; see Suspend.
-func (r *Registry) Resume(id string) error { return r.notSupported(id) }
+// Resume resumes a SUSPENDED (or SUSPENDING) microVM: in the background
+// the cgroup is thawed and the resume hook POSTed; the microVM is RUNNING
+// once that answers 200. It waits for RUNNING at most Options.RunWait (or
+// until ctx ends), and succeeds for a RUNNING or PENDING microVM (nothing
+// to do). A TERMINATING or TERMINATED microVM is a ConflictException; a
+// platform that cannot suspend answers ValidationException.
+func (r *Registry) Resume(ctx context.Context, id string) error {
+	return r.setWant(ctx, id, wantRunning)
+}
 
-func (r *Registry) notSupported(id string) error {
-	if _, err := r.Get(id); err != nil {
+func (r *Registry) setWant(ctx context.Context, id string, w want) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	purged := r.purgeLocked(now())
+	v := r.vms[id]
+	err := ErrNotFound
+	if v != nil {
+		err = r.setWantLocked(v, w, "api")
+	}
+	r.mu.Unlock()
+	r.removeFiles(purged)
+	if err != nil {
 		return err
 	}
-	return ErrSuspendNotSupported
+	r.persist(v)
+	r.waitState(ctx, v, r.runWait, func(s microvmsapi.State) bool {
+		if w == wantSuspended {
+			return s != microvmsapi.StateSuspending && s != microvmsapi.StateRunning
+		}
+		return s != microvmsapi.StateSuspending && s != microvmsapi.StateSuspended
+	})
+	return nil
+}
+
+// setWantLocked records that v should be suspended or running and wakes
+// its lifecycle goroutine. A RUNNING microVM to suspend becomes
+// SUSPENDING at once. why names the cause for the log ("api", "idle",
+// "rayd", "proxy").
+func (r *Registry) setWantLocked(v *vm, w want, why string) error {
+	if err := r.launcher.SuspendSupport(); err != nil {
+		t := noSuspendText(err)
+		return validationErr(strings.ToUpper(t[:1]) + t[1:])
+	}
+	switch v.pub.State {
+	case microvmsapi.StateTerminating, microvmsapi.StateTerminated:
+		return conflictErr("The microVM is terminated.")
+	case microvmsapi.StatePending:
+		if w == wantSuspended {
+			return conflictErr("The microVM is not running yet.")
+		}
+		return nil // it will be RUNNING
+	case microvmsapi.StateRunning:
+		if w == wantSuspended {
+			r.setStateLocked(v, microvmsapi.StateSuspending)
+		}
+	}
+	if v.want != w {
+		r.log.Info("registry: microVM "+w.String()+" requested", "microvm", v.id, "by", why)
+	}
+	v.want = w
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// noSuspendText is the sentence of a SuspendSupport error, as the API
+// says it: "suspend needs the root platform's cgroup freezer: this
+// platform runs rootless (no cgroups)."
+func noSuspendText(err error) string {
+	t := strings.TrimPrefix(err.Error(), "launcher: ")
+	if t == "" {
+		t = "suspend is not supported by this platform"
+	}
+	return strings.TrimSuffix(t, ".") + "."
+}
+
+// waitState waits until done(v's state) holds or v is TERMINATING or
+// TERMINATED, at most d, or until ctx ends.
+func (r *Registry) waitState(ctx context.Context, v *vm, d time.Duration, done func(microvmsapi.State) bool) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		s, ch := v.pub.State, v.changed
+		r.mu.Unlock()
+		if done(s) || s == microvmsapi.StateTerminating || s == microvmsapi.StateTerminated {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// setStateLocked moves v to s and wakes whoever waits for a change.
+func (r *Registry) setStateLocked(v *vm, s microvmsapi.State) {
+	v.pub.State = s
+	v.gen++
+	close(v.changed)
+	v.changed = make(chan struct{})
+}
+
+// want is what the lifecycle goroutine works towards once a microVM runs.
+type want int
+
+const (
+	wantRunning want = iota
+	wantSuspended
+)
+
+func (w want) String() string {
+	if w == wantSuspended {
+		return "suspend"
+	}
+	return "resume"
 }
 
 // CreateAuthToken mints a token for the microVM's endpoint proxy. The
@@ -587,7 +785,8 @@ func (r *Registry) purgeLocked(t time.Time) []*vm {
 	return out
 }
 
-// armTimerLocked starts v's maximum-duration timer to fire after d.
+// armTimerLocked starts v's maximum-duration timer to fire after d. It
+// runs in every state until TERMINATED: suspended time counts.
 func (r *Registry) armTimerLocked(v *vm, d time.Duration) {
 	v.timer = time.AfterFunc(max(d, 0), func() {
 		r.mu.Lock()
@@ -600,18 +799,18 @@ func (r *Registry) armTimerLocked(v *vm, d time.Duration) {
 	})
 }
 
-// requestTerminateLocked moves a PENDING or RUNNING v to TERMINATING with
-// reason and wakes its lifecycle goroutine, which tears it down. It
-// reports whether v changed (the caller then persists it).
+// requestTerminateLocked moves a PENDING, RUNNING, SUSPENDING or
+// SUSPENDED v to TERMINATING with reason and wakes its lifecycle
+// goroutine, which tears it down (thawing it first). It reports whether v
+// changed (the caller then persists it).
 func (r *Registry) requestTerminateLocked(v *vm, reason string) bool {
 	switch v.pub.State {
-	case microvmsapi.StatePending, microvmsapi.StateRunning:
+	case microvmsapi.StatePending, microvmsapi.StateRunning, microvmsapi.StateSuspending, microvmsapi.StateSuspended:
 	default:
 		return false
 	}
-	v.pub.State = microvmsapi.StateTerminating
 	v.pub.StateReason = reason
-	v.gen++
+	r.setStateLocked(v, microvmsapi.StateTerminating)
 	close(v.stop)
 	if v.cancelStart != nil {
 		v.cancelStart()
@@ -654,23 +853,6 @@ func cloneStrings(s []string) []string {
 		return nil
 	}
 	return append([]string(nil), s...)
-}
-
-// exitReason is the stateReason of a sandbox whose rayd exited by itself.
-func exitReason(inst launcher.Instance) string {
-	if code, ok := inst.ExitCode(); ok {
-		return fmt.Sprintf("%s%d", reasonExitPrefix, code)
-	}
-	return reasonExitUnknown
-}
-
-// oneLine shortens an error text for a stateReason.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }
 
 // DefaultStateDir is the platform's state directory: /var/lib/rayito/localvm

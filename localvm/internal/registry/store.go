@@ -35,6 +35,9 @@ type stateFile struct {
 	ClientToken string           `json:"clientToken,omitempty"`
 	Fingerprint string           `json:"fingerprint"`
 	Record      *launcher.Record `json:"record,omitempty"`
+	// SuspendedAt is when a SUSPENDED microVM was suspended (its idle
+	// policy's suspendedDurationSeconds count from it).
+	SuspendedAt *time.Time `json:"suspendedAt,omitempty"`
 }
 
 func (r *Registry) statePath(id string) string { return filepath.Join(r.vmsDir, id+".json") }
@@ -121,6 +124,10 @@ func fileLocked(v *vm) stateFile {
 	if v.rec != nil {
 		rec := *v.rec
 		sf.Record = &rec
+	}
+	if v.suspendedAt != nil {
+		t := *v.suspendedAt
+		sf.SuspendedAt = &t
 	}
 	return sf
 }
@@ -211,11 +218,15 @@ func (r *Registry) load(id string) (*vm, error) {
 		fingerprint: sf.Fingerprint,
 		pub:         sf.Microvm,
 		rec:         sf.Record,
+		suspendedAt: sf.SuspendedAt,
 		booted:      make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		changed:     make(chan struct{}),
 	}
 	v.pub.Endpoint = v.endpoint
+	v.pub.StateReason = legacyReason(v.pub.StateReason)
 	v.gen, v.written = 1, 1
 	return v, nil
 }
@@ -268,14 +279,20 @@ func (r *Registry) recover(ctx context.Context) error {
 				continue
 			}
 			r.insertLocked(v)
-		case v.pub.State == microvmsapi.StateRunning && v.rec != nil:
+		case (v.pub.State == microvmsapi.StateRunning || v.pub.State == microvmsapi.StateSuspending ||
+			v.pub.State == microvmsapi.StateSuspended) && v.rec != nil:
 			inst, err := r.launcher.Adopt(*v.rec)
 			if err == nil {
 				v.inst = inst
+				if v.pub.State != microvmsapi.StateRunning {
+					// A SUSPENDED one stays so (frozen again if a resume
+					// was cut short); a SUSPENDING one is suspended again.
+					v.want, v.dirty = wantSuspended, true
+				}
 				kept = append(kept, *v.rec)
 				adopted = append(adopted, adoption{v, inst})
 				r.insertLocked(v)
-				r.log.Info("registry: microVM re-adopted", "microvm", v.id)
+				r.log.Info("registry: microVM re-adopted", "microvm", v.id, "state", string(v.pub.State))
 				continue
 			}
 			r.log.Warn("registry: sandbox lost across a restart", "microvm", v.id, "err", err)

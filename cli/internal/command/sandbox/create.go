@@ -17,8 +17,17 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "create",
 		Usage: "create a sandbox and print its id (its access token is stored for later commands)",
+		Description: "Without --on-timeout (or --max-lifetime) the platform ends the sandbox --timeout after its\n" +
+			"start, and nothing moves that. With it the sandbox gets a deadline --timeout after its start,\n" +
+			"which `rayito sandbox timeout` moves up to --max-lifetime: then it is killed (kill) or kept\n" +
+			"for a pause (pause). --idle lets the platform pause it after that long without traffic.",
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, 1s to 8h (the SDK's default)"},
+			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout, 1s to 8h"},
+			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
+			&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
+			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
+			&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
+			&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
 			&cli.StringFlag{Name: "template", Usage: "`IMAGE` (an image ARN on AWS; default: RAYITO_TEMPLATE)"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
@@ -39,6 +48,10 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			if life < time.Duration(microvmsapi.MinDurationSeconds)*time.Second || life > time.Duration(microvmsapi.MaxDurationSeconds)*time.Second {
 				return cliutil.Usagef("--timeout must be between 1s and 8h, got %s", life)
 			}
+			lifeOpts, err := lifetimeOptions(cmd, life)
+			if err != nil {
+				return err
+			}
 			if b, err := platform.Backend(f.Getenv); err == nil && b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
 				return cliutil.Usagef("the aws backend needs an image: pass --template or set RAYITO_TEMPLATE")
 			}
@@ -47,6 +60,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			opts = append(opts, rayito.WithTimeout(cmd.Duration("timeout")), rayito.WithEnvs(envs), rayito.WithMetadata(md))
+			opts = append(opts, lifeOpts...)
 			if t := cmd.String("template"); t != "" {
 				opts = append(opts, rayito.WithTemplate(t))
 			}
@@ -73,4 +87,75 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// Lifetime limits of create's flags (the SDK checks them too).
+const (
+	maxLifetime = time.Duration(microvmsapi.MaxDurationSeconds) * time.Second
+	minLifetime = 3 * time.Minute
+	// capMargin: the deadline stays this much short of the lifetime.
+	capMargin = time.Minute
+	minIdle   = time.Duration(microvmsapi.MinIdleSeconds) * time.Second
+)
+
+// lifetimeOptions checks --on-timeout, --max-lifetime, --auto-resume,
+// --idle and --idle-suspend-for (timeout is --timeout) and returns their
+// SDK options.
+func lifetimeOptions(cmd *cli.Command, timeout time.Duration) ([]rayito.Option, error) {
+	var opts []rayito.Option
+	action := rayito.TimeoutAction(cmd.String("on-timeout"))
+	switch action {
+	case "", rayito.TimeoutKill, rayito.TimeoutPause:
+	default:
+		return nil, cliutil.Usagef("--on-timeout must be kill or pause, got %q", cmd.String("on-timeout"))
+	}
+	managed := action != "" || cmd.IsSet("max-lifetime")
+	life := timeout
+	if cmd.IsSet("max-lifetime") {
+		life = cmd.Duration("max-lifetime")
+		if life < minLifetime || life > maxLifetime {
+			return nil, cliutil.Usagef("--max-lifetime must be between 3m and 8h, got %s", life)
+		}
+		if timeout > life-capMargin {
+			return nil, cliutil.Usagef("--timeout (%s) must be at least 1m shorter than --max-lifetime (%s)", timeout, life)
+		}
+		opts = append(opts, rayito.WithMaxLifetime(life))
+	} else if managed {
+		life = min(max(timeout+capMargin, minLifetime), maxLifetime)
+		if action == rayito.TimeoutPause {
+			life = maxLifetime
+		}
+		if timeout > life-capMargin {
+			return nil, cliutil.Usagef("--timeout must be at most 7h59m with --on-timeout, got %s", timeout)
+		}
+	}
+	if action != "" {
+		opts = append(opts, rayito.WithOnTimeout(action))
+	}
+	idle := cmd.IsSet("idle")
+	autoResume := cmd.Bool("auto-resume")
+	if autoResume && action != rayito.TimeoutPause && !idle {
+		return nil, cliutil.Usagef("--auto-resume needs --on-timeout pause or --idle")
+	}
+	if autoResume && action == rayito.TimeoutPause {
+		opts = append(opts, rayito.WithAutoResume())
+	}
+	if cmd.IsSet("idle-suspend-for") && !idle {
+		return nil, cliutil.Usagef("--idle-suspend-for needs --idle")
+	}
+	if idle {
+		d := cmd.Duration("idle")
+		if d < minIdle || d > maxLifetime {
+			return nil, cliutil.Usagef("--idle must be between 1m and 8h, got %s", d)
+		}
+		suspendFor := max(life-d, 0)
+		if cmd.IsSet("idle-suspend-for") {
+			suspendFor = cmd.Duration("idle-suspend-for")
+			if suspendFor < 0 || suspendFor > maxLifetime {
+				return nil, cliutil.Usagef("--idle-suspend-for must be between 0s and 8h, got %s", suspendFor)
+			}
+		}
+		opts = append(opts, rayito.WithIdlePolicy(d, suspendFor, autoResume))
+	}
+	return opts, nil
 }

@@ -21,7 +21,10 @@ type infoOut struct {
 	StartedAt    *time.Time        `json:"started_at,omitempty"`
 	ExpiresAt    *time.Time        `json:"expires_at,omitempty"`
 	EndedAt      *time.Time        `json:"ended_at,omitempty"`
+	EndReason    string            `json:"end_reason,omitempty"`
+	EndDetail    string            `json:"end_detail,omitempty"`
 	StateReason  string            `json:"state_reason,omitempty"`
+	Lifecycle    *lifecycleOut     `json:"lifecycle,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	AgentVersion string            `json:"agent_version,omitempty"`
 	Isolation    string            `json:"isolation,omitempty"`
@@ -39,24 +42,24 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err
 			}
-			sbx, err := connect(ctx, cmd, f)
+			in, err := info(ctx, cmd, f)
 			if err != nil {
 				return err
-			}
-			in, err := sbx.Info(ctx)
-			if err != nil {
-				return cliutil.OnSandbox(sbx.ID(), err)
 			}
 			// Health's cpu_count and memory_total_bytes describe the
 			// machine rayd runs on (the host, locally), not the sandbox's
 			// limits: they are not shown; its limits are.
 			out := infoOut{ID: in.ID, State: in.State, Template: in.Template, StateReason: in.StateReason,
+				EndReason: string(in.EndReason), EndDetail: in.EndDetail,
 				Metadata: in.Metadata, AgentVersion: in.AgentVersion, Isolation: in.Isolation,
 				MemoryLimit: in.MemoryLimit, ProcessLimit: in.ProcessLimit}
+			if l := in.Lifecycle; l != nil && l.Phase != rayito.PhaseUnmanaged {
+				out.Lifecycle = lifecycleOutOf("", l)
+			}
 			if !in.StartedAt.IsZero() {
 				out.StartedAt = &in.StartedAt
 			}
-			if !in.ExpiresAt.IsZero() && in.EndedAt.IsZero() {
+			if !in.ExpiresAt.IsZero() && in.EndedAt.IsZero() && in.EndReason == "" {
 				out.ExpiresAt = &in.ExpiresAt
 			}
 			if !in.EndedAt.IsZero() {
@@ -76,8 +79,17 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			if out.EndedAt != nil {
 				fmt.Fprintf(w, "ended:    %s\n", out.EndedAt.Local().Format(time.DateTime))
 			}
-			if out.StateReason != "" {
-				fmt.Fprintf(w, "reason:   %s\n", out.StateReason)
+			if out.EndReason != "" {
+				fmt.Fprintf(w, "reason:   %s\n", cliutil.EndText(in.EndReason, in.EndDetail))
+			}
+			if l := in.Lifecycle; out.Lifecycle != nil {
+				fmt.Fprintf(w, "deadline: %s\n", deadlineLine(l))
+				if !l.Cap.IsZero() {
+					fmt.Fprintf(w, "cap:      %s\n", l.Cap.Local().Format(time.DateTime))
+				}
+				if l.Phase != rayito.PhaseActive {
+					fmt.Fprintf(w, "phase:    %s\n", l.Phase)
+				}
 			}
 			if out.AgentVersion != "" {
 				fmt.Fprintf(w, "rayd:     %s\n", out.AgentVersion)
@@ -106,6 +118,27 @@ func limitsLine(memory uint64, processes int) string {
 		parts = append(parts, fmt.Sprintf("%d processes", processes))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// info describes the sandbox named by the first argument: through its
+// daemon while it runs (Connect, then Info), through the control plane
+// alone once it has ended (GetInfo: no token needed).
+func info(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito.Info, error) {
+	id := cmd.Args().First()
+	sbx, err := connect(ctx, cmd, f)
+	if errors.Is(err, rayito.ErrSandboxEnded) {
+		opts, oerr := options(ctx, f)
+		if oerr != nil {
+			return nil, oerr
+		}
+		in, ierr := rayito.GetInfo(ctx, id, opts...)
+		return in, cliutil.OnSandbox(id, ierr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in, err := sbx.Info(ctx)
+	return in, cliutil.OnSandbox(sbx.ID(), err)
 }
 
 func tokenFlag() cli.Flag {

@@ -51,6 +51,9 @@ type listItem struct {
 	State     string            `json:"state"`
 	Template  string            `json:"template,omitempty"`
 	StartedAt *time.Time        `json:"started_at,omitempty"`
+	EndedAt   *time.Time        `json:"ended_at,omitempty"`
+	EndReason string            `json:"end_reason,omitempty"`
+	EndDetail string            `json:"end_detail,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
 }
 
@@ -85,9 +88,20 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if len(want) == 0 && !cmd.Bool("all") {
+				// Not the TERMINATED ones: their end reasons would cost a
+				// call each for nothing.
+				for _, st := range states {
+					if st != microvmsapi.StateTerminated {
+						want = append(want, string(st))
+					}
+				}
+			}
 			if len(want) > 0 {
 				opts = append(opts, rayito.WithStates(want...))
 			}
+			// The REASON column of ended sandboxes.
+			opts = append(opts, rayito.WithEndReasons())
 			if len(md) > 0 {
 				opts = append(opts, rayito.WithMetadataFilter(md))
 			}
@@ -97,16 +111,18 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 			}
 			items := make([]listItem, 0, len(infos))
 			for _, in := range infos {
-				if len(want) == 0 && !cmd.Bool("all") && in.State == string(microvmsapi.StateTerminated) {
-					continue
-				}
 				if limit > 0 && len(items) == limit {
 					break
 				}
-				it := listItem{ID: in.ID, State: in.State, Template: in.Template, Metadata: in.Metadata}
+				it := listItem{ID: in.ID, State: in.State, Template: in.Template, Metadata: in.Metadata,
+					EndReason: string(in.EndReason), EndDetail: in.EndDetail}
 				if !in.StartedAt.IsZero() {
 					t := in.StartedAt
 					it.StartedAt = &t
+				}
+				if !in.EndedAt.IsZero() {
+					t := in.EndedAt
+					it.EndedAt = &t
 				}
 				items = append(items, it)
 			}
@@ -114,13 +130,13 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 				return cliutil.PrintJSON(f.IO.Out, items)
 			}
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tSTARTED")
+			fmt.Fprintln(tw, "ID\tSTATE\tSTARTED\tREASON")
 			for _, it := range items {
 				started := ""
 				if it.StartedAt != nil {
 					started = it.StartedAt.Local().Format(time.DateTime)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, it.State, started)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, it.State, started, cliutil.EndText(rayito.EndReason(it.EndReason), it.EndDetail))
 			}
 			return tw.Flush()
 		},

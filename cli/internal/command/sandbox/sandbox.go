@@ -1,7 +1,7 @@
 // Package sandbox is `rayito sandbox`: create, list, inspect, run commands
-// in, copy files to and from, read the logs of and kill sandboxes on the
-// configured platform (the local one must be running: `rayito local up`).
-// One file per verb.
+// in, copy files to and from, read the logs and metrics of, pause, resume,
+// move the deadline of and kill sandboxes on the configured platform (the
+// local one must be running: `rayito local up`). One file per verb.
 package sandbox
 
 import (
@@ -29,6 +29,10 @@ func Command(f *cliutil.Factory) *cli.Command {
 			shellCommand(f),
 			cpCommand(f),
 			logsCommand(f),
+			metricsCommand(f),
+			pauseCommand(f),
+			resumeCommand(f),
+			timeoutCommand(f),
 			killCommand(f),
 		},
 	}

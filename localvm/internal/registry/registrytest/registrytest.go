@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +36,13 @@ type Launcher struct {
 	LaunchGate chan struct{}
 	// Priv is what Privileged reports.
 	Priv bool
+	// NoSuspend, when set, is what SuspendSupport reports (nil: sandboxes
+	// can be suspended).
+	NoSuspend error
+	// FreezeErr makes every instance's Freeze fail.
+	FreezeErr error
+	// OOMCounter gives new instances an OOM kill counter (at 0).
+	OOMCounter bool
 
 	mu        sync.Mutex
 	launched  []launcher.Spec
@@ -65,7 +74,7 @@ func (l *Launcher) Launch(ctx context.Context, spec launcher.Spec) (launcher.Ins
 }
 
 func (l *Launcher) newInstanceLocked(rec launcher.Record) *Instance {
-	in := &Instance{rec: rec, done: make(chan struct{}), priv: l.Priv}
+	in := &Instance{rec: rec, done: make(chan struct{}), priv: l.Priv, l: l, suspendReq: make(chan struct{}, 1), oomOK: l.OOMCounter}
 	if l.instances == nil {
 		l.instances = map[string]*Instance{}
 	}
@@ -91,7 +100,9 @@ func (l *Launcher) Adopt(rec launcher.Record) (launcher.Instance, error) {
 	if !l.alive[rec.ID] {
 		return nil, fmt.Errorf("adopt %s: %w", rec.ID, ErrGone)
 	}
-	return l.newInstanceLocked(rec), nil
+	in := l.newInstanceLocked(rec)
+	in.adopted = true
+	return in, nil
 }
 
 // Cleanup records rec.
@@ -112,6 +123,9 @@ func (l *Launcher) Sweep(keep []launcher.Record) error {
 
 // Privileged reports Priv.
 func (l *Launcher) Privileged() bool { return l.Priv }
+
+// SuspendSupport reports NoSuspend.
+func (l *Launcher) SuspendSupport() error { return l.NoSuspend }
 
 // Launched returns the specs Launch got.
 func (l *Launcher) Launched() []launcher.Spec {
@@ -143,14 +157,23 @@ func (l *Launcher) Swept() [][]launcher.Record {
 
 // Instance is a fake launcher.Instance.
 type Instance struct {
-	rec  launcher.Record
-	priv bool
-	done chan struct{}
-	once sync.Once
+	l       *Launcher
+	rec     launcher.Record
+	priv    bool
+	adopted bool // its exit status is unknown
+	done    chan struct{}
+	once    sync.Once
+
+	suspendReq chan struct{}
 
 	mu         sync.Mutex
-	code       int
+	status     launcher.ExitStatus
 	terminated int
+	frozen     bool
+	freezes    int
+	thaws      int
+	oom        uint64
+	oomOK      bool
 }
 
 func (i *Instance) ID() string              { return i.rec.ID }
@@ -165,34 +188,50 @@ func (i *Instance) GuestAddr(p int) (string, error) {
 	return "10.0.0.2:" + strconv.Itoa(p), nil
 }
 
-// ExitCode reports the code given to Exit.
+// ExitCode reports the code given to Exit (128+n after Kill(n)).
 func (i *Instance) ExitCode() (int, bool) {
+	st, ok := i.ExitStatus()
+	if st.Signal != 0 {
+		return 128 + int(st.Signal), ok
+	}
+	return st.Code, ok
+}
+
+// ExitStatus reports what Exit or Kill gave; unknown for an adopted
+// instance.
+func (i *Instance) ExitStatus() (launcher.ExitStatus, bool) {
 	select {
 	case <-i.done:
 		i.mu.Lock()
 		defer i.mu.Unlock()
-		return i.code, true
+		return i.status, !i.adopted
 	default:
-		return 0, false
+		return launcher.ExitStatus{}, false
 	}
 }
 
 // Exit simulates rayd exiting by itself with code.
-func (i *Instance) Exit(code int) {
+func (i *Instance) Exit(code int) { i.end(launcher.ExitStatus{Code: code}) }
+
+// Kill simulates rayd killed by sig.
+func (i *Instance) Kill(sig syscall.Signal) { i.end(launcher.ExitStatus{Signal: sig}) }
+
+func (i *Instance) end(st launcher.ExitStatus) {
 	i.once.Do(func() {
 		i.mu.Lock()
-		i.code = code
+		i.status = st
+		i.frozen = false
 		i.mu.Unlock()
 		close(i.done)
 	})
 }
 
-// Terminate counts the call and makes the instance exit with 137.
+// Terminate counts the call and makes the instance end by SIGKILL.
 func (i *Instance) Terminate(context.Context) error {
 	i.mu.Lock()
 	i.terminated++
 	i.mu.Unlock()
-	i.Exit(137)
+	i.Kill(syscall.SIGKILL)
 	return nil
 }
 
@@ -201,6 +240,76 @@ func (i *Instance) Terminated() int {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.terminated
+}
+
+// Freeze marks the instance frozen (or fails with Launcher.FreezeErr).
+func (i *Instance) Freeze(context.Context) error {
+	if err := i.l.NoSuspend; err != nil {
+		return err
+	}
+	if err := i.l.FreezeErr; err != nil {
+		return err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.frozen = true
+	i.freezes++
+	return nil
+}
+
+// Thaw marks the instance thawed.
+func (i *Instance) Thaw(context.Context) error {
+	if err := i.l.NoSuspend; err != nil {
+		return err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.frozen = false
+	i.thaws++
+	return nil
+}
+
+// Frozen reports whether the instance is frozen, and how many Freeze and
+// Thaw calls it had.
+func (i *Instance) Frozen() (frozen bool, freezes, thaws int) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.frozen, i.freezes, i.thaws
+}
+
+// SetOOMKills sets the OOM kill counter OOMKills reports.
+func (i *Instance) SetOOMKills(n uint64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.oom, i.oomOK = n, true
+}
+
+// OOMKills reports what SetOOMKills set (ok false before).
+func (i *Instance) OOMKills() (uint64, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.oom, i.oomOK
+}
+
+// OOMBaseline is OOMKills while the instance has not ended.
+func (i *Instance) OOMBaseline() (uint64, bool) {
+	select {
+	case <-i.done:
+		return 0, false
+	default:
+		return i.OOMKills()
+	}
+}
+
+// SuspendRequests delivers RequestSuspend's requests.
+func (i *Instance) SuspendRequests() <-chan struct{} { return i.suspendReq }
+
+// RequestSuspend simulates rayd asking to be suspended.
+func (i *Instance) RequestSuspend() {
+	select {
+	case i.suspendReq <- struct{}{}:
+	default:
+	}
 }
 
 // RunCall is one run hook call the Hooks server got.
@@ -213,17 +322,20 @@ type RunCall struct {
 type Hooks struct {
 	Server *httptest.Server
 
-	mu         sync.Mutex
-	runStatus  int
-	runDelay   time.Duration
-	runs       []RunCall
-	terminates []string
+	mu           sync.Mutex
+	runStatus    int
+	runDelay     time.Duration
+	runs         []RunCall
+	terminates   []string
+	resumeStatus int
+	resumeDelay  time.Duration
+	calls        map[string]int
 }
 
 // NewHooks starts a hooks server answering /run with 200 until told
 // otherwise; it stops when t ends.
 func NewHooks(t testing.TB) *Hooks {
-	h := &Hooks{runStatus: http.StatusOK}
+	h := &Hooks{runStatus: http.StatusOK, resumeStatus: http.StatusOK, calls: map[string]int{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.Server.Close)
 	return h
@@ -237,6 +349,20 @@ func (h *Hooks) SetRun(status int, delay time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.runStatus, h.runDelay = status, delay
+}
+
+// SetResume sets /resume's status and a delay before it answers.
+func (h *Hooks) SetResume(status int, delay time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.resumeStatus, h.resumeDelay = status, delay
+}
+
+// Calls counts the calls of hook ("suspend", "resume", ...).
+func (h *Hooks) Calls(hook string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[hook]
 }
 
 // Runs returns the /run calls so far.
@@ -259,6 +385,9 @@ func (h *Hooks) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.calls[strings.TrimPrefix(r.URL.Path, "/aws/lambda-microvms/runtime/v1/")]++
+	h.mu.Unlock()
 	switch r.URL.Path {
 	case "/aws/lambda-microvms/runtime/v1/run":
 		var c RunCall
@@ -276,6 +405,21 @@ func (h *Hooks) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, `{"hook":"run"}`)
+	case "/aws/lambda-microvms/runtime/v1/suspend":
+		_, _ = io.WriteString(w, `{"hook":"suspend"}`)
+	case "/aws/lambda-microvms/runtime/v1/resume":
+		h.mu.Lock()
+		status, delay := h.resumeStatus, h.resumeDelay
+		h.mu.Unlock()
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"hook":"resume"}`)
 	case "/aws/lambda-microvms/runtime/v1/terminate":
 		h.mu.Lock()
 		h.terminates = append(h.terminates, string(body))
