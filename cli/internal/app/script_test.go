@@ -46,15 +46,12 @@ func TestScripts(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", tokens)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
-		// [root]: the platform runs as root (full isolation, cgroup limits).
-		// [lifecycle]: RAYITO_TEST_LIFECYCLE=1 says the platform and rayd
-		// pause, resume and enforce deadlines (lifecycle.txtar).
+		// [root]: the platform runs as root (full isolation, cgroup limits,
+		// the cgroup freezer that pause and resume need).
 		Condition: func(cond string) (bool, error) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
-			case "lifecycle":
-				return os.Getenv("RAYITO_TEST_LIFECYCLE") == "1", nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
