@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -9,8 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // rayitoBin builds the real rayito binary once per test run.
@@ -326,4 +330,89 @@ func TestCLIServeAddrAndLogsFollow(t *testing.T) {
 	if !strings.Contains(out.String(), "rayd listening") {
 		t.Errorf("logs --follow printed %q, want rayd's log", out.String())
 	}
+}
+
+// TestCLIPauseResumeKeepsShell: `rayito sandbox pause` and `resume` keep a
+// terminal's shell, its state (a variable) and a running `top` alive: top
+// goes on refreshing after the resume, and the shell still knows the
+// variable once top quits.
+func TestCLIPauseResumeKeepsShell(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("pause and resume need the root platform's cgroup freezer; run as root")
+	}
+	env := cliEnv(t)
+	state, xdg := t.TempDir(), ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "XDG_STATE_HOME="); ok {
+			xdg = v
+		}
+	}
+	if r := runCLI(t, env, "local", "up", "--state-dir", state); r.code != 0 {
+		t.Fatalf("local up: %+v", r)
+	}
+	defer runCLI(t, env, "local", "down", "--state-dir", state)
+	r := runCLI(t, env, "sandbox", "create")
+	if r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var endpoint string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "RAYITO_ENDPOINT="); ok {
+			endpoint = v
+		}
+	}
+	sbx, err := rayito.Connect(ctx, id, rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(endpoint),
+		rayito.WithTokenStoreDir(filepath.Join(xdg, "rayito", "tokens")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	snapshot := func() string { mu.Lock(); defer mu.Unlock(); return screen.String() }
+	pty, err := sbx.Pty.Create(ctx, rayito.OnData(func(b []byte) { mu.Lock(); screen.Write(b); mu.Unlock() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !ok(snapshot()); {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: screen %q", what, snapshot())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := pty.SendInput(ctx, []byte("KEPT=4242; top -d 0.2\n")); err != nil {
+		t.Fatal(err)
+	}
+	refreshes := func(s string) int { return strings.Count(s, "load average") }
+	waitFor("top running", func(s string) bool { return refreshes(s) >= 2 })
+
+	if r := runCLI(t, env, "sandbox", "pause", id); r.code != 0 {
+		t.Fatalf("pause: %+v", r)
+	}
+	if r := runCLI(t, env, "sandbox", "info", id); !strings.Contains(r.stdout, "SUSPENDED") {
+		t.Fatalf("info after pause: %+v", r)
+	}
+	before := refreshes(snapshot())
+	time.Sleep(time.Second)
+	if n := refreshes(snapshot()); n > before+1 {
+		t.Fatalf("top refreshed %d times while paused", n-before)
+	}
+	if r := runCLI(t, env, "sandbox", "resume", id); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	waitFor("top refreshing after the resume", func(s string) bool { return refreshes(s) >= before+3 })
+	if err := pty.SendInput(ctx, []byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	if err := pty.SendInput(ctx, []byte("echo \"kept=$KEPT\"\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the shell's variable after the resume", func(s string) bool { return strings.Contains(s, "kept=4242") })
+	_ = pty.Kill(ctx)
 }

@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -186,4 +187,68 @@ func TestDeadlineKillCountsRunningTime(t *testing.T) {
 		t.Fatalf("end reason %q (%q), want timeout", info.EndReason, info.EndDetail)
 	}
 	t.Logf("ended after %v of wall time (%v paused), reason %s", took.Round(time.Millisecond), paused, info.EndReason)
+}
+
+// A deadline with on_timeout pause: the platform suspends the sandbox on
+// time; after a resume only Health and SetTimeout answer (the resume
+// grace) until a SetTimeout gives it a new deadline, and then everything
+// works again, the files written before included.
+func TestDeadlinePause(t *testing.T) {
+	if !isRoot() {
+		t.Skip("pause needs the root platform's cgroup freezer; run as root")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const timeout = 3 * time.Second
+	start := time.Now()
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTimeout(timeout), rayito.WithOnTimeout(rayito.TimeoutPause))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(context.Background())
+	if _, err := sbx.Files.Write(ctx, "/home/user/kept.txt", []byte("kept\n")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := rayito.GetInfo(ctx, sbx.ID(), p.opts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == "SUSPENDED" {
+			break
+		}
+		if info.State != "RUNNING" && info.State != "SUSPENDING" {
+			t.Fatalf("state %s (%s), want SUSPENDED", info.State, info.StateReason)
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("not suspended 30 s after a 3 s deadline")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("suspended after %v, before its %v deadline", took, timeout)
+	}
+	if err := sbx.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The resume grace: commands are refused with ErrSandboxTimeout.
+	if _, err := sbx.Commands.Run(ctx, "true"); !errors.Is(err, rayito.ErrSandboxTimeout) {
+		t.Fatalf("a command in the resume grace: %v, want ErrSandboxTimeout", err)
+	}
+	if _, err := sbx.Metrics(ctx); !errors.Is(err, rayito.ErrSandboxTimeout) {
+		t.Fatalf("Metrics in the resume grace: %v, want ErrSandboxTimeout", err)
+	}
+	lc, err := sbx.SetTimeout(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Phase != rayito.PhaseActive || time.Until(lc.Deadline) < 50*time.Second {
+		t.Fatalf("after SetTimeout: %+v", lc)
+	}
+	res, err := sbx.Commands.Run(ctx, "cat /home/user/kept.txt")
+	if err != nil || res.Stdout != "kept\n" {
+		t.Fatalf("after the extension: %+v %v", res, err)
+	}
 }
