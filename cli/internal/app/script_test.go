@@ -95,6 +95,25 @@ func TestScripts(t *testing.T) {
 				}
 				time.Sleep(d)
 			},
+			// waitended ID: wait (at most a minute) until the sandbox ID
+			// is TERMINATED.
+			"waitended": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: waitended ID")
+				}
+				for deadline := time.Now().Add(time.Minute); ; {
+					var out, errb bytes.Buffer
+					f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: ts.Getenv}
+					_ = NewRoot(f).Run(context.Background(), []string{"rayito", "sandbox", "info", "--json", args[0]})
+					if strings.Contains(out.String(), `"state": "TERMINATED"`) {
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("waitended: %s not TERMINATED after a minute: %s%s", args[0], out.String(), errb.String())
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			},
 			// sandbox VAR [FLAGS...]: create a sandbox (with create's
 			// FLAGS), its id in $VAR.
 			"sandbox": func(ts *testscript.TestScript, neg bool, args []string) {
