@@ -44,15 +44,40 @@ func WithTag(tag string) CommandOption {
 	return commandOption(func(c *commandConfig) { c.tag = &tag })
 }
 
-// OnStdout is called with each piece of stdout, in order.
-func OnStdout(f func([]byte)) CommandOption {
-	return commandOption(func(c *commandConfig) { c.onStdout = f })
+// OutputOption is OnStdout or OnStderr: it applies to commands and to
+// code.
+type OutputOption interface {
+	CommandOption
+	CodeOption
 }
 
-// OnStderr is called with each piece of stderr, in order.
-func OnStderr(f func([]byte)) CommandOption {
-	return commandOption(func(c *commandConfig) { c.onStderr = f })
+// outputOption is OnStdout (stderr false) or OnStderr.
+type outputOption struct {
+	stderr bool
+	f      func([]byte)
 }
+
+func (o outputOption) applyCommand(c *commandConfig) {
+	if o.stderr {
+		c.onStderr = o.f
+	} else {
+		c.onStdout = o.f
+	}
+}
+
+func (o outputOption) applyCode(c *codeConfig) {
+	if o.stderr {
+		c.onStderr = o.f
+	} else {
+		c.onStdout = o.f
+	}
+}
+
+// OnStdout is called with each piece of stdout, in order.
+func OnStdout(f func([]byte)) OutputOption { return outputOption{f: f} }
+
+// OnStderr is called with each piece of stderr, in order.
+func OnStderr(f func([]byte)) OutputOption { return outputOption{stderr: true, f: f} }
 
 // WithMaxOutputBytes caps the output stored in the result per stream
 // (default 64 MiB); callbacks still see everything.
@@ -198,7 +223,8 @@ var processShape = streamShape[raydv1.ProcessEvent]{
 		}
 		return 0, false
 	},
-	end:       (*raydv1.ProcessEvent).GetEnd,
+	end:       func(m *raydv1.ProcessEvent) bool { end, _ := endEvent(m.GetEnd()); return end },
+	cut:       func(m *raydv1.ProcessEvent) bool { _, cut := endEvent(m.GetEnd()); return cut },
 	keepalive: func(m *raydv1.ProcessEvent) bool { return m.GetKeepalive() != nil },
 }
 
@@ -224,8 +250,8 @@ func (h *CommandHandle) Pid() int { return h.pid }
 func (h *CommandHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.ProcessEvent]) {
 	defer close(h.done)
 	defer h.cancel()
-	end, err := h.fol.run(ctx, stream)
-	h.finish(end, err)
+	last, err := h.fol.run(ctx, stream)
+	h.finish(last.GetEnd(), err)
 }
 
 func (h *CommandHandle) onData(m *raydv1.ProcessEvent) {

@@ -136,6 +136,7 @@ type dataPlane struct {
 	pty     raydv1connect.PtyServiceClient
 	fs      raydv1connect.FilesystemServiceClient
 	life    raydv1connect.LifecycleServiceClient
+	code    raydv1connect.CodeServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox.
@@ -194,6 +195,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		pty:     raydv1connect.NewPtyServiceClient(hc, baseURL, copts...),
 		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL, copts...),
 		life:    raydv1connect.NewLifecycleServiceClient(hc, baseURL, copts...),
+		code:    raydv1connect.NewCodeServiceClient(hc, baseURL, copts...),
 	}
 }
 

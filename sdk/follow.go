@@ -12,17 +12,26 @@ import (
 )
 
 // streamShape tells the follower how to read one kind of output stream
-// (process, PTY, and later code execution): which messages carry output
-// and their seq, and which one is the end. Every other message (start,
-// keepalive) is skipped.
+// (process, PTY, code execution): which messages carry output and their
+// seq, and which one is the end. Every other message (start, keepalive) is
+// skipped.
 type streamShape[M any] struct {
 	// seq returns the sequence number of an output message, and false for
 	// any other message.
 	seq func(*M) (uint64, bool)
-	// end returns the end of the stream, or nil.
-	end func(*M) *raydv1.EndEvent
+	// end reports whether the message ends the stream (checked first).
+	end func(*M) bool
+	// cut reports whether an end only says that the stream was cut (an
+	// older rayd's end status "suspending"): the follower reattaches.
+	// nil: never.
+	cut func(*M) bool
 	// keepalive reports whether the message is a keepalive.
 	keepalive func(*M) bool
+}
+
+// endEvent reads the EndEvent of process and PTY streams.
+func endEvent(e *raydv1.EndEvent) (end, cut bool) {
+	return e != nil, e.GetStatus() == "suspending"
 }
 
 // follower follows one resumable output stream of rayd to its end. It is
@@ -47,17 +56,17 @@ type follower[M any] struct {
 	lastSeq uint64
 }
 
-// run reads stream, and the streams it reattaches, until the end, which it
-// returns; or until it gives up: a *SandboxEndedError when the sandbox
-// ended, an *RPCError when rayd refused the stream or did not answer
-// within the reconnect budget, or ctx's error. It closes every stream it
-// reads.
-func (f *follower[M]) run(ctx context.Context, stream *connect.ServerStreamForClient[M]) (*raydv1.EndEvent, error) {
+// run reads stream, and the streams it reattaches, until the end message,
+// which it returns; or until it gives up: a *SandboxEndedError when the
+// sandbox ended, an *RPCError when rayd refused the stream or did not
+// answer within the reconnect budget, or ctx's error. It closes every
+// stream it reads.
+func (f *follower[M]) run(ctx context.Context, stream *connect.ServerStreamForClient[M]) (*M, error) {
 	r := newReconnect(&f.sbx.cfg.timings)
 	for {
 		end, progressed, err := f.consume(stream)
 		stream.Close()
-		if end != nil && end.GetStatus() != "suspending" {
+		if end != nil && (f.shape.cut == nil || !f.shape.cut(end)) {
 			return end, nil
 		}
 		if end != nil {
@@ -108,9 +117,13 @@ func (f *follower[M]) last() uint64 {
 
 // consume reads one stream until its end (returned) or an error.
 // progressed says it delivered new output or a keepalive.
-func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (end *raydv1.EndEvent, progressed bool, err error) {
+func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (end *M, progressed bool, err error) {
 	for stream.Receive() {
 		m := stream.Msg()
+		if f.shape.end(m) {
+			drainStream(stream)
+			return m, progressed, nil
+		}
 		if seq, ok := f.shape.seq(m); ok {
 			f.mu.Lock()
 			dup := seq <= f.lastSeq
@@ -125,10 +138,6 @@ func (f *follower[M]) consume(stream *connect.ServerStreamForClient[M]) (end *ra
 				}
 			}
 			continue
-		}
-		if end := f.shape.end(m); end != nil {
-			drainStream(stream)
-			return end, progressed, nil
 		}
 		if f.shape.keepalive(m) {
 			progressed = true

@@ -77,6 +77,14 @@ type ProcessOption interface {
 	PtyOption
 }
 
+// RunOption is WithEnvs, WithCwd or WithTimeout: it applies to the
+// sandbox, its commands and terminals, and to code (RunCode,
+// CreateContext).
+type RunOption interface {
+	ProcessOption
+	CodeOption
+}
+
 // UserOption is WithUser: it applies to everything that acts as an
 // account.
 type UserOption interface {
@@ -301,12 +309,14 @@ type envsOption map[string]string
 func (o envsOption) applySandbox(c *config)        { c.envs = o }
 func (o envsOption) applyCommand(c *commandConfig) { c.envs = o }
 func (o envsOption) applyPty(c *ptyConfig)         { c.envs = o }
+func (o envsOption) applyCode(c *codeConfig)       { c.envs = o }
 
 // WithEnvs sets environment variables. For Create they apply to every
 // command of the sandbox and travel in the creation payload, which AWS may
 // log: never put secrets there. For one command or terminal they apply to
-// it only (the right place for a secret).
-func WithEnvs(envs map[string]string) ProcessOption { return envsOption(maps.Clone(envs)) }
+// it only (the right place for a secret); for CreateContext to the
+// context's kernel, for a cell of code to that cell.
+func WithEnvs(envs map[string]string) RunOption { return envsOption(maps.Clone(envs)) }
 
 // cwdOption is WithCwd.
 type cwdOption string
@@ -317,11 +327,15 @@ func (o cwdOption) applyCommand(c *commandConfig) {
 	c.cwd = &dir
 }
 func (o cwdOption) applyPty(c *ptyConfig) { c.cwd = string(o) }
+func (o cwdOption) applyCode(c *codeConfig) {
+	dir := string(o)
+	c.cwd = &dir
+}
 
 // WithCwd sets the working directory: for Create the default of every
-// command; for one command or terminal its own (relative paths are under
-// HOME).
-func WithCwd(dir string) ProcessOption { return cwdOption(dir) }
+// command; for one command, terminal or code context (CreateContext) its
+// own (relative paths are under HOME).
+func WithCwd(dir string) RunOption { return cwdOption(dir) }
 
 // timeoutOption is WithTimeout.
 type timeoutOption time.Duration
@@ -329,14 +343,16 @@ type timeoutOption time.Duration
 func (o timeoutOption) applySandbox(c *config)        { c.timeout = time.Duration(o) }
 func (o timeoutOption) applyCommand(c *commandConfig) { c.timeout = time.Duration(o) }
 func (o timeoutOption) applyPty(c *ptyConfig)         { c.timeout = time.Duration(o) }
+func (o timeoutOption) applyCode(c *codeConfig)       { c.timeout = time.Duration(o) }
 
 // WithTimeout bounds a lifetime. For Create, the sandbox's (1 s to 8 h;
 // default 5 minutes): the platform terminates it then; with WithOnTimeout
 // (or WithMaxLifetime, WithAutoResume) it is instead the sandbox's
 // deadline, which rayd enforces and SetTimeout moves (see WithOnTimeout).
 // For a command or a terminal, its own: it is ended (SIGTERM, SIGKILL 5 s
-// later) after d.
-func WithTimeout(d time.Duration) ProcessOption { return timeoutOption(d) }
+// later) after d. For a cell of code, its own: the kernel is interrupted
+// after d, and restarted when it does not stop within 5 s.
+func WithTimeout(d time.Duration) RunOption { return timeoutOption(d) }
 
 // metadataOption is WithMetadata.
 type metadataOption map[string]string

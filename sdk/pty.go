@@ -104,7 +104,8 @@ var ptyShape = streamShape[raydv1.PtyServerMessage]{
 		}
 		return 0, false
 	},
-	end:       (*raydv1.PtyServerMessage).GetExited,
+	end:       func(m *raydv1.PtyServerMessage) bool { end, _ := endEvent(m.GetExited()); return end },
+	cut:       func(m *raydv1.PtyServerMessage) bool { _, cut := endEvent(m.GetExited()); return cut },
 	keepalive: func(m *raydv1.PtyServerMessage) bool { return m.GetKeepalive() != nil },
 }
 
@@ -157,9 +158,9 @@ func (h *PtyHandle) Pid() int { return h.pid }
 func (h *PtyHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage]) {
 	defer close(h.done)
 	defer h.cancel()
-	end, err := h.fol.run(ctx, stream)
+	last, err := h.fol.run(ctx, stream)
 	h.mu.Lock()
-	h.end, h.err = end, err
+	h.end, h.err = last.GetExited(), err
 	h.mu.Unlock()
 }
 

@@ -38,6 +38,9 @@ type Sandbox struct {
 	Pty *Pty
 	// Files reads and writes files in the sandbox.
 	Files *Files
+	// Code runs code in the sandbox's stateful interpreter (RunCode is a
+	// shortcut for Code.Run).
+	Code *Interpreter
 }
 
 // ID is the sandbox id (the microVM id).
@@ -332,6 +335,7 @@ func newSandbox(cfg *config, mv *microvms.Client, vm *microvmsapi.Microvm, token
 	s.dp = newDataPlane(cfg, mv, s.id, s.endpoint, token)
 	s.Commands = &Commands{sbx: s}
 	s.Pty = &Pty{sbx: s}
+	s.Code = &Interpreter{sbx: s}
 	s.Files = &Files{sbx: s}
 	return s
 }

@@ -26,8 +26,10 @@ func Command(f *cliutil.Factory) *cli.Command {
 			"or --timeout plus a minute) and is killed when it ends, also on Ctrl-C (exit 130).\n" +
 			"stdin is passed to the command when it is not a terminal (or with -i).\n" +
 			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
-		ArgsUsage: "[flags] -- CMD [ARGS...]",
+		ArgsUsage: "[flags] -- CMD [ARGS...]  |  --code CODE",
 		Flags: append(cliutil.ExecFlags(),
+			&cli.StringFlag{Name: "code", Usage: "run `CODE` in the sandbox's code interpreter (Python unless --language) instead of a command; - reads it from stdin; the value of its last expression is printed, images it shows are saved in the current directory"},
+			&cli.StringFlag{Name: "language", Usage: "the `LANGUAGE` of --code (default python)"},
 			&cli.BoolFlag{Name: "no-internet", Usage: "give the sandbox no outbound internet access"},
 			&cli.BoolFlag{Name: "unisolated", Usage: "where the local platform this command starts cannot isolate sandboxes (not root, no unprivileged user namespaces), run the command anyway, NOT isolated (also " + platform.UnisolatedEnv + "=1)"}),
 		StopOnNthArg: cliutil.IntPtr(1),
@@ -38,8 +40,21 @@ func Command(f *cliutil.Factory) *cli.Command {
 }
 
 func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
-	if err := cliutil.CheckArgs(cmd, 1, "the command to run (after --)"); err != nil {
-		return err
+	code, isCode := "", cmd.IsSet("code")
+	switch {
+	case isCode && cmd.Args().Len() > 0:
+		return cliutil.Usagef("--code runs code, not a command: give one or the other")
+	case isCode:
+		var err error
+		if code, err = cliutil.ReadCode(cmd.String("code"), f.IO.In); err != nil {
+			return err
+		}
+	case cmd.IsSet("language"):
+		return cliutil.Usagef("--language goes with --code")
+	default:
+		if err := cliutil.CheckArgs(cmd, 1, "the command to run (after --), or --code"); err != nil {
+			return err
+		}
 	}
 	spec, err := cliutil.ParseExec(cmd, f.IO.In)
 	if err != nil {
@@ -76,5 +91,8 @@ func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error 
 		_ = sbx.Kill(kctx)
 	}()
 	platform.WarnIfUnisolated(ctx, f.IO.Err, sbx)
+	if isCode {
+		return cliutil.RunCell(ctx, sbx, cliutil.CodeSpec{Language: cmd.String("language"), Timeout: spec.Timeout, Envs: spec.Envs, JSON: spec.JSON}, f.IO, code)
+	}
 	return cliutil.Exec(ctx, spec, f.IO, sbx, cmd.Args().Slice())
 }

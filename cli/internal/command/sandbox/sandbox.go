@@ -26,6 +26,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			listCommand(f),
 			infoCommand(f),
 			execCommand(f),
+			codeCommand(f),
 			shellCommand(f),
 			cpCommand(f),
 			logsCommand(f),
