@@ -29,6 +29,8 @@ func main() {
 	peerPath := flag.String("peer", os.Getenv("RAYITO_BENCH_PEER_ENVD"), "path of an E2B envd binary to drive as the peer P (default $RAYITO_BENCH_PEER_ENVD)")
 	pinFlag := flag.Bool("pin", false, "pin the harness to CPU 1 and sandboxes, peer and floor children to CPU 0")
 	subnet := flag.String("subnet", "10.217.0.0/16", "localvm subnet of this run's platform")
+	prebooted := flag.Int("prebooted", 2, fmt.Sprintf("pool size of the second platform, with pre-booted sandboxes, that the create suite also measures (0 to %d; 0: none)", localvm.MaxPrebooted))
+	prebootedSubnet := flag.String("prebooted-subnet", "10.212.0.0/16", "localvm subnet of that second platform")
 	densityMax := flag.Int("density-max", 100, "last level of the density ramp (levels 10,25,50,100,150,200 up to it)")
 	densityWorkers := flag.Int("density-workers", 3, "goroutines creating sandboxes in the density ramp (1-4)")
 	memoryN := flag.Int("memory-n", 10, "idle sandboxes of the memory suite")
@@ -41,11 +43,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -subnet:", err)
 		os.Exit(2)
 	}
+	pprefix, err := netip.ParsePrefix(*prebootedSubnet)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -prebooted-subnet:", err)
+		os.Exit(2)
+	}
+	if *prebooted < 0 || *prebooted > localvm.MaxPrebooted {
+		fmt.Fprintf(os.Stderr, "bench: -prebooted must be between 0 and %d\n", localvm.MaxPrebooted)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = runner.Run(ctx, runner.Config{
 		Suites: strings.Split(*suite, ","), Iterations: *iters, Warmup: *warmup, JSON: *jsonOut,
-		Peer: *peerPath, Pin: *pinFlag, Subnet: prefix,
+		Peer: *peerPath, Pin: *pinFlag, Subnet: prefix, Prebooted: *prebooted, PrebootedSubnet: pprefix,
 		DensityMax: *densityMax, DensityWorkers: *densityWorkers, MemoryN: *memoryN, Idle: *idle,
 		Args: strings.Join(os.Args[1:], " "), PlatformLog: *platformLog, Stdout: os.Stdout, Stderr: os.Stderr,
 	})

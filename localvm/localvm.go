@@ -29,7 +29,9 @@
 //
 // Sandboxes outlive the Server: [Server.Close] leaves them running and the
 // next Server on the same state directory re-adopts them (or records them
-// as lost). [Server.TerminateAll] ends them all.
+// as lost). [Server.TerminateAll] ends them all. A root platform can keep
+// a few sandboxes booted ahead of RunMicrovm ([Options.Prebooted]); those
+// end with the Server.
 //
 // Any binary that embeds localvm must call [MaybeRunInit] first thing in
 // main: sandboxes are started by re-executing the binary itself.
@@ -57,6 +59,9 @@ import (
 
 // DefaultAddr is the default listen address of the platform.
 const DefaultAddr = "127.0.0.1:7450"
+
+// MaxPrebooted bounds Options.Prebooted.
+const MaxPrebooted = registry.MaxPrebooted
 
 // Server limits.
 const (
@@ -110,6 +115,19 @@ type Options struct {
 	// cannot enforce (a sandbox without Internet access, limits), and
 	// every sandbox says so (Server.Isolation, rayd's Health).
 	AllowUnisolated bool
+	// Prebooted is how many sandboxes the platform keeps booted ahead of
+	// RunMicrovm, like the snapshots of Lambda MicroVMs: each is rayd, up
+	// to its ready hook, with nothing unique in it (no token, payload,
+	// environment or metadata; no Internet access; the default limits),
+	// under a fresh microVM id. RunMicrovm hands one out (applying the
+	// request's egress and limits, then the run hook) and the pool refills
+	// in the background, one boot at a time and only while no RunMicrovm
+	// boot is in progress. Pooled sandboxes are not listed, count against
+	// MaxSandboxes only in capacity users leave free, and are terminated
+	// by Close. 0 (the default) keeps none; at most MaxPrebooted. Root
+	// platforms only: a rootless or unisolated platform logs that once and
+	// boots every sandbox on request.
+	Prebooted int
 
 	// idleUnit shortens the "second" of idle policies (tests only; see
 	// registry.Options.IdleUnit).
@@ -279,6 +297,9 @@ func normalize(opts Options) (Options, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Prebooted < 0 || opts.Prebooted > MaxPrebooted {
+		return opts, fmt.Errorf("localvm: Options.Prebooted must be between 0 and %d, got %d", MaxPrebooted, opts.Prebooted)
+	}
 	return opts, nil
 }
 
@@ -313,6 +334,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		RunWait:      runWait,
 		Dial:         d.dial,
 		IdleUnit:     opts.idleUnit,
+		Prebooted:    opts.Prebooted,
 	})
 	if err != nil {
 		return nil, err
@@ -404,14 +426,21 @@ func (s *Server) Scope() string { return s.claim.scope }
 // TERMINATED or ctx ends.
 func (s *Server) TerminateAll(ctx context.Context) error { return s.reg.TerminateAll(ctx) }
 
+// Prebooted reports how many pre-booted sandboxes are ready for
+// RunMicrovm and how many the platform keeps (0 without a pool: see
+// Options.Prebooted).
+func (s *Server) Prebooted() (ready, target int) { return s.reg.Prebooted() }
+
 // Privileged reports whether sandboxes get namespaces, cgroups and network
 // policy (root). Without it they are plain processes of the current user.
 func (s *Server) Privileged() bool { return s.deps.launcher.Privileged() }
 
 // Close stops the platform's background work and waits for it (or ctx),
-// then releases the state directory. It does not terminate sandboxes: a
-// later New on the same state directory re-adopts them. Call it after Serve has returned. Later calls return the
-// first call's result.
+// then releases the state directory. It does not terminate microVMs: a
+// later New on the same state directory re-adopts them. It terminates the
+// pre-booted sandboxes of the pool (Options.Prebooted), which belong to
+// no one. Call it after Serve has returned. Later calls return the first
+// call's result.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.reg.Close(ctx)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/localvm/internal/launcher"
 	"github.com/rayito-dev/rayito/localvm/internal/registry"
 	"github.com/rayito-dev/rayito/localvm/internal/registry/registrytest"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
@@ -22,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeRunInit() // wire_test.go launches real sandboxes from this binary
+	if os.Getenv(poolChildDirEnv) != "" {
+		runPoolChild() // TestPrebootedKilledPlatformSwept's platform
+	}
 	os.Exit(registrytest.RunWithLeakCheck(m))
 }
 
@@ -74,7 +78,8 @@ func (f *fakes) deps(string) (deps, error) {
 func newFakeServer(t *testing.T, opts Options) (*Server, *fakes) {
 	t.Helper()
 	f := &fakes{hooks: registrytest.NewHooks(t), proxy: &fakeProxy{}}
-	f.l = &registrytest.Launcher{HooksAddr: f.hooks.Addr(), APIAddr: "127.0.0.1:1"}
+	// Unprivileged, like the real launcher without root: no pool.
+	f.l = &registrytest.Launcher{HooksAddr: f.hooks.Addr(), APIAddr: "127.0.0.1:1", NoPool: fmt.Errorf("%w: this platform runs rootless", launcher.ErrNoPool)}
 	if opts.StateDir == "" {
 		opts.StateDir = t.TempDir()
 	}
@@ -189,6 +194,32 @@ func TestNormalize(t *testing.T) {
 	}
 	if DefaultStateDir() != registry.DefaultStateDir() {
 		t.Fatal("DefaultStateDir")
+	}
+	for _, n := range []int{-1, MaxPrebooted + 1} {
+		if _, err := normalize(Options{Prebooted: n}); err == nil || !strings.Contains(err.Error(), "Prebooted must be between 0 and 16") {
+			t.Fatalf("Prebooted %d: %v", n, err)
+		}
+	}
+	if o, err := normalize(Options{Prebooted: MaxPrebooted}); err != nil || o.Prebooted != MaxPrebooted {
+		t.Fatalf("Prebooted %d: %v", MaxPrebooted, err)
+	}
+}
+
+// TestPrebootedNeedsRoot: a platform whose launcher cannot pre-boot
+// (rootless, unisolated) keeps no pool and boots on request.
+func TestPrebootedNeedsRoot(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeServer(t, Options{Prebooted: 2})
+	if ready, target := s.Prebooted(); ready != 0 || target != 0 {
+		t.Fatalf("Prebooted = %d, %d", ready, target)
+	}
+	base, _ := serve(t, s)
+	_, body := do(t, http.DefaultClient, "POST", base+microvmsapi.PathMicrovms, "", `{"imageIdentifier":"local"}`)
+	var m microvmsapi.Microvm
+	_ = json.Unmarshal([]byte(body), &m)
+	waitState(t, base, m.MicrovmID, microvmsapi.StateRunning)
+	if n := len(f.l.Launched()); n != 1 {
+		t.Fatalf("%d launches", n)
 	}
 }
 

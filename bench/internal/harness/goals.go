@@ -34,6 +34,8 @@ const (
 	MetricPSSPerSandboxMB  = "pss_mb_per_sandbox"
 	MetricMemAvailPerSbxMB = "memavailable_drop_mb_per_sandbox"
 	MetricStreamHTTPFloor  = "f_http_mbps_p50"
+	MetricResumeP50        = "resume_ms_p50"
+	MetricResumeP95        = "resume_ms_p95"
 )
 
 // notMeasurable is a reason for a goal whose inputs are missing.
@@ -169,6 +171,22 @@ var goalDefs = []goalDef{
 	}},
 	{"egress proxy", "denied connection fails in ≤ 5 ms", func(rep *Report) (string, bool, string) {
 		return "", false, missing(rep.Find("egress"), "egress")
+	}},
+	{"pause", "p50 ≤ 10 ms", func(rep *Report) (string, bool, string) {
+		r := rep.Find("pause")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p50 %.2f ms, p95 %.2f ms", r.R.P50, r.R.P95), r.R.P50 <= 10, ""
+	}},
+	{"resume", "p50 ≤ 10 ms", func(rep *Report) (string, bool, string) {
+		r := rep.Find("pause")
+		p50, ok := metric(r, MetricResumeP50)
+		if !ok {
+			return "", false, missing(r, "resume")
+		}
+		p95, _ := metric(r, MetricResumeP95)
+		return fmt.Sprintf("R p50 %.2f ms, p95 %.2f ms", p50, p95), p50 <= 10, ""
 	}},
 }
 

@@ -27,18 +27,23 @@ import (
 
 // Config is a run's settings (the command's flags).
 type Config struct {
-	Suites         []string // names, or ["all"]
-	Iterations     int      // > 0 caps every suite
-	Warmup         int      // >= 0 replaces every suite's warm-up
-	JSON           bool
-	Peer           string // envd binary path, "" for none
-	Pin            bool
-	Subnet         netip.Prefix
-	DensityMax     int
-	DensityWorkers int
-	MemoryN        int
-	Idle           time.Duration
-	Args           string // the command line, for the report
+	Suites     []string // names, or ["all"]
+	Iterations int      // > 0 caps every suite
+	Warmup     int      // >= 0 replaces every suite's warm-up
+	JSON       bool
+	Peer       string // envd binary path, "" for none
+	Pin        bool
+	Subnet     netip.Prefix
+	// Prebooted is the pool size of the second platform that the create
+	// suite also measures (0: no second platform); PrebootedSubnet its
+	// address pool.
+	Prebooted       int
+	PrebootedSubnet netip.Prefix
+	DensityMax      int
+	DensityWorkers  int
+	MemoryN         int
+	Idle            time.Duration
+	Args            string // the command line, for the report
 	// PlatformLog, when set, receives localvm's logs (no tokens, payloads
 	// or environments); otherwise they are discarded.
 	PlatformLog string
@@ -128,6 +133,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		DensityMax: cfg.DensityMax, DensityWorkers: cfg.DensityWorkers, MemoryN: cfg.MemoryN, Idle: cfg.Idle,
 	}
 	defer env.Close()
+	if cfg.Prebooted > 0 {
+		pooled := &prebootedPlatform{cfg: cfg, dir: filepath.Join(tmp, "state-prebooted"), log: logOut}
+		defer pooled.close(progress)
+		env.Prebooted = pooled.start
+	}
 
 	rep := &harness.Report{Machine: harness.Machine{
 		Date: time.Now().UTC().Format(time.RFC3339), Cores: runtime.NumCPU(), CPUModel: procfs.Proc.CPUModel(),
@@ -163,6 +173,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			fmt.Fprintf(progress, "bench: suite %s: error: %s\n", s.Name, r.Error)
 		}
 		rep.Results = append(rep.Results, r)
+		for _, x := range env.TakeResults() {
+			x.Finish()
+			if x.Error != "" {
+				fmt.Fprintf(progress, "bench: %s: error: %s\n", x.Suite, x.Error)
+			}
+			rep.Results = append(rep.Results, x)
+		}
 	}
 	rep.Goals = harness.EvaluateGoals(rep)
 	rep.Machine.WallSecs = time.Since(start).Seconds()
@@ -186,4 +203,84 @@ func runSuite(ctx context.Context, env *suites.Env, s suites.Suite) (r harness.R
 		}
 	}()
 	return s.Run(ctx, env)
+}
+
+// prebootedPlatform is the second in-process platform, with a pool of
+// pre-booted sandboxes, that the create suite measures besides the run's
+// own. It starts on first use.
+type prebootedPlatform struct {
+	cfg Config
+	dir string
+	log io.Writer
+
+	p       *suites.PrebootedPlatform
+	srv     *localvm.Server
+	stop    context.CancelFunc
+	served  chan error
+	started bool
+	err     error
+}
+
+func (pp *prebootedPlatform) start(ctx context.Context) (*suites.PrebootedPlatform, error) {
+	if pp.started {
+		return pp.p, pp.err
+	}
+	pp.started = true
+	srv, err := localvm.New(ctx, localvm.Options{
+		StateDir:  pp.dir,
+		Logger:    slog.New(slog.NewTextHandler(pp.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Subnet:    pp.cfg.PrebootedSubnet,
+		Prebooted: pp.cfg.Prebooted,
+	})
+	if err != nil {
+		pp.err = fmt.Errorf("localvm (pre-booted): %w", err)
+		return nil, pp.err
+	}
+	pp.srv = srv
+	if _, target := srv.Prebooted(); target == 0 {
+		pp.p = &suites.PrebootedPlatform{Unavailable: "not available (the pool of pre-booted sandboxes needs the root platform)"}
+		return pp.p, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		pp.err = err
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	pp.stop, pp.served = stop, make(chan error, 1)
+	go func() { pp.served <- srv.Serve(sctx, ln) }()
+	pp.p = &suites.PrebootedPlatform{
+		Endpoint: "http://" + ln.Addr().String(),
+		N:        pp.cfg.Prebooted,
+		WaitFull: func(ctx context.Context) error {
+			for {
+				if ready, target := srv.Prebooted(); ready >= target {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(time.Millisecond):
+				}
+			}
+		},
+	}
+	return pp.p, nil
+}
+
+// close ends the second platform's sandboxes, its pool and the platform.
+func (pp *prebootedPlatform) close(progress io.Writer) {
+	if pp.srv == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := pp.srv.TerminateAll(cctx); err != nil {
+		fmt.Fprintln(progress, "bench: terminate sandboxes (pre-booted platform):", err)
+	}
+	if pp.stop != nil {
+		pp.stop()
+		<-pp.served
+	}
+	_ = pp.srv.Close(cctx)
 }

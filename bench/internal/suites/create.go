@@ -27,9 +27,59 @@ func (e *Env) createAndEcho(ctx context.Context) (*rayito.Sandbox, error) {
 	return s, err
 }
 
+// PrebootedSuite is the name of the create suite's second result: the
+// same measurement against a platform that keeps sandboxes pre-booted.
+const PrebootedSuite = "create (pre-booted)"
+
 // Create is create → first command (BENCHMARKS.md §2.1): n=30 sequential,
-// then bursts of 10 concurrent creates.
+// then bursts of 10 concurrent creates, against the run's platform (which
+// boots every sandbox on request). When the runner offers a platform with
+// a pool of pre-booted sandboxes (Env.Prebooted), the same measurement
+// against it is a second result, PrebootedSuite (added with
+// Env.AddResult).
 func Create(ctx context.Context, e *Env) harness.Result {
+	r := e.createSuite(ctx, "create", nil)
+	if e.Prebooted == nil {
+		return r
+	}
+	pp, err := e.Prebooted(ctx)
+	var pr harness.Result
+	switch {
+	case err != nil:
+		pr = failed(PrebootedSuite, err)
+	case pp.Unavailable != "":
+		pr = harness.Result{Suite: PrebootedSuite, Unavailable: pp.Unavailable}
+	default:
+		pe := *e
+		pe.Endpoint, pe.warm, pe.extra = pp.Endpoint, nil, nil
+		pr = pe.createSuite(ctx, PrebootedSuite, pp)
+		pr.Note += fmt.Sprintf("; a second in-process platform keeps %d sandboxes pre-booted (localvm.Options.Prebooted); before every R iteration and every burst, outside the timer, the harness waits until its pool is full again (the pool refills one sandbox at a time, 150 ms after the last create's run hook)", pp.N)
+		if pp.N < 10 {
+			pr.Note += fmt.Sprintf("; a burst of 10 takes the %d pooled sandboxes and boots the other %d on request", pp.N, 10-pp.N)
+		}
+		if r.R != nil && pr.R != nil {
+			pr.Details = append(pr.Details, fmt.Sprintf("vs booted on request (suite create): R p50 %.1f → %.1f ms, p95 %.1f → %.1f ms", r.R.P50, pr.R.P50, r.R.P95, pr.R.P95))
+		}
+	}
+	e.AddResult(pr)
+	return r
+}
+
+// createSuite measures create → first command on e's platform and names
+// the result suite. With pp, it waits (outside the timers) for pp's pool
+// to be full before each R iteration and each burst.
+func (e *Env) createSuite(ctx context.Context, suite string, pp *PrebootedPlatform) harness.Result {
+	refill := func(ctx context.Context) error {
+		if pp == nil {
+			return nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := pp.WaitFull(wctx); err != nil {
+			return fmt.Errorf("waiting for the pool to refill: %w", err)
+		}
+		return nil
+	}
 	n, warm := e.n(30), e.warmup(2)
 	s, err := harness.Loop(ctx, warm, n,
 		harness.Subject{Name: "F", Run: func(context.Context) (float64, error) {
@@ -42,6 +92,9 @@ func Create(ctx context.Context, e *Env) harness.Result {
 			})
 		}},
 		harness.Subject{Name: "R", Run: func(ctx context.Context) (float64, error) {
+			if err := refill(ctx); err != nil {
+				return 0, err
+			}
 			var sbx *rayito.Sandbox
 			d, err := timeIt(func() error {
 				var err error
@@ -55,9 +108,9 @@ func Create(ctx context.Context, e *Env) harness.Result {
 		}},
 	)
 	if err != nil {
-		return failed("create", err)
+		return failed(suite, err)
 	}
-	r := harness.FromSamples("create", "ms", false, s,
+	r := harness.FromSamples(suite, "ms", false, s,
 		"F = exec bash -c 'echo ok' "+nsNote()+"; R = rayito.Create + Commands.Run(\"echo ok\") (bash -c), Kill outside the timer and waited for (TERMINATED) before the next iteration; no create step for P")
 	if e.Pin.Enabled() {
 		r.Note += "; pinning: sandboxes of this suite are not re-pinned (they start with the harness's CPU-1 mask), F children start on CPU 0"
@@ -66,6 +119,10 @@ func Create(ctx context.Context, e *Env) harness.Result {
 	bursts := e.n(3)
 	var walls []float64
 	for b := 0; b < bursts; b++ {
+		if err := refill(ctx); err != nil {
+			r.Error = "burst: " + err.Error()
+			break
+		}
 		wall, per, err := e.burst(ctx, 10)
 		if err != nil {
 			r.Error = "burst: " + err.Error()

@@ -48,7 +48,35 @@ type Env struct {
 	MemoryN        int
 	Idle           time.Duration
 
-	warm *rayito.Sandbox
+	// Prebooted, when set, returns a second platform that keeps
+	// sandboxes pre-booted, for the create suite's second result (the
+	// runner starts it on first use and stops it at the end of the run).
+	Prebooted func(ctx context.Context) (*PrebootedPlatform, error)
+
+	warm  *rayito.Sandbox
+	extra []harness.Result
+}
+
+// PrebootedPlatform is a platform with a pool of pre-booted sandboxes.
+type PrebootedPlatform struct {
+	// Endpoint is its URL; N the size of its pool.
+	Endpoint string
+	N        int
+	// WaitFull waits until its pool holds N sandboxes again.
+	WaitFull func(ctx context.Context) error
+	// Unavailable, when set, says why there is no pool (not root).
+	Unavailable string
+}
+
+// AddResult adds a result besides the one a suite returns (the create
+// suite's pre-booted variant); the runner reports it after that one.
+func (e *Env) AddResult(r harness.Result) { e.extra = append(e.extra, r) }
+
+// TakeResults returns the results added since the last call.
+func (e *Env) TakeResults() []harness.Result {
+	out := e.extra
+	e.extra = nil
+	return out
 }
 
 // n is a suite's measured iterations: its default, capped by -iterations.

@@ -22,6 +22,7 @@ func All() []Suite {
 		{"files1m", Files1M},
 		{"files100m", Files100M},
 		{"pty", Pty},
+		{"pause", Pause},
 		{"runcode", RunCode},
 		{"density", Density},
 		{"memory", Memory},

@@ -96,7 +96,7 @@ func TestUnavailableSuites(t *testing.T) {
 	if r := Egress(context.Background(), nil); r.Unavailable == "" {
 		t.Fatal("egress should be unavailable")
 	}
-	if len(Names()) != 11 {
+	if len(Names()) != 12 {
 		t.Fatalf("suites %v", Names())
 	}
 }

@@ -226,33 +226,8 @@ func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string,
 		}
 		made = append(made, d)
 	}
-	mem := strconv.FormatInt(memBytes, 10)
-	pids := strconv.Itoa(pidsMax)
-	if c.setLimits {
-		switch c.version {
-		case cgroupV2:
-			if err := writeFile(filepath.Join(dirs[0], "memory.max"), mem); err != nil {
-				return nil, -1, fmt.Errorf("launcher: cgroup: memory.max: %w", err)
-			}
-			// No swap beyond the memory limit, when the kernel accounts swap.
-			if err := writeFile(filepath.Join(dirs[0], "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, -1, fmt.Errorf("launcher: cgroup: memory.swap.max: %w", err)
-			}
-			if err := writeFile(filepath.Join(dirs[0], "pids.max"), pids); err != nil {
-				return nil, -1, fmt.Errorf("launcher: cgroup: pids.max: %w", err)
-			}
-		case cgroupV1:
-			memDir := filepath.Join(c.v1["memory"], c.parent, id)
-			if err := writeFile(filepath.Join(memDir, "memory.limit_in_bytes"), mem); err != nil {
-				return nil, -1, fmt.Errorf("launcher: cgroup: memory.limit_in_bytes: %w", err)
-			}
-			if err := writeFile(filepath.Join(memDir, "memory.memsw.limit_in_bytes"), mem); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, -1, fmt.Errorf("launcher: cgroup: memory.memsw.limit_in_bytes: %w", err)
-			}
-			if err := writeFile(filepath.Join(c.v1["pids"], c.parent, id, "pids.max"), pids); err != nil {
-				return nil, -1, fmt.Errorf("launcher: cgroup: pids.max: %w", err)
-			}
-		}
+	if err := c.writeLimits(id, memBytes, pidsMax); err != nil {
+		return nil, -1, err
 	}
 	if c.version == cgroupV2 {
 		fd, err := unix.Open(dirs[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -262,6 +237,41 @@ func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string,
 		cgfd = fd
 	}
 	return dirs, cgfd, nil
+}
+
+// writeLimits writes sandbox id's memory and pids limits to its cgroup
+// (no swap beyond the memory limit, where the kernel accounts swap).
+func (c *cgroups) writeLimits(id string, memBytes int64, pidsMax int) error {
+	if !c.setLimits {
+		return nil
+	}
+	mem := strconv.FormatInt(memBytes, 10)
+	pids := strconv.Itoa(pidsMax)
+	switch c.version {
+	case cgroupV2:
+		dir := filepath.Join(c.v2root, c.parent, id)
+		if err := writeFile(filepath.Join(dir, "memory.max"), mem); err != nil {
+			return fmt.Errorf("launcher: cgroup: memory.max: %w", err)
+		}
+		if err := writeFile(filepath.Join(dir, "memory.swap.max"), "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("launcher: cgroup: memory.swap.max: %w", err)
+		}
+		if err := writeFile(filepath.Join(dir, "pids.max"), pids); err != nil {
+			return fmt.Errorf("launcher: cgroup: pids.max: %w", err)
+		}
+	case cgroupV1:
+		memDir := filepath.Join(c.v1["memory"], c.parent, id)
+		if err := writeFile(filepath.Join(memDir, "memory.limit_in_bytes"), mem); err != nil {
+			return fmt.Errorf("launcher: cgroup: memory.limit_in_bytes: %w", err)
+		}
+		if err := writeFile(filepath.Join(memDir, "memory.memsw.limit_in_bytes"), mem); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("launcher: cgroup: memory.memsw.limit_in_bytes: %w", err)
+		}
+		if err := writeFile(filepath.Join(c.v1["pids"], c.parent, id, "pids.max"), pids); err != nil {
+			return fmt.Errorf("launcher: cgroup: pids.max: %w", err)
+		}
+	}
+	return nil
 }
 
 // addProc moves pid into every directory (cgroup v1; v2 uses

@@ -49,6 +49,16 @@
 //     destinations (169.254.0.0/16, where cloud metadata services live) and
 //     other sandboxes stay unreachable in every case.
 //
+// Pre-booted sandboxes (pool_linux.go): the platform may launch sandboxes
+// before the request they serve, with no Internet access and the default
+// limits ([Launcher.PoolSupport]: privileged sandboxes only);
+// [Instance.Assign] then installs the request's egress rules and writes its
+// limits to the cgroup again. A sandbox's conntrack entries (its NATed
+// flows, the platform's connections to rayd) are deleted when it is
+// terminated, and Sweep deletes those of every free address of the
+// subnet, so that nothing of a former holder of an address applies to the
+// next.
+//
 // Suspend (suspend_linux.go): [Instance.Freeze] and [Instance.Thaw] use
 // the sandbox cgroup's freezer (v1 freezer.state, v2 cgroup.freeze), which
 // only privileged sandboxes have ([Launcher.SuspendSupport]); Terminate

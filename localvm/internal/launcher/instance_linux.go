@@ -48,6 +48,11 @@ type instance struct {
 
 	termMu  sync.Mutex
 	cleaned bool
+
+	// memBytes and pidsMax are the limits a privileged sandbox was
+	// launched with (0 when adopted): Assign keeps them.
+	memBytes int64
+	pidsMax  int
 }
 
 func (i *instance) ID() string        { return i.rec.ID }
@@ -364,6 +369,11 @@ func (i *instance) destroy(ctx context.Context) error {
 	if i.rec.Privileged {
 		if err := removeCgroups(i.rec.Cgroups, deadline); err != nil {
 			errs = append(errs, err)
+		}
+		// While the veth exists no other sandbox can have the address,
+		// and with nothing left in the sandbox no new flow of it starts.
+		if g, err := netip.ParseAddr(i.rec.GuestIP); err == nil {
+			i.l.flushConntrack(g)
 		}
 		if i.rec.Veth != "" {
 			if err := deleteVeth(i.rec.Veth); err != nil {

@@ -30,6 +30,10 @@ var ErrUnisolated = errors.New("launcher: sandboxes cannot be isolated")
 // privilege or package.
 var ErrNeedsPrivilege = errors.New("launcher: not enforceable without privileges")
 
+// ErrNoPool is the error of PoolSupport for launchers whose sandboxes
+// cannot be pre-booted.
+var ErrNoPool = errors.New("launcher: pre-booted sandboxes need the root platform")
+
 // Isolation is how a launcher isolates its sandboxes.
 type Isolation string
 

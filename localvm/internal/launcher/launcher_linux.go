@@ -52,6 +52,7 @@ type Launcher struct {
 	fw       *firewall
 
 	oomOnce sync.Once
+	ctOnce  sync.Once // conntrack warning
 
 	mu      sync.Mutex
 	slots   map[netip.Prefix]string // /30 → id of live sandboxes known here
@@ -531,10 +532,12 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	}
 	veth := l.n.vethName(spec.ID)
 	inst := &instance{
-		l:     l,
-		done:  make(chan struct{}),
-		pidfd: -1,
-		slot:  slot,
+		l:        l,
+		done:     make(chan struct{}),
+		pidfd:    -1,
+		slot:     slot,
+		memBytes: spec.MemoryBytes,
+		pidsMax:  spec.PidsMax,
 		rec: Record{
 			ID: spec.ID, Privileged: true,
 			APIAddr:   netip.AddrPortFrom(guest, guestAPIPort).String(),
@@ -1004,6 +1007,10 @@ func (l *Launcher) Sweep(keep []Record) error {
 	if err := l.fw.remove(func(id string) bool { return !keepIDs[id] }); err != nil {
 		errs = append(errs, err)
 	}
+	// Conntrack entries of addresses no sandbox has now: a killed
+	// platform's, or a sandbox whose network namespace vanished with its
+	// rayd (Terminate cleans up after the others).
+	l.sweepConntrack()
 	// Uid ranges last, once nothing of their sandboxes runs any more.
 	for id, base := range l.uidAllocations() {
 		if !keepIDs[id] && !survivors[id] {

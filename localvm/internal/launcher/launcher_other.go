@@ -54,3 +54,6 @@ func (l *Launcher) DialContext(ctx context.Context, network, addr string) (net.C
 
 // SuspendSupport returns ErrUnsupported.
 func (l *Launcher) SuspendSupport() error { return ErrUnsupported }
+
+// PoolSupport returns ErrUnsupported.
+func (l *Launcher) PoolSupport() error { return ErrUnsupported }

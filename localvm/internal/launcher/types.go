@@ -100,11 +100,35 @@ type Instance interface {
 	// most one is pending. Nil (never ready) for sandboxes without the
 	// lifecycle channel.
 	SuspendRequests() <-chan struct{}
+	// Assign gives a sandbox launched for the platform's pool of
+	// pre-booted sandboxes (launched with no Internet access and the
+	// default limits) what the request it is handed out for asks: its
+	// Internet access (the nftables rules Launch would have installed)
+	// and its limits (written to its cgroup again). Limits other than the
+	// ones it was launched with cannot be applied (rayd and the tmpfs
+	// sizes were set from them): the error wraps ErrAssignLimits and the
+	// sandbox is unchanged. Only privileged sandboxes can be assigned
+	// (ErrNotPrivileged otherwise); a sandbox whose rayd has exited fails
+	// with ErrGone.
+	Assign(ctx context.Context, a Assignment) error
 	// Terminate kills everything in the sandbox, waits for it and removes
 	// every trace: processes, mounts, namespaces, veth, nftables rules,
-	// cgroups and the launcher's files. Idempotent.
+	// conntrack entries, cgroups and the launcher's files. Idempotent.
 	Terminate(ctx context.Context) error
 }
+
+// Assignment is what Instance.Assign applies to a pre-booted sandbox: the
+// fields of Spec that a request decides.
+type Assignment struct {
+	// Internet, MemoryBytes and PidsMax as in Spec (0: the defaults).
+	Internet    bool
+	MemoryBytes int64
+	PidsMax     int
+}
+
+// ErrAssignLimits is Assign's error for limits other than the ones the
+// sandbox was launched with.
+var ErrAssignLimits = errors.New("launcher: a pre-booted sandbox keeps the limits it was launched with")
 
 // ExitStatus is how a sandbox's rayd ended.
 type ExitStatus struct {

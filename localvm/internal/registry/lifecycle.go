@@ -43,37 +43,56 @@ func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, in
 	r.watch(v, inst)
 }
 
-// boot launches v's sandbox and calls its run hook. It returns nil when
-// nothing was launched (v is then TERMINATING); otherwise the instance,
-// with v RUNNING or, when the run hook failed, TERMINATING.
+// sandboxSpec is the launcher's spec of a microVM's sandbox.
+func sandboxSpec(id, dir string, egress []string) launcher.Spec {
+	spec := launcher.Spec{
+		ID:       id,
+		Internet: hasConnector(egress, microvmsapi.ConnectorInternet),
+		Dir:      dir,
+	}
+	if dir != "" {
+		spec.LogPath = filepath.Join(dir, LogFileName)
+	}
+	return spec
+}
+
+// boot launches v's sandbox, or assigns the pre-booted one Run took for
+// it, and calls its run hook. It returns nil when nothing was launched (v
+// is then TERMINATING); otherwise the instance, with v RUNNING or, when
+// the run hook failed, TERMINATING.
 func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Instance {
+	defer r.userBootDone() // after the run hook: the refill may go on
 	defer v.markBooted()
 	defer func() {
 		r.mu.Lock()
 		v.cancelStart()
 		r.mu.Unlock()
 	}()
-	spec := launcher.Spec{
-		ID:       v.id,
-		Internet: hasConnector(v.pub.EgressNetworkConnectors, microvmsapi.ConnectorInternet),
-		LogPath:  filepath.Join(v.dir, LogFileName),
-		Dir:      v.dir,
+	spec := sandboxSpec(v.id, v.dir, v.pub.EgressNetworkConnectors)
+	var inst launcher.Instance
+	if p := v.pooled; p != nil {
+		var ok bool
+		if inst, ok = r.assignPooled(v, ctx, p, spec); !ok {
+			return nil
+		}
 	}
-	inst, err := r.launcher.Launch(ctx, spec)
-	if err != nil {
-		// The launch error may name paths: the log gets it, the
-		// stateReason a fixed text.
-		reason := ReasonLaunchFailed
-		if r.base.Err() != nil {
-			reason = ReasonPlatformStopped
+	if inst == nil {
+		var err error
+		if inst, err = r.launcher.Launch(ctx, spec); err != nil {
+			// The launch error may name paths: the log gets it, the
+			// stateReason a fixed text.
+			reason := ReasonLaunchFailed
+			if r.base.Err() != nil {
+				reason = ReasonPlatformStopped
+			}
+			r.mu.Lock()
+			changed := r.requestTerminateLocked(v, reason)
+			r.mu.Unlock()
+			if changed {
+				r.log.Warn("registry: launch failed", "microvm", v.id, "err", err)
+			}
+			return nil
 		}
-		r.mu.Lock()
-		changed := r.requestTerminateLocked(v, reason)
-		r.mu.Unlock()
-		if changed {
-			r.log.Warn("registry: launch failed", "microvm", v.id, "err", err)
-		}
-		return nil
 	}
 	oom, oomOK := inst.OOMBaseline()
 	rec := inst.Record()
@@ -113,6 +132,42 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 		r.persist(v)
 	}
 	return inst
+}
+
+// assignPooled gives the pre-booted sandbox p, taken for v, the egress
+// and limits of v's request. It returns p's instance, or nil when p
+// cannot serve (its rayd died since it was taken, or Assign failed): p is
+// then destroyed and v boots a sandbox of its own under the same id. ok
+// is false when not even that is possible (v is then TERMINATING).
+func (r *Registry) assignPooled(v *vm, ctx context.Context, p *pooled, spec launcher.Spec) (inst launcher.Instance, ok bool) {
+	start := time.Now()
+	err := p.inst.Assign(ctx, launcher.Assignment{Internet: spec.Internet, MemoryBytes: spec.MemoryBytes, PidsMax: spec.PidsMax})
+	if err == nil {
+		r.log.Info("registry: pre-booted sandbox handed out", "microvm", v.id, "assign", time.Since(start).Round(time.Microsecond))
+		return p.inst, true
+	}
+	r.log.Warn("registry: the pre-booted sandbox cannot serve; booting a fresh one", "microvm", v.id, "err", err)
+	tctx, cancel := context.WithTimeout(context.Background(), r.teardownTO)
+	terr := p.inst.Terminate(tctx)
+	cancel()
+	r.mu.Lock()
+	v.inst, v.rec = nil, nil
+	v.gen++
+	changed := false
+	if terr != nil {
+		// Its cgroups or veth, named after the id, may be left: the id
+		// cannot be launched again.
+		changed = r.requestTerminateLocked(v, ReasonLaunchFailed)
+	}
+	r.mu.Unlock()
+	if terr != nil {
+		if changed {
+			r.log.Warn("registry: launch failed", "microvm", v.id, "err", terr)
+		}
+		return nil, false
+	}
+	r.persist(v)
+	return nil, true
 }
 
 // watcher is the state of one watch: what only the lifecycle goroutine
@@ -512,9 +567,13 @@ func (r *Registry) finish(v *vm) {
 	}
 	close(v.done)
 	reason := v.pub.StateReason
+	// Its capacity (and maybe the address or uid block a failed refill
+	// lacked) is free again.
+	r.pool.retryAt = time.Time{}
 	r.mu.Unlock()
 	r.log.Info("registry: microVM terminated", "microvm", v.id, "reason", reason)
 	r.persist(v)
+	r.kickPool()
 }
 
 // runEnvelope is the body of the run hook.

@@ -57,6 +57,61 @@
 // then suspends the microVM as SuspendMicrovm would (at most one such
 // request a second).
 //
+// # Pre-booted sandboxes
+//
+// With Options.Prebooted > 0 (root platforms only: Launcher.PoolSupport)
+// the registry keeps that many sandboxes booted ahead of RunMicrovm, as
+// Lambda MicroVMs keeps snapshots: each is rayd up to its ready hook (the
+// registry POSTs /ready until it answers 200) with nothing unique in it:
+// no token, payload, environment or metadata (rayd installs those on the
+// run hook), no Internet access and the default limits. RunMicrovm takes
+// the oldest one whose rayd is alive and the microVM becomes it; in the
+// background Instance.Assign applies the request's egress (its nftables
+// rules) and limits (its cgroup files), then the run hook goes as for any
+// microVM. A request whose limits differ from the pool's boots its own
+// sandbox, as does one that finds the pool empty; a pooled sandbox whose
+// rayd died after it was taken is destroyed and the microVM boots its own
+// under the same id.
+//
+// The design, and why:
+//
+//   - Each pooled sandbox is booted under its own fresh microVM id (a
+//     random UUID nobody has seen), which becomes the id of the microVM it
+//     is handed out to: its directory, cgroups, veth, /30 and uid block
+//     are already named and owned right, nothing is renamed at hand-out,
+//     and its hostname (derived from the id) reveals nothing shared.
+//   - Nothing is cloned: every pooled sandbox is launched individually,
+//     with namespaces, a uid block, an address and files of its own, and
+//     is handed out once. The security model's "cloned snapshot state
+//     shared between sandboxes" does not arise: two users of pre-booted
+//     sandboxes share exactly what two users of freshly booted ones share.
+//   - What a request decides is applied at hand-out and nothing of it
+//     before: egress starts closed and opens only for a request that asks
+//     (and the launcher deletes a sandbox's conntrack entries when it
+//     ends, and those of every free address at start-up, so that a reused
+//     address carries nothing of its former holder).
+//   - Pooled sandboxes are not microVMs: they are not listed, not
+//     gettable, have no state file and do not count as a user's. They
+//     fill only capacity users leave free under MaxSandboxes: the refill
+//     stops at it (a sandbox it booted meanwhile is discarded when users
+//     took the room), and a hand-out turns a pooled sandbox into a user's,
+//     so no user is refused because of the pool and the machine is not
+//     oversubscribed.
+//   - One refill goroutine boots one sandbox at a time, only while no
+//     RunMicrovm boot (a fresh launch, or a hand-out until its run hook
+//     has answered) is in progress and 150 ms after the last one ended,
+//     so refills compete neither with users' creates nor with the first
+//     commands that follow them; a failed boot backs off (100 ms doubling
+//     to 10 s, reset when a microVM ends). A pooled sandbox whose rayd
+//     exits is dropped and replaced; hand-outs skip dead ones.
+//   - Hand-out and Close both take the pool under the registry's lock:
+//     a sandbox is either handed out (and the registry's WaitGroup covers
+//     its teardown) or drained by Close, which terminates every pooled
+//     sandbox (they belong to no one) and cancels a boot in progress.
+//   - A platform killed with its pool leaves sandboxes without state
+//     files: the next Open's sweep removes their cgroups, processes,
+//     veths, rules and uid blocks, and their directories.
+//
 // # State directory
 //
 // The registry keeps one JSON file per microVM, <StateDir>/vms/<id>.json
@@ -114,6 +169,10 @@ type Launcher interface {
 	// SuspendSupport is nil when sandboxes can be suspended (they have a
 	// cgroup freezer), else an error whose text says why not.
 	SuspendSupport() error
+	// PoolSupport is nil when sandboxes can be launched before the
+	// request they are handed out for (Instance.Assign applies its
+	// egress and limits), else an error whose text says why not.
+	PoolSupport() error
 }
 
 // Minter mints the port-scoped auth tokens of CreateMicrovmAuthToken;
@@ -196,6 +255,11 @@ type Options struct {
 	// (maxIdleDurationSeconds, suspendedDurationSeconds); 0 means
 	// time.Second. Tests shorten it; the API still demands at least 60.
 	IdleUnit time.Duration
+	// Prebooted is the number of pre-booted sandboxes the registry keeps
+	// ready for RunMicrovm (see the package documentation); 0: none. At
+	// most MaxPrebooted. It needs a launcher whose PoolSupport is nil:
+	// with any other the registry logs why once and keeps no pool.
+	Prebooted int
 }
 
 // Registry is the set of microVMs. It is safe for concurrent use.
@@ -221,6 +285,10 @@ type Registry struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	wg         sync.WaitGroup
+
+	// pool of pre-booted sandboxes (pool.go); its fields marked mu are
+	// guarded by mu.
+	pool pool
 
 	mu         sync.Mutex
 	closed     bool
@@ -249,6 +317,9 @@ type vm struct {
 	done        chan struct{}      // closed on the move to TERMINATED
 	cancelStart context.CancelFunc // mu; aborts Launch and the run hook
 	timer       *time.Timer        // mu; maximum duration
+	// pooled is the pre-booted sandbox Run took for v (nil: v boots its
+	// own); set before v's lifecycle starts, which then owns it.
+	pooled *pooled
 
 	// Suspend and resume: the API and the proxy set want and kick the
 	// lifecycle goroutine, which alone does the work (converge).
@@ -317,6 +388,17 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 		r.cancelBase()
 		return nil, err
 	}
+	if n := min(opts.Prebooted, MaxPrebooted); n > 0 {
+		if err := r.launcher.PoolSupport(); err != nil {
+			r.log.Warn("registry: no pre-booted sandboxes: "+noPoolText(err)+" Every sandbox boots on request.", "prebooted", n)
+		} else {
+			r.pool.target = n
+			r.pool.kick = make(chan struct{}, 1)
+			r.wg.Add(1)
+			go r.refill()
+			r.log.Info("registry: keeping pre-booted sandboxes", "prebooted", n)
+		}
+	}
 	return r, nil
 }
 
@@ -349,9 +431,10 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	if err != nil {
 		return microvmsapi.Microvm{}, fmt.Errorf("registry: uuid: %w", err)
 	}
-	id := "microvm-" + u.String()
+	id, endpoint := "microvm-"+u.String(), u.String()+EndpointSuffix
 	payload := in.RunHookPayload
 	in.RunHookPayload = ""
+	spec := sandboxSpec("", "", in.EgressNetworkConnectors)
 
 	r.mu.Lock()
 	if r.closed {
@@ -376,10 +459,20 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		return microvmsapi.Microvm{}, &Error{Type: microvmsapi.ServiceQuotaExceededException,
 			Message: fmt.Sprintf("At most %d microVMs may exist that are not TERMINATED.", r.max)}
 	}
+	// A pre-booted sandbox, when the pool has one: v takes its id (its
+	// directory, cgroups, veth and uid block are named after it). From
+	// here on the registry's WaitGroup covers it, so that Close waits for
+	// its teardown whatever happens to this call.
+	pl := r.takePooledLocked(spec)
+	if pl != nil {
+		id, endpoint = pl.id, pl.endpoint
+		r.wg.Add(1)
+	}
 	started := now()
 	v := &vm{
 		id:          id,
-		endpoint:    u.String() + EndpointSuffix,
+		endpoint:    endpoint,
+		pooled:      pl,
 		seq:         r.seq.Add(1),
 		dir:         filepath.Join(r.vmsDir, id),
 		clientToken: in.ClientToken,
@@ -408,7 +501,16 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	if v.pub.ImageVersion == "" {
 		v.pub.ImageVersion = DefaultImageVersion
 	}
+	if pl != nil {
+		// Its record is in the first state file: a crash before the
+		// run hook leaves a PENDING microVM that the next Open tears down.
+		rec := pl.inst.Record()
+		v.inst, v.rec = pl.inst, &rec
+	}
 	r.insertLocked(v)
+	if r.pool.on() {
+		r.pool.users++
+	}
 	r.mu.Unlock()
 	r.removeFiles(purged)
 
@@ -418,7 +520,12 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		r.mu.Lock()
 		r.deleteLocked(v)
 		r.mu.Unlock()
+		if pl != nil {
+			r.discardPooled(pl)
+			r.wg.Done()
+		}
 		r.removeFiles([]*vm{v})
+		r.userBootDone()
 		r.log.Error("registry: cannot store a new microVM", "microvm", id, "err", err)
 		return microvmsapi.Microvm{}, fmt.Errorf("registry: store %s: %w", id, err)
 	}
@@ -427,17 +534,29 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	if r.closed {
 		r.requestTerminateLocked(v, ReasonPlatformStopped)
 		r.mu.Unlock()
-		r.finish(v)
+		if pl != nil {
+			r.teardown(v, pl.inst)
+			r.wg.Done()
+		} else {
+			r.finish(v)
+		}
+		r.userBootDone()
 		return microvmsapi.Microvm{}, ErrClosed
 	}
 	var startCtx context.Context
 	startCtx, v.cancelStart = context.WithCancel(r.base)
 	r.armTimerLocked(v, time.Duration(in.MaximumDurationInSeconds)*time.Second)
 	out := clone(v.pub)
-	r.wg.Add(1)
+	if pl == nil {
+		r.wg.Add(1)
+	}
 	r.mu.Unlock()
 
-	r.log.Info("registry: microVM pending", "microvm", id)
+	if pl != nil {
+		r.log.Info("registry: microVM pending (pre-booted)", "microvm", id)
+	} else {
+		r.log.Info("registry: microVM pending", "microvm", id)
+	}
 	go r.lifecycle(v, startCtx, payload, nil)
 	if r.runWait <= 0 {
 		return out, nil
@@ -707,9 +826,11 @@ func (r *Registry) TerminateAll(ctx context.Context) error {
 }
 
 // Close stops the registry's timers and background work and waits for it,
-// or until ctx ends. It does not terminate sandboxes: RUNNING ones keep
-// running and a later Open re-adopts them; launches still in progress are
-// aborted. Every method but Lookup answers ErrClosed afterwards.
+// or until ctx ends. It does not terminate microVMs' sandboxes: RUNNING
+// ones keep running and a later Open re-adopts them; launches still in
+// progress are aborted. The pre-booted sandboxes of the pool are
+// terminated (a later Open would find them without a state file and sweep
+// them anyway). Every method but Lookup answers ErrClosed afterwards.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -718,8 +839,17 @@ func (r *Registry) Close(ctx context.Context) error {
 			v.timer.Stop()
 		}
 	}
+	// The pool's sandboxes are nobody's: they end with the platform (one
+	// the refill is booting ends when its launch is cancelled, or right
+	// after it).
+	drained := r.pool.ready
+	r.pool.ready = nil
+	for _, p := range drained {
+		close(p.gone)
+	}
 	r.mu.Unlock()
 	r.cancelBase()
+	r.discardAll(drained)
 	waited := make(chan struct{})
 	go func() {
 		r.wg.Wait()

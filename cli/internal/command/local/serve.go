@@ -29,6 +29,33 @@ func awsQuotasFlag() *cli.BoolFlag {
 	return &cli.BoolFlag{Name: "aws-quotas", Usage: "throttle the API at the AWS quotas (RunMicrovm 5/s, ...) instead of 10x them, to try a client against the service's limits"}
 }
 
+// defaultPrebooted is --prebooted's default: how many sandboxes a root
+// platform keeps booted ahead of requests.
+const defaultPrebooted = 2
+
+// prebootedFlag sets the size of the platform's pool of pre-booted
+// sandboxes.
+func prebootedFlag() *cli.IntFlag {
+	return &cli.IntFlag{Name: "prebooted", Value: defaultPrebooted,
+		Usage: fmt.Sprintf("keep `N` sandboxes booted ahead of requests, so that a create hands one out at once (0 to %d; root platform only: 0 without root unless set)", localvm.MaxPrebooted)}
+}
+
+// prebooted checks --prebooted and returns the value for
+// localvm.Options.Prebooted. Without root the default is 0: the pool
+// needs the root platform, and an ordinary user who did not ask for one
+// gets no warning about it; an explicit value is passed on (the platform
+// says once why it keeps no pool).
+func prebooted(cmd *cli.Command) (int, error) {
+	n := cmd.Int(prebootedFlag().Name)
+	if n < 0 || n > localvm.MaxPrebooted {
+		return 0, cliutil.Usagef("--prebooted must be between 0 and %d, got %d", localvm.MaxPrebooted, n)
+	}
+	if !cmd.IsSet(prebootedFlag().Name) && os.Geteuid() != 0 {
+		return 0, nil
+	}
+	return int(n), nil
+}
+
 func serveCommand(f *cliutil.Factory) *cli.Command {
 	io := f.IO
 	return &cli.Command{
@@ -38,12 +65,17 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringFlag{Name: "addr", Usage: "listen on `HOST:PORT` (default: the endpoint's, " + localvm.DefaultAddr + ")"},
 			stateDirFlag(),
 			awsQuotasFlag(),
+			prebootedFlag(),
 			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			unisolatedFlag(),
 			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			pool, err := prebooted(cmd)
+			if err != nil {
+				return err
+			}
 			addr := cmd.String("addr")
 			if addr == "" {
 				a, err := listenAddr(f)
@@ -69,7 +101,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			// one with another state dir (XDG_STATE_HOME, --state-dir) runs
 			// beside it without touching them.
 			unisolated := cmd.Bool(unisolatedFlag().Name) || f.Getenv(platform.UnisolatedEnv) == "1"
-			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated})
+			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool})
 			if err != nil {
 				return err
 			}

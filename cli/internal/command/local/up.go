@@ -29,8 +29,12 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), unisolatedFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), unisolatedFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			pool, err := prebooted(cmd)
+			if err != nil {
+				return err
+			}
 			addr, err := listenAddr(f)
 			if err != nil {
 				return err
@@ -60,6 +64,9 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if cmd.Bool(unisolatedFlag().Name) {
 				args = append(args, "--unisolated")
+			}
+			if cmd.IsSet(prebootedFlag().Name) {
+				args = append(args, "--prebooted", strconv.Itoa(pool))
 			}
 			child := exec.Command(self, args...)
 			child.Stdout, child.Stderr = logf, logf

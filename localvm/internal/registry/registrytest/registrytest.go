@@ -43,6 +43,11 @@ type Launcher struct {
 	FreezeErr error
 	// OOMCounter gives new instances an OOM kill counter (at 0).
 	OOMCounter bool
+	// NoPool, when set, is what PoolSupport reports (nil: sandboxes can
+	// be pre-booted).
+	NoPool error
+	// AssignErr makes every instance's Assign fail.
+	AssignErr error
 
 	mu        sync.Mutex
 	launched  []launcher.Spec
@@ -127,6 +132,25 @@ func (l *Launcher) Privileged() bool { return l.Priv }
 // SuspendSupport reports NoSuspend.
 func (l *Launcher) SuspendSupport() error { return l.NoSuspend }
 
+// PoolSupport reports NoPool.
+func (l *Launcher) PoolSupport() error { return l.NoPool }
+
+// Live returns the ids of the instances that have not ended, launched or
+// adopted.
+func (l *Launcher) Live() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, in := range l.instances {
+		select {
+		case <-in.done:
+		default:
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Launched returns the specs Launch got.
 func (l *Launcher) Launched() []launcher.Spec {
 	l.mu.Lock()
@@ -168,6 +192,7 @@ type Instance struct {
 
 	mu         sync.Mutex
 	status     launcher.ExitStatus
+	assigned   []launcher.Assignment
 	terminated int
 	frozen     bool
 	freezes    int
@@ -176,11 +201,15 @@ type Instance struct {
 	oomOK      bool
 }
 
-func (i *Instance) ID() string              { return i.rec.ID }
-func (i *Instance) Record() launcher.Record { return i.rec }
-func (i *Instance) APIAddr() string         { return i.rec.APIAddr }
-func (i *Instance) HooksAddr() string       { return i.rec.HooksAddr }
-func (i *Instance) Done() <-chan struct{}   { return i.done }
+func (i *Instance) ID() string { return i.rec.ID }
+func (i *Instance) Record() launcher.Record {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.rec
+}
+func (i *Instance) APIAddr() string       { return i.rec.APIAddr }
+func (i *Instance) HooksAddr() string     { return i.rec.HooksAddr }
+func (i *Instance) Done() <-chan struct{} { return i.done }
 func (i *Instance) GuestAddr(p int) (string, error) {
 	if !i.priv {
 		return "", errors.New("registrytest: guest ports need a privileged sandbox")
@@ -233,6 +262,31 @@ func (i *Instance) Terminate(context.Context) error {
 	i.mu.Unlock()
 	i.Kill(syscall.SIGKILL)
 	return nil
+}
+
+// Assign records a (or fails with Launcher.AssignErr, or ErrGone once the
+// instance has ended).
+func (i *Instance) Assign(_ context.Context, a launcher.Assignment) error {
+	select {
+	case <-i.done:
+		return fmt.Errorf("assign %s: %w", i.rec.ID, launcher.ErrGone)
+	default:
+	}
+	if err := i.l.AssignErr; err != nil {
+		return err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.assigned = append(i.assigned, a)
+	i.rec.Internet = a.Internet
+	return nil
+}
+
+// Assigned returns the assignments Assign got.
+func (i *Instance) Assigned() []launcher.Assignment {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]launcher.Assignment{}, i.assigned...)
 }
 
 // Terminated counts Terminate calls.
@@ -405,6 +459,8 @@ func (h *Hooks) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, `{"hook":"run"}`)
+	case "/aws/lambda-microvms/runtime/v1/ready":
+		_, _ = io.WriteString(w, `{"hook":"ready"}`)
 	case "/aws/lambda-microvms/runtime/v1/suspend":
 		_, _ = io.WriteString(w, `{"hook":"suspend"}`)
 	case "/aws/lambda-microvms/runtime/v1/resume":
