@@ -62,13 +62,17 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 # systems; a kernel's bare devtmpfs leaves it 0600), which slirp4netns
 # needs as the user who runs the platform.
 .PHONY: deps
-deps: ## Install the system packages the tests use (slirp4netns) when root with apt-get; otherwise skip, saying why.
+deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter) when root with apt-get; otherwise skip, saying why.
 	@if command -v slirp4netns >/dev/null; then echo "deps: slirp4netns is installed"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping slirp4netns: not root (install the slirp4netns package for the rootless Internet tests)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping slirp4netns: no apt-get (install slirp4netns for the rootless Internet tests)"; \
 	else echo "deps: installing slirp4netns"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slirp4netns; fi
 	@if [ -c /dev/net/tun ] && [ "$$(id -u)" = 0 ] && [ "$$(stat -c %a /dev/net/tun)" != 666 ]; then \
 		echo "deps: chmod 0666 /dev/net/tun (as udev does; slirp4netns opens it as an ordinary user)"; chmod 0666 /dev/net/tun; fi
+	@if /usr/bin/python3 -c 'import ipykernel, matplotlib' 2>/dev/null; then echo "deps: python3-ipykernel and python3-matplotlib are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping python3-ipykernel python3-matplotlib: not root (the code interpreter tests skip)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping python3-ipykernel python3-matplotlib: no apt-get (the code interpreter tests skip)"; \
+	else echo "deps: installing python3-ipykernel python3-matplotlib"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-ipykernel python3-matplotlib >/dev/null; fi
 
 .PHONY: test
 test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
@@ -93,6 +97,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
 	go test -run '^$$' -fuzz '^FuzzParseMeminfo$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/oomcount
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.

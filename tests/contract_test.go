@@ -196,12 +196,33 @@ func TestContract(t *testing.T) {
 		})
 	})
 
+	// The lifecycle and metrics RPCs over every protocol: a sandbox
+	// started without a lifecycle block has no deadline to move, and
+	// Metrics describes the sandbox.
+	t.Run("SetTimeoutUnmanaged", func(t *testing.T) {
+		each(t, func(t *testing.T, v curlVariant) {
+			c.curl(t, v, c.token, "LifecycleService/SetTimeout", `{"timeoutMs":"60000","mode":"TIMEOUT_MODE_EXACT"}`).rpcError(t, "failed_precondition", "")
+		})
+	})
+	t.Run("SetTimeoutInvalid", func(t *testing.T) {
+		each(t, func(t *testing.T, v curlVariant) {
+			c.curl(t, v, c.token, "LifecycleService/SetTimeout", `{"timeoutMs":"0","mode":"TIMEOUT_MODE_EXACT"}`).rpcError(t, "invalid_argument", "")
+		})
+	})
+	t.Run("Metrics", func(t *testing.T) {
+		each(t, func(t *testing.T, v curlVariant) {
+			m := c.curl(t, v, c.token, "HealthService/Metrics", `{}`).single(t)
+			if m["cpuCount"] == nil || m["timestampUnixMs"] == nil {
+				t.Fatalf("metrics %v", m)
+			}
+		})
+	})
+
 	// RPCs of the contract whose feature is not built answer Unimplemented
 	// with a message naming the feature (docs/features.md).
 	for _, tc := range []struct{ name, method, body, feature string }{
-		{"CodeExecute", "CodeService/Execute", `{"code":"1+1","language":"python"}`, "CodeService"},
-		{"LifecycleSetTimeout", "LifecycleService/SetTimeout", `{"timeoutMs":"60000","mode":"TIMEOUT_MODE_EXACT"}`, "LifecycleService"},
-		{"HealthMetrics", "HealthService/Metrics", `{}`, "metrics"},
+		{"NetworkGet", "NetworkService/GetNetwork", `{}`, "NetworkService"},
+		{"Configure", "ConfigureService/ConfigureStatus", `{}`, "ConfigureService"},
 		{"StartKillTree", "ProcessService/Start", `{"process":{"cmd":"true"},"killTree":true}`, "kill_tree"},
 	} {
 		t.Run("Unimplemented"+tc.name, func(t *testing.T) {
@@ -217,7 +238,7 @@ func TestContract(t *testing.T) {
 	// The token check comes first: an anonymous caller learns nothing.
 	t.Run("UnimplementedNoToken", func(t *testing.T) {
 		each(t, func(t *testing.T, v curlVariant) {
-			c.curl(t, v, "", "LifecycleService/SetTimeout", `{"timeoutMs":"1"}`).rpcError(t, "unauthenticated", "access token")
+			c.curl(t, v, "", "NetworkService/GetNetwork", `{}`).rpcError(t, "unauthenticated", "access token")
 		})
 	})
 }

@@ -79,9 +79,7 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 	if inst == nil {
 		var err error
 		if inst, err = r.launcher.Launch(ctx, spec); err != nil {
-			// The launch error may name paths: the log gets it, the
-			// stateReason a fixed text.
-			reason := ReasonLaunchFailed
+			reason := launchFailure(err)
 			if r.base.Err() != nil {
 				reason = ReasonPlatformStopped
 			}

@@ -54,6 +54,36 @@ const (
 	ReasonExitStatusUnknown = ReasonInitExited + ": exit status unknown"
 )
 
+// launchFailure is the state reason of a launch that failed with err. A
+// refusal of what this platform cannot enforce without privileges
+// (launcher.ErrNeedsPrivilege: Internet access without slirp4netns, no
+// Internet access or limits without isolation) keeps its explanation,
+// which is written for the user and names no path of theirs; any other
+// launch error may name paths, so the log gets it and the reason a fixed
+// text.
+func launchFailure(err error) string {
+	if !errors.Is(err, launcher.ErrNeedsPrivilege) {
+		return ReasonLaunchFailed
+	}
+	msg := strings.TrimPrefix(err.Error(), launcher.ErrNeedsPrivilege.Error()+": ")
+	return ReasonPlatformError + ": " + oneLineReason(msg, 240)
+}
+
+// oneLineReason keeps the first line of s, at most n bytes, printable
+// ASCII only.
+func oneLineReason(s string, n int) string {
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	b := make([]byte, 0, min(len(s), n))
+	for i := 0; i < len(s) && len(b) < n; i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
 // raydTimeoutExit is rayd's exit code when its lifecycle deadline ends the
 // sandbox.
 const raydTimeoutExit = 124

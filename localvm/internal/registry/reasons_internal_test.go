@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 
@@ -56,5 +58,17 @@ func TestLegacyReasons(t *testing.T) {
 		if got := legacyReason(in); got != want {
 			t.Errorf("legacyReason(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A launch refused for want of privileges keeps its explanation (written
+// for the user); any other launch error becomes a fixed text.
+func TestLaunchFailureReason(t *testing.T) {
+	refusal := fmt.Errorf("%w: Internet access without root needs slirp4netns (package slirp4netns), not found in PATH: install it, run as root, or use --no-internet\nsecond line", launcher.ErrNeedsPrivilege)
+	if got, want := launchFailure(refusal), "platform_error: Internet access without root needs slirp4netns (package slirp4netns), not found in PATH: install it, run as root, or use --no-internet"; got != want {
+		t.Errorf("refusal: %q, want %q", got, want)
+	}
+	if got := launchFailure(errors.New("mkdir /home/alice/secret/x: permission denied")); got != ReasonLaunchFailed {
+		t.Errorf("other error: %q, want %q", got, ReasonLaunchFailed)
 	}
 }

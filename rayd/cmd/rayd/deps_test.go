@@ -14,6 +14,11 @@ var allowedModules = map[string]bool{
 	"connectrpc.com/connect":             true,
 	"google.golang.org/protobuf":         true,
 	"golang.org/x/sys":                   true,
+	// The Jupyter wire protocol (internal/kernel, issue 12): a pure-Go
+	// ZeroMQ, and the x/ modules it links (errgroup; text encodings).
+	"github.com/go-zeromq/zmq4": true,
+	"golang.org/x/sync":         true,
+	"golang.org/x/text":         true,
 }
 
 func TestDependencyBudget(t *testing.T) {

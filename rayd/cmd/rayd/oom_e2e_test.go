@@ -52,7 +52,9 @@ func TestBinaryOOMKilled(t *testing.T) {
 	}
 	defer readyR.Close()
 	cmd := exec.Command(bin, "--api-addr", api, "--hooks-addr", hooks, "--state-dir", t.TempDir(),
-		"-ready-fd", "3", "-memory-events-fd", "4", "-isolation", "full")
+		"-ready-fd", "3", "-memory-events-fd", "4", "-isolation", "full",
+		// Killed with SIGKILL at cleanup: no eager kernel to leave behind.
+		"-kernel-start", "lazy")
 	cmd.ExtraFiles = []*os.File{readyW, events}
 	cmd.Env = append(os.Environ(), "RAYITO_ALLOW_ROOT=1")
 	var logs bytes.Buffer

@@ -35,6 +35,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	codesvc "github.com/rayito-dev/rayito/rayd/internal/service/code"
 	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/lifecycle"
@@ -92,6 +93,15 @@ type Config struct {
 	// expires with on_timeout pause. Without it nobody can suspend the
 	// sandbox, which then stays expired.
 	LifecycleFD int
+	// EagerKernel starts the default Python kernel right after /run
+	// (-kernel-start eager); false (-kernel-start lazy, the default)
+	// starts it on first use. Lazy is the default because an eager
+	// kernel costs every sandbox a Python interpreter's start (about a
+	// second of CPU) and its memory whether it runs code or not, which on
+	// a small machine slows every other sandbox's create; the price is
+	// the first cell, which waits for the kernel (0.85–1.0 s measured
+	// against 18 ms once warm). An image made for code starts rayd eager.
+	EagerKernel bool
 
 	knobs *knobs // tests only (lifecycle.go); nil in production
 }
@@ -111,6 +121,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.UintVar(&cfg.ProcessLimit, "process-limit", 0, "the sandbox's process limit as the platform set it, shown by Health; 0: none known")
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
+	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use) or eager (right after /run, for images made for code)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +132,13 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if *showVersion {
 		return cfg, errVersion
+	}
+	switch *kernelStart {
+	case "eager":
+		cfg.EagerKernel = true
+	case "lazy":
+	default:
+		return cfg, fmt.Errorf("-kernel-start must be eager or lazy, not %q", *kernelStart)
 	}
 	switch cfg.Isolation {
 	case "", "full", "rootless", "none":
@@ -295,6 +313,7 @@ type Daemon struct {
 	State        *sandbox.State
 	Supervisor   *proc.Supervisor
 	Hooks        *hooks.Server
+	Code         *codesvc.Service
 	API          http.Handler
 	privileged   bool
 	ownsSup      bool
@@ -325,27 +344,32 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
 	k := cfg.knobs.get()
 	d.wireLifecycle(k)
+	builder := &launch.Builder{
+		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
+		Privileged: d.privileged,
+		SelfUID:    uint32(os.Geteuid()),
+	}
+	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel})
 	d.Hooks = hooks.New(hooks.Options{
 		Lifecycle:        life{d},
 		Logger:           log,
 		OnTerminated:     func() { d.terminated() },
 		PlatformOverUnix: cfg.hooksOverUnix(),
 		PeerOwner:        k.peerOwner,
-		// There are no kernels yet: rayd is ready once it serves.
+		// Kernels start only after /run (nothing unique before it): rayd
+		// is ready to be snapshotted once it serves.
 		Ready:        d.serving.Load,
 		StaleSuspend: k.staleSuspend,
 		WatchdogTick: k.watchdogTick,
+		// Kernels reseed their random streams (and are probed) on resume.
+		OnResume: d.Code.OnResume,
 	})
-	builder := &launch.Builder{
-		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
-		Privileged: d.privileged,
-		SelfUID:    uint32(os.Geteuid()),
-	}
 	fsys, err := safefs.New(safefs.Options{Privileged: d.privileged, RaydDirs: []string{cfg.StateDir}})
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle"})
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code"})
+	healthSvc.SetKernelReady(d.Code.KernelReady)
 	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)
 	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
@@ -375,6 +399,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			},
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewLifecycleServiceHandler(lifecycleSvc, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewCodeServiceHandler(d.Code, o...)
 			},
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
@@ -431,6 +458,8 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 	}
 	cancel()
 	wg.Wait()
+	// Kernels first: their directories and sockets go with them.
+	d.Code.Close()
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelStop()
 	d.stopProcesses(sctx)

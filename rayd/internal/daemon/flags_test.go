@@ -63,7 +63,14 @@ func TestUnixListenerFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := int(f.Fd())
+	// unixListenerFD owns (and closes) the descriptor it gets: hand it a
+	// duplicate and close f, or f's finalizer would later close the same
+	// number again, by then perhaps another test's listener.
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	got, err := unixListenerFD(fd)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ type harness struct {
 	client   *http.Client
 	cancel   context.CancelFunc
 	done     chan error
+	stopOnce sync.Once
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
@@ -104,16 +106,19 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	return h
 }
 
+// stop stops rayd and waits for Serve; it is idempotent.
 func (h *harness) stop() {
-	h.cancel()
-	select {
-	case err := <-h.done:
-		if err != nil {
-			h.t.Errorf("Serve: %v", err)
+	h.stopOnce.Do(func() {
+		h.cancel()
+		select {
+		case err := <-h.done:
+			if err != nil {
+				h.t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			h.t.Error("rayd did not stop")
 		}
-	case <-time.After(20 * time.Second):
-		h.t.Error("rayd did not stop")
-	}
+	})
 }
 
 // h2cClient speaks HTTP/2 without TLS, like the SDK through the proxy.

@@ -132,6 +132,9 @@ func (l life) Run(ctx context.Context, microvmID, payload string) hooks.Outcome 
 		if p, ok := deadline.PolicyFrom(b.Lifecycle); ok {
 			l.d.deadline.Start(p)
 		}
+		// Kernels start only now: their keys and seeds are this
+		// sandbox's own (nothing unique before /run).
+		l.d.Code.OnRun()
 	}
 	return out
 }

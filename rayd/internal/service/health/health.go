@@ -30,7 +30,12 @@ type Service struct {
 	limits    *raydv1.SandboxLimits
 	metrics   *metrics.Sampler
 	lifecycle LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
+	kernel    func() bool     // kernel_ready; nil: false
 }
+
+// SetKernelReady sets what Health reports as kernel_ready (the code
+// service's readiness of the default kernel). Call it before serving.
+func (s *Service) SetKernelReady(ready func() bool) { s.kernel = ready }
 
 // isolations are the values of rayd's -isolation flag.
 var isolations = map[string]raydv1.Isolation{
@@ -84,6 +89,9 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 	}
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)
+	}
+	if s.kernel != nil {
+		resp.KernelReady = s.kernel()
 	}
 	if l := s.lifecycle; l != nil {
 		st := l.HookStatus()

@@ -1,0 +1,438 @@
+package daemon
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/go-zeromq/zmq4"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/identity"
+	"github.com/rayito-dev/rayito/rayd/internal/proc"
+)
+
+func (h *harness) createContext(envs map[string]string) string {
+	h.t.Helper()
+	resp, err := h.code().CreateContext(context.Background(), connect.NewRequest(&raydv1.CreateContextRequest{Envs: envs}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp.Msg.GetContext().GetContextId()
+}
+
+func TestCodeMatplotlibPNG(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	c := h.exec(nil, "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; plt.plot([1,2]); plt.show()", 0)
+	var png string
+	for _, r := range c.results {
+		if r.Png != nil && !r.GetIsMainResult() {
+			png = r.GetPng()
+		}
+	}
+	if png == "" {
+		t.Fatalf("no display_data image/png: events %v, stderr %q", c.kinds, c.stderr)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(png))
+	if err != nil || !strings.HasPrefix(string(raw), "\x89PNG") {
+		t.Fatalf("png is not base64 PNG (err %v)", err)
+	}
+}
+
+func TestCodeRichResults(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	c := h.exec(nil, "from IPython.display import display, HTML, JSON, Markdown\n"+
+		"display(HTML('<b>x</b>')); display(Markdown('*m*'))\n"+
+		"display({'application/json': {'a': 1}, 'application/x-custom': 'c', 'text/plain': 'j'}, raw=True)", 0)
+	if len(c.results) != 3 {
+		t.Fatalf("results %v", c.results)
+	}
+	if c.results[0].GetHtml() != "<b>x</b>" || c.results[1].GetMarkdown() != "*m*" {
+		t.Errorf("html/markdown: %v", c.results)
+	}
+	if c.results[2].GetJson() != `{"a":1}` || c.results[2].GetExtra()["application/x-custom"] != "c" {
+		t.Errorf("json/extra: %v", c.results[2])
+	}
+}
+
+func TestCodeContextsAndEnvs(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	a := h.createContext(map[string]string{"CTX_VAR": "ctx-a"})
+	b := h.createContext(nil)
+	h.exec(&a, "secret = 7", 0)
+	if c := h.exec(&a, "secret", 0); c.main().GetText() != "7" {
+		t.Fatalf("state did not persist: %v", c.results)
+	}
+	if c := h.exec(&b, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
+		t.Fatalf("contexts share state: %v %v", c.results, c.err)
+	}
+	if c := h.exec(&a, "import os; os.environ.get('CTX_VAR')", 0); c.main().GetText() != "'ctx-a'" {
+		t.Fatalf("context env: %v", c.results)
+	}
+	// Per-execution envs are set for the cell and restored after it.
+	ctx := context.Background()
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{ContextId: &a, Code: "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", Envs: map[string]string{"CELL_VAR": "x\"'\\y", "CTX_VAR": "over"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := collectCell(t, s); c.main().GetText() != `('x"\'\\y', 'over')` {
+		t.Fatalf("exec envs: %v", c.results)
+	}
+	if c := h.exec(&a, "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", 0); c.main().GetText() != "(None, 'ctx-a')" {
+		t.Fatalf("exec envs not restored: %v", c.results)
+	}
+	list, err := h.code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
+	if err != nil || len(list.Msg.GetContexts()) != 2 {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	// Restart loses state, keeps the id.
+	if _, err := h.code().RestartContext(ctx, connect.NewRequest(&raydv1.RestartContextRequest{ContextId: a})); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.exec(&a, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
+		t.Fatalf("restart kept state: %v", c.results)
+	}
+	// Destroy: no kernel process or directory left.
+	var dir string
+	var pid int
+	for _, k := range h.d.Code.Kernels() {
+		if k.ContextID == a {
+			dir, pid = k.Dir, k.Pid
+		}
+	}
+	if dir == "" {
+		t.Fatal("no kernel listed for the context")
+	}
+	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); err != nil {
+		t.Fatal(err)
+	}
+	requireGone(t, pid, dir)
+	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: "default-python"})); code(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("destroying default-python: %v", err)
+	}
+	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); code(err) != connect.CodeNotFound {
+		t.Fatalf("destroying twice: %v", err)
+	}
+	// Daemon stop: nothing left either.
+	base := h.d.Code.BaseDir()
+	ks := h.d.Code.Kernels()
+	h.stop()
+	for _, k := range ks {
+		requireGone(t, k.Pid, k.Dir)
+	}
+	if _, err := os.Stat(base); !os.IsNotExist(err) {
+		t.Errorf("kernel base dir left after stop: %v", err)
+	}
+}
+
+// requireGone checks a kernel process and its directory are gone.
+func requireGone(t *testing.T, pid int, dir string) {
+	t.Helper()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("kernel dir left: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("kernel pid %d still alive", pid)
+	}
+}
+
+func TestCodeLimitsAndErrors(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	ctx := context.Background()
+	big := strings.Repeat("#", 1<<20+1)
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: big}))
+	if err == nil {
+		for s.Receive() {
+		}
+		err = s.Err()
+	}
+	if code(err) != connect.CodeInvalidArgument {
+		t.Fatalf("code over 1 MiB: %v", err)
+	}
+	bash := "bash"
+	if _, err := os.Stat("/usr/share/jupyter/kernels/bash"); os.IsNotExist(err) {
+		_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: bash}))
+		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "bash kernel") {
+			t.Fatalf("bash without its kernel: %v", err)
+		}
+	}
+	h.exec(nil, "1", 0) // default-python exists now
+	var made int
+	for range 10 {
+		if _, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{})); err != nil {
+			if code(err) != connect.CodeResourceExhausted {
+				t.Fatalf("context %d: %v", made+2, err)
+			}
+			break
+		}
+		made++
+	}
+	if made+1 != 8 {
+		t.Fatalf("%d contexts besides default-python, want 7 (8 in all)", made)
+	}
+	if _, err := h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: "nope"})); err == nil {
+		t.Log("reattach to unknown answered at Receive")
+	}
+}
+
+func TestCodeTimeoutInterruptAndRestart(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	h.exec(nil, "kept = 1", 0)
+	start := time.Now()
+	c := h.exec(nil, "import time\ntime.sleep(30)", 300)
+	if c.timeout == nil || c.timeout.GetKernelRestarted() || c.err != nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("interruptible timeout: %v %v (events %v)", c.timeout, c.err, c.kinds)
+	}
+	if c := h.exec(nil, "kept", 0); c.main().GetText() != "1" {
+		t.Fatalf("state lost after an interrupt: %v", c.kinds)
+	}
+	// A cell that ignores SIGINT: restarted after the 5 s grace.
+	c = h.exec(nil, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", 300)
+	if c.timeout == nil || !c.timeout.GetKernelRestarted() {
+		t.Fatalf("stuck timeout: %v (events %v)", c.timeout, c.kinds)
+	}
+	if c := h.exec(nil, "kept", 0); c.err == nil || c.err.GetName() != "NameError" {
+		t.Fatalf("kernel not restarted: %v", c.kinds)
+	}
+}
+
+func TestCodeKernelDied(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	h.exec(nil, "x = 1", 0)
+	ks := h.d.Code.Kernels()
+	if len(ks) != 1 {
+		t.Fatalf("kernels %v", ks)
+	}
+	ctx := context.Background()
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "print('go', flush=True)\nimport time\ntime.sleep(60)"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cell{}
+	for s.Receive() {
+		c.add(t, s.Msg())
+		if c.stdout == "go\n" && c.kinds[len(c.kinds)-1] == "stdout" {
+			// Killed from outside rayd.
+			if err := syscall.Kill(ks[0].Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if s.Err() != nil {
+		t.Fatal(s.Err())
+	}
+	c.check(t)
+	if c.streamEr.GetCode() != "kernel_died" {
+		t.Fatalf("events %v, stream_error %v", c.kinds, c.streamEr)
+	}
+	if c := h.exec(nil, "1+2", 0); c.main().GetText() != "3" {
+		t.Fatalf("no recovery: %v", c.kinds)
+	}
+}
+
+func TestCodeReattachAfterSuspend(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	h.exec(nil, "import random; random.seed(1); first = random.random(); random.seed(1)", 0)
+	ctx := context.Background()
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.3)\n'done'"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cell{}
+	for s.Receive() {
+		c.add(t, s.Msg())
+		if strings.Contains(c.stdout, "1\n") {
+			break
+		}
+	}
+	h.hook("suspend", nil)
+	for s.Receive() {
+		c.add(t, s.Msg())
+	}
+	if code(s.Err()) != connect.CodeUnavailable {
+		t.Fatalf("cut stream: %v", s.Err())
+	}
+	s.Close()
+	h.hook("resume", nil)
+	last := c.seqs[len(c.seqs)-1]
+	r, err := h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id, FromSeq: last + 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Receive() {
+		c.add(t, r.Msg())
+	}
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	c.check(t)
+	if c.stdout != "0\n1\n2\n3\n4\n5\n" || c.main().GetText() != "'done'" {
+		t.Fatalf("lost events: stdout %q, events %v", c.stdout, c.kinds)
+	}
+	// A full replay after the end.
+	r, err = h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := collectCell(t, r); again.stdout != c.stdout {
+		t.Fatalf("replay: %q", again.stdout)
+	}
+	// /resume reseeded random: the stream seeded with 1 moved on.
+	if c := h.exec(nil, "random.random() == first", 0); c.main().GetText() != "False" {
+		t.Fatalf("random not reseeded on resume: %v", c.results)
+	}
+}
+
+// TestCodeTwoSandboxes: different kernel keys, different random streams,
+// and a message signed with another key is never executed.
+func TestCodeTwoSandboxes(t *testing.T) {
+	requireIPyKernel(t)
+	a, b := newHarness(t), newHarness(t)
+	a.run(nil)
+	b.run(nil)
+	ra, rb := a.exec(nil, "import random; random.getrandbits(64)", 0), b.exec(nil, "import random; random.getrandbits(64)", 0)
+	if ra.main().GetText() == rb.main().GetText() {
+		t.Fatal("two sandboxes share a random stream")
+	}
+	ka, kb := readConnection(t, a), readConnection(t, b)
+	if ka.Key == kb.Key || len(ka.Key) != 64 {
+		t.Fatalf("kernel keys: %d chars, equal %v", len(ka.Key), ka.Key == kb.Key)
+	}
+	// Forge an execute_request to a's kernel signed with b's key.
+	marker := filepath.Join(t.TempDir(), "forged")
+	dealer := zmq4.NewDealer(context.Background())
+	defer dealer.Close()
+	if err := dealer.Dial("ipc://" + ka.IP + fmt.Sprintf("-%d", ka.ShellPort)); err != nil {
+		t.Fatal(err)
+	}
+	header := fmt.Sprintf(`{"msg_id":"forged-1","session":"s","username":"x","date":"","msg_type":"execute_request","version":"5.3"}`)
+	content := fmt.Sprintf(`{"code":"open(%q,'w').write('x')","silent":false,"store_history":false,"user_expressions":{},"allow_stdin":false}`, marker)
+	sig := signForTest([]byte(kb.Key), header, "{}", "{}", content)
+	if err := dealer.SendMulti(zmq4.NewMsgFrom([]byte("<IDS|MSG>"), []byte(sig), []byte(header), []byte("{}"), []byte("{}"), []byte(content))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	a.exec(nil, "1", 0) // the kernel serialises: a forged cell would have run by now
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("a message with the wrong HMAC was executed")
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// Another uid cannot even reach the kernel's sockets or key.
+	sock := ka.IP + fmt.Sprintf("-%d", ka.ShellPort)
+	script := fmt.Sprintf("import socket,sys\ntry:\n    open(%q).read(); sys.exit(3)\nexcept PermissionError: pass\ns=socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(%q); sys.exit(4)\nexcept PermissionError: sys.exit(0)\n", filepath.Join(filepath.Dir(ka.IP), "connection.json"), sock)
+	p, err := sharedSupervisor.Start(proc.Spec{Path: "/usr/bin/python3", Args: []string{"python3", "-c", script}, Env: []string{}, Dir: "/",
+		Identity: &identity.Identity{Username: "other", UID: 1001, GID: 1001, Home: "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if x, _ := p.Exit(); x.ExitCode != 0 {
+		t.Fatalf("another uid reached the kernel (exit %d: 3 read the key, 4 connected)", x.ExitCode)
+	}
+}
+
+type connInfo struct {
+	Key       string `json:"key"`
+	IP        string `json:"ip"`
+	ShellPort int    `json:"shell_port"`
+}
+
+func readConnection(t *testing.T, h *harness) connInfo {
+	t.Helper()
+	ks := h.d.Code.Kernels()
+	if len(ks) == 0 {
+		t.Fatal("no kernel")
+	}
+	f := filepath.Join(ks[0].Dir, "connection.json")
+	st, err := os.Stat(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("connection file mode %v", st.Mode().Perm())
+	}
+	if dst, err := os.Stat(ks[0].Dir); err != nil || dst.Mode().Perm() != 0o700 {
+		t.Errorf("kernel dir mode %v %v", dst.Mode().Perm(), err)
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci connInfo
+	if err := json.Unmarshal(b, &ci); err != nil {
+		t.Fatal(err)
+	}
+	return ci
+}
+
+// TestCodeCancelInterruptsAndQueue: a client cancel interrupts the cell
+// (the execution records KeyboardInterrupt then end), and a second
+// Execute on a busy context waits for the first.
+func TestCodeCancelInterruptsAndQueue(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	h.exec(nil, "1", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\ntime.sleep(30)"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Receive() || s.Msg().GetStarted() == nil {
+		t.Fatalf("no started: %v", s.Err())
+	}
+	id := s.Msg().GetStarted().GetExecutionId()
+	start := time.Now()
+	cancel()
+	s.Close()
+	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 10*time.Second {
+		t.Fatalf("after cancel: %v in %v", c.kinds, time.Since(start))
+	}
+	r, err := h.code().Reattach(context.Background(), connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := collectCell(t, r); c.err == nil || c.err.GetName() != "KeyboardInterrupt" || c.end == nil {
+		t.Fatalf("cancelled execution: %v %v", c.kinds, c.err)
+	}
+	// Queueing: the second cell starts after the first ended.
+	done := make(chan *cell, 1)
+	go func() {
+		s, err := h.code().Execute(context.Background(), connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\ntime.sleep(0.5)\norder = ['first']"}))
+		if err != nil {
+			t.Error(err)
+			done <- nil
+			return
+		}
+		done <- collectCell(t, s)
+	}()
+	time.Sleep(150 * time.Millisecond)
+	if c := h.exec(nil, "order.append('second'); order", 0); c.main().GetText() != "['first', 'second']" {
+		t.Fatalf("queued cell: %v %v", c.results, c.err)
+	}
+	<-done
+}

@@ -1,0 +1,149 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Output is one piece of an execution's output, in kernel order.
+type Output struct {
+	// Kind is "started", "stream", "display" or "error".
+	Kind string
+	// Count is the execution count (started).
+	Count int
+	// Name is the stream ("stdout", "stderr") or the error's class.
+	Name string
+	// Text is the stream text or the error's value.
+	Text string
+	// Data is a display's MIME bundle; IsMain marks execute_result.
+	Data   map[string]json.RawMessage
+	IsMain bool
+	// Traceback is the error's traceback lines.
+	Traceback []string
+}
+
+// Outcome is how an execution ended.
+type Outcome struct {
+	// Count is the execution count from execute_reply.
+	Count int
+	// Status is execute_reply's status: "ok", "error" or "aborted".
+	Status string
+	// Interrupted is set when ctx ended first and the kernel was sent
+	// SIGINT; Stuck when it then did not finish within InterruptGrace.
+	Interrupted bool
+	Stuck       bool
+}
+
+// Execute runs code and calls emit for each output, in order, until the
+// kernel has replied and is idle again. When ctx ends first it interrupts
+// the kernel and waits at most InterruptGrace for the request to finish
+// (outputs keep flowing to emit); a kernel that does not finish is
+// reported Stuck, and the caller restarts it. A kernel that dies returns
+// ErrDied; a closed one ErrClosed.
+func (k *Kernel) Execute(ctx context.Context, code string, silent bool, emit func(Output)) (Outcome, error) {
+	var out Outcome
+	content := map[string]any{
+		"code": code, "silent": silent, "store_history": !silent,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true,
+	}
+	_, ch, done, err := k.request(false, "execute_request", content)
+	if err != nil {
+		return out, err
+	}
+	defer done()
+	var reply, idle bool
+	ctxDone := ctx.Done()
+	var grace <-chan time.Time
+	for !(reply && idle) {
+		select {
+		case in := <-ch:
+			r, i := handle(in, &out, emit)
+			reply, idle = reply || r, idle || i
+		case <-ctxDone:
+			ctxDone = nil
+			out.Interrupted = true
+			if err := k.Interrupt(); err != nil {
+				if errors.Is(err, ErrDied) {
+					return out, ErrDied
+				}
+				// Not confirmed as our kernel (T12): not signalled, so
+				// the caller restarts it.
+				out.Stuck = true
+				return out, nil
+			}
+			t := time.NewTimer(k.opts.InterruptGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			out.Stuck = true
+			return out, nil
+		case <-k.dead:
+			return out, ErrDied
+		case <-k.closed:
+			return out, ErrClosed
+		}
+	}
+	return out, nil
+}
+
+// handle turns one inbound message of an execute request into outputs; it
+// reports whether it was the reply and whether it was the idle status.
+func handle(in Inbound, out *Outcome, emit func(Output)) (reply, idle bool) {
+	m := in.Msg
+	if in.Channel == "shell" {
+		if m.Header.MsgType != "execute_reply" {
+			return false, false
+		}
+		var c struct {
+			Status         string `json:"status"`
+			ExecutionCount int    `json:"execution_count"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		out.Status, out.Count = c.Status, c.ExecutionCount
+		return true, false
+	}
+	if in.Channel != "iopub" {
+		return false, false
+	}
+	switch m.Header.MsgType {
+	case "status":
+		var c struct {
+			State string `json:"execution_state"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		return false, c.State == "idle"
+	case "execute_input":
+		var c struct {
+			ExecutionCount int `json:"execution_count"`
+		}
+		_ = json.Unmarshal(m.Content, &c)
+		emit(Output{Kind: "started", Count: c.ExecutionCount})
+	case "stream":
+		var c struct {
+			Name string `json:"name"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			emit(Output{Kind: "stream", Name: c.Name, Text: c.Text})
+		}
+	case "execute_result", "display_data", "update_display_data":
+		var c struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			emit(Output{Kind: "display", Data: c.Data, IsMain: m.Header.MsgType == "execute_result"})
+		}
+	case "error":
+		var c struct {
+			Name      string   `json:"ename"`
+			Value     string   `json:"evalue"`
+			Traceback []string `json:"traceback"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil {
+			emit(Output{Kind: "error", Name: c.Name, Text: c.Value, Traceback: c.Traceback})
+		}
+	}
+	return false, false
+}
