@@ -19,7 +19,7 @@ const MaxCodeBytes = 1 << 20
 
 // ErrKernelDied: the kernel running the cell died (killed, out of memory);
 // the cell's output so far is in the Execution RunCode returns with it.
-var ErrKernelDied = errors.New("the kernel died")
+var ErrKernelDied = errors.New("rayito: kernel died")
 
 // Interpreter runs code in the sandbox's stateful interpreter (Sandbox.Code): Jupyter kernels
 // that rayd drives, one per context, whose variables persist from one cell
@@ -242,7 +242,7 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 	defer mu.Unlock()
 	if se := last.GetStreamError(); se != nil {
 		if se.GetCode() == "kernel_died" {
-			return ex, fmt.Errorf("rayito: run code: %w (the context's state is lost; it restarts on the next cell)", ErrKernelDied)
+			return ex, fmt.Errorf("%w while running the cell: the context's state is lost, and its kernel restarts on the next cell", ErrKernelDied)
 		}
 		return ex, fmt.Errorf("rayito: run code: the stream ended with %s", se.GetCode())
 	}

@@ -266,12 +266,15 @@ var etcCopies = []string{
 	"ld.so.cache", "ld.so.conf", "profile", "bash.bashrc", "inputrc", "protocols", "services",
 	"gai.conf", "host.conf", "mime.types", "locale.alias", "debian_version", "magic", "magic.mime",
 	"timezone", "localtime", "os-release", "system-release", "redhat-release",
+	"matplotlibrc", // Debian's matplotlib finds its defaults here
 }
 
 // etcBinds are host directories bound read-only into the sandbox's /etc:
-// CA certificates, Debian's alternatives, loader and font configuration.
+// CA certificates, Debian's alternatives, loader, font and Jupyter
+// configuration.
 var etcBinds = []string{
 	"ssl", "ca-certificates", "pki", "crypto-policies", "alternatives", "ld.so.conf.d", "fonts", "profile.d",
+	"jupyter", // kernel and server configuration of Jupyter packages
 }
 
 const maxEtcCopy = 8 << 20
