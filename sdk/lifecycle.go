@@ -429,6 +429,9 @@ func transition(ctx context.Context, cfg *config, mv *microvms.Client, id, verb 
 			}
 			asked = time.Now()
 			delay = cfg.timings.transition
+			// The local platform answers once the change is done: read
+			// the state again at once.
+			continue
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return err

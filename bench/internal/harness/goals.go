@@ -134,6 +134,13 @@ var goalDefs = []goalDef{
 		}
 		return fmt.Sprintf("R p50 %.3f ms", r.R.P50), r.R.P50 <= 5, ""
 	}},
+	{"run_code 1+1", "p50 ≤ F + 3 ms", func(rep *Report) (string, bool, string) {
+		r := rep.Find("runcode")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R p50 %.3f ms vs F %.3f + 3 = %.3f ms", r.R.P50, r.F.P50, r.F.P50+3), r.R.P50 <= r.F.P50+3, ""
+	}},
 	{"density", "≥ 100 idle sandboxes (exec p95 ≤ 2 × level 10, MemAvailable ≥ 20 %)", func(rep *Report) (string, bool, string) {
 		r := rep.Find("density")
 		n, ok := metric(r, MetricDensityReached)

@@ -39,11 +39,6 @@ func Names() []string {
 	return out
 }
 
-// RunCode is not available: rayd's CodeService answers Unimplemented.
-func RunCode(context.Context, *Env) harness.Result {
-	return harness.Result{Suite: "runcode", Unavailable: "not available (feature not landed: CodeService answers Unimplemented)"}
-}
-
 // Egress is not available: there is no egress proxy yet.
 func Egress(context.Context, *Env) harness.Result {
 	return harness.Result{Suite: "egress", Unavailable: "not available (feature not landed: egress proxy answers Unimplemented)"}

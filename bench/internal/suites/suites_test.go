@@ -90,9 +90,6 @@ func TestFloorCommands(t *testing.T) {
 }
 
 func TestUnavailableSuites(t *testing.T) {
-	if r := RunCode(context.Background(), nil); r.Unavailable == "" {
-		t.Fatal("runcode should be unavailable")
-	}
 	if r := Egress(context.Background(), nil); r.Unavailable == "" {
 		t.Fatal("egress should be unavailable")
 	}
