@@ -44,7 +44,11 @@ func (s Standalone) Env(base []string) ([]string, error) {
 		proxies = append(proxies, upstream)
 	}
 	flags, _ := goEnv("GOFLAGS")
-	env := withoutVars(base, "GOWORK", "GOPROXY", "GONOSUMDB", "GONOSUMCHECK", "GOMODCACHE", "GOFLAGS", "GOPRIVATE", "GONOPROXY")
+	godebug := "goindex=0"
+	if d := os.Getenv("GODEBUG"); d != "" {
+		godebug = d + "," + godebug
+	}
+	env := withoutVars(base, "GOWORK", "GOPROXY", "GONOSUMDB", "GONOSUMCHECK", "GOMODCACHE", "GOFLAGS", "GOPRIVATE", "GONOPROXY", "GODEBUG")
 	env = append(env,
 		"GOWORK=off",
 		"GOPROXY="+strings.Join(proxies, ","),
@@ -53,6 +57,10 @@ func (s Standalone) Env(base []string) ([]string, error) {
 		"GONOSUMDB="+strings.TrimSuffix(PathPrefix, "/"),
 		"GOMODCACHE="+s.ModCache,
 		"GOFLAGS="+strings.TrimSpace(flags+" -modcacherw"),
+		// The build cache's module index assumes that a module version's
+		// files never change; ours do (the tree under the same version),
+		// so a stale index would hide new packages and imports.
+		"GODEBUG="+godebug,
 	)
 	return append(env, s.Extra...), nil
 }
