@@ -3,7 +3,6 @@ package rayito
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"time"
@@ -13,7 +12,6 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
-	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
@@ -357,17 +355,9 @@ func Resume(ctx context.Context, id string, opts ...Option) error {
 
 // byID is a tokenless Sandbox for id, for calls that need none.
 func byID(ctx context.Context, id string, opts []Option) (*Sandbox, error) {
-	cfg := newConfig(opts)
-	if !tokenstore.ValidID(id) {
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
-	}
-	mv, err := controlPlane(ctx, cfg)
+	cfg, mv, vm, err := lookup(ctx, id, opts)
 	if err != nil {
 		return nil, err
-	}
-	vm, err := mv.GetMicrovm(ctx, id)
-	if err != nil {
-		return nil, controlPlaneErr(cfg, id, err)
 	}
 	if ended(vm.State) {
 		return nil, endedErr(vm)

@@ -539,19 +539,29 @@ func infoOf(vm *microvmsapi.Microvm) *Info {
 // and never wakes one. An unknown id is "sandbox X not found" (errors.Is
 // ErrNotFound).
 func GetInfo(ctx context.Context, id string, opts ...Option) (*Info, error) {
-	cfg := newConfig(opts)
-	if !tokenstore.ValidID(id) {
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
-	}
-	mv, err := controlPlane(ctx, cfg)
+	_, _, vm, err := lookup(ctx, id, opts)
 	if err != nil {
 		return nil, err
 	}
+	return infoOf(vm), nil
+}
+
+// lookup validates id and asks the control plane for it: no token, and
+// the sandbox itself is not reached.
+func lookup(ctx context.Context, id string, opts []Option) (*config, *microvms.Client, *microvmsapi.Microvm, error) {
+	cfg := newConfig(opts)
+	if !tokenstore.ValidID(id) {
+		return nil, nil, nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
+	}
+	mv, err := controlPlane(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	vm, err := mv.GetMicrovm(ctx, id)
 	if err != nil {
-		return nil, controlPlaneErr(cfg, id, err)
+		return nil, nil, nil, controlPlaneErr(cfg, id, err)
 	}
-	return infoOf(vm), nil
+	return cfg, mv, vm, nil
 }
 
 // List lists sandboxes, newest first, keeping those WithStates and

@@ -488,7 +488,7 @@ func (w *watcher) resume() {
 	if err != nil {
 		r.log.Error("registry: cannot thaw the sandbox", "microvm", v.id, "err", err)
 		reason = ReasonFreezerFailed
-	} else if err := r.postHookRetry(w.ctx, inst, "resume", nil, r.resumeTO); err != nil {
+	} else if err := r.postHookRetry(w.ctx, inst, "resume", nil, r.resumeTO, false); err != nil {
 		if w.ctx.Err() != nil {
 			return
 		}
@@ -596,22 +596,23 @@ func (r *Registry) postRun(ctx context.Context, inst launcher.Instance, id, payl
 	if err != nil {
 		return err
 	}
-	return r.postHookRetry(ctx, inst, "run", body, r.runTO)
+	return r.postHookRetry(ctx, inst, "run", body, r.runTO, false)
 }
 
 // postHookRetry POSTs hook within timeout d. Connection failures are
-// retried (rayd may not listen yet, or again); any HTTP answer is final:
-// 200 is success, anything else a *hookStatusError.
-func (r *Registry) postHookRetry(ctx context.Context, inst launcher.Instance, hook string, body []byte, d time.Duration) error {
+// retried (rayd may not listen yet, or again), and so is a 503 when
+// retry503 says (rayd warming up, as /ready answers); any other HTTP
+// answer is final: 200 is success, anything else a *hookStatusError.
+func (r *Registry) postHookRetry(ctx context.Context, inst launcher.Instance, hook string, body []byte, d time.Duration, retry503 bool) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	backoff := 10 * time.Millisecond
+	backoff := 5 * time.Millisecond
 	for {
 		status, err := r.postHook(ctx, inst.HooksAddr(), hook, body)
-		if err == nil {
-			if status == http.StatusOK {
-				return nil
-			}
+		switch {
+		case err == nil && status == http.StatusOK:
+			return nil
+		case err == nil && (status != http.StatusServiceUnavailable || !retry503):
 			return &hookStatusError{status: status}
 		}
 		t := time.NewTimer(backoff)

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,29 +251,7 @@ func (r *Registry) bootPooled() (*pooled, error) {
 // postReady POSTs rayd's ready hook until it answers 200 (503 means rayd
 // is still warming up), within the run hook's timeout.
 func (r *Registry) postReady(ctx context.Context, inst launcher.Instance) error {
-	ctx, cancel := context.WithTimeout(ctx, r.runTO)
-	defer cancel()
-	backoff := 5 * time.Millisecond
-	for {
-		status, err := r.postHook(ctx, inst.HooksAddr(), "ready", nil)
-		switch {
-		case err == nil && status == http.StatusOK:
-			return nil
-		case err == nil && status != http.StatusServiceUnavailable:
-			return &hookStatusError{status: status}
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-inst.Done():
-			t.Stop()
-			return errExited
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 250*time.Millisecond)
-	}
+	return r.postHookRetry(ctx, inst, "ready", nil, r.runTO, true)
 }
 
 // watchPooled drops p from the pool, and has it replaced, when its rayd

@@ -186,11 +186,14 @@ func TestWatchdogSeesFreeze(t *testing.T) {
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	base, s, _ := startServer(t, Options{Lifecycle: f, Now: now,
-		StaleSuspend: 300 * time.Millisecond, WatchdogTick: 10 * time.Millisecond, FreezeJump: 100 * time.Millisecond})
+		StaleSuspend: 2 * time.Second, WatchdogTick: 10 * time.Millisecond, FreezeJump: 100 * time.Millisecond})
 	want(t, call(t, base, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
 	want(t, call(t, base, fromPlatform, HookSuspend, ""), OutcomeChanged, PhaseSuspending)
-	offset.Store(int64(time.Hour)) // frozen for an hour
-	time.Sleep(600 * time.Millisecond)
+	// Frozen for an hour: the next tick, well within the stale period
+	// even on a loaded machine, sees the jump; past the stale period the
+	// gate must still be closed.
+	offset.Store(int64(time.Hour))
+	time.Sleep(2500 * time.Millisecond)
 	if st := s.Status(); st.Phase != PhaseSuspending || st.StaleSuspends != 0 {
 		t.Fatalf("after a freeze: %+v", st)
 	}
@@ -203,11 +206,13 @@ func TestWatchdogSeesFreeze(t *testing.T) {
 // A /terminate stops the watchdog of a pending suspend.
 func TestTerminateStopsWatchdog(t *testing.T) {
 	f := newFake()
-	base, s, _ := startServer(t, Options{Lifecycle: f, StaleSuspend: 150 * time.Millisecond, WatchdogTick: 10 * time.Millisecond})
+	// The stale period is long enough for the /terminate to arrive
+	// before it on a loaded machine.
+	base, s, _ := startServer(t, Options{Lifecycle: f, StaleSuspend: time.Second, WatchdogTick: 10 * time.Millisecond})
 	want(t, call(t, base, fromPlatform, HookRun, env("vm", "p")), OutcomeInstalled, PhaseRunning)
 	want(t, call(t, base, fromPlatform, HookSuspend, ""), OutcomeChanged, PhaseSuspending)
 	want(t, call(t, base, fromPlatform, HookTerminate, ""), OutcomeTerminating, PhaseTerminating)
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	if st := s.Status(); st.Phase != PhaseTerminating || st.StaleSuspends != 0 {
 		t.Fatalf("status %+v", st)
 	}
