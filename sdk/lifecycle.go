@@ -116,8 +116,10 @@ func WithOnTimeout(action TimeoutAction) Option {
 
 // WithAutoResume makes a sandbox paused at its deadline (WithOnTimeout
 // TimeoutPause, which it needs) get a new deadline when it is resumed:
-// its timeout again, at least 5 minutes. For the platform to resume a
-// paused sandbox on a request, see WithIdlePolicy.
+// its timeout again, never past its maximum lifetime (without it, a
+// resumed sandbox answers only Health and SetTimeout for 30 s, then pauses
+// again unless SetTimeout moved its deadline). For the platform to resume
+// a paused sandbox on a request, see WithIdlePolicy.
 func WithAutoResume() Option { return sandboxOption(func(c *config) { c.autoResume = true }) }
 
 // WithMaxLifetime sets the new sandbox's maximum lifetime, running and

@@ -252,3 +252,42 @@ func TestDeadlinePause(t *testing.T) {
 		t.Fatalf("after the extension: %+v %v", res, err)
 	}
 }
+
+// With auto-resume, a sandbox paused by its deadline is active again when
+// resumed: commands answer at once, and its deadline is its timeout again.
+func TestDeadlinePauseAutoResume(t *testing.T) {
+	if !isRoot() {
+		t.Skip("pause needs the root platform's cgroup freezer; run as root")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTimeout(3*time.Second), rayito.WithOnTimeout(rayito.TimeoutPause), rayito.WithAutoResume())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(context.Background())
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		info, err := rayito.GetInfo(ctx, sbx.ID(), p.opts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == "SUSPENDED" {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("not suspended 30 s after a 3 s deadline: %s", info.State)
+		}
+	}
+	if err := sbx.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sbx.Commands.Run(ctx, "echo awake"); err != nil || res.Stdout != "awake\n" {
+		t.Fatalf("after an auto-resume: %+v %v", res, err)
+	}
+	info, err := sbx.Info(ctx)
+	if err != nil || info.Lifecycle == nil || info.Lifecycle.Phase != rayito.PhaseActive || info.Lifecycle.Extensions != 1 {
+		t.Fatalf("lifecycle after an auto-resume: %+v %v", info, err)
+	}
+}

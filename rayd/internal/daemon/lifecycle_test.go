@@ -224,7 +224,11 @@ func TestDeadlinePause(t *testing.T) {
 			t.Fatalf("%s: no suspend request", what)
 		}
 	}
-	h.run(withLifecycle(1, 120, runpayload.OnTimeoutPause))
+	// Without auto_resume: a resume gives a grace (with it, a new
+	// deadline: deadline's tests).
+	h.run(func(p *runpayload.Payload) {
+		p.Lifecycle = &runpayload.Lifecycle{TimeoutS: 1, CapS: 120, OnTimeout: runpayload.OnTimeoutPause}
+	})
 	ctx := testCtx(t)
 	s := mustStart(t, h.processes(), shell("echo up; exec sleep 60"))
 	defer s.Close()

@@ -24,7 +24,9 @@
 //     revive it.
 //   - [PhaseResumeGrace]: a sandbox paused by its timeout was resumed; it
 //     gets [Options].Grace of running time (30 s, never past the cap) for a
-//     SetTimeout to extend it, after which the action happens again.
+//     SetTimeout to extend it, after which the action happens again. With
+//     the payload's auto_resume it is instead [PhaseActive] again, with
+//     its timeout once more (never past the cap).
 //
 // In the last two phases rayd answers only Health and SetTimeout
 // ([Manager.Holds]).
@@ -105,10 +107,14 @@ func (p Phase) String() string {
 
 // Policy is the run payload's lifecycle block.
 type Policy struct {
-	Timeout    time.Duration // initial running time until the deadline
-	Cap        time.Duration // no deadline beyond this much running time from /run
-	Action     Action
-	AutoResume bool // reported only: the platform resumes on demand
+	Timeout time.Duration // initial running time until the deadline
+	Cap     time.Duration // no deadline beyond this much running time from /run
+	Action  Action
+	// AutoResume: a sandbox paused by its timeout gets its Timeout again
+	// (never past the cap) when it is resumed, instead of the resume
+	// grace; a request that woke it through the platform's auto-resume
+	// then finds it active.
+	AutoResume bool
 }
 
 // PolicyFrom converts a decoded (and so validated) lifecycle block; it
@@ -289,9 +295,17 @@ func (m *Manager) Resume() {
 		return
 	}
 	if m.policy.Action == ActionPause && (m.phase == PhaseExpired || m.phase == PhaseResumeGrace) {
-		m.phase = PhaseResumeGrace
-		m.deadline = min(m.ran+m.grace, m.policy.Cap)
-		m.log.Info("lifecycle: resumed after the timeout: grace", "grace_ms", (m.deadline - m.ran).Milliseconds())
+		if m.policy.AutoResume && m.ran < m.policy.Cap {
+			m.phase = PhaseActive
+			m.deadline = min(m.ran+m.policy.Timeout, m.policy.Cap)
+			m.timeout = m.deadline - m.ran
+			m.extensions++
+			m.log.Info("lifecycle: resumed after the timeout: auto-resume gives a new deadline", "timeout_ms", m.timeout.Milliseconds())
+		} else {
+			m.phase = PhaseResumeGrace
+			m.deadline = min(m.ran+m.grace, m.policy.Cap)
+			m.log.Info("lifecycle: resumed after the timeout: grace", "grace_ms", (m.deadline - m.ran).Milliseconds())
+		}
 	}
 	m.armLocked(now)
 }

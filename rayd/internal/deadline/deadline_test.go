@@ -249,13 +249,10 @@ func TestCap(t *testing.T) {
 func TestPauseActionAndResumeGrace(t *testing.T) {
 	t.Parallel()
 	m, c, e := newManager(t)
-	m.Start(Policy{Timeout: time.Minute, Cap: 8 * time.Hour, Action: ActionPause, AutoResume: true})
+	m.Start(Policy{Timeout: time.Minute, Cap: 8 * time.Hour, Action: ActionPause})
 	c.Advance(time.Minute)
 	if e.count() != 1 || e.got[0] != ActionPause || m.Phase() != PhaseExpired || !m.Holds() {
 		t.Fatalf("expiry: %v %v", e.got, m.Phase())
-	}
-	if !m.State().AutoResume {
-		t.Fatal("auto_resume not reported")
 	}
 	// Nobody suspends it: it stays expired.
 	c.Advance(time.Hour)
@@ -298,6 +295,47 @@ func TestPauseActionAndResumeGrace(t *testing.T) {
 	st, err = m.SetTimeout(time.Minute, ModeExact)
 	if err != nil || st.Phase != PhaseActive || st.Deadline.Sub(c.Now()) != time.Minute {
 		t.Fatalf("SetTimeout while expired: %+v %v", st, err)
+	}
+}
+
+// With auto_resume, a sandbox paused by its timeout is active again when
+// resumed, with its timeout once more (never past the cap), so the
+// request that woke it is answered; at the cap it gets the grace.
+func TestAutoResumeGivesANewDeadline(t *testing.T) {
+	t.Parallel()
+	m, c, e := newManager(t)
+	m.Start(Policy{Timeout: time.Minute, Cap: 150 * time.Second, Action: ActionPause, AutoResume: true})
+	if !m.State().AutoResume {
+		t.Fatal("auto_resume not reported")
+	}
+	c.Advance(time.Minute)
+	if e.count() != 1 || m.Phase() != PhaseExpired {
+		t.Fatalf("expiry: %d %v", e.count(), m.Phase())
+	}
+	m.Pause()
+	c.Advance(time.Hour)
+	m.Resume()
+	st := m.State()
+	if st.Phase != PhaseActive || m.Holds() || st.Deadline.Sub(c.Now()) != time.Minute || st.Extensions != 1 {
+		t.Fatalf("after an auto-resume: %+v", st)
+	}
+	c.Advance(time.Minute)
+	if e.count() != 2 {
+		t.Fatal("the new deadline did not expire")
+	}
+	// 120 s ran; the cap is at 150 s: the next deadline is the cap.
+	m.Pause()
+	m.Resume()
+	if st := m.State(); st.Phase != PhaseActive || st.Deadline.Sub(c.Now()) != 30*time.Second {
+		t.Fatalf("capped: %+v", st)
+	}
+	c.Advance(30 * time.Second)
+	// At the cap: nothing more to give; the grace, clamped to the cap, is
+	// over at once.
+	m.Pause()
+	m.Resume()
+	if m.Phase() == PhaseActive {
+		t.Fatalf("active past the cap: %+v", m.State())
 	}
 }
 
