@@ -34,6 +34,7 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/rayito-dev/rayito/proto v0.1.0 // indirect
 	github.com/rayito-dev/rayito/rayd v0.1.0 // indirect
+	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/net v0.33.0 // indirect

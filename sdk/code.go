@@ -181,7 +181,8 @@ var codeShape = streamShape[raydv1.ExecuteEvent]{
 // cell. OnStdout, OnStderr and OnResult see its output as it comes.
 // WithTimeout interrupts the cell after d (Execution.TimedOut). When the
 // connection drops or the sandbox is paused, Run reattaches and loses
-// nothing, like a command's handle; cancelling ctx interrupts the cell.
+// nothing, like a command's handle (rayd keeps a dropped cell running
+// for 60 s for it); cancelling ctx interrupts the cell.
 func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) (*Execution, error) {
 	if len(code) > MaxCodeBytes {
 		return nil, fmt.Errorf("%w: code of %d bytes (at most %d)", ErrInvalidArgument, len(code), MaxCodeBytes)
@@ -236,6 +237,9 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 	}
 	last, err := fol.run(ctx, stream)
 	if err != nil {
+		if ctx.Err() != nil {
+			c.interrupt(ctx, contextID, ex.ID)
+		}
 		return nil, err
 	}
 	mu.Lock()
@@ -248,6 +252,20 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 	}
 	ex.Duration = time.Duration(last.GetEnd().GetDurationMs()) * time.Millisecond
 	return ex, nil
+}
+
+// interruptTimeout bounds the Interrupt sent after a cancel.
+const interruptTimeout = 5 * time.Second
+
+// interrupt asks rayd to interrupt the execution whose caller cancelled
+// ctx (rayd cannot tell a cancel from a dropped connection, and leaves a
+// dropped cell running for a while). Best effort: the cancel has
+// happened already, whatever the answer (an older rayd without the RPC,
+// a sandbox that went away).
+func (c *Interpreter) interrupt(ctx context.Context, contextID, executionID string) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+	defer cancel()
+	_, _ = c.sbx.dp.code.Interrupt(ictx, connect.NewRequest(&raydv1.InterruptRequest{ContextId: contextID, ExecutionId: executionID}))
 }
 
 // apply records one event of the cell (the caller holds the lock).

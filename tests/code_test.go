@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +88,63 @@ func TestCLIRunCode(t *testing.T) {
 	}
 	if r := runCLIInput(t, cliEnv(t), "1/0\n", "run", "--code", "-"); r.code != 1 || !strings.Contains(r.stderr, "ZeroDivisionError") {
 		t.Fatalf("run --code - with an exception: %+v", r)
+	}
+}
+
+// TestRunCodeReattachAfterDrop: every connection to the platform is cut
+// while a cell prints; RunCode reattaches and returns every line once, in
+// order, and the cell's result (rayd kept it running). Cancelling the
+// context interrupts the cell: the next one does not wait for it.
+func TestRunCodeReattachAfterDrop(t *testing.T) {
+	needKernel(t)
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sbx := p.create(ctx)
+	defer sbx.Kill(context.Background())
+	if _, err := sbx.RunCode(ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen strings.Builder
+	cutOnce := sync.OnceFunc(func() {
+		if n := p.conns.cut(); n == 0 {
+			t.Error("no connection to cut")
+		}
+	})
+	ex, err := sbx.RunCode(ctx, "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(0.05)\n'done'",
+		rayito.OnStdout(func(b []byte) {
+			mu.Lock()
+			seen.Write(b)
+			n := strings.Count(seen.String(), "\n")
+			mu.Unlock()
+			if n >= 5 {
+				go cutOnce()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if got := strings.Join(ex.Logs.Stdout, ""); got != want.String() || seen.String() != want.String() {
+		t.Fatalf("after the cut: stdout %q, callbacks %q", got, seen.String())
+	}
+	if ex.Text() != "'done'" || ex.Error != nil {
+		t.Fatalf("after the cut: result %q, error %v", ex.Text(), ex.Error)
+	}
+
+	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = sbx.RunCode(cctx, "import time\ntime.sleep(60)")
+	ccancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled cell: %v", err)
+	}
+	start := time.Now()
+	if ex, err := sbx.RunCode(ctx, "'after'"); err != nil || ex.Text() != "'after'" || time.Since(start) > 10*time.Second {
+		t.Fatalf("after a cancel: %v %v in %v", ex, err, time.Since(start))
 	}
 }

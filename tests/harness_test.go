@@ -33,20 +33,52 @@ type platform struct {
 	cancel   context.CancelFunc
 	done     chan error
 	accepted *atomic.Int64 // connections the platform's listener accepted
+	conns    *connSet      // the connections it holds open
 }
 
-// countingListener counts accepted connections.
+// countingListener counts accepted connections and keeps them in a set,
+// so a test can cut them all.
 type countingListener struct {
 	net.Listener
-	n *atomic.Int64
+	n     *atomic.Int64
+	conns *connSet
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
 		l.n.Add(1)
+		l.conns.add(c)
 	}
 	return c, err
+}
+
+// connSet is the platform's accepted connections.
+type connSet struct {
+	mu sync.Mutex
+	m  map[net.Conn]struct{}
+}
+
+func (s *connSet) add(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[net.Conn]struct{}{}
+	}
+	s.m[c] = struct{}{}
+}
+
+// cut closes every connection the platform accepted so far: a network
+// drop as its clients see it.
+func (s *connSet) cut() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.m)
+	for c := range s.m {
+		_ = c.Close()
+	}
+	clear(s.m)
+	return n
 }
 
 func startPlatform(t *testing.T, stateDir string) *platform {
@@ -71,8 +103,8 @@ func startPlatform(t *testing.T, stateDir string) *platform {
 		cancel()
 		t.Fatal(err)
 	}
-	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1), accepted: &atomic.Int64{}}
-	go func() { p.done <- srv.Serve(ctx, countingListener{ln, p.accepted}) }()
+	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1), accepted: &atomic.Int64{}, conns: &connSet{}}
+	go func() { p.done <- srv.Serve(ctx, countingListener{ln, p.accepted, p.conns}) }()
 	return p
 }
 

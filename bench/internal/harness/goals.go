@@ -34,6 +34,7 @@ const (
 	MetricPSSPerSandboxMB  = "pss_mb_per_sandbox"
 	MetricMemAvailPerSbxMB = "memavailable_drop_mb_per_sandbox"
 	MetricStreamHTTPFloor  = "f_http_mbps_p50"
+	MetricFirstCellMs      = "first_cell_ms"
 	MetricResumeP50        = "resume_ms_p50"
 	MetricResumeP95        = "resume_ms_p95"
 )
@@ -140,6 +141,21 @@ var goalDefs = []goalDef{
 			return "", false, missing(r, "F or R")
 		}
 		return fmt.Sprintf("R p50 %.3f ms vs F %.3f + 3 = %.3f ms", r.R.P50, r.F.P50, r.F.P50+3), r.R.P50 <= r.F.P50+3, ""
+	}},
+	{"run_code first cell", "≤ 0.5 s after create", func(rep *Report) (string, bool, string) {
+		r := rep.Find("runcode")
+		ms, ok := metric(r, MetricFirstCellMs)
+		if !ok {
+			return "", false, missing(r, "first cell")
+		}
+		return fmt.Sprintf("%.0f ms", ms), ms <= 500, ""
+	}},
+	{"run_code stream", "3 MB of prints ≥ 100 MB/s (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("runcode stream")
+		if r == nil || r.R == nil {
+			return "", false, missing(r, "R")
+		}
+		return fmt.Sprintf("R p50 %.1f MB/s", r.R.P50), r.R.P50 >= 100, ""
 	}},
 	{"density", "≥ 100 idle sandboxes (exec p95 ≤ 2 × level 10, MemAvailable ≥ 20 %)", func(rep *Report) (string, bool, string) {
 		r := rep.Find("density")

@@ -389,35 +389,69 @@ func readConnection(t *testing.T, h *harness) connInfo {
 	return ci
 }
 
-// TestCodeCancelInterruptsAndQueue: a client cancel interrupts the cell
-// (the execution records KeyboardInterrupt then end), and a second
-// Execute on a busy context waits for the first.
-func TestCodeCancelInterruptsAndQueue(t *testing.T) {
+// TestCodeDropInterruptAndQueue: a stream that drops leaves the cell
+// running, and Reattach gets all its output; Interrupt stops it (the
+// execution records KeyboardInterrupt then end); a dropped cell nobody
+// follows again is interrupted after the detach grace; a second Execute
+// on a busy context waits for the first.
+func TestCodeDropInterruptAndQueue(t *testing.T) {
 	requireIPyKernel(t)
-	h := newHarness(t)
+	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{detachGrace: 2 * time.Second} })
 	h.run(nil)
 	h.exec(nil, "1", 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\ntime.sleep(30)"}))
-	if err != nil {
-		t.Fatal(err)
+	open := func(code string) (string, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: code}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Receive() || s.Msg().GetStarted() == nil {
+			t.Fatalf("no started: %v", s.Err())
+		}
+		return s.Msg().GetStarted().GetExecutionId(), func() { cancel(); s.Close() }
 	}
-	if !s.Receive() || s.Msg().GetStarted() == nil {
-		t.Fatalf("no started: %v", s.Err())
+	reattach := func(id string) *cell {
+		r, err := h.code().Reattach(context.Background(), connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collectCell(t, r)
 	}
-	id := s.Msg().GetStarted().GetExecutionId()
+	// Dropped, then followed again: nothing lost, not interrupted.
+	id, drop := open("import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.1)\n'done'")
+	drop()
+	if c := reattach(id); c.stdout != "0\n1\n2\n3\n4\n5\n" || c.main().GetText() != "'done'" || c.err != nil {
+		t.Fatalf("reattached after a drop: stdout %q, events %v, error %v", c.stdout, c.kinds, c.err)
+	}
+	// Interrupt.
+	id, drop = open("import time\ntime.sleep(30)")
+	drop()
 	start := time.Now()
-	cancel()
-	s.Close()
-	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 10*time.Second {
-		t.Fatalf("after cancel: %v in %v", c.kinds, time.Since(start))
+	resp, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id}))
+	if err != nil || !resp.Msg.GetInterrupted() {
+		t.Fatalf("Interrupt: %v %v", resp, err)
 	}
-	r, err := h.code().Reattach(context.Background(), connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: id}))
-	if err != nil {
-		t.Fatal(err)
+	if c := reattach(id); c.err == nil || c.err.GetName() != "KeyboardInterrupt" || c.end == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("interrupted execution: %v %v", c.kinds, c.err)
 	}
-	if c := collectCell(t, r); c.err == nil || c.err.GetName() != "KeyboardInterrupt" || c.end == nil {
-		t.Fatalf("cancelled execution: %v %v", c.kinds, c.err)
+	if resp, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id})); err != nil || resp.Msg.GetInterrupted() {
+		t.Fatalf("Interrupt of an ended execution: %v %v", resp, err)
+	}
+	if _, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: "exec-nope"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("Interrupt of an unknown execution: %v", err)
+	}
+	// Abandoned: interrupted after the grace.
+	id, drop = open("import time\ntime.sleep(30)")
+	drop()
+	start = time.Now()
+	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 15*time.Second {
+		t.Fatalf("after an abandoned cell: %v in %v", c.kinds, time.Since(start))
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Fatalf("the abandoned cell was interrupted after %v, before the grace", el)
+	}
+	if c := reattach(id); c.err == nil || c.err.GetName() != "KeyboardInterrupt" {
+		t.Fatalf("abandoned execution: %v %v", c.kinds, c.err)
 	}
 	// Queueing: the second cell starts after the first ended.
 	done := make(chan *cell, 1)

@@ -349,7 +349,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Privileged: d.privileged,
 		SelfUID:    uint32(os.Geteuid()),
 	}
-	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel})
+	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, DetachGrace: k.detachGrace})
 	d.Hooks = hooks.New(hooks.Options{
 		Lifecycle:        life{d},
 		Logger:           log,

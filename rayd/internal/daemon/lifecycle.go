@@ -75,6 +75,8 @@ type knobs struct {
 	grace time.Duration
 	// staleSuspend and watchdogTick replace the hooks' watchdog timings.
 	staleSuspend, watchdogTick time.Duration
+	// detachGrace replaces CodeService's detach grace.
+	detachGrace time.Duration
 }
 
 func (k *knobs) get() knobs {

@@ -18,8 +18,9 @@ import (
 // Execute runs a cell and streams its events: started first, then
 // stdout/stderr, results and error in kernel order, then end (or
 // timeout then end; or stream_error alone when the kernel died). The cell
-// runs on when the stream is cut by /suspend (Reattach follows it again);
-// a client cancel interrupts it. Executions of one context queue.
+// runs on when the stream is cut by /suspend or dropped (Reattach follows
+// it again; see stream for how long a dropped one waits); Interrupt stops
+// it. Executions of one context queue.
 func (s *Service) Execute(ctx context.Context, req *connect.Request[raydv1.ExecuteRequest], stream *connect.ServerStream[raydv1.ExecuteEvent]) error {
 	if _, err := s.boot(); err != nil {
 		return err
@@ -62,13 +63,7 @@ func (s *Service) Execute(ctx context.Context, req *connect.Request[raydv1.Execu
 		cc.endExecution(e)
 		<-cc.slot
 	}()
-	err = s.stream(ctx, e, 0, stream.Send)
-	if err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), quiesce.ErrSuspending) {
-		// The client went away: interrupt the cell. (A /suspend cut
-		// leaves it running.)
-		e.cancel()
-	}
-	return err
+	return s.stream(ctx, e, 0, stream.Send)
 }
 
 // resolve finds the context of an Execute: context_id, or the default
@@ -110,13 +105,25 @@ func (s *Service) defaultContextFor(ctx context.Context, language string) (*code
 	return cc, nil
 }
 
-// stream follows e from fromSeq onto send with keepalives.
+// stream follows e from fromSeq onto send with keepalives (for Execute and
+// Reattach alike).
+//
+// rayd cannot tell a client that cancelled from a connection that dropped:
+// both just end the request. So a stream that ends before the execution
+// does leaves the cell running: cut by /suspend, it waits for the resume;
+// otherwise, when nobody follows it again within detachGrace (the SDK's
+// reconnect budget), it is interrupted, so an abandoned cell does not hold
+// its context. Clients that mean to stop a cell call Interrupt (the SDK
+// does when its context is cancelled).
 func (s *Service) stream(ctx context.Context, e *execution, fromSeq uint64, send func(*raydv1.ExecuteEvent) error) error {
 	ka := keepalive.Start(keepaliveAfter, send, func() *raydv1.ExecuteEvent {
 		return &raydv1.ExecuteEvent{Event: &raydv1.ExecuteEvent_Keepalive{Keepalive: &raydv1.KeepAlive{}}}
 	})
 	defer ka.Stop()
 	if err := e.follow(ctx, fromSeq, ka.Send); err != nil {
+		if !errors.Is(context.Cause(ctx), quiesce.ErrSuspending) {
+			e.detached(s.opts.DetachGrace)
+		}
 		if ctx.Err() != nil {
 			return rpcerr.From(ctx.Err())
 		}

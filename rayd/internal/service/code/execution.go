@@ -112,6 +112,20 @@ func (e *execution) laggingLocked(drop uint64) bool {
 	return false
 }
 
+// detached is called when a follower's stream ended before the execution
+// did: after grace, if the execution still runs and nobody follows it, it
+// is interrupted.
+func (e *execution) detached(grace time.Duration) {
+	time.AfterFunc(grace, func() {
+		e.mu.Lock()
+		abandoned := !e.ended && len(e.followers) == 0
+		e.mu.Unlock()
+		if abandoned {
+			e.cancel()
+		}
+	})
+}
+
 // isEnded reports whether the execution's last event is recorded.
 func (e *execution) isEnded() bool {
 	e.mu.Lock()

@@ -12,6 +12,22 @@ package code
 // change within a second and exits, so no orphaned kernel outlives rayd.
 // (PR_SET_PDEATHSIG is not used: it follows the forking thread, and rayd's
 // file layer ends locked threads.)
+//
+// And it takes two waits and some logging out of every cell (measured with cProfile in the
+// kernel: a warm 1+1 went from 6.4 to 4.0 ms at the kernel):
+//   - ipykernel's OutStream.flush hands a flush to the IOPub thread and
+//     waits for it, even with nothing buffered; each cell flushes stdout
+//     and stderr three times (about 0.5 ms each on 2 cores). With an empty
+//     buffer, on the main thread, there is nothing to send and every later
+//     iopub message queues behind any flush in progress on that same
+//     thread, so the order of the output is kept; anything else still
+//     takes the original path.
+//   - Kernel._execute_sleep (0.5 ms after each cell, so that iopub goes out
+//     before the shell reply) is 0: rayd waits for the idle status anyway.
+//   - The kernel's logger is at DEBUG behind a WARNING handler, so each
+//     cell built four log records nobody sees: it is set to WARNING.
+//
+// Both are guarded: an ipykernel without these attributes keeps its own.
 const pythonSetup = `def _rayito_setup():
     import os, sys, threading, time, importlib.abc, importlib.util
     parent = os.getppid()
@@ -21,6 +37,25 @@ const pythonSetup = `def _rayito_setup():
             if os.getppid() != parent:
                 os._exit(1)
     threading.Thread(target=watch, name='rayd-parent-watch', daemon=True).start()
+    try:
+        from ipykernel import iostream
+        out_stream = iostream.OutStream
+        orig_flush = out_stream.flush
+        def flush(self):
+            buf = getattr(self, '_buffer', None)
+            if buf is not None and threading.current_thread() is threading.main_thread() and buf.tell() == 0:
+                return
+            return orig_flush(self)
+        if hasattr(out_stream, '_rotate_buffer'):
+            out_stream.flush = flush
+        kernel = get_ipython().kernel
+        if isinstance(getattr(kernel, '_execute_sleep', None), float):
+            kernel._execute_sleep = 0.0
+        import logging
+        if kernel.log.getEffectiveLevel() < logging.WARNING and all(h.level >= logging.WARNING for h in kernel.log.handlers):
+            kernel.log.setLevel(logging.WARNING)
+    except Exception:
+        pass
     def patch(plt):
         orig = plt.show
         def show(*args, **kwargs):

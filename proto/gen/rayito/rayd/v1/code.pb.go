@@ -937,6 +937,105 @@ func (x *ReattachRequest) GetFromSeq() uint64 {
 	return 0
 }
 
+// InterruptRequest names the execution to interrupt.
+type InterruptRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ContextId     string                 `protobuf:"bytes,1,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	ExecutionId   string                 `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptRequest) Reset() {
+	*x = InterruptRequest{}
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptRequest) ProtoMessage() {}
+
+func (x *InterruptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptRequest.ProtoReflect.Descriptor instead.
+func (*InterruptRequest) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *InterruptRequest) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+func (x *InterruptRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+// InterruptResponse says whether the execution was still running (false:
+// it had already ended, and nothing was done).
+type InterruptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Interrupted   bool                   `protobuf:"varint,1,opt,name=interrupted,proto3" json:"interrupted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptResponse) Reset() {
+	*x = InterruptResponse{}
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptResponse) ProtoMessage() {}
+
+func (x *InterruptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptResponse.ProtoReflect.Descriptor instead.
+func (*InterruptResponse) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InterruptResponse) GetInterrupted() bool {
+	if x != nil {
+		return x.Interrupted
+	}
+	return false
+}
+
 // ListContextsRequest is empty.
 type ListContextsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -946,7 +1045,7 @@ type ListContextsRequest struct {
 
 func (x *ListContextsRequest) Reset() {
 	*x = ListContextsRequest{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[12]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1057,7 @@ func (x *ListContextsRequest) String() string {
 func (*ListContextsRequest) ProtoMessage() {}
 
 func (x *ListContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[12]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1070,7 @@ func (x *ListContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContextsRequest.ProtoReflect.Descriptor instead.
 func (*ListContextsRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{12}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{14}
 }
 
 // ListContextsResponse lists contexts.
@@ -984,7 +1083,7 @@ type ListContextsResponse struct {
 
 func (x *ListContextsResponse) Reset() {
 	*x = ListContextsResponse{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1095,7 @@ func (x *ListContextsResponse) String() string {
 func (*ListContextsResponse) ProtoMessage() {}
 
 func (x *ListContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1108,7 @@ func (x *ListContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContextsResponse.ProtoReflect.Descriptor instead.
 func (*ListContextsResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{13}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListContextsResponse) GetContexts() []*CodeContext {
@@ -1029,7 +1128,7 @@ type DestroyContextRequest struct {
 
 func (x *DestroyContextRequest) Reset() {
 	*x = DestroyContextRequest{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[14]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1140,7 @@ func (x *DestroyContextRequest) String() string {
 func (*DestroyContextRequest) ProtoMessage() {}
 
 func (x *DestroyContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[14]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1153,7 @@ func (x *DestroyContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyContextRequest.ProtoReflect.Descriptor instead.
 func (*DestroyContextRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{14}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DestroyContextRequest) GetContextId() string {
@@ -1073,7 +1172,7 @@ type DestroyContextResponse struct {
 
 func (x *DestroyContextResponse) Reset() {
 	*x = DestroyContextResponse{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[15]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1184,7 @@ func (x *DestroyContextResponse) String() string {
 func (*DestroyContextResponse) ProtoMessage() {}
 
 func (x *DestroyContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[15]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1197,7 @@ func (x *DestroyContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyContextResponse.ProtoReflect.Descriptor instead.
 func (*DestroyContextResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{15}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{17}
 }
 
 // RestartContextRequest names a context.
@@ -1111,7 +1210,7 @@ type RestartContextRequest struct {
 
 func (x *RestartContextRequest) Reset() {
 	*x = RestartContextRequest{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[16]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1222,7 @@ func (x *RestartContextRequest) String() string {
 func (*RestartContextRequest) ProtoMessage() {}
 
 func (x *RestartContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[16]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1235,7 @@ func (x *RestartContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartContextRequest.ProtoReflect.Descriptor instead.
 func (*RestartContextRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{16}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RestartContextRequest) GetContextId() string {
@@ -1155,7 +1254,7 @@ type RestartContextResponse struct {
 
 func (x *RestartContextResponse) Reset() {
 	*x = RestartContextResponse{}
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[17]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1266,7 @@ func (x *RestartContextResponse) String() string {
 func (*RestartContextResponse) ProtoMessage() {}
 
 func (x *RestartContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_code_proto_msgTypes[17]
+	mi := &file_rayito_rayd_v1_code_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1279,7 @@ func (x *RestartContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartContextResponse.ProtoReflect.Descriptor instead.
 func (*RestartContextResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{17}
+	return file_rayito_rayd_v1_code_proto_rawDescGZIP(), []int{19}
 }
 
 var File_rayito_rayd_v1_code_proto protoreflect.FileDescriptor
@@ -1284,7 +1383,13 @@ const file_rayito_rayd_v1_code_proto_rawDesc = "" +
 	"\n" +
 	"context_id\x18\x01 \x01(\tR\tcontextId\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x19\n" +
-	"\bfrom_seq\x18\x03 \x01(\x04R\afromSeq\"\x15\n" +
+	"\bfrom_seq\x18\x03 \x01(\x04R\afromSeq\"T\n" +
+	"\x10InterruptRequest\x12\x1d\n" +
+	"\n" +
+	"context_id\x18\x01 \x01(\tR\tcontextId\x12!\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\"5\n" +
+	"\x11InterruptResponse\x12 \n" +
+	"\vinterrupted\x18\x01 \x01(\bR\vinterrupted\"\x15\n" +
 	"\x13ListContextsRequest\"O\n" +
 	"\x14ListContextsResponse\x127\n" +
 	"\bcontexts\x18\x01 \x03(\v2\x1b.rayito.rayd.v1.CodeContextR\bcontexts\"6\n" +
@@ -1295,11 +1400,12 @@ const file_rayito_rayd_v1_code_proto_rawDesc = "" +
 	"\x15RestartContextRequest\x12\x1d\n" +
 	"\n" +
 	"context_id\x18\x01 \x01(\tR\tcontextId\"\x18\n" +
-	"\x16RestartContextResponse2\xa0\x04\n" +
+	"\x16RestartContextResponse2\xf2\x04\n" +
 	"\vCodeService\x12\\\n" +
 	"\rCreateContext\x12$.rayito.rayd.v1.CreateContextRequest\x1a%.rayito.rayd.v1.CreateContextResponse\x12I\n" +
 	"\aExecute\x12\x1e.rayito.rayd.v1.ExecuteRequest\x1a\x1c.rayito.rayd.v1.ExecuteEvent0\x01\x12K\n" +
-	"\bReattach\x12\x1f.rayito.rayd.v1.ReattachRequest\x1a\x1c.rayito.rayd.v1.ExecuteEvent0\x01\x12Y\n" +
+	"\bReattach\x12\x1f.rayito.rayd.v1.ReattachRequest\x1a\x1c.rayito.rayd.v1.ExecuteEvent0\x01\x12P\n" +
+	"\tInterrupt\x12 .rayito.rayd.v1.InterruptRequest\x1a!.rayito.rayd.v1.InterruptResponse\x12Y\n" +
 	"\fListContexts\x12#.rayito.rayd.v1.ListContextsRequest\x1a$.rayito.rayd.v1.ListContextsResponse\x12_\n" +
 	"\x0eDestroyContext\x12%.rayito.rayd.v1.DestroyContextRequest\x1a&.rayito.rayd.v1.DestroyContextResponse\x12_\n" +
 	"\x0eRestartContext\x12%.rayito.rayd.v1.RestartContextRequest\x1a&.rayito.rayd.v1.RestartContextResponseB\xb7\x01\n" +
@@ -1317,7 +1423,7 @@ func file_rayito_rayd_v1_code_proto_rawDescGZIP() []byte {
 	return file_rayito_rayd_v1_code_proto_rawDescData
 }
 
-var file_rayito_rayd_v1_code_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_rayito_rayd_v1_code_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_rayito_rayd_v1_code_proto_goTypes = []any{
 	(*CreateContextRequest)(nil),   // 0: rayito.rayd.v1.CreateContextRequest
 	(*CodeContext)(nil),            // 1: rayito.rayd.v1.CodeContext
@@ -1331,47 +1437,51 @@ var file_rayito_rayd_v1_code_proto_goTypes = []any{
 	(*ExecutionEnd)(nil),           // 9: rayito.rayd.v1.ExecutionEnd
 	(*ExecuteEvent)(nil),           // 10: rayito.rayd.v1.ExecuteEvent
 	(*ReattachRequest)(nil),        // 11: rayito.rayd.v1.ReattachRequest
-	(*ListContextsRequest)(nil),    // 12: rayito.rayd.v1.ListContextsRequest
-	(*ListContextsResponse)(nil),   // 13: rayito.rayd.v1.ListContextsResponse
-	(*DestroyContextRequest)(nil),  // 14: rayito.rayd.v1.DestroyContextRequest
-	(*DestroyContextResponse)(nil), // 15: rayito.rayd.v1.DestroyContextResponse
-	(*RestartContextRequest)(nil),  // 16: rayito.rayd.v1.RestartContextRequest
-	(*RestartContextResponse)(nil), // 17: rayito.rayd.v1.RestartContextResponse
-	nil,                            // 18: rayito.rayd.v1.CreateContextRequest.EnvsEntry
-	nil,                            // 19: rayito.rayd.v1.ExecuteRequest.EnvsEntry
-	nil,                            // 20: rayito.rayd.v1.ExecutionResult.ExtraEntry
-	(*KeepAlive)(nil),              // 21: rayito.rayd.v1.KeepAlive
-	(*StreamError)(nil),            // 22: rayito.rayd.v1.StreamError
+	(*InterruptRequest)(nil),       // 12: rayito.rayd.v1.InterruptRequest
+	(*InterruptResponse)(nil),      // 13: rayito.rayd.v1.InterruptResponse
+	(*ListContextsRequest)(nil),    // 14: rayito.rayd.v1.ListContextsRequest
+	(*ListContextsResponse)(nil),   // 15: rayito.rayd.v1.ListContextsResponse
+	(*DestroyContextRequest)(nil),  // 16: rayito.rayd.v1.DestroyContextRequest
+	(*DestroyContextResponse)(nil), // 17: rayito.rayd.v1.DestroyContextResponse
+	(*RestartContextRequest)(nil),  // 18: rayito.rayd.v1.RestartContextRequest
+	(*RestartContextResponse)(nil), // 19: rayito.rayd.v1.RestartContextResponse
+	nil,                            // 20: rayito.rayd.v1.CreateContextRequest.EnvsEntry
+	nil,                            // 21: rayito.rayd.v1.ExecuteRequest.EnvsEntry
+	nil,                            // 22: rayito.rayd.v1.ExecutionResult.ExtraEntry
+	(*KeepAlive)(nil),              // 23: rayito.rayd.v1.KeepAlive
+	(*StreamError)(nil),            // 24: rayito.rayd.v1.StreamError
 }
 var file_rayito_rayd_v1_code_proto_depIdxs = []int32{
-	18, // 0: rayito.rayd.v1.CreateContextRequest.envs:type_name -> rayito.rayd.v1.CreateContextRequest.EnvsEntry
+	20, // 0: rayito.rayd.v1.CreateContextRequest.envs:type_name -> rayito.rayd.v1.CreateContextRequest.EnvsEntry
 	1,  // 1: rayito.rayd.v1.CreateContextResponse.context:type_name -> rayito.rayd.v1.CodeContext
-	19, // 2: rayito.rayd.v1.ExecuteRequest.envs:type_name -> rayito.rayd.v1.ExecuteRequest.EnvsEntry
-	20, // 3: rayito.rayd.v1.ExecutionResult.extra:type_name -> rayito.rayd.v1.ExecutionResult.ExtraEntry
+	21, // 2: rayito.rayd.v1.ExecuteRequest.envs:type_name -> rayito.rayd.v1.ExecuteRequest.EnvsEntry
+	22, // 3: rayito.rayd.v1.ExecutionResult.extra:type_name -> rayito.rayd.v1.ExecutionResult.ExtraEntry
 	4,  // 4: rayito.rayd.v1.ExecuteEvent.started:type_name -> rayito.rayd.v1.ExecutionStarted
 	5,  // 5: rayito.rayd.v1.ExecuteEvent.stdout:type_name -> rayito.rayd.v1.OutputText
 	5,  // 6: rayito.rayd.v1.ExecuteEvent.stderr:type_name -> rayito.rayd.v1.OutputText
 	6,  // 7: rayito.rayd.v1.ExecuteEvent.result:type_name -> rayito.rayd.v1.ExecutionResult
 	7,  // 8: rayito.rayd.v1.ExecuteEvent.error:type_name -> rayito.rayd.v1.ExecutionError
 	9,  // 9: rayito.rayd.v1.ExecuteEvent.end:type_name -> rayito.rayd.v1.ExecutionEnd
-	21, // 10: rayito.rayd.v1.ExecuteEvent.keepalive:type_name -> rayito.rayd.v1.KeepAlive
+	23, // 10: rayito.rayd.v1.ExecuteEvent.keepalive:type_name -> rayito.rayd.v1.KeepAlive
 	8,  // 11: rayito.rayd.v1.ExecuteEvent.timeout:type_name -> rayito.rayd.v1.ExecutionTimeout
-	22, // 12: rayito.rayd.v1.ExecuteEvent.stream_error:type_name -> rayito.rayd.v1.StreamError
+	24, // 12: rayito.rayd.v1.ExecuteEvent.stream_error:type_name -> rayito.rayd.v1.StreamError
 	1,  // 13: rayito.rayd.v1.ListContextsResponse.contexts:type_name -> rayito.rayd.v1.CodeContext
 	0,  // 14: rayito.rayd.v1.CodeService.CreateContext:input_type -> rayito.rayd.v1.CreateContextRequest
 	3,  // 15: rayito.rayd.v1.CodeService.Execute:input_type -> rayito.rayd.v1.ExecuteRequest
 	11, // 16: rayito.rayd.v1.CodeService.Reattach:input_type -> rayito.rayd.v1.ReattachRequest
-	12, // 17: rayito.rayd.v1.CodeService.ListContexts:input_type -> rayito.rayd.v1.ListContextsRequest
-	14, // 18: rayito.rayd.v1.CodeService.DestroyContext:input_type -> rayito.rayd.v1.DestroyContextRequest
-	16, // 19: rayito.rayd.v1.CodeService.RestartContext:input_type -> rayito.rayd.v1.RestartContextRequest
-	2,  // 20: rayito.rayd.v1.CodeService.CreateContext:output_type -> rayito.rayd.v1.CreateContextResponse
-	10, // 21: rayito.rayd.v1.CodeService.Execute:output_type -> rayito.rayd.v1.ExecuteEvent
-	10, // 22: rayito.rayd.v1.CodeService.Reattach:output_type -> rayito.rayd.v1.ExecuteEvent
-	13, // 23: rayito.rayd.v1.CodeService.ListContexts:output_type -> rayito.rayd.v1.ListContextsResponse
-	15, // 24: rayito.rayd.v1.CodeService.DestroyContext:output_type -> rayito.rayd.v1.DestroyContextResponse
-	17, // 25: rayito.rayd.v1.CodeService.RestartContext:output_type -> rayito.rayd.v1.RestartContextResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
+	12, // 17: rayito.rayd.v1.CodeService.Interrupt:input_type -> rayito.rayd.v1.InterruptRequest
+	14, // 18: rayito.rayd.v1.CodeService.ListContexts:input_type -> rayito.rayd.v1.ListContextsRequest
+	16, // 19: rayito.rayd.v1.CodeService.DestroyContext:input_type -> rayito.rayd.v1.DestroyContextRequest
+	18, // 20: rayito.rayd.v1.CodeService.RestartContext:input_type -> rayito.rayd.v1.RestartContextRequest
+	2,  // 21: rayito.rayd.v1.CodeService.CreateContext:output_type -> rayito.rayd.v1.CreateContextResponse
+	10, // 22: rayito.rayd.v1.CodeService.Execute:output_type -> rayito.rayd.v1.ExecuteEvent
+	10, // 23: rayito.rayd.v1.CodeService.Reattach:output_type -> rayito.rayd.v1.ExecuteEvent
+	13, // 24: rayito.rayd.v1.CodeService.Interrupt:output_type -> rayito.rayd.v1.InterruptResponse
+	15, // 25: rayito.rayd.v1.CodeService.ListContexts:output_type -> rayito.rayd.v1.ListContextsResponse
+	17, // 26: rayito.rayd.v1.CodeService.DestroyContext:output_type -> rayito.rayd.v1.DestroyContextResponse
+	19, // 27: rayito.rayd.v1.CodeService.RestartContext:output_type -> rayito.rayd.v1.RestartContextResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1403,7 +1513,7 @@ func file_rayito_rayd_v1_code_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_code_proto_rawDesc), len(file_rayito_rayd_v1_code_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,8 @@ const (
 	CodeServiceExecuteProcedure = "/rayito.rayd.v1.CodeService/Execute"
 	// CodeServiceReattachProcedure is the fully-qualified name of the CodeService's Reattach RPC.
 	CodeServiceReattachProcedure = "/rayito.rayd.v1.CodeService/Reattach"
+	// CodeServiceInterruptProcedure is the fully-qualified name of the CodeService's Interrupt RPC.
+	CodeServiceInterruptProcedure = "/rayito.rayd.v1.CodeService/Interrupt"
 	// CodeServiceListContextsProcedure is the fully-qualified name of the CodeService's ListContexts
 	// RPC.
 	CodeServiceListContextsProcedure = "/rayito.rayd.v1.CodeService/ListContexts"
@@ -57,10 +59,17 @@ type CodeServiceClient interface {
 	// or typescript; a language the image lacks answers UNIMPLEMENTED.
 	CreateContext(context.Context, *connect.Request[v1.CreateContextRequest]) (*connect.Response[v1.CreateContextResponse], error)
 	// Execute runs code and streams started, stdout/stderr, results, error,
-	// end. A client cancel interrupts the kernel.
+	// end. A client cancel interrupts the kernel. A stream that drops
+	// without one (the connection is lost) leaves the cell running for
+	// Reattach: when nobody follows it again within 60 s, it is interrupted.
+	// Clients that mean to stop the cell call Interrupt.
 	Execute(context.Context, *connect.Request[v1.ExecuteRequest]) (*connect.ServerStreamForClient[v1.ExecuteEvent], error)
 	// Reattach follows an execution again from from_seq.
 	Reattach(context.Context, *connect.Request[v1.ReattachRequest]) (*connect.ServerStreamForClient[v1.ExecuteEvent], error)
+	// Interrupt interrupts a running execution (SIGINT to its kernel; a cell
+	// still running 5 s later has its kernel restarted). Its stream ends as
+	// the cell ends: a KeyboardInterrupt error, then end.
+	Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error)
 	// ListContexts lists contexts.
 	ListContexts(context.Context, *connect.Request[v1.ListContextsRequest]) (*connect.Response[v1.ListContextsResponse], error)
 	// DestroyContext stops a context's kernel.
@@ -98,6 +107,12 @@ func NewCodeServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(codeServiceMethods.ByName("Reattach")),
 			connect.WithClientOptions(opts...),
 		),
+		interrupt: connect.NewClient[v1.InterruptRequest, v1.InterruptResponse](
+			httpClient,
+			baseURL+CodeServiceInterruptProcedure,
+			connect.WithSchema(codeServiceMethods.ByName("Interrupt")),
+			connect.WithClientOptions(opts...),
+		),
 		listContexts: connect.NewClient[v1.ListContextsRequest, v1.ListContextsResponse](
 			httpClient,
 			baseURL+CodeServiceListContextsProcedure,
@@ -124,6 +139,7 @@ type codeServiceClient struct {
 	createContext  *connect.Client[v1.CreateContextRequest, v1.CreateContextResponse]
 	execute        *connect.Client[v1.ExecuteRequest, v1.ExecuteEvent]
 	reattach       *connect.Client[v1.ReattachRequest, v1.ExecuteEvent]
+	interrupt      *connect.Client[v1.InterruptRequest, v1.InterruptResponse]
 	listContexts   *connect.Client[v1.ListContextsRequest, v1.ListContextsResponse]
 	destroyContext *connect.Client[v1.DestroyContextRequest, v1.DestroyContextResponse]
 	restartContext *connect.Client[v1.RestartContextRequest, v1.RestartContextResponse]
@@ -142,6 +158,11 @@ func (c *codeServiceClient) Execute(ctx context.Context, req *connect.Request[v1
 // Reattach calls rayito.rayd.v1.CodeService.Reattach.
 func (c *codeServiceClient) Reattach(ctx context.Context, req *connect.Request[v1.ReattachRequest]) (*connect.ServerStreamForClient[v1.ExecuteEvent], error) {
 	return c.reattach.CallServerStream(ctx, req)
+}
+
+// Interrupt calls rayito.rayd.v1.CodeService.Interrupt.
+func (c *codeServiceClient) Interrupt(ctx context.Context, req *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error) {
+	return c.interrupt.CallUnary(ctx, req)
 }
 
 // ListContexts calls rayito.rayd.v1.CodeService.ListContexts.
@@ -165,10 +186,17 @@ type CodeServiceHandler interface {
 	// or typescript; a language the image lacks answers UNIMPLEMENTED.
 	CreateContext(context.Context, *connect.Request[v1.CreateContextRequest]) (*connect.Response[v1.CreateContextResponse], error)
 	// Execute runs code and streams started, stdout/stderr, results, error,
-	// end. A client cancel interrupts the kernel.
+	// end. A client cancel interrupts the kernel. A stream that drops
+	// without one (the connection is lost) leaves the cell running for
+	// Reattach: when nobody follows it again within 60 s, it is interrupted.
+	// Clients that mean to stop the cell call Interrupt.
 	Execute(context.Context, *connect.Request[v1.ExecuteRequest], *connect.ServerStream[v1.ExecuteEvent]) error
 	// Reattach follows an execution again from from_seq.
 	Reattach(context.Context, *connect.Request[v1.ReattachRequest], *connect.ServerStream[v1.ExecuteEvent]) error
+	// Interrupt interrupts a running execution (SIGINT to its kernel; a cell
+	// still running 5 s later has its kernel restarted). Its stream ends as
+	// the cell ends: a KeyboardInterrupt error, then end.
+	Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error)
 	// ListContexts lists contexts.
 	ListContexts(context.Context, *connect.Request[v1.ListContextsRequest]) (*connect.Response[v1.ListContextsResponse], error)
 	// DestroyContext stops a context's kernel.
@@ -202,6 +230,12 @@ func NewCodeServiceHandler(svc CodeServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(codeServiceMethods.ByName("Reattach")),
 		connect.WithHandlerOptions(opts...),
 	)
+	codeServiceInterruptHandler := connect.NewUnaryHandler(
+		CodeServiceInterruptProcedure,
+		svc.Interrupt,
+		connect.WithSchema(codeServiceMethods.ByName("Interrupt")),
+		connect.WithHandlerOptions(opts...),
+	)
 	codeServiceListContextsHandler := connect.NewUnaryHandler(
 		CodeServiceListContextsProcedure,
 		svc.ListContexts,
@@ -228,6 +262,8 @@ func NewCodeServiceHandler(svc CodeServiceHandler, opts ...connect.HandlerOption
 			codeServiceExecuteHandler.ServeHTTP(w, r)
 		case CodeServiceReattachProcedure:
 			codeServiceReattachHandler.ServeHTTP(w, r)
+		case CodeServiceInterruptProcedure:
+			codeServiceInterruptHandler.ServeHTTP(w, r)
 		case CodeServiceListContextsProcedure:
 			codeServiceListContextsHandler.ServeHTTP(w, r)
 		case CodeServiceDestroyContextProcedure:
@@ -253,6 +289,10 @@ func (UnimplementedCodeServiceHandler) Execute(context.Context, *connect.Request
 
 func (UnimplementedCodeServiceHandler) Reattach(context.Context, *connect.Request[v1.ReattachRequest], *connect.ServerStream[v1.ExecuteEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.CodeService.Reattach is not implemented"))
+}
+
+func (UnimplementedCodeServiceHandler) Interrupt(context.Context, *connect.Request[v1.InterruptRequest]) (*connect.Response[v1.InterruptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.CodeService.Interrupt is not implemented"))
 }
 
 func (UnimplementedCodeServiceHandler) ListContexts(context.Context, *connect.Request[v1.ListContextsRequest]) (*connect.Response[v1.ListContextsResponse], error) {
