@@ -27,16 +27,17 @@ type goalDef struct {
 
 // Metric names the suites record and the goals read.
 const (
-	MetricBurstMs          = "burst_wall_ms_p50"
-	MetricDensityReached   = "density_level_reached"
-	MetricDensityMax       = "density_level_max"
-	MetricDensityRateMin   = "density_create_rate_min_per_s"
-	MetricPSSPerSandboxMB  = "pss_mb_per_sandbox"
-	MetricMemAvailPerSbxMB = "memavailable_drop_mb_per_sandbox"
-	MetricStreamHTTPFloor  = "f_http_mbps_p50"
-	MetricFirstCellMs      = "first_cell_ms"
-	MetricResumeP50        = "resume_ms_p50"
-	MetricResumeP95        = "resume_ms_p95"
+	MetricBurstMs           = "burst_wall_ms_p50"
+	MetricDensityReached    = "density_level_reached"
+	MetricDensityMax        = "density_level_max"
+	MetricDensityRateMin    = "density_create_rate_min_per_s"
+	MetricPSSPerSandboxMB   = "pss_mb_per_sandbox"
+	MetricMemAvailPerSbxMB  = "memavailable_drop_mb_per_sandbox"
+	MetricStreamHTTPFloor   = "f_http_mbps_p50"
+	MetricFirstCellMs       = "first_cell_ms"
+	MetricFirstCellPooledMs = "first_cell_pooled_ms"
+	MetricResumeP50         = "resume_ms_p50"
+	MetricResumeP95         = "resume_ms_p95"
 )
 
 // notMeasurable is a reason for a goal whose inputs are missing.
@@ -142,13 +143,18 @@ var goalDefs = []goalDef{
 		}
 		return fmt.Sprintf("R p50 %.3f ms vs F %.3f + 3 = %.3f ms", r.R.P50, r.F.P50, r.F.P50+3), r.R.P50 <= r.F.P50+3, ""
 	}},
-	{"run_code first cell", "≤ 0.5 s after create", func(rep *Report) (string, bool, string) {
+	{"run_code first cell", "≤ 0.5 s after create (the better of booted on request and pre-booted)", func(rep *Report) (string, bool, string) {
 		r := rep.Find("runcode")
 		ms, ok := metric(r, MetricFirstCellMs)
 		if !ok {
 			return "", false, missing(r, "first cell")
 		}
-		return fmt.Sprintf("%.0f ms", ms), ms <= 500, ""
+		got := fmt.Sprintf("booted on request %.0f ms", ms)
+		if pooled, ok := metric(r, MetricFirstCellPooledMs); ok {
+			got += fmt.Sprintf(", pre-booted %.0f ms", pooled)
+			ms = min(ms, pooled)
+		}
+		return got, ms <= 500, ""
 	}},
 	{"run_code stream", "3 MB of prints ≥ 100 MB/s (p50)", func(rep *Report) (string, bool, string) {
 		r := rep.Find("runcode stream")

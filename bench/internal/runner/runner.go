@@ -39,6 +39,8 @@ type Config struct {
 	// address pool.
 	Prebooted       int
 	PrebootedSubnet netip.Prefix
+	// KernelStart is the main platform's localvm.Options.KernelStart.
+	KernelStart string
 	DensityMax      int
 	DensityWorkers  int
 	MemoryN         int
@@ -104,6 +106,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Logger:       slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Subnet:       cfg.Subnet,
 		MaxSandboxes: maxSbx,
+		KernelStart:  cfg.KernelStart,
 	})
 	if err != nil {
 		return fmt.Errorf("localvm: %w", err)
@@ -129,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	env := &suites.Env{
 		Endpoint: "http://" + ln.Addr().String(), Tmp: tmp, Pin: pinner, Proc: procfs.Proc, Progress: progress,
-		Iterations: cfg.Iterations, Warmup: cfg.Warmup,
+		Iterations: cfg.Iterations, Warmup: cfg.Warmup, KernelStart: cfg.KernelStart,
 		DensityMax: cfg.DensityMax, DensityWorkers: cfg.DensityWorkers, MemoryN: cfg.MemoryN, Idle: cfg.Idle,
 	}
 	defer env.Close()
@@ -229,8 +232,9 @@ func (pp *prebootedPlatform) start(ctx context.Context) (*suites.PrebootedPlatfo
 	srv, err := localvm.New(ctx, localvm.Options{
 		StateDir:  pp.dir,
 		Logger:    slog.New(slog.NewTextHandler(pp.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Subnet:    pp.cfg.PrebootedSubnet,
-		Prebooted: pp.cfg.Prebooted,
+		Subnet:      pp.cfg.PrebootedSubnet,
+		Prebooted:   pp.cfg.Prebooted,
+		KernelStart: pp.cfg.KernelStart,
 	})
 	if err != nil {
 		pp.err = fmt.Errorf("localvm (pre-booted): %w", err)

@@ -33,6 +33,8 @@ type Env struct {
 	Peer *peer.Client
 	// Proc is /proc (tests may substitute it).
 	Proc procfs.Root
+	// KernelStart is the platform's -kernel-start (reported by runcode).
+	KernelStart string
 	// Progress receives progress lines (stderr); never payloads.
 	Progress io.Writer
 

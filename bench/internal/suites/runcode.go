@@ -3,9 +3,11 @@ package suites
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,22 +39,35 @@ const codeStreamBytes = 3000 * 1000
 // jupyter": the same cell executed by jupyter_client (the reference
 // Python client) against a stock local ipykernel, until its reply and its
 // idle status. The first cell (the kernel's start) is timed once, outside
-// the loop (metric first_cell_ms). A second result, CodeStreamSuite, is
+// the loop, from Create to the cell's answer, on the run's platform
+// (metric first_cell_ms) and, when the runner offers one, on a platform
+// with a full pool of pre-booted sandboxes (first_cell_pooled_ms). A
+// second result, CodeStreamSuite, is
 // the throughput of one cell printing 3 MB.
 func RunCode(ctx context.Context, e *Env) harness.Result {
 	sbx, err := e.Warm(ctx)
 	if err != nil {
 		return failed("runcode", fmt.Errorf("warm sandbox: %w", err))
 	}
-	first, err := timeIt(func() error {
-		ex, err := sbx.RunCode(ctx, "1+1")
-		if err == nil && ex.Text() != "2" {
-			err = fmt.Errorf("1+1 gave %q", ex.Text())
-		}
-		return err
-	})
-	if err != nil {
+	if _, err := sbx.RunCode(ctx, "1+1"); err != nil {
 		return harness.Result{Suite: "runcode", Unavailable: "not available: " + err.Error()}
+	}
+	first, firstErr := e.firstCell(ctx, nil)
+	var pooled float64
+	var pooledNote string
+	if e.Prebooted != nil {
+		pp, err := e.Prebooted(ctx)
+		switch {
+		case err != nil:
+			pooledNote = err.Error()
+		case pp.Unavailable != "":
+			pooledNote = pp.Unavailable
+		default:
+			pooled, err = e.firstCell(ctx, pp)
+			if err != nil {
+				pooledNote = err.Error()
+			}
+		}
 	}
 	py, err := newWarmPython(warmEval)
 	if err != nil {
@@ -63,7 +78,7 @@ func RunCode(ctx context.Context, e *Env) harness.Result {
 	if jupyterErr == nil {
 		defer jc.close()
 		// The kernel's start and a first cell, outside the loop.
-		jupyterErr = jc.eval("1+1", "2")
+		jupyterErr = jc.eval(jupyterCell("1+1"), "2\t0")
 	}
 	subjects := []harness.Subject{
 		{Name: "F", Run: func(context.Context) (float64, error) {
@@ -73,7 +88,7 @@ func RunCode(ctx context.Context, e *Env) harness.Result {
 			if jupyterErr != nil {
 				return 0, jupyterErr
 			}
-			return timeIt(func() error { return jc.eval("1+1", "2") })
+			return timeIt(func() error { return jc.eval(jupyterCell("1+1"), "2\t0") })
 		}},
 		{Name: "R", Run: func(ctx context.Context) (float64, error) {
 			return timeIt(func() error {
@@ -91,19 +106,70 @@ func RunCode(ctx context.Context, e *Env) harness.Result {
 	}
 	r := harness.FromSamples("runcode", "ms", false, s,
 		"F = a warm python3 evaluating 1+1 over pipes (one line in, one out); R = Sandbox.RunCode(\"1+1\") on the default context, warm, until its end event")
-	r.Details = append(r.Details, fmt.Sprintf("first cell of the sandbox (the kernel starts: rayd's default, -kernel-start lazy): %.0f ms", first))
-	r.Metrics = map[string]float64{harness.MetricFirstCellMs: first}
+	r.Metrics = map[string]float64{}
+	if firstErr != nil {
+		r.Details = append(r.Details, "create → first cell: "+firstErr.Error())
+	} else {
+		r.Metrics[harness.MetricFirstCellMs] = first
+		r.Details = append(r.Details, fmt.Sprintf("create → first cell 1+1 (-kernel-start %s, booted on request): %.0f ms", e.KernelStart, first))
+	}
+	switch {
+	case pooled > 0:
+		r.Metrics[harness.MetricFirstCellPooledMs] = pooled
+		r.Details = append(r.Details, fmt.Sprintf("create → first cell 1+1 (-kernel-start %s, pre-booted sandbox from a full pool): %.0f ms", e.KernelStart, pooled))
+	case pooledNote != "":
+		r.Details = append(r.Details, "create → first cell from the pool: "+pooledNote)
+	}
 	if jupyterErr != nil {
 		r.Note += "; F jupyter not measured: " + jupyterErr.Error()
 	}
-	e.AddResult(codeStream(ctx, e, sbx))
+	e.AddResult(codeStream(ctx, e, sbx, jc, jupyterErr))
 	return r
+}
+
+// jupyterCell is a cell as jupyter_floor.py reads it: a JSON string.
+func jupyterCell(code string) string {
+	b, _ := json.Marshal(code)
+	return string(b)
+}
+
+// firstCell times Create → the first RunCode("1+1") answered, on e's
+// platform or, with pp, on the pre-booted one once its pool is full.
+func (e *Env) firstCell(ctx context.Context, pp *PrebootedPlatform) (float64, error) {
+	pe := *e
+	if pp != nil {
+		pe.Endpoint = pp.Endpoint
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := pp.WaitFull(wctx); err != nil {
+			return 0, fmt.Errorf("waiting for the pool: %w", err)
+		}
+	}
+	var sbx *rayito.Sandbox
+	d, err := timeIt(func() error {
+		var err error
+		if sbx, err = pe.create(ctx); err != nil {
+			return err
+		}
+		ex, err := sbx.RunCode(ctx, "1+1")
+		if err == nil && ex.Text() != "2" {
+			err = fmt.Errorf("1+1 gave %q", ex.Text())
+		}
+		return err
+	})
+	if sbx != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = sbx.Kill(kctx)
+		cancel()
+	}
+	return d, err
 }
 
 // codeStream is CodeStreamSuite: R = RunCode(codeStreamCell) until its
 // end event, all 3 MB received, against F = a warm Python running the
-// same loop into a pipe the harness reads, n=10.
-func codeStream(ctx context.Context, e *Env, sbx *rayito.Sandbox) harness.Result {
+// same loop into a pipe the harness reads, and "F jupyter" = the cell run
+// by jupyter_client against a stock ipykernel (jc, when it started), n=10.
+func codeStream(ctx context.Context, e *Env, sbx *rayito.Sandbox, jc *warmPython, jupyterErr error) harness.Result {
 	py, err := newWarmPython(warmWrite)
 	if err != nil {
 		return failed(CodeStreamSuite, fmt.Errorf("floor: %w", err))
@@ -117,6 +183,14 @@ func codeStream(ctx context.Context, e *Env, sbx *rayito.Sandbox) harness.Result
 			}
 			n, err := io.CopyN(io.Discard, py.out, codeStreamBytes)
 			return harness.MBps(n, time.Since(t)), err
+		}},
+		{Name: "F jupyter", Optional: true, Run: func(context.Context) (float64, error) {
+			if jupyterErr != nil {
+				return 0, jupyterErr
+			}
+			t := time.Now()
+			err := jc.eval(jupyterCell(codeStreamCell), "\t"+strconv.Itoa(codeStreamBytes))
+			return harness.MBps(codeStreamBytes, time.Since(t)), err
 		}},
 		{Name: "R", Run: func(ctx context.Context) (float64, error) {
 			t := time.Now()
@@ -139,7 +213,7 @@ func codeStream(ctx context.Context, e *Env, sbx *rayito.Sandbox) harness.Result
 		return failed(CodeStreamSuite, err)
 	}
 	return harness.FromSamples(CodeStreamSuite, "MB/s", true, s,
-		"R = Sandbox.RunCode of a cell writing 3 000 lines of 1000 bytes to sys.stdout, until its end event with all 3 MB received; F = a warm python3 running the same loop into a pipe the harness reads")
+		"R = Sandbox.RunCode of a cell writing 3 000 lines of 1000 bytes to sys.stdout, until its end event with all 3 MB received; F = a warm python3 running the same loop into a pipe the harness reads; F jupyter = jupyter_client running the cell against a stock ipykernel, until idle")
 }
 
 // Scripts of warmPython.
@@ -182,7 +256,7 @@ func (p *warmPython) eval(expr, want string) error {
 	if err != nil {
 		return err
 	}
-	if got := strings.TrimSpace(line); got != want {
+	if got := strings.TrimRight(line, "\n"); got != want {
 		return fmt.Errorf("%s gave %q", expr, got)
 	}
 	return nil

@@ -92,6 +92,9 @@ type Options struct {
 	// processes of the caller) when it can isolate none: without it, New
 	// fails with an error wrapping ErrUnisolated.
 	AllowUnisolated bool
+	// KernelStart is rayd's -kernel-start in every sandbox (lazy, preload
+	// or eager); "" leaves rayd's default (lazy).
+	KernelStart string
 
 	// Test hooks (unexported on purpose).
 

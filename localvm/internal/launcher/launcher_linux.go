@@ -70,6 +70,11 @@ func New(opts Options) (*Launcher, error) {
 		return nil, errors.New("launcher: Options.StateDir must be an absolute path")
 	}
 	opts.StateDir = filepath.Clean(opts.StateDir)
+	switch opts.KernelStart {
+	case "", "lazy", "preload", "eager":
+	default:
+		return nil, fmt.Errorf("launcher: Options.KernelStart must be lazy, preload or eager, not %q", opts.KernelStart)
+	}
 	subnet, err := checkSubnet(opts.Subnet)
 	if err != nil {
 		return nil, err
@@ -184,6 +189,15 @@ func execProbe(ctx context.Context, exe string) *exec.Cmd {
 // Privileged reports whether sandboxes get namespaces, cgroups and network
 // isolation (root, and namespaces usable).
 func (l *Launcher) Privileged() bool { return l.priv }
+
+// kernelStartArgs is rayd's -kernel-start flag, when Options.KernelStart
+// sets one.
+func (l *Launcher) kernelStartArgs() []string {
+	if l.opts.KernelStart == "" {
+		return nil
+	}
+	return []string{"--kernel-start", l.opts.KernelStart}
+}
 
 // Isolation reports how sandboxes are isolated.
 func (l *Launcher) Isolation() Isolation {
@@ -603,8 +617,8 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	cfg := &initConfig{
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
-		RaydArgs: []string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
-			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)},
+		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
+			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.kernelStartArgs()...),
 	}
 	inst.oomFile = memoryEventsFile(dirs)
 	// rayd's view of its OOM kills and its lifecycle channel (see
@@ -754,7 +768,7 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 	inst.rec.HooksAddr = "127.0.0.1:" + strconv.Itoa(hooks)
 	cfg := &initConfig{
 		Mode: modePlain, ID: spec.ID, Env: spec.Env,
-		RaydArgs: []string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)},
+		RaydArgs: append([]string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)}, l.kernelStartArgs()...),
 	}
 	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
 	if err != nil {

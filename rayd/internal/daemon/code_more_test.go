@@ -470,3 +470,69 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	}
 	<-done
 }
+
+// TestCodeInvalidUTF8: output, results and errors carrying bytes that
+// are not UTF-8 (lone surrogates from surrogateescape) arrive with U+FFFD
+// in their place; the stream does not break.
+func TestCodeInvalidUTF8(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	bad := "b'a\\xffb'.decode('utf-8', 'surrogateescape')"
+	c := h.exec(nil, "import sys\nsys.stdout.write("+bad+")\nsys.stdout.flush()\nclass R:\n    def __repr__(self):\n        return "+bad+"\nR()", 0)
+	if c.stdout != "a\uFFFDb" || c.main().GetText() != "a\uFFFDb" || c.end == nil {
+		t.Fatalf("stdout %q, result %q, events %v, stream error %v", c.stdout, c.main().GetText(), c.kinds, c.streamEr)
+	}
+	c = h.exec(nil, "raise ValueError("+bad+")", 0)
+	if c.err == nil || c.err.GetValue() != "a\uFFFDb" || c.end == nil {
+		t.Fatalf("error %v, events %v, stream error %v", c.err, c.kinds, c.streamEr)
+	}
+}
+
+// TestCodeKernelSpecLanguage: a language other than Python runs the
+// kernel its kernelspec names (argv with {connection_file}), through the
+// same launch rules and wire protocol. No bash kernel can be installed
+// here (no PyPI), so a stand-in kernelspec named bash runs ipykernel.
+// A kernelspec whose argv lacks {connection_file} does not count.
+func TestCodeKernelSpecLanguage(t *testing.T) {
+	requireIPyKernel(t)
+	dir, err := os.MkdirTemp("", "rayd-kernelspecs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	write := func(spec string, argv []string) {
+		if err := os.MkdirAll(filepath.Join(dir, spec), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]any{"argv": argv, "display_name": spec, "language": spec})
+		if err := os.WriteFile(filepath.Join(dir, spec, "kernel.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bash", []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"})
+	write("deno", []string{"/usr/bin/python3", "-m", "ipykernel_launcher"})
+	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{kernelSpecDirs: []string{dir}} })
+	h.run(nil)
+	ctx := context.Background()
+	resp, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "bash"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Msg.GetContext().GetContextId()
+	if c := h.exec(&id, "6*7", 0); c.main().GetText() != "42" {
+		t.Fatalf("stand-in bash kernel: %v %v", c.kinds, c.err)
+	}
+	lang := "bash"
+	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "x = 1\nx + 1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := collectCell(t, s); c.main().GetText() != "2" {
+		t.Fatalf("default-bash: %v %v", c.kinds, c.err)
+	}
+	_, err = h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "javascript"}))
+	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "JavaScript kernel") {
+		t.Fatalf("javascript with a kernelspec lacking {connection_file}: %v", err)
+	}
+}

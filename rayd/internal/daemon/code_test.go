@@ -45,7 +45,8 @@ func requireIPyKernel(t *testing.T) {
 }
 
 func (h *harness) code() raydv1connect.CodeServiceClient {
-	return raydv1connect.NewCodeServiceClient(h.client, h.apiURL, withToken(h.token))
+	// No gzip: the SDK does not accept it on the local platform either.
+	return raydv1connect.NewCodeServiceClient(h.client, h.apiURL, withToken(h.token), connect.WithAcceptCompression("gzip", nil, nil))
 }
 
 // cell is a collected execution stream.

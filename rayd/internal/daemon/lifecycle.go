@@ -77,6 +77,8 @@ type knobs struct {
 	staleSuspend, watchdogTick time.Duration
 	// detachGrace replaces CodeService's detach grace.
 	detachGrace time.Duration
+	// kernelSpecDirs replaces CodeService's kernelspec directories.
+	kernelSpecDirs []string
 }
 
 func (k *knobs) get() knobs {

@@ -1,10 +1,12 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 )
@@ -107,6 +109,20 @@ func parseContent(content []byte) (*fastjson.Value, error) {
 	return v, nil
 }
 
+// text returns the string field key of v as valid UTF-8.
+func text(v *fastjson.Value, key string) string { return validText(v.GetStringBytes(key)) }
+
+// validText copies b, each run of bytes that is not UTF-8 replaced by
+// U+FFFD (a kernel's output may hold any bytes: surrogateescape turns
+// them into lone surrogates, which its JSON encoder sends as such), as
+// encoding/json does: the protobuf strings rayd sends must be UTF-8.
+func validText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+}
+
 // handle turns one inbound message of an execute request into outputs; it
 // reports whether it was the reply and whether it was the idle status.
 func handle(in Inbound, out *Outcome, emit func(Output)) (reply, idle bool) {
@@ -141,13 +157,18 @@ func handle(in Inbound, out *Outcome, emit func(Output)) (reply, idle bool) {
 		emit(Output{Kind: "started", Count: c.ExecutionCount})
 	case "stream":
 		if v, err := parseContent(m.Content); err == nil {
-			emit(Output{Kind: "stream", Name: string(v.GetStringBytes("name")), Text: string(v.GetStringBytes("text"))})
+			emit(Output{Kind: "stream", Name: text(v, "name"), Text: text(v, "text")})
 		}
 	case "execute_result", "display_data", "update_display_data":
 		var c struct {
 			Data map[string]json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal(m.Content, &c) == nil {
+			for mime, raw := range c.Data {
+				if !utf8.Valid(raw) {
+					c.Data[mime] = bytes.ToValidUTF8(raw, []byte("\uFFFD"))
+				}
+			}
 			emit(Output{Kind: "display", Data: c.Data, IsMain: m.Header.MsgType == "execute_result"})
 		}
 	case "error":
@@ -155,10 +176,10 @@ func handle(in Inbound, out *Outcome, emit func(Output)) (reply, idle bool) {
 			var tb []string
 			for _, line := range v.GetArray("traceback") {
 				if b, err := line.StringBytes(); err == nil {
-					tb = append(tb, string(b))
+					tb = append(tb, validText(b))
 				}
 			}
-			emit(Output{Kind: "error", Name: string(v.GetStringBytes("ename")), Text: string(v.GetStringBytes("evalue")), Traceback: tb})
+			emit(Output{Kind: "error", Name: text(v, "ename"), Text: text(v, "evalue"), Traceback: tb})
 		}
 	}
 	return false, false

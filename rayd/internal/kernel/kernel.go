@@ -63,7 +63,12 @@ type Options struct {
 	InterruptGrace time.Duration
 	// KernelName is written to the connection file ("python3").
 	KernelName string
-	Logger     *slog.Logger
+	// Spawn, when set, replaces Supervisor.Start(spec): it returns a
+	// process that becomes the kernel (a preloaded interpreter told to
+	// start it). The process must be the supervisor's, running as spec's
+	// identity; Start still checks that through /proc.
+	Spawn  func(spec proc.Spec) (*proc.Process, error)
+	Logger *slog.Logger
 }
 
 // Kernel is one running Jupyter kernel and rayd's connections to it.
@@ -144,7 +149,11 @@ func Start(ctx context.Context, opts Options) (_ *Kernel, err error) {
 	if err != nil {
 		return nil, err
 	}
-	k.p, err = opts.Supervisor.Start(spec)
+	if opts.Spawn != nil {
+		k.p, err = opts.Spawn(spec)
+	} else {
+		k.p, err = opts.Supervisor.Start(spec)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), unisolatedFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			pool, err := prebooted(cmd)
 			if err != nil {
@@ -67,6 +67,9 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if cmd.IsSet(prebootedFlag().Name) {
 				args = append(args, "--prebooted", strconv.Itoa(pool))
+			}
+			if cmd.IsSet(kernelStartFlag().Name) {
+				args = append(args, "--kernel-start", cmd.String(kernelStartFlag().Name))
 			}
 			child := exec.Command(self, args...)
 			child.Stdout, child.Stderr = logf, logf

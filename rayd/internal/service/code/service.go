@@ -69,12 +69,19 @@ type Options struct {
 	Logger     *slog.Logger
 	// Eager starts the default Python kernel right after /run (OnRun).
 	Eager bool
+	// Preload loads a Python interpreter with ipykernel at boot (Preload),
+	// which becomes the first Python kernel (see preload.go).
+	Preload bool
 	// BaseDir is where kernel directories go; "" makes a fresh 0711
 	// directory under os.TempDir() on first use (after /run).
 	BaseDir string
 	// InterruptGrace is how long an interrupted cell may take to stop
 	// before its kernel is restarted; 0: 5 s.
 	InterruptGrace time.Duration
+	// KernelSpecDirs are searched, in order, for the kernelspec of a
+	// language other than Python ("<dir>/<spec>/kernel.json", whose argv
+	// names "{connection_file}"); nil: DefaultKernelSpecDirs.
+	KernelSpecDirs []string
 	// DetachGrace is how long a cell whose stream dropped runs on without
 	// a follower before it is interrupted; 0: DefaultDetachGrace.
 	DetachGrace time.Duration
@@ -95,6 +102,10 @@ type Service struct {
 	ownsBase bool
 	closed   bool
 
+	pre        *preloaded    // the preloaded interpreter, until taken
+	preStarted bool          // Preload ran
+	preReady   chan struct{} // closed once the preload loaded or failed (Options.Preload)
+
 	python     atomic.Pointer[string] // the interpreter that has ipykernel
 	readyFail  atomic.Bool            // the last default-kernel start failed
 	execSeq    atomic.Uint64
@@ -112,10 +123,13 @@ func New(opts Options) *Service {
 	if opts.InterruptGrace <= 0 {
 		opts.InterruptGrace = kernel.DefaultInterruptGrace
 	}
+	if opts.KernelSpecDirs == nil {
+		opts.KernelSpecDirs = DefaultKernelSpecDirs
+	}
 	if opts.DetachGrace <= 0 {
 		opts.DetachGrace = DefaultDetachGrace
 	}
-	return &Service{opts: opts, log: opts.Logger, contexts: map[string]*codeContext{}, baseDir: opts.BaseDir}
+	return &Service{opts: opts, log: opts.Logger, contexts: map[string]*codeContext{}, baseDir: opts.BaseDir, preReady: make(chan struct{})}
 }
 
 // boot returns the installed configuration (the auth interceptor refused
@@ -146,8 +160,9 @@ func defaultID(language string) string { return "default-" + language }
 
 func isDefault(id string) bool { return strings.HasPrefix(id, "default-") }
 
-// kernelSpecDirs are where Jupyter kernelspecs of other languages live.
-var kernelSpecDirs = []string{"/usr/local/share/jupyter/kernels", "/usr/share/jupyter/kernels"}
+// DefaultKernelSpecDirs are where Jupyter kernelspecs of other languages
+// live (Options.KernelSpecDirs).
+var DefaultKernelSpecDirs = []string{"/usr/local/share/jupyter/kernels", "/usr/share/jupyter/kernels"}
 
 // kernelSpecs names the kernelspec of each non-Python language and what to
 // install when it is missing.
@@ -165,7 +180,7 @@ var pythonCandidates = []string{"/usr/bin/python3", "/usr/local/bin/python3", "/
 func (s *Service) kernelArgv(ctx context.Context, language string) ([]string, error) {
 	if language != "python" {
 		ks := kernelSpecs[language]
-		for _, dir := range kernelSpecDirs {
+		for _, dir := range s.opts.KernelSpecDirs {
 			b, err := os.ReadFile(filepath.Join(dir, ks.spec, "kernel.json"))
 			if err != nil {
 				continue
@@ -193,7 +208,7 @@ func (s *Service) kernelArgv(ctx context.Context, language string) ([]string, er
 // (a few ms, where importing it takes half a second).
 const pythonProbe = "import importlib.util, sys\nsys.exit(importlib.util.find_spec('ipykernel') is None)\n"
 
-// pythonLauncher starts ipykernel as ipykernel_launcher does (the working
+// pythonImport loads ipykernel as ipykernel_launcher does (the working
 // directory off sys.path while ipykernel loads; IPython puts it back for
 // the user's code), without loading two packages the kernel never uses
 // for rayd: debugpy (the Jupyter debugger, which rayd does not relay) and
@@ -201,12 +216,14 @@ const pythonProbe = "import importlib.util, sys\nsys.exit(importlib.util.find_sp
 // third of the kernel's import time (about 200 of 670 ms here, measured
 // with -X importtime). They are unblocked once ipykernel has loaded, so a
 // cell may still import them.
-const pythonLauncher = "import sys\n" +
+const pythonImport = "import sys\n" +
 	"if sys.path and sys.path[0] == '':\n    del sys.path[0]\n" +
 	"sys.modules['debugpy'] = sys.modules['jedi'] = None\n" +
 	"from ipykernel import kernelapp\n" +
-	"del sys.modules['debugpy'], sys.modules['jedi']\n" +
-	"kernelapp.launch_new_instance()\n"
+	"del sys.modules['debugpy'], sys.modules['jedi']\n"
+
+// pythonLauncher starts a kernel at once (its arguments follow the script).
+const pythonLauncher = pythonImport + "kernelapp.launch_new_instance()\n"
 
 // findPython returns the first interpreter that imports ipykernel,
 // probed once (through the supervisor, which reaps every child) and
@@ -303,13 +320,22 @@ func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Ker
 			spec.Tag = "rayd:kernel:" + cc.id
 			return spec, nil
 		},
+		Spawn: func(spec proc.Spec) (*proc.Process, error) {
+			if cc.language == "python" {
+				if pl := s.takePreload(ctx, spec); pl != nil {
+					return pl.spawn(spec)
+				}
+			}
+			return s.opts.Supervisor.Start(spec)
+		},
 	})
 	if err != nil {
 		s.log.Warn("kernel start failed", "context_id", cc.id, "took_ms", time.Since(start).Milliseconds(), "err_class", errClass(err))
 		return nil, err
 	}
 	if cc.language == "python" {
-		if _, err := k.Execute(ctx, pythonSetup, true, func(kernel.Output) {}); err != nil {
+		// Reseeded too: a preloaded interpreter seeded random before /run.
+		if _, err := k.Execute(ctx, pythonSetup+reseedCode, true, func(kernel.Output) {}); err != nil {
 			k.Close()
 			return nil, err
 		}
@@ -460,6 +486,13 @@ func (s *Service) Close() {
 	s.mu.Unlock()
 	for _, cc := range ccs {
 		cc.destroy()
+	}
+	s.mu.Lock()
+	pl := s.pre
+	s.pre = nil
+	s.mu.Unlock()
+	if pl != nil {
+		go func() { <-pl.ready; pl.discard() }()
 	}
 	s.bg.Wait()
 	s.mu.Lock()
