@@ -47,11 +47,15 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		// [root]: the platform runs as root (full isolation, cgroup limits,
-		// the cgroup freezer that pause and resume need).
+		// the cgroup freezer that pause and resume need). [kernel]: the
+		// code interpreter's Python kernel is installed.
 		Condition: func(cond string) (bool, error) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "kernel":
+				// python3-ipykernel and python3-matplotlib (make deps).
+				return exec.Command("/usr/bin/python3", "-c", "import ipykernel, matplotlib").Run() == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -105,8 +105,9 @@ func RunCell(ctx context.Context, sbx *rayito.Sandbox, spec CodeSpec, s IO, code
 	return nil
 }
 
-// saveImages writes the cell's images into dir, named after the execution,
-// and returns their paths. A file in the way is never overwritten.
+// saveImages writes the cell's images into dir (made when missing), named
+// after the execution, and returns their paths. A file in the way is
+// never overwritten.
 func saveImages(dir string, ex *rayito.Execution) ([]string, error) {
 	var paths []string
 	n := 0
@@ -119,6 +120,12 @@ func saveImages(dir string, ex *rayito.Execution) ([]string, error) {
 				continue
 			}
 			n++
+			if n == 1 && dir != "" {
+				// As a user expects of an output directory: made when missing.
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return paths, fmt.Errorf("saving an image: %w", err)
+				}
+			}
 			name := fmt.Sprintf("rayito-cell-%d-%d.%s", ex.Count, n, img.ext)
 			if ex.ID != "" {
 				name = fmt.Sprintf("rayito-%s-%d.%s", shortID(ex.ID), n, img.ext)

@@ -57,15 +57,21 @@ func codeCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var last error
+			// Every cell runs, as in a notebook; the first that failed
+			// (raised, timed out) gives the exit status. Any other error
+			// (the sandbox went away) stops at once.
+			var failed error
 			for _, c := range cells {
-				if last = cliutil.RunCell(ctx, sbx, spec, f.IO, c); last != nil {
-					if _, ok := last.(*cliutil.ExitCodeError); !ok {
-						return last
+				if err := cliutil.RunCell(ctx, sbx, spec, f.IO, c); err != nil {
+					if _, ok := err.(*cliutil.ExitCodeError); !ok {
+						return err
+					}
+					if failed == nil {
+						failed = err
 					}
 				}
 			}
-			return last
+			return failed
 		},
 	}
 }
