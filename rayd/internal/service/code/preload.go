@@ -32,6 +32,11 @@ import (
 // snapshot share it in that first kernel; a lazily started kernel draws
 // its own.
 //
+// It runs as the sandbox user, so that user's code can kill it (the kernel
+// then starts afresh) or write to its stdin before rayd does (then the
+// kernel it starts is that code's own doing, as uid 1000 already can with
+// its own kernels: the residual risk of the package doc).
+//
 // It is used only when the kernel would run exactly as it does: the same
 // identity, and the same values of the variables Python reads once at
 // startup (PYTHON*, LANG, LC_*); otherwise it is told to exit and the

@@ -323,7 +323,10 @@ func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Ker
 		Spawn: func(spec proc.Spec) (*proc.Process, error) {
 			if cc.language == "python" {
 				if pl := s.takePreload(ctx, spec); pl != nil {
-					return pl.spawn(spec)
+					if p, err := pl.spawn(spec); err == nil {
+						return p, nil
+					}
+					// It went away (sandbox code can kill it): start afresh.
 				}
 			}
 			return s.opts.Supervisor.Start(spec)
