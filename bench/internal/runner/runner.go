@@ -40,12 +40,12 @@ type Config struct {
 	Prebooted       int
 	PrebootedSubnet netip.Prefix
 	// KernelStart is the main platform's localvm.Options.KernelStart.
-	KernelStart string
-	DensityMax      int
-	DensityWorkers  int
-	MemoryN         int
-	Idle            time.Duration
-	Args            string // the command line, for the report
+	KernelStart    string
+	DensityMax     int
+	DensityWorkers int
+	MemoryN        int
+	Idle           time.Duration
+	Args           string // the command line, for the report
 	// PlatformLog, when set, receives localvm's logs (no tokens, payloads
 	// or environments); otherwise they are discarded.
 	PlatformLog string
@@ -230,8 +230,8 @@ func (pp *prebootedPlatform) start(ctx context.Context) (*suites.PrebootedPlatfo
 	}
 	pp.started = true
 	srv, err := localvm.New(ctx, localvm.Options{
-		StateDir:  pp.dir,
-		Logger:    slog.New(slog.NewTextHandler(pp.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		StateDir:    pp.dir,
+		Logger:      slog.New(slog.NewTextHandler(pp.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Subnet:      pp.cfg.PrebootedSubnet,
 		Prebooted:   pp.cfg.Prebooted,
 		KernelStart: pp.cfg.KernelStart,
