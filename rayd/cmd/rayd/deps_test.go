@@ -19,6 +19,10 @@ var allowedModules = map[string]bool{
 	"github.com/go-zeromq/zmq4": true,
 	"golang.org/x/sync":         true,
 	"golang.org/x/text":         true,
+	// Stream and error contents of kernel messages (internal/kernel):
+	// an escape-aware JSON parser, 3 MB in under 1 ms where
+	// encoding/json takes 36 ms; no dependencies of its own.
+	"github.com/valyala/fastjson": true,
 }
 
 func TestDependencyBudget(t *testing.T) {
