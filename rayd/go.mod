@@ -12,11 +12,7 @@ require (
 
 require (
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
-	github.com/google/nftables v0.3.0
 	github.com/valyala/fastjson v1.6.10
-	github.com/vishvananda/netlink v1.3.1
-	github.com/vishvananda/netns v0.0.5
-	golang.org/x/net v0.33.0
 	golang.org/x/sync v0.7.0 // indirect
 	golang.org/x/text v0.15.0 // indirect
 )
