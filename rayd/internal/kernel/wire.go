@@ -108,6 +108,13 @@ func (m *Message) Encode(key []byte) ([][]byte, error) {
 	return append(frames, m.Buffers...), nil
 }
 
+// isObject reports whether b looks like a JSON object at its ends ('{'
+// first and '}' last, JSON whitespace aside). It is not a validation.
+func isObject(b []byte) bool {
+	b = bytes.Trim(b, " \t\r\n")
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
+}
+
 // Decode parses the frames of one message and verifies its signature with
 // key: a message whose HMAC does not verify is ErrBadSignature and must be
 // dropped. Routing identities before the delimiter are ignored. Content
@@ -131,6 +138,11 @@ func Decode(frames [][]byte, key []byte) (*Message, error) {
 		return nil, ErrMalformed
 	}
 	if err := json.Unmarshal(parent, &m.ParentHeader); err != nil {
+		return nil, ErrMalformed
+	}
+	if !isObject(content) {
+		// Content is always an object; parsing it is left to whoever reads
+		// it (it can be megabytes), so only its ends are checked here.
 		return nil, ErrMalformed
 	}
 	if len(frames) > i+6 {
