@@ -60,6 +60,16 @@ const (
 
 	// HooksPort is the TCP port on which rayd receives platform hooks.
 	HooksPort = 9000
+
+	// EgressProxyPort is the port of rayd's egress proxy on 127.0.0.1
+	// inside the sandbox (HTTP CONNECT, absolute-form HTTP, SOCKS5, and
+	// the sandbox's own connections redirected to it): NetworkState's
+	// local_proxy_port.
+	EgressProxyPort = 9180
+	// DNSForwarderPort is the port of rayd's DNS forwarder on 127.0.0.1
+	// inside the sandbox, to which a policy with host rules redirects the
+	// sandbox's DNS queries.
+	DNSForwarderPort = 9153
 )
 
 // Users and resource limits.

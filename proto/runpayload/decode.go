@@ -241,6 +241,35 @@ func (d *decoder) skip() error {
 	}
 }
 
+// stringList reads an array of strings. An empty array yields nil.
+func (d *decoder) stringList(field string) ([]string, error) {
+	tok, err := d.token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != json.Delim('[') {
+		return nil, fieldErr(field, "must be an array of strings")
+	}
+	var out []string
+	for {
+		tok, err := d.token()
+		if err != nil {
+			return nil, err
+		}
+		if tok == json.Delim(']') {
+			return out, nil
+		}
+		s, ok := tok.(string)
+		if !ok {
+			return nil, fieldErr(field, "must be an array of strings")
+		}
+		if len(out) >= MaxNetworkEntries {
+			return nil, fieldErr(field, "too many entries")
+		}
+		out = append(out, s)
+	}
+}
+
 // stringMap reads an object of string values. An empty object yields nil.
 func (d *decoder) stringMap(field string) (map[string]string, error) {
 	if err := d.beginObject(field); err != nil {
@@ -386,6 +415,10 @@ func (d *decoder) network(field string) (*Network, error) {
 		case "enforce":
 			have = true
 			n.Enforce, err = d.boolean(join(field, key))
+		case "allow_out":
+			n.AllowOut, err = d.stringList(join(field, key))
+		case "deny_out":
+			n.DenyOut, err = d.stringList(join(field, key))
 		default:
 			err = d.skip() // forward compatibility
 		}

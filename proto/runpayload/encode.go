@@ -69,6 +69,20 @@ func boolValue(v bool) func([]byte) []byte {
 	return func(b []byte) []byte { return strconv.AppendBool(b, v) }
 }
 
+// listValue writes an array of strings, in the given order.
+func listValue(l []string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		b = append(b, '[')
+		for i, s := range l {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		return append(b, ']')
+	}
+}
+
 func mapValue(m map[string]string) func([]byte) []byte {
 	return func(b []byte) []byte {
 		ms := make([]member, 0, len(m))
@@ -115,7 +129,14 @@ func appendPayload(b []byte, p *Payload) []byte {
 	}
 	if n := p.Network; n != nil {
 		ms = append(ms, member{"network", func(b []byte) []byte {
-			return appendObject(b, []member{{"enforce", boolValue(n.Enforce)}})
+			inner := []member{{"enforce", boolValue(n.Enforce)}}
+			if len(n.AllowOut) > 0 {
+				inner = append(inner, member{"allow_out", listValue(n.AllowOut)})
+			}
+			if len(n.DenyOut) > 0 {
+				inner = append(inner, member{"deny_out", listValue(n.DenyOut)})
+			}
+			return appendObject(b, inner)
 		}})
 	}
 	if ps := p.Persist; ps != nil {

@@ -58,6 +58,10 @@ func randPayload(r *rand.Rand) *Payload {
 	}
 	if r.IntN(2) == 0 {
 		p.Network = &Network{Enforce: r.IntN(2) == 0}
+		if r.IntN(2) == 0 {
+			p.Network.AllowOut = []string{"10.0.0.0/8", "*.example.com", "api.example.org:8443"}
+			p.Network.DenyOut = []string{"0.0.0.0/0"}
+		}
 	}
 	if r.IntN(2) == 0 {
 		p.Persist = &Persist{Bucket: "bkt", KeyPrefix: randText(r, 10)}

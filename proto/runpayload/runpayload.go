@@ -45,21 +45,23 @@ const (
 
 // Validation limits.
 const (
-	MaxEnvs         = 256                    // maximum number of envs entries
-	MaxEnvKeyLen    = 256                    // maximum envs key length in bytes
-	MaxEnvValueLen  = 4096                   // maximum envs value length in bytes
-	MaxUserLen      = 32                     // maximum user name length in bytes
-	MaxWorkdirLen   = 4096                   // maximum workdir length in bytes
-	MaxMetadata     = limits.MetadataMaxKeys // maximum number of metadata entries
-	MaxMetaKeyLen   = 128                    // maximum metadata key length in bytes
-	MaxMetaValueLen = 1024                   // maximum metadata value length in bytes
-	MaxCPUSeconds   = 28800                  // maximum limits.cpu_seconds
-	MaxTimeoutS     = 28800                  // maximum lifecycle.timeout_s
-	MinCapS         = 120                    // minimum lifecycle.cap_s
-	MaxCapS         = 28800                  // maximum lifecycle.cap_s
-	MinBucketLen    = 3                      // minimum persist.bucket length
-	MaxBucketLen    = 63                     // maximum persist.bucket length
-	MaxKeyPrefixLen = 900                    // maximum persist.key_prefix length in bytes
+	MaxEnvs            = 256                    // maximum number of envs entries
+	MaxEnvKeyLen       = 256                    // maximum envs key length in bytes
+	MaxEnvValueLen     = 4096                   // maximum envs value length in bytes
+	MaxUserLen         = 32                     // maximum user name length in bytes
+	MaxWorkdirLen      = 4096                   // maximum workdir length in bytes
+	MaxMetadata        = limits.MetadataMaxKeys // maximum number of metadata entries
+	MaxMetaKeyLen      = 128                    // maximum metadata key length in bytes
+	MaxMetaValueLen    = 1024                   // maximum metadata value length in bytes
+	MaxCPUSeconds      = 28800                  // maximum limits.cpu_seconds
+	MaxTimeoutS        = 28800                  // maximum lifecycle.timeout_s
+	MinCapS            = 120                    // minimum lifecycle.cap_s
+	MaxCapS            = 28800                  // maximum lifecycle.cap_s
+	MinBucketLen       = 3                      // minimum persist.bucket length
+	MaxBucketLen       = 63                     // maximum persist.bucket length
+	MaxKeyPrefixLen    = 900                    // maximum persist.key_prefix length in bytes
+	MaxNetworkEntries  = 256                    // maximum network.allow_out plus network.deny_out entries
+	MaxNetworkEntryLen = 260                    // maximum length of one network entry in bytes
 )
 
 // Payload is a decoded run hook payload. The zero values of the optional
@@ -109,8 +111,19 @@ type Lifecycle struct {
 
 // Network is the network policy. Enforce is required on the wire; unknown
 // keys are ignored by Decode.
+//
+// With Enforce, rayd installs the policy (deny-all first) before /run
+// answers, or reports the sandbox as unable to enforce it (the SDK then
+// terminates it: it never hands out a sandbox whose network is open when
+// a policy was asked for). AllowOut and DenyOut are the entries of
+// NetworkService's NetworkPolicy (CIDR, IP, all traffic, host or
+// *.suffix; deny: CIDR or IP), at most MaxNetworkEntries together, each
+// at most MaxNetworkEntryLen printable ASCII characters; rayd checks their
+// syntax. An operator proxy's credentials never go here: only by RPC.
 type Network struct {
-	Enforce bool `json:"enforce"`
+	Enforce  bool     `json:"enforce"`
+	AllowOut []string `json:"allow_out,omitempty"`
+	DenyOut  []string `json:"deny_out,omitempty"`
 }
 
 // Persist names the object storage location for persisted sandbox state.

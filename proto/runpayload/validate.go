@@ -56,6 +56,30 @@ func (p *Payload) validateFields() error {
 	if err := validatePersist(p.Persist); err != nil {
 		return err
 	}
+	return validateNetwork(p.Network)
+}
+
+// validateNetwork checks the network entries' count and characters (rayd
+// checks their syntax).
+func validateNetwork(n *Network) error {
+	if n == nil {
+		return nil
+	}
+	if len(n.AllowOut)+len(n.DenyOut) > MaxNetworkEntries {
+		return fieldErr("network", "too many entries")
+	}
+	for field, list := range map[string][]string{"network.allow_out": n.AllowOut, "network.deny_out": n.DenyOut} {
+		for _, e := range list {
+			if e == "" || len(e) > MaxNetworkEntryLen {
+				return fieldErr(field, "entry empty or too long")
+			}
+			for i := 0; i < len(e); i++ {
+				if e[i] <= ' ' || e[i] > '~' {
+					return fieldErr(field, "entry with characters other than printable ASCII")
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -105,6 +105,13 @@ const (
 	// The sandbox was started without a lifecycle block, so it has no
 	// deadline to change (FAILED_PRECONDITION).
 	ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED ErrorReason = 30
+	// rayd cannot program the sandbox's network here (no CAP_NET_ADMIN in
+	// its network namespace), so no policy can be enforced
+	// (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE ErrorReason = 31
+	// Installing or verifying a network policy failed; deny-all is in force
+	// (INTERNAL).
+	ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED ErrorReason = 32
 )
 
 // Enum value maps for ErrorReason.
@@ -141,6 +148,8 @@ var (
 		28: "ERROR_REASON_SUSPENDING",
 		29: "ERROR_REASON_SANDBOX_TIMEOUT",
 		30: "ERROR_REASON_LIFECYCLE_UNMANAGED",
+		31: "ERROR_REASON_EGRESS_UNAVAILABLE",
+		32: "ERROR_REASON_EGRESS_UPDATE_FAILED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -174,6 +183,8 @@ var (
 		"ERROR_REASON_SUSPENDING":           28,
 		"ERROR_REASON_SANDBOX_TIMEOUT":      29,
 		"ERROR_REASON_LIFECYCLE_UNMANAGED":  30,
+		"ERROR_REASON_EGRESS_UNAVAILABLE":   31,
+		"ERROR_REASON_EGRESS_UPDATE_FAILED": 32,
 	}
 )
 
@@ -257,7 +268,7 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x1brayito/rayd/v1/errors.proto\x12\x0erayito.rayd.v1\"@\n" +
 	"\tErrorInfo\x123\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\xfa\a\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\xc6\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\"\n" +
@@ -290,7 +301,9 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1b\x12\x1b\n" +
 	"\x17ERROR_REASON_SUSPENDING\x10\x1c\x12 \n" +
 	"\x1cERROR_REASON_SANDBOX_TIMEOUT\x10\x1d\x12$\n" +
-	" ERROR_REASON_LIFECYCLE_UNMANAGED\x10\x1eB\xb9\x01\n" +
+	" ERROR_REASON_LIFECYCLE_UNMANAGED\x10\x1e\x12#\n" +
+	"\x1fERROR_REASON_EGRESS_UNAVAILABLE\x10\x1f\x12%\n" +
+	"!ERROR_REASON_EGRESS_UPDATE_FAILED\x10 B\xb9\x01\n" +
 	"\x12com.rayito.rayd.v1B\vErrorsProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (
