@@ -23,6 +23,16 @@ var allowedModules = map[string]bool{
 	// an escape-aware JSON parser, 3 MB in under 1 ms where
 	// encoding/json takes 36 ms; no dependencies of its own.
 	"github.com/valyala/fastjson": true,
+	// The network policy (internal/netcfg, issue 13): nftables and policy
+	// routing over netlink (no shelling out to nft or ip), and the netlink
+	// library they share; golang.org/x/net for the egress proxy's SOCKS5
+	// chaining and the DNS forwarder's message parser.
+	"github.com/google/nftables":     true,
+	"github.com/mdlayher/netlink":    true,
+	"github.com/mdlayher/socket":     true,
+	"github.com/vishvananda/netlink": true,
+	"github.com/vishvananda/netns":   true,
+	"golang.org/x/net":               true,
 }
 
 func TestDependencyBudget(t *testing.T) {

@@ -39,6 +39,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/lifecycle"
+	"github.com/rayito-dev/rayito/rayd/internal/service/network"
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
@@ -109,6 +110,11 @@ type Config struct {
 	// start) for one interpreter's memory (about 50 MB RSS) in every
 	// sandbox until then. See the code service's preload.go.
 	PreloadKernel bool
+	// Egress says whether rayd programs the sandbox's network (the
+	// network policy, the IMDS block, the egress proxy): EgressAuto (the
+	// default: when -isolation is full or rootless), EgressOn (a microVM
+	// image) or EgressOff.
+	Egress string
 
 	knobs *knobs // tests only (lifecycle.go); nil in production
 }
@@ -128,6 +134,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.UintVar(&cfg.ProcessLimit, "process-limit", 0, "the sandbox's process limit as the platform set it, shown by Health; 0: none known")
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
+	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
 	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use), preload (on first use, in an interpreter that loaded ipykernel at boot: a faster first cell for about 50 MB until then) or eager (preloaded, and started right after /run: for images made for code)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -148,6 +155,11 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	case "lazy":
 	default:
 		return cfg, fmt.Errorf("-kernel-start must be lazy, preload or eager, not %q", *kernelStart)
+	}
+	switch cfg.Egress {
+	case EgressAuto, EgressOn, EgressOff:
+	default:
+		return cfg, fmt.Errorf("-egress must be auto, on or off, not %q", cfg.Egress)
 	}
 	switch cfg.Isolation {
 	case "", "full", "rootless", "none":
@@ -323,10 +335,12 @@ type Daemon struct {
 	Supervisor   *proc.Supervisor
 	Hooks        *hooks.Server
 	Code         *codesvc.Service
+	Network      *network.Service
 	API          http.Handler
 	privileged   bool
 	ownsSup      bool
 	sampler      *metrics.Sampler
+	egress       *egressParts // the proxy and DNS forwarder when rayd programs the network
 	onTerminated func()
 	stopOnce     sync.Once
 	lifecycleFields
@@ -353,10 +367,13 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
 	k := cfg.knobs.get()
 	d.wireLifecycle(k)
+	d.wireNetwork(cfg, log)
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
 		Privileged: d.privileged,
 		SelfUID:    uint32(os.Geteuid()),
+		// The egress proxy's variables while the policy has host rules.
+		Env: d.Network.ProxyEnv,
 	}
 	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, Preload: cfg.PreloadKernel || cfg.EagerKernel, DetachGrace: k.detachGrace, KernelSpecDirs: k.kernelSpecDirs})
 	d.Hooks = hooks.New(hooks.Options{
@@ -370,15 +387,20 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Ready:        func() bool { return d.serving.Load() && d.Code.PreloadDone() },
 		StaleSuspend: k.staleSuspend,
 		WatchdogTick: k.watchdogTick,
-		// Kernels reseed their random streams (and are probed) on resume.
-		OnResume: d.Code.OnResume,
+		// The network rules are re-verified, and kernels reseed their
+		// random streams (and are probed), on resume.
+		OnResume: func(ctx context.Context) bool {
+			d.Network.OnResume(ctx)
+			return d.Code.OnResume(ctx)
+		},
 	})
 	fsys, err := safefs.New(safefs.Options{Privileged: d.privileged, RaydDirs: []string{cfg.StateDir}})
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code"})
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network"})
 	healthSvc.SetKernelReady(d.Code.KernelReady)
+	healthSvc.SetEgress(d.Network)
 	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)
 	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
@@ -412,6 +434,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewCodeServiceHandler(d.Code, o...)
 			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewNetworkServiceHandler(d.Network, o...)
+			},
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
@@ -443,6 +468,7 @@ func (d *Daemon) stopProcesses(ctx context.Context) {
 func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.Listener) error {
 	d.sampler.Start()
 	defer d.sampler.Stop()
+	d.serveEgress(ctx)
 	d.Code.Preload()
 	d.serving.Store(true)
 	defer d.Hooks.Close()

@@ -71,7 +71,9 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	cfg := Config{StateDir: t.TempDir()}
+	// The harness runs rayd in the test's own network namespace: the
+	// network stays off unless a test gives rayd a namespace of its own.
+	cfg := Config{StateDir: t.TempDir(), Egress: EgressOff}
 	if configure != nil {
 		configure(&cfg)
 	}

@@ -133,6 +133,12 @@ var _ hooks.Lifecycle = life{}
 func (l life) Run(ctx context.Context, microvmID, payload string) hooks.Outcome {
 	out := l.d.State.Run(ctx, microvmID, payload)
 	if b := l.d.State.Boot(); out == hooks.OutcomeInstalled && b != nil {
+		// The payload's network policy is in force (deny-all first)
+		// before /run answers. A failure is in Health (the SDK then ends
+		// the sandbox): never an open network in its place.
+		if err := l.d.Network.Install(ctx, b.Network); err != nil {
+			l.d.log.Warn("run: the network policy is not in force", "err_class", "egress")
+		}
 		if p, ok := deadline.PolicyFrom(b.Lifecycle); ok {
 			l.d.deadline.Start(p)
 		}

@@ -158,7 +158,9 @@ func TestSetTimeout(t *testing.T) {
 // parallel: the shared supervisor's processes all end.
 func TestDeadlineKill(t *testing.T) {
 	h := newHarness(t)
-	h.run(withLifecycle(1, 120, runpayload.OnTimeoutKill))
+	// 3 s: the process and the PTY must be running before the deadline,
+	// also on a loaded machine.
+	h.run(withLifecycle(3, 120, runpayload.OnTimeoutKill))
 	ctx := testCtx(t)
 	s := mustStart(t, h.processes(), shell("echo started; exec sleep 60"))
 	pty := shPty(t, ctx, h.ptys(), nil)

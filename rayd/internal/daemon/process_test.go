@@ -183,10 +183,15 @@ func mustStart(t *testing.T, c interface {
 	Start(context.Context, *connect.Request[raydv1.StartRequest]) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error)
 }, req *raydv1.StartRequest) *connect.ServerStreamForClient[raydv1.ProcessEvent] {
 	t.Helper()
-	s, err := c.Start(context.Background(), connect.NewRequest(req))
+	// Bounded: a rayd that stopped under the test must not hang it. The
+	// context bounds the whole stream: longer than any test follows one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	s, err := c.Start(ctx, connect.NewRequest(req))
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
+	t.Cleanup(cancel)
 	return s
 }
 

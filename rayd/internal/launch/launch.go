@@ -55,6 +55,30 @@ type Builder struct {
 	Privileged bool
 	// SelfUID is rayd's own uid, used when not Privileged.
 	SelfUID uint32
+	// Env, when set, returns variables every process gets after PATH,
+	// HOME, USER and LOGNAME and before the sandbox's and the request's
+	// envs (which win): the egress proxy variables while a network policy
+	// has host rules. It is read at each start.
+	Env func() map[string]string
+}
+
+// extraEnv merges the Builder's Env with fixed defaults (defaults win).
+func (b *Builder) extraEnv(defaults map[string]string) map[string]string {
+	if b.Env == nil {
+		return defaults
+	}
+	m := b.Env()
+	if len(m) == 0 {
+		return defaults
+	}
+	out := make(map[string]string, len(m)+len(defaults))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range defaults {
+		out[k] = v
+	}
+	return out
 }
 
 // Spec validates req and returns the spec to start. Errors wrap this
@@ -71,7 +95,7 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 	if err != nil {
 		return proc.Spec{}, err
 	}
-	env := buildEnv(id, boot.Envs, req.Envs)
+	env := buildEnvWith(id, b.extraEnv(nil), boot.Envs, req.Envs)
 	dir, err := workdir(boot, id, req.Cwd)
 	if err != nil {
 		return proc.Spec{}, err
@@ -216,14 +240,9 @@ func validEnvName(k string) bool {
 	return true
 }
 
-// buildEnv builds the environment from scratch: PATH, HOME, USER, LOGNAME,
-// then the sandbox's envs, then the request's; later entries win.
-func buildEnv(id identity.Identity, sandboxEnvs, reqEnvs map[string]string) []string {
-	return buildEnvWith(id, nil, sandboxEnvs, reqEnvs)
-}
-
-// buildEnvWith is buildEnv with defaults added after the fixed variables
-// (they replace nothing of those) and before the sandbox's envs.
+// buildEnvWith builds the environment from scratch: PATH, HOME, USER,
+// LOGNAME, then defaults, then the sandbox's envs, then the request's;
+// later entries win.
 func buildEnvWith(id identity.Identity, defaults, sandboxEnvs, reqEnvs map[string]string) []string {
 	keys := []string{"PATH", "HOME", "USER", "LOGNAME"}
 	vals := map[string]string{"PATH": DefaultPath, "HOME": id.Home, "USER": id.Username, "LOGNAME": id.Username}

@@ -165,3 +165,38 @@ func TestDeniedWhyCoversEveryReason(t *testing.T) {
 		t.Errorf("root without RAYITO_ALLOW_ROOT: %v", err)
 	}
 }
+
+// TestBuilderEnv: the Builder's Env comes after PATH, HOME, USER and
+// LOGNAME and before the sandbox's and the request's envs, which win; a
+// PTY's TERM is kept.
+func TestBuilderEnv(t *testing.T) {
+	t.Parallel()
+	b := testBuilder(t, passwd, group)
+	b.Env = func() map[string]string {
+		return map[string]string{"HTTP_PROXY": "http://127.0.0.1:9180", "NO_PROXY": "localhost", "TERM": "dumb"}
+	}
+	boot := &sandbox.Boot{User: "user", Workdir: "/", Envs: map[string]string{"NO_PROXY": "from-sandbox"}}
+	spec, err := b.Spec(boot, Request{Cmd: "/bin/sh", Envs: map[string]string{"HTTP_PROXY": "from-request"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookupEnv(spec.Env, "HTTP_PROXY"); got != "from-request" {
+		t.Errorf("HTTP_PROXY = %q", got)
+	}
+	if got := lookupEnv(spec.Env, "NO_PROXY"); got != "from-sandbox" {
+		t.Errorf("NO_PROXY = %q", got)
+	}
+	if !strings.HasPrefix(spec.Env[0], "PATH=") {
+		t.Errorf("env starts %q", spec.Env[0])
+	}
+	spec, err = b.PTYSpec(boot, Request{}, 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookupEnv(spec.Env, "TERM"); got != Term {
+		t.Errorf("PTY TERM = %q", got)
+	}
+	if got := lookupEnv(spec.Env, "HTTP_PROXY"); got != "http://127.0.0.1:9180" {
+		t.Errorf("PTY HTTP_PROXY = %q", got)
+	}
+}

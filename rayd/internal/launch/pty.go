@@ -47,7 +47,7 @@ func (b *Builder) PTYSpec(boot *sandbox.Boot, req Request, cols, rows uint16) (p
 	if err != nil {
 		return proc.Spec{}, err
 	}
-	env := buildEnvWith(id, map[string]string{"TERM": Term}, boot.Envs, req.Envs)
+	env := buildEnvWith(id, b.extraEnv(map[string]string{"TERM": Term}), boot.Envs, req.Envs)
 	dir, err := workdir(boot, id, req.Cwd)
 	if err != nil {
 		return proc.Spec{}, err

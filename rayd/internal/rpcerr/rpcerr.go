@@ -64,6 +64,8 @@ var codes = map[Reason]connect.Code{
 	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:           connect.CodeUnavailable,
 	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:      connect.CodeFailedPrecondition,
 	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:  connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE:   connect.CodeFailedPrecondition,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED: connect.CodeInternal,
 }
 
 // CodeOf returns the Connect code of reason (Internal for a value outside

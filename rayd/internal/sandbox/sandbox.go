@@ -12,6 +12,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -44,6 +45,9 @@ type Boot struct {
 	CPUSeconds int
 	// Lifecycle is the payload's timeout policy; nil: unmanaged.
 	Lifecycle *runpayload.Lifecycle
+	// Network is the payload's network block; nil: none (the boot policy
+	// stays: unrestricted, IMDS blocked).
+	Network *runpayload.Network
 }
 
 // Options configure a State.
@@ -107,6 +111,10 @@ func (s *State) Run(_ context.Context, microvmID, runHookPayload string) hooks.O
 	if p.Lifecycle != nil {
 		l := *p.Lifecycle
 		b.Lifecycle = &l
+	}
+	if p.Network != nil {
+		n := runpayload.Network{Enforce: p.Network.Enforce, AllowOut: slices.Clone(p.Network.AllowOut), DenyOut: slices.Clone(p.Network.DenyOut)}
+		b.Network = &n
 	}
 	s.boot.Store(b)
 	s.log.Info("sandbox configured", "envs", len(b.Envs), "metadata_keys", len(b.Metadata))

@@ -31,7 +31,19 @@ type Service struct {
 	metrics   *metrics.Sampler
 	lifecycle LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
 	kernel    func() bool     // kernel_ready; nil: false
+	egress    EgressSource    // nil: enforcement NONE, IMDS not blocked
 }
+
+// EgressSource reports the network policy's enforcement (the network
+// service).
+type EgressSource interface {
+	Enforcement() raydv1.EgressEnforcement
+	IMDSBlocked() bool
+}
+
+// SetEgress sets where Health's egress_enforcement and imds_blocked come
+// from. Call it before serving.
+func (s *Service) SetEgress(e EgressSource) { s.egress = e }
 
 // SetKernelReady sets what Health reports as kernel_ready (the code
 // service's readiness of the default kernel). Call it before serving.
@@ -92,6 +104,10 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 	}
 	if s.kernel != nil {
 		resp.KernelReady = s.kernel()
+	}
+	if s.egress != nil {
+		resp.EgressEnforcement = s.egress.Enforcement()
+		resp.ImdsBlocked = s.egress.IMDSBlocked()
 	}
 	if l := s.lifecycle; l != nil {
 		st := l.HookStatus()

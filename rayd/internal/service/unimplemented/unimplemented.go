@@ -26,9 +26,6 @@ type Service struct {
 // Services lists the services that answer Unimplemented in this build.
 func Services() []Service {
 	return []Service{
-		{"network policy (NetworkService)", func(o ...connect.HandlerOption) (string, http.Handler) {
-			return raydv1connect.NewNetworkServiceHandler(raydv1connect.UnimplementedNetworkServiceHandler{}, o...)
-		}},
 		{"optional features (ConfigureService)", func(o ...connect.HandlerOption) (string, http.Handler) {
 			return raydv1connect.NewConfigureServiceHandler(raydv1connect.UnimplementedConfigureServiceHandler{}, o...)
 		}},

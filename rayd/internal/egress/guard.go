@@ -1,0 +1,87 @@
+package egress
+
+import (
+	"net"
+	"net/netip"
+)
+
+var (
+	prefixThisNet    = netip.MustParsePrefix("0.0.0.0/8")
+	prefixReserved4  = netip.MustParsePrefix("240.0.0.0/4") // includes 255.255.255.255
+	prefixV4Compat   = netip.MustParsePrefix("::/96")
+	prefixV4Mapped   = netip.MustParsePrefix("::ffff:0:0/96")
+	prefixV4Transl   = netip.MustParsePrefix("::ffff:0:0:0/96") // SIIT, RFC 2765
+	prefixNAT64      = netip.MustParsePrefix("64:ff9b::/96")
+	prefixNAT64Local = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215
+	prefix6to4       = netip.MustParsePrefix("2002::/16")
+	prefixTeredo     = netip.MustParsePrefix("2001::/32")
+	addrIMDS4        = netip.MustParseAddr("169.254.169.254")
+	addrIMDS6        = netip.MustParseAddr("fd00:ec2::254")
+)
+
+// blockedAddress reports whether the proxy refuses to connect to a. The
+// list, in order:
+//
+//   - invalid addresses and IPv6 addresses with a zone;
+//   - every IPv6 form that embeds an IPv4 address (the caller unmaps
+//     IPv4-mapped addresses first, so those are guarded as IPv4) — IPv4-mapped
+//     (::ffff:0:0/96), IPv4-compatible (::/96, which also covers :: and
+//     ::1), SIIT (::ffff:0:0:0/96), NAT64 (64:ff9b::/96, 64:ff9b:1::/48),
+//     6to4 (2002::/16) and Teredo (2001::/32) — refused outright rather
+//     than by their embedded address: a guest has no business reaching
+//     an allowed name through one of them, and a gateway translating
+//     them could reach any IPv4 address;
+//   - unspecified, loopback (127.0.0.0/8, ::1), link-local unicast
+//     (169.254.0.0/16, fe80::/10, which covers the IMDS address
+//     169.254.169.254) and the IPv6 IMDS address fd00:ec2::254;
+//   - multicast (224.0.0.0/4, ff00::/8), 0.0.0.0/8 and 240.0.0.0/4
+//     (reserved, with the limited broadcast address 255.255.255.255);
+//   - one of the guest's own addresses (local).
+//
+// Private ranges (10/8, 172.16/12, 192.168/16, fc00::/7) are not
+// refused: a name the policy allows may legitimately live in the VPC.
+func blockedAddress(a netip.Addr, local []netip.Addr) bool {
+	if !a.IsValid() || a.Zone() != "" {
+		return true
+	}
+	if a.Is6() {
+		for _, p := range []netip.Prefix{prefixV4Compat, prefixV4Mapped, prefixV4Transl, prefixNAT64, prefixNAT64Local, prefix6to4, prefixTeredo} {
+			if p.Contains(a) {
+				return true
+			}
+		}
+	}
+	if a.IsUnspecified() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() ||
+		a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+		return true
+	}
+	if a == addrIMDS4 || a == addrIMDS6 {
+		return true
+	}
+	if a.Is4() && (prefixThisNet.Contains(a) || prefixReserved4.Contains(a)) {
+		return true
+	}
+	for _, l := range local {
+		if l.Unmap().WithZone("") == a {
+			return true
+		}
+	}
+	return false
+}
+
+// interfaceAddrs is the default Options.LocalAddrs.
+func interfaceAddrs() []netip.Addr {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}

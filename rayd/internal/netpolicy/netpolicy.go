@@ -1,0 +1,497 @@
+// Package netpolicy parses and evaluates a sandbox's egress policy: the
+// allow_out and deny_out lists of Sandbox.create (features.md, "Egress
+// policy").
+//
+// The package is pure Go and touches no kernel state. It turns the user's
+// lists into a canonical, validated [Policy] value that the kernel plumbing
+// (package netcfg: nftables and policy routing) and rayd's egress proxy and
+// DNS forwarder evaluate the same way.
+//
+// # Entries
+//
+// allow_out holds CIDRs ("10.0.0.0/8"), IP addresses (become /32 or /128),
+// "0.0.0.0/0", "::/0" or the word ALL_TRAFFIC (both), exact host names
+// ("api.example.com", optionally ":PORT") and wildcards ("*.example.com",
+// optionally ":PORT"; a wildcard matches any name strictly below the
+// suffix, never the suffix itself). deny_out holds CIDRs, IPs and
+// ALL_TRAFFIC only. A host entry without a port allows ports 80 and 443; an
+// explicit port allows that port only.
+//
+// # Semantics
+//
+// Allow beats deny, and an address that is neither allowed nor denied is
+// allowed: deny_out closes, allow_out opens holes in what deny_out closes.
+// Host rules are only enforced through rayd's proxy and DNS forwarder (a
+// name is not visible to a packet filter), so for the direct path only the
+// CIDRs count ([Policy.AllowsIP]). The cloud metadata addresses are not
+// special here: netcfg rejects them for sandbox uids whatever the policy.
+//
+// # Validation
+//
+// At most 256 entries in total and 64 host entries. Names are lowercased,
+// one trailing dot is stripped, and the result must be a DNS name of at
+// least two labels (each 1-63 of [a-z0-9-], not starting or ending with
+// '-', 253 bytes at most, last label not all digits so that nothing that
+// looks like an IPv4 address is taken for a name); internationalized names
+// must already be punycode ("xn--..."); the only wildcard is a leading
+// "*.". CIDRs are masked; IPv4-mapped IPv6 prefixes (::ffff:0:0/96 and
+// below) are rejected because they are ambiguous between the two families;
+// zones are rejected; duplicates are removed. Every problem is reported as
+// an [*Error] wrapping [ErrInvalid]; Parse never panics.
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits on a policy.
+const (
+	MaxEntries     = 256 // allow_out and deny_out together
+	MaxHostEntries = 64  // host entries of allow_out
+)
+
+// AllTraffic is the word for "0.0.0.0/0 and ::/0".
+const AllTraffic = "ALL_TRAFFIC"
+
+// ErrInvalid is wrapped by every error Parse returns.
+var ErrInvalid = errors.New("invalid egress policy")
+
+// Error describes an invalid entry (or a limit exceeded, with Entry empty).
+type Error struct {
+	Entry  string // the offending entry, truncated to 100 bytes
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Entry == "" {
+		return "netpolicy: " + e.Reason
+	}
+	return fmt.Sprintf("netpolicy: invalid entry %q: %s", e.Entry, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+const maxEntryInError = 100
+
+func invalid(entry, reason string) *Error {
+	if len(entry) > maxEntryInError {
+		entry = entry[:maxEntryInError]
+	}
+	return &Error{Entry: entry, Reason: reason}
+}
+
+// HostRule allows a host name (Wildcard false) or any name strictly below
+// Pattern (Wildcard true) on Ports (sorted, no duplicates).
+type HostRule struct {
+	Pattern  string // lowercase, no trailing dot, no "*." prefix
+	Wildcard bool
+	Ports    []uint16
+}
+
+func (h HostRule) equal(o HostRule) bool {
+	return h.Pattern == o.Pattern && h.Wildcard == o.Wildcard && slices.Equal(h.Ports, o.Ports)
+}
+
+// matches reports whether the normalized name matches h (ports aside).
+func (h HostRule) matches(name string) bool {
+	if h.Wildcard {
+		return len(name) > len(h.Pattern)+1 && strings.HasSuffix(name, h.Pattern) && name[len(name)-len(h.Pattern)-1] == '.'
+	}
+	return name == h.Pattern
+}
+
+// Policy is a validated egress policy. The zero value is the unrestricted
+// policy. A Policy is immutable: its accessors return copies.
+type Policy struct {
+	allow []netip.Prefix // sorted, deduplicated, masked
+	deny  []netip.Prefix
+	hosts []HostRule // sorted by (Pattern, Wildcard)
+}
+
+var (
+	all4 = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	all6 = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+)
+
+// Parse validates allow_out and deny_out and returns their canonical policy.
+func Parse(allowOut, denyOut []string) (Policy, error) {
+	if n := len(allowOut) + len(denyOut); n > MaxEntries {
+		return Policy{}, invalid("", fmt.Sprintf("%d entries, at most %d allowed", n, MaxEntries))
+	}
+	var p Policy
+	nhosts := 0
+	type hostKey struct {
+		pattern  string
+		wildcard bool
+	}
+	hosts := map[hostKey]map[uint16]bool{}
+	for _, raw := range allowOut {
+		e := strings.TrimSpace(raw)
+		pfx, isIP, err := parseIPEntry(e, raw)
+		if err != nil {
+			return Policy{}, err
+		}
+		if isIP {
+			p.allow = append(p.allow, pfx...)
+			continue
+		}
+		nhosts++
+		if nhosts > MaxHostEntries {
+			return Policy{}, invalid("", fmt.Sprintf("more than %d host entries", MaxHostEntries))
+		}
+		h, ports, herr := parseHost(e, raw)
+		if herr != nil {
+			return Policy{}, herr
+		}
+		k := hostKey{h.Pattern, h.Wildcard}
+		if hosts[k] == nil {
+			hosts[k] = map[uint16]bool{}
+		}
+		for _, port := range ports {
+			hosts[k][port] = true
+		}
+	}
+	for _, raw := range denyOut {
+		e := strings.TrimSpace(raw)
+		pfx, isIP, err := parseIPEntry(e, raw)
+		if err != nil {
+			return Policy{}, err
+		}
+		if !isIP {
+			return Policy{}, invalid(raw, "deny_out takes only CIDRs, IP addresses or "+AllTraffic)
+		}
+		p.deny = append(p.deny, pfx...)
+	}
+	p.allow = canonPrefixes(p.allow)
+	p.deny = canonPrefixes(p.deny)
+	for k, ports := range hosts {
+		h := HostRule{Pattern: k.pattern, Wildcard: k.wildcard}
+		for port := range ports {
+			h.Ports = append(h.Ports, port)
+		}
+		slices.Sort(h.Ports)
+		p.hosts = append(p.hosts, h)
+	}
+	slices.SortFunc(p.hosts, func(a, b HostRule) int {
+		if c := strings.Compare(a.Pattern, b.Pattern); c != 0 {
+			return c
+		}
+		switch {
+		case a.Wildcard == b.Wildcard:
+			return 0
+		case !a.Wildcard:
+			return -1
+		}
+		return 1
+	})
+	return p, nil
+}
+
+// parseIPEntry parses e as ALL_TRAFFIC, a CIDR or an IP address. isIP is
+// false (and err nil) when e is none of them and may be a host entry.
+func parseIPEntry(e, raw string) (pfx []netip.Prefix, isIP bool, err error) {
+	if e == "" {
+		return nil, false, invalid(raw, "empty entry")
+	}
+	if strings.EqualFold(e, AllTraffic) {
+		return []netip.Prefix{all4, all6}, true, nil
+	}
+	if strings.Contains(e, "/") {
+		p, perr := netip.ParsePrefix(e)
+		if perr != nil {
+			return nil, false, invalid(raw, "not a valid CIDR")
+		}
+		p = p.Masked()
+		if p.Addr().Is4In6() {
+			return nil, false, invalid(raw, "IPv4-mapped IPv6 prefix (write the IPv4 form)")
+		}
+		return []netip.Prefix{p}, true, nil
+	}
+	if a, aerr := netip.ParseAddr(e); aerr == nil {
+		if a.Zone() != "" {
+			return nil, false, invalid(raw, "IP address with a zone")
+		}
+		if a.Is4In6() {
+			return nil, false, invalid(raw, "IPv4-mapped IPv6 address (write the IPv4 form)")
+		}
+		return []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}, true, nil
+	}
+	if strings.Count(e, ":") > 1 || strings.ContainsAny(e, "[]%") {
+		return nil, false, invalid(raw, "not a valid IP address")
+	}
+	return nil, false, nil
+}
+
+var defaultPorts = []uint16{80, 443}
+
+// parseHost parses "name", "name:port", "*.suffix" or "*.suffix:port".
+func parseHost(e, raw string) (HostRule, []uint16, error) {
+	name, ports := e, defaultPorts
+	if i := strings.LastIndexByte(e, ':'); i >= 0 {
+		n, err := strconv.ParseUint(e[i+1:], 10, 16)
+		if err != nil || n == 0 || !isDigits(e[i+1:]) {
+			return HostRule{}, nil, invalid(raw, "port must be 1-65535")
+		}
+		name, ports = e[:i], []uint16{uint16(n)}
+	}
+	var h HostRule
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
+		h.Wildcard = true
+		name = rest
+	}
+	norm, reason := normalizeName(name)
+	if reason != "" {
+		return HostRule{}, nil, invalid(raw, reason)
+	}
+	h.Pattern = norm
+	return h, ports, nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// normalizeName lowercases name, strips one trailing dot and validates it;
+// reason is empty when the name is valid.
+func normalizeName(name string) (norm, reason string) {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" {
+		return "", "empty host name"
+	}
+	if len(name) > 253 {
+		return "", "host name longer than 253 bytes"
+	}
+	b := []byte(name)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	name = string(b)
+	labels := strings.Split(name, ".")
+	if len(labels) < 2 {
+		return "", "host name needs at least two labels"
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 {
+			return "", "host name label must be 1-63 bytes"
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return "", "host name label starts or ends with '-'"
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			switch {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-':
+			case c == '*':
+				return "", "wildcard only as a leading \"*.\""
+			case c >= 0x80:
+				return "", "non-ASCII host name (use its punycode xn-- form)"
+			default:
+				return "", "invalid character in host name"
+			}
+		}
+	}
+	if isDigits(labels[len(labels)-1]) {
+		return "", "host name ends with a numeric label (IP addresses are written without a port)"
+	}
+	return name, ""
+}
+
+// canonPrefixes sorts and deduplicates (exact duplicates only: overlapping
+// prefixes are kept, as the user wrote them).
+func canonPrefixes(ps []netip.Prefix) []netip.Prefix {
+	slices.SortFunc(ps, comparePrefix)
+	return slices.Compact(ps)
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// Equal reports whether p and o are the same policy.
+func (p Policy) Equal(o Policy) bool {
+	return slices.Equal(p.allow, o.allow) && slices.Equal(p.deny, o.deny) &&
+		slices.EqualFunc(p.hosts, o.hosts, HostRule.equal)
+}
+
+// AllowCIDRs returns the allowed prefixes (IPv4 and IPv6, sorted).
+func (p Policy) AllowCIDRs() []netip.Prefix { return slices.Clone(p.allow) }
+
+// DenyCIDRs returns the denied prefixes (IPv4 and IPv6, sorted).
+func (p Policy) DenyCIDRs() []netip.Prefix { return slices.Clone(p.deny) }
+
+// Hosts returns the host rules, sorted by pattern (exact before wildcard).
+func (p Policy) Hosts() []HostRule {
+	out := make([]HostRule, len(p.hosts))
+	for i, h := range p.hosts {
+		h.Ports = slices.Clone(h.Ports)
+		out[i] = h
+	}
+	return out
+}
+
+// Unrestricted reports whether the policy has no entries at all.
+func (p Policy) Unrestricted() bool {
+	return len(p.allow) == 0 && len(p.deny) == 0 && len(p.hosts) == 0
+}
+
+// DenyAll reports whether deny_out covers all of 0.0.0.0/0 and ::/0 and no
+// CIDR is allowed. Host rules may still be allowed (through the proxy).
+func (p Policy) DenyAll() bool {
+	return len(p.allow) == 0 && covers(p.deny, true) && covers(p.deny, false)
+}
+
+// covers reports whether the union of ps covers the whole IPv4 (v4) or
+// IPv6 address space.
+func covers(ps []netip.Prefix, v4 bool) bool {
+	next := netip.IPv6Unspecified()
+	if v4 {
+		next = netip.IPv4Unspecified()
+	}
+	// ps is sorted by first address, so one pass finds any gap.
+	for _, pfx := range ps {
+		if pfx.Addr().Is4() != v4 {
+			continue
+		}
+		if next.Less(pfx.Addr()) {
+			return false
+		}
+		last := lastAddr(pfx)
+		if last.Less(next) {
+			continue
+		}
+		n := last.Next()
+		if !n.IsValid() {
+			return true
+		}
+		next = n
+	}
+	return false
+}
+
+// lastAddr returns the last address of p (p's address with all host bits
+// set).
+func lastAddr(p netip.Prefix) netip.Addr {
+	p = p.Masked()
+	if p.Addr().Is4() {
+		b := p.Addr().As4()
+		for i := p.Bits(); i < 32; i++ {
+			b[i/8] |= 0x80 >> (i % 8)
+		}
+		return netip.AddrFrom4(b)
+	}
+	b := p.Addr().As16()
+	for i := p.Bits(); i < 128; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	return netip.AddrFrom16(b)
+}
+
+// AllowsIP reports whether a direct connection to addr is allowed: allow
+// beats deny, and an address not denied is allowed. IPv4-mapped IPv6
+// addresses are matched as IPv4; an invalid address is not allowed.
+func (p Policy) AllowsIP(addr netip.Addr) bool {
+	if !addr.IsValid() {
+		return false
+	}
+	addr = addr.Unmap().WithZone("")
+	for _, pfx := range p.allow {
+		if pfx.Contains(addr) {
+			return true
+		}
+	}
+	for _, pfx := range p.deny {
+		if pfx.Contains(addr) {
+			return false
+		}
+	}
+	return true
+}
+
+// AllowsHost reports whether a host rule allows name on port. The name is
+// matched case-insensitively, with one trailing dot ignored; anything that
+// is not a valid host name (an IP literal, a wildcard) is not allowed.
+func (p Policy) AllowsHost(name string, port uint16) bool {
+	norm, reason := normalizeName(name)
+	if reason != "" {
+		return false
+	}
+	for _, h := range p.hosts {
+		if h.matches(norm) && slices.Contains(h.Ports, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// HostPorts returns the union of the ports of the host rules, sorted.
+func (p Policy) HostPorts() []uint16 {
+	var out []uint16
+	for _, h := range p.hosts {
+		out = append(out, h.Ports...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// AllowOut returns allow_out in canonical form, for display: ALL_TRAFFIC
+// first when both 0.0.0.0/0 and ::/0 are allowed, then the prefixes in
+// order, then the host entries. Parsing the result gives an Equal policy,
+// and it never has more entries than the lists the policy came from.
+func (p Policy) AllowOut() []string {
+	out := prefixStrings(p.allow)
+	for _, h := range p.hosts {
+		name := h.Pattern
+		if h.Wildcard {
+			name = "*." + name
+		}
+		ports := h.Ports
+		if slices.Contains(ports, 80) && slices.Contains(ports, 443) {
+			out = append(out, name)
+			ports = slices.DeleteFunc(slices.Clone(ports), func(x uint16) bool { return x == 80 || x == 443 })
+		}
+		for _, port := range ports {
+			out = append(out, name+":"+strconv.Itoa(int(port)))
+		}
+	}
+	return out
+}
+
+// DenyOut returns deny_out in canonical form, for display (as AllowOut).
+func (p Policy) DenyOut() []string { return prefixStrings(p.deny) }
+
+func prefixStrings(ps []netip.Prefix) []string {
+	var out []string
+	if slices.Contains(ps, all4) && slices.Contains(ps, all6) {
+		out = append(out, AllTraffic)
+	}
+	for _, pfx := range ps {
+		if len(out) > 0 && out[0] == AllTraffic && (pfx == all4 || pfx == all6) {
+			continue
+		}
+		if pfx.IsSingleIP() {
+			out = append(out, pfx.Addr().String())
+		} else {
+			out = append(out, pfx.String())
+		}
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/egress"
+	"github.com/rayito-dev/rayito/rayd/internal/netpolicy"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+)
+
+type fakeEnforcer struct {
+	probeErr, setErr error
+	sets             []netpolicy.Policy
+}
+
+func (f *fakeEnforcer) Probe(context.Context) error { return f.probeErr }
+func (f *fakeEnforcer) Set(_ context.Context, p netpolicy.Policy) error {
+	f.sets = append(f.sets, p)
+	return f.setErr
+}
+func (f *fakeEnforcer) Verify(context.Context) error { return nil }
+func (f *fakeEnforcer) IMDSBlocked() bool            { return true }
+
+type fakeHosts struct {
+	pol      egress.HostPolicy
+	upstream *egress.Upstream
+}
+
+func (f *fakeHosts) SetPolicy(p egress.HostPolicy, u *egress.Upstream) { f.pol, f.upstream = p, u }
+
+type fakeDNS struct{ pol egress.HostPolicy }
+
+func (f *fakeDNS) SetPolicy(p egress.HostPolicy) { f.pol = p }
+
+// newTestService returns a started service whose sandbox has run.
+func newTestService(t *testing.T, e *fakeEnforcer) (*Service, *fakeHosts, *fakeDNS) {
+	t.Helper()
+	st := sandbox.New(sandbox.Options{})
+	digest := strings.Repeat("a", 64)
+	raw, err := runpayload.Encode(&runpayload.Payload{V: 1, TokenSHA256: digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Run(context.Background(), "microvm-test", raw)
+	h, d := &fakeHosts{}, &fakeDNS{}
+	s := New(Options{State: st, Enforcer: e, Proxy: h, DNS: d, ProxyPort: 9180})
+	s.Start(context.Background())
+	return s, h, d
+}
+
+func reasonOf(err error) raydv1.ErrorReason {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+	}
+	return rpcerr.ReasonOf(ce)
+}
+
+func update(s *Service, allow, deny []string, proxy *raydv1.EgressProxy) (*raydv1.NetworkState, error) {
+	resp, err := s.UpdateNetwork(context.Background(), connect.NewRequest(&raydv1.UpdateNetworkRequest{Policy: &raydv1.NetworkPolicy{AllowOut: allow, DenyOut: deny, EgressProxy: proxy}}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg.GetState(), nil
+}
+
+func TestUpdateNetwork(t *testing.T) {
+	e := &fakeEnforcer{}
+	s, hosts, dns := newTestService(t, e)
+	if len(e.sets) != 1 || !e.sets[0].Unrestricted() {
+		t.Fatalf("boot install: %+v", e.sets)
+	}
+	// Bad input: refused before anything is installed.
+	for _, bad := range [][]string{{"not a host!"}, {"*.*.example.com"}, {"10.0.0.0/33"}} {
+		if _, err := update(s, bad, nil, nil); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
+	if _, err := update(s, nil, nil, &raydv1.EgressProxy{Address: "no-port"}); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+		t.Fatalf("bad proxy: %v", err)
+	}
+	if len(e.sets) != 1 {
+		t.Fatalf("bad input installed something: %d sets", len(e.sets))
+	}
+	// A policy with hosts and an operator proxy.
+	pw := "hunter2"
+	st, err := update(s, []string{"api.example.com", "10.1.0.0/16"}, []string{"0.0.0.0/0", "::/0"}, &raydv1.EgressProxy{Address: "proxy.corp:1080", Username: ptr("u"), Password: &pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.GetEgressProxyConfigured() || st.GetLocalProxyPort() != 9180 || st.GetEnforcement() != raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_GUEST_ROUTES_AND_PROXY {
+		t.Fatalf("state %v", st)
+	}
+	if strings.Contains(st.String(), pw) || strings.Contains(st.String(), "proxy.corp") {
+		t.Fatal("the state shows the operator proxy")
+	}
+	if hosts.upstream == nil || hosts.upstream.Password != pw || !hosts.pol.AllowsHost("api.example.com", 443) || dns.pol == nil {
+		t.Fatalf("proxy and DNS not given the policy: %+v", hosts)
+	}
+	env := s.ProxyEnv()
+	if env["HTTPS_PROXY"] != "http://127.0.0.1:9180" || !strings.Contains(env["NO_PROXY"], "10.1.0.0/16") {
+		t.Fatalf("proxy env %v", env)
+	}
+	got, err := s.GetNetwork(context.Background(), connect.NewRequest(&raydv1.GetNetworkRequest{}))
+	if err != nil || strings.Contains(got.Msg.String(), pw) {
+		t.Fatalf("GetNetwork %v %v", got, err)
+	}
+	// A failed install: deny-all everywhere, Internal.
+	e.setErr = errors.New("boom")
+	if _, err := update(s, nil, nil, nil); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED {
+		t.Fatalf("failed install: %v", err)
+	}
+	if hosts.upstream != nil || hosts.pol.AllowsHost("api.example.com", 443) || s.ProxyEnv() != nil {
+		t.Fatal("after a failed install the proxy still allows the old policy")
+	}
+	e.setErr = nil
+	got, _ = s.GetNetwork(context.Background(), connect.NewRequest(&raydv1.GetNetworkRequest{}))
+	if len(got.Msg.GetState().GetDenyOut()) == 0 || len(got.Msg.GetState().GetAllowOut()) != 0 {
+		t.Fatalf("after a failed install: %v", got.Msg.GetState())
+	}
+}
+
+func TestNetworkUnavailable(t *testing.T) {
+	s, _, _ := newTestService(t, &fakeEnforcer{probeErr: errors.New("EPERM")})
+	if _, err := update(s, nil, []string{"0.0.0.0/0"}, nil); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE {
+		t.Fatalf("without the capability: %v", err)
+	}
+	if s.Enforcement() != raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE || s.IMDSBlocked() {
+		t.Fatal("enforcement without the capability")
+	}
+	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, DenyOut: []string{"0.0.0.0/0"}}); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE {
+		t.Fatalf("install without the capability: %v", err)
+	}
+}
+
+// TestInstallPayload: the run payload's policy goes in after deny-all; one
+// rayd cannot parse leaves deny-all.
+func TestInstallPayload(t *testing.T) {
+	e := &fakeEnforcer{}
+	s, _, _ := newTestService(t, e)
+	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, AllowOut: []string{"10.0.0.0/8"}, DenyOut: []string{"0.0.0.0/0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.sets); n != 3 || !e.sets[1].DenyAll() || len(e.sets[2].AllowCIDRs()) != 1 {
+		t.Fatalf("sets %+v", e.sets)
+	}
+	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, AllowOut: []string{"bad entry!"}}); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+		t.Fatalf("unparsable payload policy: %v", err)
+	}
+	if last := e.sets[len(e.sets)-1]; !last.DenyAll() {
+		t.Fatalf("after an unparsable payload policy: %+v", last)
+	}
+	if err := s.Install(context.Background(), &runpayload.Network{Enforce: false}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
