@@ -137,6 +137,7 @@ type dataPlane struct {
 	fs      raydv1connect.FilesystemServiceClient
 	life    raydv1connect.LifecycleServiceClient
 	code    raydv1connect.CodeServiceClient
+	network raydv1connect.NetworkServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox.
@@ -196,6 +197,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		fs:      raydv1connect.NewFilesystemServiceClient(hc, baseURL, copts...),
 		life:    raydv1connect.NewLifecycleServiceClient(hc, baseURL, copts...),
 		code:    raydv1connect.NewCodeServiceClient(hc, baseURL, copts...),
+		network: raydv1connect.NewNetworkServiceClient(hc, baseURL, copts...),
 	}
 }
 

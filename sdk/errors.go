@@ -75,6 +75,10 @@ var (
 	// created without WithOnTimeout or WithMaxLifetime, so only the
 	// platform's maximum duration (WithTimeout) ends it.
 	ErrLifecycleUnmanaged = errors.New("rayito: sandbox lifecycle not managed")
+	// ErrUnimplemented: the sandbox (or its daemon's version) does not
+	// support this, e.g. a network policy where the daemon cannot program
+	// the network (ReasonEgressUnavailable).
+	ErrUnimplemented = errors.New("rayito: not supported by this sandbox")
 )
 
 // Reason is the machine-readable cause of an error, as ReasonOf returns
@@ -116,6 +120,8 @@ const (
 	ReasonSuspending          Reason = "suspending"
 	ReasonSandboxTimeout      Reason = "sandbox_timeout"
 	ReasonLifecycleUnmanaged  Reason = "lifecycle_unmanaged"
+	ReasonEgressUnavailable   Reason = "egress_unavailable"
+	ReasonEgressUpdateFailed  Reason = "egress_update_failed"
 
 	ReasonSandboxEnded        Reason = "sandbox_ended"
 	ReasonNotReady            Reason = "not_ready"
@@ -159,6 +165,8 @@ var reasonOfWire = map[raydv1.ErrorReason]Reason{
 	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:           ReasonSuspending,
 	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:      ReasonSandboxTimeout,
 	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:  ReasonLifecycleUnmanaged,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE:   ReasonEgressUnavailable,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED: ReasonEgressUpdateFailed,
 }
 
 // sentinelOf gives each reason its sentinel (nil when none fits).
@@ -189,6 +197,8 @@ var sentinelOf = map[Reason]error{
 	ReasonCapacity:            ErrResourceExhausted,
 	ReasonSandboxTimeout:      ErrSandboxTimeout,
 	ReasonLifecycleUnmanaged:  ErrLifecycleUnmanaged,
+	ReasonUnimplemented:       ErrUnimplemented,
+	ReasonEgressUnavailable:   ErrUnimplemented,
 }
 
 // ReasonOf returns the machine-readable cause of err: the reason rayd

@@ -109,6 +109,8 @@ type config struct {
 	user          string
 	workdir       string
 	internet      bool
+	network       *NetworkPolicy // WithNetwork
+	denyInternet  bool           // WithAllowInternetAccess(false)
 	keepOnFailure bool
 	readyTimeout  time.Duration
 	httpClient    *http.Client
@@ -191,12 +193,6 @@ func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.
 
 // WithTemplate sets the image (an image ARN on AWS; any name locally).
 func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
-
-// WithInternetAccess allows or forbids outbound internet access (default
-// allowed).
-func WithInternetAccess(allow bool) Option {
-	return sandboxOption(func(c *config) { c.internet = allow })
-}
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for
 // debugging, instead of terminating it.

@@ -115,10 +115,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, err
 	}
 	digest, _ := accesstoken.Digest(token)
+	netPolicy, netRequired, err := networkPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
 	payload, err := runpayload.Encode(&runpayload.Payload{
 		V: 1, TokenSHA256: digest,
 		Envs: cfg.envs, Metadata: cfg.metadata, User: cfg.user, Workdir: cfg.workdir,
-		Lifecycle: plan.lifecycle,
+		Lifecycle: plan.lifecycle, Network: payloadNetwork(netPolicy),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -161,6 +165,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			_ = s.Kill(context.WithoutCancel(ctx))
 		}
 		return nil, err
+	}
+	if netPolicy != nil {
+		if err := s.enforceNetwork(ctx, netPolicy, netRequired); err != nil {
+			// Never handed out with its network open, keep-on-failure or
+			// not.
+			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
 	}
 	return s, nil
 }

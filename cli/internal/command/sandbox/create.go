@@ -21,7 +21,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			"start, and nothing moves that. With it the sandbox gets a deadline --timeout after its start,\n" +
 			"which `rayito sandbox timeout` moves up to --max-lifetime: then it is killed (kill) or kept\n" +
 			"for a pause (pause). --idle lets the platform pause it after that long without traffic.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout, 1s to 8h"},
 			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
 			&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
@@ -31,10 +31,9 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringFlag{Name: "template", Usage: "`IMAGE` (an image ARN on AWS; default: RAYITO_TEMPLATE)"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
-			&cli.BoolFlag{Name: "no-internet", Usage: "no outbound internet access"},
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},
 			cliutil.JSONFlag(),
-		},
+		}, cliutil.NetworkFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			envs, err := cliutil.ParseEnvs(cmd.StringSlice("env"))
 			if err != nil {
@@ -64,9 +63,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			if t := cmd.String("template"); t != "" {
 				opts = append(opts, rayito.WithTemplate(t))
 			}
-			if cmd.Bool("no-internet") {
-				opts = append(opts, rayito.WithInternetAccess(false))
-			}
+			opts = append(opts, cliutil.NetworkOptions(cmd)...)
 			sbx, err := rayito.Create(ctx, opts...)
 			if err != nil {
 				return err

@@ -31,6 +31,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			cpCommand(f),
 			logsCommand(f),
 			metricsCommand(f),
+			networkCommand(f),
 			pauseCommand(f),
 			resumeCommand(f),
 			timeoutCommand(f),
