@@ -62,7 +62,7 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 # systems; a kernel's bare devtmpfs leaves it 0600), which slirp4netns
 # needs as the user who runs the platform.
 .PHONY: deps
-deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter) when root with apt-get; otherwise skip, saying why.
+deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter; curl, which the network tests run inside sandboxes) when root with apt-get; otherwise skip, saying why.
 	@if command -v slirp4netns >/dev/null; then echo "deps: slirp4netns is installed"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping slirp4netns: not root (install the slirp4netns package for the rootless Internet tests)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping slirp4netns: no apt-get (install slirp4netns for the rootless Internet tests)"; \
@@ -73,6 +73,10 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping python3-ipykernel python3-matplotlib: not root (the code interpreter tests skip)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping python3-ipykernel python3-matplotlib: no apt-get (the code interpreter tests skip)"; \
 	else echo "deps: installing python3-ipykernel python3-matplotlib"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-ipykernel python3-matplotlib >/dev/null; fi
+	@if command -v curl >/dev/null; then echo "deps: curl is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping curl: not root (the network tests need root anyway)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping curl: no apt-get (the network tests fail without it)"; \
+	else echo "deps: installing curl"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; fi
 
 .PHONY: test
 test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
@@ -99,6 +103,12 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/oomcount
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
 	go test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/netpolicy
+	go test -run '^$$' -fuzz '^FuzzParseConnect$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
+	go test -run '^$$' -fuzz '^FuzzParseAbsoluteURI$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
+	go test -run '^$$' -fuzz '^FuzzSOCKS5$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
+	go test -run '^$$' -fuzz '^FuzzSNI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./rayd/internal/egress
+	go test -run '^$$' -fuzz '^FuzzDNSQuery$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.

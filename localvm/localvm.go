@@ -122,6 +122,10 @@ type Options struct {
 	// 0.1 s instead of 0.5-0.7 s, for about 50 MB per sandbox until then);
 	// "eager", preloaded and started right after the sandbox starts.
 	KernelStart string
+	// DNS, when set, are the nameservers of every fully isolated
+	// sandbox's /etc/resolv.conf, instead of the host's (like docker run
+	// --dns).
+	DNS []netip.Addr
 	// Prebooted is how many sandboxes the platform keeps booted ahead of
 	// RunMicrovm, like the snapshots of Lambda MicroVMs: each is rayd, up
 	// to its ready hook, with nothing unique in it (no token, payload,

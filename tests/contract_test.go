@@ -218,10 +218,26 @@ func TestContract(t *testing.T) {
 		})
 	})
 
+	// The network policy over every protocol: this rayd shares the test's
+	// network namespace (no -isolation), so it programs nothing: GetNetwork
+	// says so, and UpdateNetwork is refused (never a policy it cannot
+	// enforce); a policy that does not parse is refused first.
+	t.Run("Network", func(t *testing.T) {
+		each(t, func(t *testing.T, v curlVariant) {
+			m := c.curl(t, v, c.token, "NetworkService/GetNetwork", `{}`).single(t)
+			st, _ := m["state"].(map[string]any)
+			if st["enforcement"] != "EGRESS_ENFORCEMENT_NONE" {
+				t.Fatalf("GetNetwork %v", m)
+			}
+			c.curl(t, v, c.token, "NetworkService/UpdateNetwork", `{"policy":{"denyOut":["0.0.0.0/0"]}}`).rpcError(t, "failed_precondition", "cannot program")
+			c.curl(t, v, c.token, "NetworkService/UpdateNetwork", `{"policy":{"allowOut":["not a host!"]}}`).rpcError(t, "invalid_argument", "network policy")
+			c.curl(t, v, "", "NetworkService/GetNetwork", `{}`).rpcError(t, "unauthenticated", "access token")
+		})
+	})
+
 	// RPCs of the contract whose feature is not built answer Unimplemented
 	// with a message naming the feature (docs/features.md).
 	for _, tc := range []struct{ name, method, body, feature string }{
-		{"NetworkGet", "NetworkService/GetNetwork", `{}`, "NetworkService"},
 		{"Configure", "ConfigureService/ConfigureStatus", `{}`, "ConfigureService"},
 		{"StartKillTree", "ProcessService/Start", `{"process":{"cmd":"true"},"killTree":true}`, "kill_tree"},
 	} {
@@ -238,7 +254,7 @@ func TestContract(t *testing.T) {
 	// The token check comes first: an anonymous caller learns nothing.
 	t.Run("UnimplementedNoToken", func(t *testing.T) {
 		each(t, func(t *testing.T, v curlVariant) {
-			c.curl(t, v, "", "NetworkService/GetNetwork", `{}`).rpcError(t, "unauthenticated", "access token")
+			c.curl(t, v, "", "ConfigureService/ConfigureStatus", `{}`).rpcError(t, "unauthenticated", "access token")
 		})
 	})
 }

@@ -81,7 +81,7 @@ func (s *connSet) cut() int {
 	return n
 }
 
-func startPlatform(t *testing.T, stateDir string) *platform {
+func startPlatform(t *testing.T, stateDir string, configure ...func(*localvm.Options)) *platform {
 	t.Helper()
 	if stateDir == "" {
 		stateDir = t.TempDir()
@@ -93,7 +93,11 @@ func startPlatform(t *testing.T, stateDir string) *platform {
 	ctx, cancel := context.WithCancel(context.Background())
 	// The tests' own scope and subnet: they never touch a real platform's
 	// sandboxes on this machine.
-	srv, err := localvm.New(ctx, localvm.Options{StateDir: stateDir, Logger: log, Subnet: netip.MustParsePrefix("10.215.0.0/16")})
+	opts := localvm.Options{StateDir: stateDir, Logger: log, Subnet: netip.MustParsePrefix("10.215.0.0/16")}
+	for _, c := range configure {
+		c(&opts)
+	}
+	srv, err := localvm.New(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -95,6 +95,10 @@ type Options struct {
 	// KernelStart is rayd's -kernel-start in every sandbox (lazy, preload
 	// or eager); "" leaves rayd's default (lazy).
 	KernelStart string
+	// DNS, when set, are the nameservers of every fully isolated
+	// sandbox's resolv.conf instead of the host's (rootless sandboxes
+	// always use slirp4netns's forwarder).
+	DNS []netip.Addr
 
 	// Test hooks (unexported on purpose).
 

@@ -620,6 +620,9 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
 			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.kernelStartArgs()...),
 	}
+	for _, a := range l.opts.DNS {
+		cfg.DNS = append(cfg.DNS, a.String())
+	}
 	inst.oomFile = memoryEventsFile(dirs)
 	// rayd's view of its OOM kills and its lifecycle channel (see
 	// suspend_linux.go), when this rayd takes them.

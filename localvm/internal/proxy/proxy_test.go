@@ -1043,7 +1043,12 @@ func TestActivityMeter(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("upload: %d", res.StatusCode)
 	}
+	// The request ends for the meter when the proxy's handler returns,
+	// which can be just after the client has read the whole answer.
 	s := e.vm.meter.Read()
+	for deadline := time.Now().Add(5 * time.Second); s.InFlight != 0 && time.Now().Before(deadline); s = e.vm.meter.Read() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if s.In != 1000 || s.Out != uint64(len(got)) || s.InFlight != 0 || s.LastEnd.IsZero() {
 		t.Fatalf("after an upload of 1000 bytes, %d back: %+v", len(got), s)
 	}
