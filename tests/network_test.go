@@ -17,17 +17,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/net/dns/dnsmessage"
-
 	"github.com/rayito-dev/rayito/localvm"
+	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -51,144 +47,49 @@ var peerNames = map[string]netip.Addr{
 	"metadata.sub.test.": netip.MustParseAddr("169.254.169.254"),
 }
 
-// peerNet is the running peer namespace.
+// peerNet is the running peer namespace and its test CA.
 type peerNet struct {
 	caPEM []byte
 	close func()
 }
 
-// startPeerNet creates the namespace, its veth pair and its servers: HTTP
-// on :80 (answers "hello <Host>"), HTTPS on :443 (a certificate for the
-// test names from a test CA), TCP echo on :7, DNS on :53 (peerNames).
+// startPeerNet creates the peer namespace (localvmtest.PeerNet) and its
+// servers: HTTP on :80 (answers "hello <Host>"), HTTPS on :443 (a
+// certificate for the test names from a test CA) and TCP echo on :7 on
+// both addresses, DNS on peerAddr:53 (peerNames).
 func startPeerNet(t *testing.T) *peerNet {
 	t.Helper()
-	suffix := fmt.Sprintf("%04x", time.Now().UnixNano()&0xffff)
-	hostIf, peerIf := "rtp"+suffix+"h", "rtp"+suffix+"p"
-	ca, caPEM, leaf := testPKI(t)
-	_ = ca
-
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	_, caPEM, leaf := testPKI(t)
+	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(peerHost, 24).Masked(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer orig.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostIf}, PeerName: peerIf}
-	if err := netlink.LinkAdd(veth); err != nil {
+	if pn.Host != peerHost || pn.Addrs[0] != peerAddr || pn.Addrs[1] != peerOther {
+		pn.Close()
+		t.Fatalf("peer addresses %v %v", pn.Host, pn.Addrs)
+	}
+	listen := func(a netip.Addr, port uint16) net.Listener {
+		ln, err := pn.Listen("tcp", netip.AddrPortFrom(a, port).String())
+		if err != nil {
+			pn.Close()
+			t.Fatal(err)
+		}
+		return ln
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) })
+	for _, a := range pn.Addrs {
+		web, tlsLn, echo := listen(a, 80), listen(a, 443), listen(a, 7)
+		go func() { _ = http.Serve(web, h) }()
+		go func() { _ = http.Serve(tls.NewListener(tlsLn, &tls.Config{Certificates: []tls.Certificate{leaf}}), h) }()
+		go serveEcho(echo)
+	}
+	dns, err := pn.ListenPacket("udp", netip.AddrPortFrom(peerAddr, 53).String())
+	if err != nil {
+		pn.Close()
 		t.Fatal(err)
 	}
-	cleanups := []func(){func() {
-		if l, err := netlink.LinkByName(hostIf); err == nil {
-			_ = netlink.LinkDel(l)
-		}
-	}}
-	fail := func(err error) {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-		t.Fatal(err)
-	}
-	ns, err := netns.New() // the thread is now in the new namespace
-	if err != nil {
-		_ = netns.Set(orig)
-		fail(err)
-	}
-	cleanups = append(cleanups, func() { ns.Close() })
-	if err := netns.Set(orig); err != nil {
-		fail(err)
-	}
-	peer, err := netlink.LinkByName(peerIf)
-	if err == nil {
-		err = netlink.LinkSetNsFd(peer, int(ns))
-	}
-	if err != nil {
-		fail(err)
-	}
-	host, _ := netlink.LinkByName(hostIf)
-	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(peerHost, 24))}); err != nil {
-		fail(err)
-	}
-	if err := netlink.LinkSetUp(host); err != nil {
-		fail(err)
-	}
-	// Inside: addresses, lo, a default route back, the servers.
-	if err := netns.Set(ns); err != nil {
-		fail(err)
-	}
-	var listeners []io.Closer
-	setup := func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return err
-		}
-		p, err := netlink.LinkByName(peerIf)
-		if err != nil {
-			return err
-		}
-		for _, a := range []netip.Addr{peerAddr, peerOther} {
-			if err := netlink.AddrAdd(p, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(a, 24))}); err != nil {
-				return err
-			}
-		}
-		if err := netlink.LinkSetUp(p); err != nil {
-			return err
-		}
-		if err := netlink.RouteAdd(&netlink.Route{Gw: peerHost.AsSlice()}); err != nil {
-			return err
-		}
-		for _, a := range []netip.Addr{peerAddr, peerOther} {
-			web, err := net.Listen("tcp", netip.AddrPortFrom(a, 80).String())
-			if err != nil {
-				return err
-			}
-			tlsLn, err := net.Listen("tcp", netip.AddrPortFrom(a, 443).String())
-			if err != nil {
-				return err
-			}
-			echo, err := net.Listen("tcp", netip.AddrPortFrom(a, 7).String())
-			if err != nil {
-				return err
-			}
-			listeners = append(listeners, web, tlsLn, echo)
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", r.Host) })
-			go func() { _ = http.Serve(web, h) }()
-			go func() { _ = http.Serve(tls.NewListener(tlsLn, &tls.Config{Certificates: []tls.Certificate{leaf}}), h) }()
-			go serveEcho(echo)
-		}
-		dns, err := net.ListenPacket("udp", netip.AddrPortFrom(peerAddr, 53).String())
-		if err != nil {
-			return err
-		}
-		listeners = append(listeners, dns)
-		go serveDNS(dns)
-		return nil
-	}
-	err = setup()
-	if serr := netns.Set(orig); serr != nil && err == nil {
-		err = serr
-	}
-	if err != nil {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-		fail(err)
-	}
-	return &peerNet{caPEM: caPEM, close: func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}}
-}
-
-func prefixNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+	go localvmtest.ServeDNS(dns, peerNames)
+	return &peerNet{caPEM: caPEM, close: pn.Close}
 }
 
 func serveEcho(ln net.Listener) {
@@ -201,41 +102,6 @@ func serveEcho(ln net.Listener) {
 			defer c.Close()
 			_, _ = io.Copy(c, c)
 		}()
-	}
-}
-
-// serveDNS answers A queries for peerNames.
-func serveDNS(pc net.PacketConn) {
-	buf := make([]byte, 1500)
-	for {
-		n, from, err := pc.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		var p dnsmessage.Parser
-		h, err := p.Start(buf[:n])
-		if err != nil {
-			continue
-		}
-		q, err := p.Question()
-		if err != nil {
-			continue
-		}
-		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: dnsmessage.RCodeNameError})
-		addr, ok := peerNames[strings.ToLower(q.Name.String())]
-		if ok {
-			b = dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
-		}
-		b.EnableCompression()
-		_ = b.StartQuestions()
-		_ = b.Question(q)
-		if ok && q.Type == dnsmessage.TypeA && addr.Is4() {
-			_ = b.StartAnswers()
-			_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 5}, dnsmessage.AResource{A: addr.As4()})
-		}
-		if out, err := b.Finish(); err == nil {
-			_, _ = pc.WriteTo(out, from)
-		}
 	}
 }
 

@@ -36,6 +36,9 @@ const (
 	MetricStreamHTTPFloor   = "f_http_mbps_p50"
 	MetricFirstCellMs       = "first_cell_ms"
 	MetricFirstCellPooledMs = "first_cell_pooled_ms"
+	MetricEgressAddedP50    = "egress_added_ms_p50"
+	MetricEgressRefusedP50  = "egress_refused_ms_p50"
+	MetricUpdateNetworkP50  = "update_network_ms_p50"
 	MetricResumeP50         = "resume_ms_p50"
 	MetricResumeP95         = "resume_ms_p95"
 )
@@ -195,11 +198,36 @@ var goalDefs = []goalDef{
 		}
 		return s, v <= 10, ""
 	}},
-	{"egress proxy", "added p50 ≤ 0.2 ms", func(rep *Report) (string, bool, string) {
-		return "", false, missing(rep.Find("egress"), "egress")
+	{"egress proxy", "added p50 ≤ 0.2 ms (keep-alive)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("egress")
+		v, ok := metric(r, MetricEgressAddedP50)
+		if !ok {
+			return "", false, missing(r, "egress")
+		}
+		return fmt.Sprintf("R p50 - F p50 = %.3f ms", v), v <= 0.2, ""
+	}},
+	{"egress proxy", "throughput ≥ 50 % of direct (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("egress (100 MiB)")
+		if r == nil || r.R == nil || r.F == nil {
+			return "", false, missing(r, "F or R")
+		}
+		return fmt.Sprintf("R %.0f MB/s vs F %.0f MB/s (%.0f %%)", r.R.P50, r.F.P50, 100*r.R.P50/r.F.P50), r.R.P50 >= 0.5*r.F.P50, ""
 	}},
 	{"egress proxy", "denied connection fails in ≤ 5 ms", func(rep *Report) (string, bool, string) {
-		return "", false, missing(rep.Find("egress"), "egress")
+		r := rep.Find("egress")
+		v, ok := metric(r, MetricEgressRefusedP50)
+		if !ok {
+			return "", false, missing(r, "egress")
+		}
+		return fmt.Sprintf("p50 %.3f ms", v), v <= 5, ""
+	}},
+	{"egress proxy", "UpdateNetwork applies in ≤ 20 ms (p50)", func(rep *Report) (string, bool, string) {
+		r := rep.Find("egress")
+		v, ok := metric(r, MetricUpdateNetworkP50)
+		if !ok {
+			return "", false, missing(r, "egress")
+		}
+		return fmt.Sprintf("p50 %.2f ms", v), v <= 20, ""
 	}},
 	{"pause", "p50 ≤ 10 ms", func(rep *Report) (string, bool, string) {
 		r := rep.Find("pause")

@@ -100,7 +100,7 @@ func TestGoalsAndOutput(t *testing.T) {
 		"streaming stdout|≥ 250 MB/s":                                       Missed + "|",
 		"streaming stdout|≥ 2 × P":                                          Met + "|",
 		"memory per idle sandbox|overhead ≤ 10 MB (PSS, no user processes)": Met + "|",
-		"egress proxy|added p50 ≤ 0.2 ms":                                   NotMeasurable + "|not available (feature not landed)",
+		"egress proxy|added p50 ≤ 0.2 ms (keep-alive)":                      NotMeasurable + "|not available (feature not landed)",
 		"files 1 MiB|write+read ≤ F + 2 ms (p50)":                           NotMeasurable + "|suite failed: boom",
 		"create → first command|p50 ≤ 10 × F":                               NotMeasurable + "|suite not run",
 	}

@@ -38,8 +38,3 @@ func Names() []string {
 	}
 	return out
 }
-
-// Egress is not available: there is no egress proxy yet.
-func Egress(context.Context, *Env) harness.Result {
-	return harness.Result{Suite: "egress", Unavailable: "not available (feature not landed: egress proxy answers Unimplemented)"}
-}

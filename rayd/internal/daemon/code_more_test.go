@@ -423,10 +423,24 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	if c := reattach(id); c.stdout != "0\n1\n2\n3\n4\n5\n" || c.main().GetText() != "'done'" || c.err != nil {
 		t.Fatalf("reattached after a drop: stdout %q, events %v, error %v", c.stdout, c.kinds, c.err)
 	}
-	// Interrupt.
+	// Abandoned: interrupted after the grace (before any other interrupt
+	// of this kernel, whose SIGINT could reach a later cell).
 	id, drop = open("import time\ntime.sleep(30)")
 	drop()
 	start := time.Now()
+	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 15*time.Second {
+		t.Fatalf("after an abandoned cell: %v in %v", c.kinds, time.Since(start))
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Fatalf("the abandoned cell was interrupted after %v, before the grace", el)
+	}
+	if c := reattach(id); c.err == nil || c.err.GetName() != "KeyboardInterrupt" {
+		t.Fatalf("abandoned execution: %v %v", c.kinds, c.err)
+	}
+	// Interrupt.
+	id, drop = open("import time\ntime.sleep(30)")
+	drop()
+	start = time.Now()
 	resp, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id}))
 	if err != nil || !resp.Msg.GetInterrupted() {
 		t.Fatalf("Interrupt: %v %v", resp, err)
@@ -441,19 +455,6 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	}
 	if _, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: "exec-nope"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("Interrupt of an unknown execution: %v", err)
-	}
-	// Abandoned: interrupted after the grace.
-	id, drop = open("import time\ntime.sleep(30)")
-	drop()
-	start = time.Now()
-	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 15*time.Second {
-		t.Fatalf("after an abandoned cell: %v in %v", c.kinds, time.Since(start))
-	}
-	if el := time.Since(start); el < 2*time.Second {
-		t.Fatalf("the abandoned cell was interrupted after %v, before the grace", el)
-	}
-	if c := reattach(id); c.err == nil || c.err.GetName() != "KeyboardInterrupt" {
-		t.Fatalf("abandoned execution: %v %v", c.kinds, c.err)
 	}
 	// Queueing: the second cell starts after the first ended.
 	done := make(chan *cell, 1)

@@ -63,15 +63,21 @@ func (d *Daemon) wireNetwork(cfg Config, log *slog.Logger) {
 	d.Network = network.New(opts)
 }
 
-// serveEgress probes and installs the boot policy, then serves the proxy
+// serveEgress probes and installs the boot policy (in the background),
+// and serves the proxy
 // and the DNS forwarder on the sandbox's loopback (127.0.0.1, and ::1
 // where the namespace has it: the rules redirect IPv6 there) until ctx
 // ends. When 127.0.0.1 cannot be bound, host rules are refused from then
 // on (the service's DisableHosts).
 func (d *Daemon) serveEgress(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	d.Network.Start(sctx)
-	cancel()
+	// The boot install runs beside rayd's start (it takes about as long
+	// as an UpdateNetwork): /run waits for it before it answers, so no
+	// user process ever starts before IMDS is blocked.
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		d.Network.Start(sctx)
+	}()
 	if d.egress == nil {
 		return
 	}

@@ -192,12 +192,23 @@ func (s *Service) run(runCtx context.Context, cc *codeContext, k *kernel.Kernel,
 	if len(envs) > 0 && !out.Stuck {
 		_, _ = k.Execute(context.Background(), envRestoreCode, true, func(kernel.Output) {})
 	}
+	if out.Interrupted && !out.Stuck {
+		// A SIGINT that reached the kernel just as the cell was ending
+		// can abort the next request instead: a silent cell takes it, not
+		// the user's next one.
+		actx, cancel := context.WithTimeout(context.Background(), absorbTimeout)
+		_, _ = k.Execute(actx, "pass", true, func(kernel.Output) {})
+		cancel()
+	}
 	if out.Interrupted && timedOut() {
 		e.add(&raydv1.ExecuteEvent{Event: &raydv1.ExecuteEvent_Timeout{Timeout: &raydv1.ExecutionTimeout{KernelRestarted: restarted}}}, false)
 	}
 	e.add(&raydv1.ExecuteEvent{Event: &raydv1.ExecuteEvent_End{End: &raydv1.ExecutionEnd{DurationMs: uint64(time.Since(start).Milliseconds())}}}, true)
 	s.log.Debug("execution ended", "context_id", cc.id, "execution_id", e.id, "took_ms", time.Since(start).Milliseconds(), "interrupted", out.Interrupted)
 }
+
+// absorbTimeout bounds the silent cell after an interrupt.
+const absorbTimeout = 5 * time.Second
 
 // lostEvent is the terminal stream_error of an execution whose kernel died
 // or was closed under it.

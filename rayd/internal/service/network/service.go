@@ -81,6 +81,8 @@ type Service struct {
 	opts Options
 	log  *slog.Logger
 
+	started chan struct{} // closed once Start has finished
+
 	mu        sync.Mutex // serialises installs; guards the fields below
 	available bool       // Probe passed
 	policy    netpolicy.Policy
@@ -94,12 +96,25 @@ func New(opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{opts: opts, log: opts.Logger}
+	return &Service{opts: opts, log: opts.Logger, started: make(chan struct{})}
+}
+
+// waitStarted waits for Start (the boot install) to finish.
+func (s *Service) waitStarted(ctx context.Context) error {
+	select {
+	case <-s.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Start probes the network capability and, when rayd has it, installs the
-// unrestricted policy (IMDS blocked).
+// unrestricted policy (IMDS blocked). Call it once; it may run while rayd
+// starts serving: Install (at /run, before any user process can start)
+// and UpdateNetwork wait for it.
 func (s *Service) Start(ctx context.Context) {
+	defer close(s.started)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opts.Enforcer == nil {
@@ -116,11 +131,15 @@ func (s *Service) Start(ctx context.Context) {
 	}
 }
 
-// Install applies the run payload's network block (nil or not enforcing:
-// the boot policy stays): deny-all first, then its policy. It returns an
+// Install waits for the boot install, then applies the run payload's
+// network block (nil or not enforcing: the boot policy stays): deny-all
+// first, then its policy. It returns an
 // error when the policy cannot be enforced or installed; Health then tells
 // (enforcement NONE, or a deny-all left in force).
 func (s *Service) Install(ctx context.Context, n *runpayload.Network) error {
+	if err := s.waitStarted(ctx); err != nil {
+		return rpcerr.From(err)
+	}
 	if n == nil || !n.Enforce {
 		return nil
 	}
@@ -203,6 +222,9 @@ func (h hostPolicy) AllowsIP(addr netip.Addr, _ uint16) bool { return h.p.Allows
 
 // OnResume re-verifies the rules (reinstalling them when they drifted).
 func (s *Service) OnResume(ctx context.Context) {
+	if s.waitStarted(ctx) != nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.available {

@@ -27,6 +27,9 @@ func (s *Service) UpdateNetwork(ctx context.Context, req *connect.Request[raydv1
 	if err != nil {
 		return nil, err
 	}
+	if err := s.waitStarted(ctx); err != nil {
+		return nil, rpcerr.From(err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.available {
