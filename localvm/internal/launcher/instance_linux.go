@@ -376,7 +376,7 @@ func (i *instance) destroy(ctx context.Context) error {
 			i.l.flushConntrack(g)
 		}
 		if i.rec.Veth != "" {
-			if err := deleteVeth(i.rec.Veth); err != nil {
+			if err := i.l.net.deleteVeth(i.rec.Veth); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -50,6 +50,7 @@ type Launcher struct {
 	cg       *cgroups // privileged mode; nil when cgErr is set
 	cgErr    error
 	fw       *firewall
+	net      *hostNet
 
 	oomOnce sync.Once
 	ctOnce  sync.Once // conntrack warning
@@ -89,7 +90,8 @@ func New(opts Options) (*Launcher, error) {
 	}
 	l := &Launcher{
 		opts: opts, log: log, n: n, subnet: subnet,
-		fw:    &firewall{n: n},
+		fw:    newFirewall(n),
+		net:   newHostNet(),
 		slots: map[netip.Prefix]string{},
 		insts: map[string]*instance{},
 	}
@@ -337,7 +339,7 @@ func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
 // allocSlot reserves a free /30 for id: not used by a sandbox known to this
 // launcher and not overlapping any address of the host's interfaces.
 func (l *Launcher) allocSlot(id string) (slot netip.Prefix, host, guest netip.Addr, err error) {
-	used, err := hostAddrs()
+	used, err := l.net.hostAddrs()
 	if err != nil {
 		return slot, host, guest, err
 	}
@@ -689,7 +691,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		cgDone <- nil
 	}
 	netErr := func() error {
-		if err := setupNetwork(s.pid, veth, host, guest); err != nil {
+		if err := l.net.setupNetwork(s.pid, veth, host, guest); err != nil {
 			return err
 		}
 		if spec.Internet {
@@ -1009,13 +1011,13 @@ func (l *Launcher) Sweep(keep []Record) error {
 			l.log.Info("launcher: swept leftover cgroups", "id", id)
 		}
 	}
-	veths, err := listVeths(l.n.isVeth)
+	veths, err := l.net.listVeths(l.n.isVeth)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, v := range veths {
 		if !keepVeths[v] {
-			if err := deleteVeth(v); err != nil {
+			if err := l.net.deleteVeth(v); err != nil {
 				errs = append(errs, err)
 			}
 			l.log.Info("launcher: swept leftover veth", "veth", v)
@@ -1059,18 +1061,18 @@ func (l *Launcher) Release() error {
 	if alive > 0 {
 		return nil
 	}
-	// Held across the check and the removal: an install in this process
-	// waits, then rebuilds the table.
-	nftMu.Lock()
-	defer nftMu.Unlock()
+	// Held across the check and the removal: an install of any Launcher
+	// of the table (in this process or another) waits, then rebuilds it.
+	h := l.fw.lock()
+	defer h.unlock()
 	if l.cg != nil && len(l.cg.list()) > 0 {
 		return nil
 	}
-	if veths, err := listVeths(l.n.isVeth); err != nil || len(veths) > 0 {
+	if veths, err := l.net.listVeths(l.n.isVeth); err != nil || len(veths) > 0 {
 		return err
 	}
 	var errs []error
-	if err := l.fw.dropTableLocked(); err != nil {
+	if err := l.fw.dropTableLocked(h); err != nil {
 		errs = append(errs, err)
 	}
 	if l.cg != nil {
@@ -1102,7 +1104,7 @@ func (l *Launcher) Idle() bool {
 	if len(l.uidAllocations()) > 0 {
 		return false
 	}
-	veths, err := listVeths(l.n.isVeth)
+	veths, err := l.net.listVeths(l.n.isVeth)
 	return err == nil && len(veths) == 0
 }
 

@@ -80,7 +80,7 @@ func snapshot(t *testing.T, l *Launcher, ids map[string]bool) counts {
 		t.Fatal(err)
 	}
 	c.Mounts = bytes.Count(mi, []byte("\n"))
-	veths, err := listVeths(testNames.isVeth)
+	veths, err := newHostNet().listVeths(testNames.isVeth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func leftovers(l *Launcher, rec Record) []string {
 			out = append(out, "cgroup "+d)
 		}
 	}
-	if vs, _ := listVeths(func(n string) bool { return n == rec.Veth }); len(vs) > 0 {
+	if vs, _ := newHostNet().listVeths(func(n string) bool { return n == rec.Veth }); len(vs) > 0 {
 		out = append(out, "veth "+rec.Veth)
 	}
 	if c, err := nftables.New(); err == nil {

@@ -31,10 +31,56 @@ func retryDump[T any](dump func() (T, error)) (T, error) {
 	return out, err
 }
 
+// Netlink is the part of *netlink.Handle the launcher uses, in the host's
+// network namespace or in a sandbox's.
+type Netlink interface {
+	LinkAdd(netlink.Link) error
+	LinkByName(string) (netlink.Link, error)
+	LinkSetUp(netlink.Link) error
+	LinkDel(netlink.Link) error
+	LinkList() ([]netlink.Link, error)
+	AddrAdd(netlink.Link, *netlink.Addr) error
+	AddrList(netlink.Link, int) ([]netlink.Addr, error)
+	RouteAdd(*netlink.Route) error
+}
+
+var _ Netlink = (*netlink.Handle)(nil)
+
+// hostNet makes and removes the sandboxes' veth pairs.
+type hostNet struct {
+	host Netlink // the host's network namespace
+	// openNS opens the network namespace of pid; closeNS closes what it
+	// returned.
+	openNS  func(pid int) (nsfd int, err error)
+	closeNS func(nsfd int)
+	// inNS returns a handle in the namespace nsfd, and its Close.
+	inNS func(nsfd int) (Netlink, func(), error)
+}
+
+// newHostNet returns the kernel's netlink: the package's default handle
+// (the calling thread's namespace, the host's) and handles opened in the
+// sandboxes' namespaces.
+func newHostNet() *hostNet {
+	return &hostNet{
+		host: &netlink.Handle{}, // what the package functions use
+		openNS: func(pid int) (int, error) {
+			return unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		},
+		closeNS: func(nsfd int) { _ = unix.Close(nsfd) },
+		inNS: func(nsfd int) (Netlink, func(), error) {
+			h, err := netlink.NewHandleAt(netns.NsHandle(nsfd), unix.NETLINK_ROUTE)
+			if err != nil {
+				return nil, nil, err
+			}
+			return h, h.Close, nil
+		},
+	}
+}
+
 // hostAddrs returns every IPv4 address assigned to an interface of the
 // host's network namespace.
-func hostAddrs() ([]netip.Addr, error) {
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
+func (hn *hostNet) hostAddrs() ([]netip.Addr, error) {
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return hn.host.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing addresses: %w", err)
 	}
@@ -51,40 +97,40 @@ func hostAddrs() ([]netip.Addr, error) {
 // host/30 and comes up; the peer is created directly in the network
 // namespace of pid as eth0, gets guest/30, comes up with lo, and routes
 // everything through host.
-func setupNetwork(pid int, veth string, host, guest netip.Addr) (err error) {
-	nsfd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func (hn *hostNet) setupNetwork(pid int, veth string, host, guest netip.Addr) (err error) {
+	nsfd, err := hn.openNS(pid)
 	if err != nil {
 		return fmt.Errorf("launcher: opening the sandbox's network namespace: %w", err)
 	}
-	defer unix.Close(nsfd)
+	defer hn.closeNS(nsfd)
 
 	la := netlink.NewLinkAttrs()
 	la.Name = veth
 	link := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(nsfd)}
-	if err := netlink.LinkAdd(link); err != nil {
+	if err := hn.host.LinkAdd(link); err != nil {
 		return fmt.Errorf("launcher: creating veth %s: %w", veth, err)
 	}
 	defer func() {
 		if err != nil {
-			_ = deleteVeth(veth)
+			_ = hn.deleteVeth(veth)
 		}
 	}()
-	hostLink, err := netlink.LinkByName(veth)
+	hostLink, err := hn.host.LinkByName(veth)
 	if err != nil {
 		return fmt.Errorf("launcher: veth %s: %w", veth, err)
 	}
-	if err := netlink.AddrAdd(hostLink, &netlink.Addr{IPNet: ipNet(host, 30)}); err != nil {
+	if err := hn.host.AddrAdd(hostLink, &netlink.Addr{IPNet: ipNet(host, 30)}); err != nil {
 		return fmt.Errorf("launcher: veth %s: adding address: %w", veth, err)
 	}
-	if err := netlink.LinkSetUp(hostLink); err != nil {
+	if err := hn.host.LinkSetUp(hostLink); err != nil {
 		return fmt.Errorf("launcher: veth %s: up: %w", veth, err)
 	}
 
-	h, err := netlink.NewHandleAt(netns.NsHandle(nsfd), unix.NETLINK_ROUTE)
+	h, closeH, err := hn.inNS(nsfd)
 	if err != nil {
 		return fmt.Errorf("launcher: netlink in the sandbox's namespace: %w", err)
 	}
-	defer h.Close()
+	defer closeH()
 	lo, err := h.LinkByName("lo")
 	if err != nil {
 		return fmt.Errorf("launcher: sandbox lo: %w", err)
@@ -115,8 +161,8 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 
 // deleteVeth deletes the host side of a veth pair (the peer goes with it).
 // A missing link is not an error.
-func deleteVeth(name string) error {
-	link, err := netlink.LinkByName(name)
+func (hn *hostNet) deleteVeth(name string) error {
+	link, err := hn.host.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
@@ -124,15 +170,15 @@ func deleteVeth(name string) error {
 		}
 		return fmt.Errorf("launcher: veth %s: %w", name, err)
 	}
-	if err := netlink.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+	if err := hn.host.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
 		return fmt.Errorf("launcher: deleting veth %s: %w", name, err)
 	}
 	return nil
 }
 
 // listVeths returns the names of the host's links that match isVeth.
-func listVeths(isVeth func(string) bool) ([]string, error) {
-	links, err := retryDump(netlink.LinkList)
+func (hn *hostNet) listVeths(isVeth func(string) bool) ([]string, error) {
+	links, err := retryDump(hn.host.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing links: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,20 +61,130 @@ const (
 	chainPostrouting = "postrouting"
 )
 
-// nftMu serializes the launcher's nftables changes in this process
-// (several Launchers may share one table, as in tests).
-var nftMu sync.Mutex
-
-type firewall struct {
-	n names
+// NFT is the part of *nftables.Conn the firewall uses. Each operation
+// dials a fresh connection (see firewall.dial); the tests use a fake, or a
+// real Conn over nftables.WithTestDial to see the netlink messages.
+type NFT interface {
+	AddTable(*nftables.Table) *nftables.Table
+	DelTable(*nftables.Table)
+	AddChain(*nftables.Chain) *nftables.Chain
+	FlushChain(*nftables.Chain)
+	AddRule(*nftables.Rule) *nftables.Rule
+	DelRule(*nftables.Rule) error
+	Flush() error
+	ListTablesOfFamily(nftables.TableFamily) ([]*nftables.Table, error)
+	ListChainsOfTableFamily(nftables.TableFamily) ([]*nftables.Chain, error)
+	GetRules(*nftables.Table, *nftables.Chain) ([]*nftables.Rule, error)
 }
 
-// baseChecked maps a table name to when ensureBase last found or made its
-// static rules (guarded by nftMu, shared like the table itself). Within
-// baseCheckFor of it a new sandbox's install does not list them again:
-// during a burst of launches the listing cost more than the launch's own
-// rules.
-var baseChecked = map[string]time.Time{}
+var _ NFT = (*nftables.Conn)(nil)
+
+// nftLockDir holds one lock file per table (machine-wide, like the table).
+const nftLockDir = "/run/rayito/localvm/nft"
+
+// firewall owns the launcher's nftables table. Several Launchers may share
+// one table: the tests' do in this process, and two platforms of one scope
+// do across processes. Its changes are serialized by:
+//
+//   - mu, for this Launcher's goroutines;
+//   - an flock on lockPath (one file per table), for every Launcher of the
+//     table, in this process or another. An flock belongs to an open file
+//     description, so two Launchers of one process exclude each other as
+//     two processes do. A mutex alone would not do: Release checks that no
+//     veth is left and drops the table under the lock, and an install must
+//     not slip between the two. Each change is also one atomic batch, so a
+//     concurrent one never sees half of it.
+//
+// The lock file holds a generation, bumped when the table is dropped: the
+// cache of ensureBase (checked) is only trusted while the generation is the
+// one it was made at, so a drop by another Launcher invalidates it as the
+// process-wide map it replaces did. When the lock file cannot be used
+// (lockPath empty, or /run not writable) only mu serializes, and ensureBase
+// never trusts its cache.
+type firewall struct {
+	n        names
+	dial     func() (NFT, error) // a connection per operation
+	lockPath string
+	now      func() time.Time
+
+	mu sync.Mutex
+	// checked is when ensureBase last found or made the static rules, and
+	// checkedGen the lock file's generation then (guarded by the lock).
+	// Within baseCheckFor of it a new sandbox's install does not list them
+	// again: during a burst of launches the listing cost more than the
+	// launch's own rules.
+	checked    time.Time
+	checkedGen string
+}
+
+// newFirewall returns the firewall of the table of n, on the kernel's
+// nftables.
+func newFirewall(n names) *firewall {
+	return &firewall{
+		n:        n,
+		dial:     func() (NFT, error) { return nftables.New() },
+		lockPath: filepath.Join(nftLockDir, n.table+".lock"),
+		now:      time.Now,
+	}
+}
+
+// fwLock is a held firewall lock.
+type fwLock struct {
+	fw  *firewall
+	f   *os.File // nil without a lock file
+	gen string   // the lock file's generation ("" without one)
+}
+
+// lock takes the firewall's lock: mu, then the lock file's flock.
+func (fw *firewall) lock() *fwLock {
+	fw.mu.Lock()
+	h := &fwLock{fw: fw}
+	if fw.lockPath == "" {
+		return h
+	}
+	if err := os.MkdirAll(filepath.Dir(fw.lockPath), 0o700); err != nil {
+		return h
+	}
+	f, err := os.OpenFile(fw.lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return h
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return h
+	}
+	var b [32]byte
+	n, _ := f.ReadAt(b[:], 0)
+	h.f, h.gen = f, "gen:"+strings.TrimSpace(string(b[:n]))
+	return h
+}
+
+// unlock releases the lock (closing the file releases its flock).
+func (h *fwLock) unlock() {
+	if h.f != nil {
+		h.f.Close()
+	}
+	h.fw.mu.Unlock()
+}
+
+// bumpGeneration records in the lock file that the table was dropped.
+func (h *fwLock) bumpGeneration() {
+	if h.f == nil {
+		return
+	}
+	old, _ := strconv.ParseUint(strings.TrimPrefix(h.gen, "gen:"), 10, 64)
+	s := strconv.FormatUint(old+1, 10)
+	if err := h.f.Truncate(0); err == nil {
+		_, _ = h.f.WriteAt([]byte(s+"\n"), 0)
+	}
+	h.gen = "gen:" + s
+}
 
 // baseCheckFor is how long a check of the static rules is trusted.
 const baseCheckFor = time.Second
@@ -190,7 +302,7 @@ func (fw *firewall) sandboxRules(egress, post *nftables.Chain, id, veth string, 
 
 // baseOK reports whether the table has its chains and exactly its static
 // rules.
-func (fw *firewall) baseOK(c *nftables.Conn) bool {
+func (fw *firewall) baseOK(c NFT) bool {
 	t := fw.table()
 	input, forward, _, _ := fw.chains(t)
 	want := fw.staticRules(input, forward)
@@ -229,13 +341,13 @@ func (fw *firewall) baseOK(c *nftables.Conn) bool {
 // ensureBase creates the table, its chains and its static rules if they are
 // missing or incomplete, in one batch. Per-sandbox rules live in the
 // egress and postrouting chains and survive a rebuild of the static ones.
-// The caller holds nftMu.
-func (fw *firewall) ensureBase(c *nftables.Conn, trustRecent bool) error {
-	if trustRecent && time.Since(baseChecked[fw.n.table]) < baseCheckFor {
+// The caller holds h.
+func (fw *firewall) ensureBase(h *fwLock, c NFT, trustRecent bool) error {
+	if trustRecent && h.gen != "" && h.gen == fw.checkedGen && fw.now().Sub(fw.checked) < baseCheckFor {
 		return nil
 	}
 	if fw.baseOK(c) {
-		baseChecked[fw.n.table] = time.Now()
+		fw.checked, fw.checkedGen = fw.now(), h.gen
 		return nil
 	}
 	t := fw.table()
@@ -253,7 +365,7 @@ func (fw *firewall) ensureBase(c *nftables.Conn, trustRecent bool) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("launcher: nftables: installing table %s: %w", t.Name, err)
 	}
-	baseChecked[fw.n.table] = time.Now()
+	fw.checked, fw.checkedGen = fw.now(), h.gen
 	return nil
 }
 
@@ -262,15 +374,15 @@ func (fw *firewall) ensureBase(c *nftables.Conn, trustRecent bool) error {
 // replaced, unless fresh says there can be none (a new sandbox id): the
 // search lists every sandbox's rules.
 func (fw *firewall) install(id, veth string, guest netip.Addr, internet, fresh bool) error {
-	nftMu.Lock()
-	defer nftMu.Unlock()
-	c, err := nftables.New()
+	h := fw.lock()
+	defer h.unlock()
+	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
 	}
 	// A new sandbox trusts a recent check; an adopted one (after a restart
 	// that may have lost the ruleset) always looks.
-	if err := fw.ensureBase(c, fresh); err != nil {
+	if err := fw.ensureBase(h, c, fresh); err != nil {
 		return err
 	}
 	if !internet {
@@ -294,9 +406,9 @@ func (fw *firewall) install(id, veth string, guest netip.Addr, internet, fresh b
 
 // hasRules reports whether id has its two per-sandbox rules.
 func (fw *firewall) hasRules(id string) bool {
-	nftMu.Lock()
-	defer nftMu.Unlock()
-	c, err := nftables.New()
+	h := fw.lock()
+	defer h.unlock()
+	c, err := fw.dial()
 	if err != nil {
 		return false
 	}
@@ -315,7 +427,7 @@ func (fw *firewall) hasRules(id string) bool {
 
 // sandboxRuleList lists the rules of the per-sandbox chains (none when the
 // table does not exist).
-func (fw *firewall) sandboxRuleList(c *nftables.Conn) ([]*nftables.Rule, error) {
+func (fw *firewall) sandboxRuleList(c NFT) ([]*nftables.Rule, error) {
 	t := fw.table()
 	_, _, egress, post := fw.chains(t)
 	var out []*nftables.Rule
@@ -334,7 +446,7 @@ func (fw *firewall) sandboxRuleList(c *nftables.Conn) ([]*nftables.Rule, error) 
 
 // queueDelete queues the deletion of every per-sandbox rule whose id
 // matches.
-func (fw *firewall) queueDelete(c *nftables.Conn, match func(id string) bool) error {
+func (fw *firewall) queueDelete(c NFT, match func(id string) bool) error {
 	rules, err := fw.sandboxRuleList(c)
 	if err != nil {
 		return err
@@ -353,9 +465,9 @@ func (fw *firewall) queueDelete(c *nftables.Conn, match func(id string) bool) er
 
 // remove deletes the per-sandbox rules whose id matches, in one batch.
 func (fw *firewall) remove(match func(id string) bool) error {
-	nftMu.Lock()
-	defer nftMu.Unlock()
-	c, err := nftables.New()
+	h := fw.lock()
+	defer h.unlock()
+	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
 	}
@@ -368,10 +480,11 @@ func (fw *firewall) remove(match func(id string) bool) error {
 	return nil
 }
 
-// dropTableLocked deletes the launcher's table, if it exists. The caller
-// holds nftMu.
-func (fw *firewall) dropTableLocked() error {
-	c, err := nftables.New()
+// dropTableLocked deletes the launcher's table, if it exists, and bumps
+// the lock file's generation (every Launcher's ensureBase then lists
+// again). The caller holds h.
+func (fw *firewall) dropTableLocked(h *fwLock) error {
+	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
 	}
@@ -386,7 +499,8 @@ func (fw *firewall) dropTableLocked() error {
 			if err := c.Flush(); err != nil {
 				return fmt.Errorf("launcher: nftables: deleting table %s: %w", t.Name, err)
 			}
-			delete(baseChecked, fw.n.table)
+			h.bumpGeneration()
+			fw.checked = time.Time{}
 			return nil
 		}
 	}

@@ -122,7 +122,7 @@ func (l *Launcher) conntrackFailed(err error) {
 // (of any platform: its host side is an address of the host) or launch
 // of this launcher holds.
 func (l *Launcher) sweepConntrack() {
-	host, err := hostAddrs()
+	host, err := l.net.hostAddrs()
 	if err != nil {
 		l.conntrackFailed(err)
 		return
