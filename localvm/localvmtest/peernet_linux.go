@@ -120,6 +120,13 @@ func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}
 }
 
+// Do runs f on an OS thread inside the peer namespace: a process f
+// starts (exec.Cmd.Start) is born in it.
+func (p *PeerNet) Do(f func() error) error { return p.inside(f) }
+
+// Addr is the peer's main address.
+func (p *PeerNet) Addr() netip.Addr { return p.Addrs[0] }
+
 // inside runs f on a thread in the peer namespace.
 func (p *PeerNet) inside(f func() error) error {
 	runtime.LockOSThread()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -15,7 +16,7 @@ import (
 type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	// Base is its URL, http://127.0.0.1:<port>.
+	// Base is its URL, http://<address>:<port>.
 	Base string
 }
 
@@ -29,10 +30,23 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Namespace is a network namespace of its own for the peer: envd listens
+// on every interface and runs commands as root for anyone, so the harness
+// never lets it listen on the machine's (localvmtest.PeerNet).
+type Namespace interface {
+	// Do runs f on an OS thread inside the namespace.
+	Do(f func() error) error
+	// Addr is where the harness reaches the peer.
+	Addr() netip.Addr
+}
+
 // Launch starts `path -isnotfc -no-cgroups -port <free port>` (its output
 // discarded: it may log commands) through start (e.g. a CPU pinner; nil
 // means cmd.Start) and waits up to 15 s for GET /health to answer 2xx.
-func Launch(ctx context.Context, path string, start func(*exec.Cmd) error) (*Server, error) {
+// With ns the peer is born in that network namespace and reached at its
+// address; nil keeps it on this namespace's loopback (tests of the driver
+// with a fake envd only).
+func Launch(ctx context.Context, path string, start func(*exec.Cmd) error, ns Namespace) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -44,10 +58,17 @@ func Launch(ctx context.Context, path string, start func(*exec.Cmd) error) (*Ser
 	if start == nil {
 		start = (*exec.Cmd).Start
 	}
-	if err := start(cmd); err != nil {
+	host := "127.0.0.1"
+	run := func() error { return start(cmd) }
+	if ns != nil {
+		host = ns.Addr().String()
+		inner := run
+		run = func() error { return ns.Do(inner) }
+	}
+	if err := run(); err != nil {
 		return nil, fmt.Errorf("peer: start %s: %w", path, err)
 	}
-	s := &Server{cmd: cmd, exited: make(chan struct{}), Base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	s := &Server{cmd: cmd, exited: make(chan struct{}), Base: "http://" + net.JoinHostPort(host, strconv.Itoa(port))}
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 
 	c := NewClient(s.Base, "root")

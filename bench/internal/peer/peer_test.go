@@ -9,11 +9,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rayito-dev/rayito/localvm/localvmtest"
 )
 
 // TestMain doubles as a fake envd binary for TestLaunch: with
@@ -28,7 +32,13 @@ func TestMain(m *testing.M) {
 		if !*isnotfc || !*nocg {
 			os.Exit(3)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*port))
+		// Like envd, on every interface of its namespace when asked
+		// (PEER_FAKE_ALL=1: only in a namespace of its own).
+		host := "127.0.0.1"
+		if os.Getenv("PEER_FAKE_ALL") == "1" {
+			host = ""
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(*port)))
 		if err != nil {
 			os.Exit(4)
 		}
@@ -179,7 +189,7 @@ func TestLaunch(t *testing.T) {
 	}
 	t.Setenv("PEER_FAKE_ENVD", "1")
 	var started *exec.Cmd
-	s, err := Launch(context.Background(), exe, func(cmd *exec.Cmd) error { started = cmd; return cmd.Start() })
+	s, err := Launch(context.Background(), exe, func(cmd *exec.Cmd) error { started = cmd; return cmd.Start() }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +208,46 @@ func TestLaunch(t *testing.T) {
 	}
 }
 
+// TestLaunchInNamespace: as root, the peer is born in a network namespace
+// of its own (it listens on every interface there, not on this machine's)
+// and is reached at the namespace's address.
+func TestLaunchInNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a network namespace")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PEER_FAKE_ENVD", "1")
+	t.Setenv("PEER_FAKE_ALL", "1")
+	pn, err := localvmtest.NewPeerNet(netip.MustParsePrefix("10.252.9.0/24"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pn.Close()
+	s, err := Launch(context.Background(), exe, nil, pn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.Base, "http://10.252.9.2:") {
+		t.Fatalf("base %s", s.Base)
+	}
+	port := strings.TrimPrefix(s.Base, "http://10.252.9.2:")
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the peer listens on this namespace's loopback")
+	}
+	c := NewClient(s.Base, "root")
+	defer c.Close()
+	if err := c.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLaunchFailsFast(t *testing.T) {
-	if _, err := Launch(context.Background(), "/bin/false", nil); err == nil {
+	if _, err := Launch(context.Background(), "/bin/false", nil, nil); err == nil {
 		t.Fatal("Launch of /bin/false succeeded")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/rayito-dev/rayito/bench/internal/procfs"
 	"github.com/rayito-dev/rayito/bench/internal/suites"
 	"github.com/rayito-dev/rayito/localvm"
+	"github.com/rayito-dev/rayito/localvm/localvmtest"
 )
 
 // Config is a run's settings (the command's flags).
@@ -152,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 
 	if cfg.Peer != "" {
-		ps, perr := peer.Launch(ctx, cfg.Peer, pinner.Start)
+		ps, perr := launchPeer(ctx, cfg.Peer, pinner.Start)
 		if perr != nil {
 			rep.Machine.Peer = cfg.Peer + ": error: " + perr.Error()
 		} else {
@@ -222,6 +224,40 @@ type prebootedPlatform struct {
 	served  chan error
 	started bool
 	err     error
+}
+
+// peerPrefix is the network of the peer's own namespace.
+var peerPrefix = netip.MustParsePrefix("10.252.1.0/24")
+
+// launchPeer starts envd in a network namespace of its own (root only):
+// it listens on every interface and runs commands as root without a
+// token, so it never gets the machine's. The namespace goes when the
+// returned server is closed.
+func launchPeer(ctx context.Context, path string, start func(*exec.Cmd) error) (*peerServer, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the peer runs in a network namespace of its own (it listens on every interface and runs commands as root without a token): run the bench as root")
+	}
+	pn, err := localvmtest.NewPeerNet(peerPrefix, 0)
+	if err != nil {
+		return nil, fmt.Errorf("the peer's namespace: %w", err)
+	}
+	s, err := peer.Launch(ctx, path, start, pn)
+	if err != nil {
+		pn.Close()
+		return nil, err
+	}
+	return &peerServer{Server: s, ns: pn}, nil
+}
+
+// peerServer is envd and its namespace.
+type peerServer struct {
+	*peer.Server
+	ns *localvmtest.PeerNet
+}
+
+func (p *peerServer) Close() {
+	p.Server.Close()
+	p.ns.Close()
 }
 
 func (pp *prebootedPlatform) start(ctx context.Context) (*suites.PrebootedPlatform, error) {

@@ -31,7 +31,7 @@ const (
 // Egress addresses: a peer namespace of its own plays the internet.
 var (
 	egressPrefix = netip.MustParsePrefix("10.251.7.0/24")
-	egressSubnet = netip.MustParsePrefix("10.213.0.0/16")
+	egressSubnet = netip.MustParsePrefix("10.211.0.0/16") // not localvm's default (10.213.0.0/16) nor the other platforms of a run
 )
 
 // egressBigBytes is what GET /big answers.

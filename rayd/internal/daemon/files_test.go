@@ -540,7 +540,8 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 	h.run(nil)
 	ctx := context.Background()
 	c := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL)
-	p := "/tmp/x"
+	// A path nothing else creates (a fixed /tmp name could exist already).
+	p := filepath.Join(t.TempDir(), "x")
 	calls := map[string]func() error{
 		"Read": func() error {
 			_, _, err := readFile(ctx, c, p)
