@@ -5,8 +5,8 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto rayd sdk localvm cli tests bench
-LIBRARIES := proto sdk
+MODULES := proto gateway rayd sdk localvm cli tests bench
+LIBRARIES := proto gateway sdk
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
@@ -62,7 +62,7 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 # systems; a kernel's bare devtmpfs leaves it 0600), which slirp4netns
 # needs as the user who runs the platform.
 .PHONY: deps
-deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter; curl, which the network tests run inside sandboxes) when root with apt-get; otherwise skip, saying why.
+deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter; curl, which the network tests run inside sandboxes; git and python3-requests, which the secrets tests run there) when root with apt-get; otherwise skip, saying why.
 	@if command -v slirp4netns >/dev/null; then echo "deps: slirp4netns is installed"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping slirp4netns: not root (install the slirp4netns package for the rootless Internet tests)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping slirp4netns: no apt-get (install slirp4netns for the rootless Internet tests)"; \
@@ -77,6 +77,10 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping curl: not root (the network tests need root anyway)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping curl: no apt-get (the network tests fail without it)"; \
 	else echo "deps: installing curl"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; fi
+	@if command -v git >/dev/null && /usr/bin/python3 -c 'import requests' 2>/dev/null; then echo "deps: git and python3-requests are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping git python3-requests: not root (the secrets tests need root anyway)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping git python3-requests: no apt-get (the secrets tests fail without them)"; \
+	else echo "deps: installing git python3-requests"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git python3-requests >/dev/null; fi
 
 .PHONY: test
 test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).

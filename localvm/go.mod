@@ -21,6 +21,7 @@ require (
 	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
+	github.com/rayito-dev/rayito/gateway v0.1.0 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	golang.org/x/sync v0.10.0 // indirect
 	golang.org/x/text v0.21.0 // indirect

@@ -122,6 +122,12 @@ type Options struct {
 	// 0.1 s instead of 0.5-0.7 s, for about 50 MB per sandbox until then);
 	// "eager", preloaded and started right after the sandbox starts.
 	KernelStart string
+	// UpstreamCAs are PEM certificates every sandbox's secret gateway
+	// trusts for its upstreams besides the system roots (rayd's
+	// -upstream-ca): a private CA of the upstreams the gateway calls, such
+	// as test servers. Certificates only; the sandboxes' own tools do not
+	// trust them.
+	UpstreamCAs []byte
 	// DNS, when set, are the nameservers of every fully isolated
 	// sandbox's /etc/resolv.conf, instead of the host's (like docker run
 	// --dns).

@@ -80,7 +80,7 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 	if err != nil {
 		return deps{}, fmt.Errorf("localvm: auth key: %w", err)
 	}
-	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, DNS: opts.DNS})
+	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, UpstreamCAs: opts.UpstreamCAs, DNS: opts.DNS})
 	if errors.Is(err, launcher.ErrUnisolated) {
 		return deps{}, fmt.Errorf("localvm: %w (localvm.Options.AllowUnisolated; rayito: --unisolated or RAYITO_UNISOLATED=1)", err)
 	}

@@ -6,6 +6,7 @@ require (
 	connectrpc.com/connect v1.21.1
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
+	github.com/rayito-dev/rayito/gateway v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12

@@ -40,6 +40,8 @@ type codeConfig struct {
 	onStdout  func([]byte)
 	onStderr  func([]byte)
 	onResult  func(Result)
+
+	callSecrets // WithSecrets
 }
 
 type codeOption func(*codeConfig)
@@ -188,7 +190,11 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 		return nil, fmt.Errorf("%w: code of %d bytes (at most %d)", ErrInvalidArgument, len(code), MaxCodeBytes)
 	}
 	cc := codeOpts(opts)
-	req := &raydv1.ExecuteRequest{Code: code, Envs: cc.envs}
+	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	if err != nil {
+		return nil, err
+	}
+	req := &raydv1.ExecuteRequest{Code: code, Envs: envs}
 	if cc.contextID != "" {
 		if cc.language != "" {
 			return nil, fmt.Errorf("%w: InContext and WithLanguage together", ErrInvalidArgument)
@@ -340,7 +346,11 @@ type CodeContext struct {
 // other context shares): WithLanguage (default python), WithCwd, WithEnvs.
 func (c *Interpreter) CreateContext(ctx context.Context, opts ...CodeOption) (*CodeContext, error) {
 	cc := codeOpts(opts)
-	resp, err := c.sbx.dp.code.CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: cc.language, Cwd: cc.cwd, Envs: cc.envs}))
+	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.sbx.dp.code.CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: cc.language, Cwd: cc.cwd, Envs: envs}))
 	if err != nil {
 		return nil, rpcErr("create context", err)
 	}

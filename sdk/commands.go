@@ -28,6 +28,7 @@ type commandConfig struct {
 	onStdout       func([]byte)
 	onStderr       func([]byte)
 	maxOutputBytes int
+	callSecrets    // WithSecrets
 }
 
 // commandOption is a CommandOption made of a function.
@@ -163,8 +164,12 @@ func (c *Commands) StartExec(ctx context.Context, argv []string, opts ...Command
 		return nil, fmt.Errorf("%w: empty command", ErrInvalidArgument)
 	}
 	cc := commandOpts(opts)
+	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	if err != nil {
+		return nil, err
+	}
 	req := &raydv1.StartRequest{
-		Process: &raydv1.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: cc.envs, Cwd: cc.cwd},
+		Process: &raydv1.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: envs, Cwd: cc.cwd},
 		Stdin:   cc.stdin,
 		Tag:     cc.tag,
 	}

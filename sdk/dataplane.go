@@ -138,6 +138,7 @@ type dataPlane struct {
 	life    raydv1connect.LifecycleServiceClient
 	code    raydv1connect.CodeServiceClient
 	network raydv1connect.NetworkServiceClient
+	config  raydv1connect.ConfigureServiceClient
 }
 
 // newDataPlane builds the clients of a sandbox.
@@ -198,6 +199,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		life:    raydv1connect.NewLifecycleServiceClient(hc, baseURL, copts...),
 		code:    raydv1connect.NewCodeServiceClient(hc, baseURL, copts...),
 		network: raydv1connect.NewNetworkServiceClient(hc, baseURL, copts...),
+		config:  raydv1connect.NewConfigureServiceClient(hc, baseURL, copts...),
 	}
 }
 

@@ -30,6 +30,8 @@ var allowedModules = map[string]bool{
 	"github.com/aws/aws-sdk-go-v2/service/ssooidc":                  true,
 	"github.com/aws/aws-sdk-go-v2/service/sts":                      true,
 	"github.com/aws/smithy-go":                                      true,
+	// The AWS secret store (SecretStore over Secrets Manager, issue 14).
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager": true,
 }
 
 func TestDependencyBudget(t *testing.T) {

@@ -79,6 +79,12 @@ var (
 	// support this, e.g. a network policy where the daemon cannot program
 	// the network (ReasonEgressUnavailable).
 	ErrUnimplemented = errors.New("rayito: not supported by this sandbox")
+	// ErrSecretNotFound: the secret (or the version of it) does not exist
+	// in the SecretStore. It also matches ErrNotFound.
+	ErrSecretNotFound = errors.New("rayito: secret not found")
+	// ErrSecretExists: CreateSecret of a name the SecretStore holds. It
+	// also matches ErrAlreadyExists.
+	ErrSecretExists = errors.New("rayito: secret already exists")
 )
 
 // Reason is the machine-readable cause of an error, as ReasonOf returns
@@ -131,6 +137,8 @@ const (
 	ReasonRateLimited         Reason = "rate_limited"
 	ReasonCapacity            Reason = "capacity"
 	ReasonConflict            Reason = "conflict"
+	ReasonSecretNotFound      Reason = "secret_not_found"
+	ReasonSecretExists        Reason = "secret_exists"
 )
 
 // reasonOfWire maps the contract's ErrorReason to the SDK's Reason.
@@ -199,6 +207,8 @@ var sentinelOf = map[Reason]error{
 	ReasonLifecycleUnmanaged:  ErrLifecycleUnmanaged,
 	ReasonUnimplemented:       ErrUnimplemented,
 	ReasonEgressUnavailable:   ErrUnimplemented,
+	ReasonSecretNotFound:      ErrSecretNotFound,
+	ReasonSecretExists:        ErrSecretExists,
 }
 
 // ReasonOf returns the machine-readable cause of err: the reason rayd

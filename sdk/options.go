@@ -138,6 +138,9 @@ type config struct {
 	states         map[string]bool
 	metadataFilter map[string]string
 	endReasons     bool
+
+	secretConfig  // WithSecretStore, WithSecretCache, WithSecrets
+	gatewayConfig // WithGateways, WithSecretPlaceholders
 }
 
 func newConfig(opts []Option) *config {

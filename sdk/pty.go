@@ -25,6 +25,8 @@ type ptyConfig struct {
 	shell      string
 	timeout    time.Duration
 	onData     func([]byte)
+
+	callSecrets // WithSecrets
 }
 
 // ptyOption is a PtyOption made of a function.
@@ -58,9 +60,13 @@ func ptyOpts(opts []PtyOption) *ptyConfig {
 // WithCwd, WithUser, WithShell, WithTimeout and OnData configure it.
 func (p *Pty) Create(ctx context.Context, opts ...PtyOption) (*PtyHandle, error) {
 	c := ptyOpts(opts)
+	envs, err := p.sbx.secretEnvs(ctx, maps.Clone(c.envs), c.secrets)
+	if err != nil {
+		return nil, err
+	}
 	req := &raydv1.PtyStart{
 		Size: &raydv1.PtySize{Cols: uint32(c.cols), Rows: uint32(c.rows)},
-		Envs: maps.Clone(c.envs),
+		Envs: envs,
 	}
 	if c.cwd != "" {
 		req.Cwd = &c.cwd

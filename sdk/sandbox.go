@@ -31,6 +31,8 @@ type Sandbox struct {
 	dp          *dataPlane
 	// newerAgent makes the "newer agent" warning once per Sandbox.
 	newerAgent sync.Once
+	// secrets: the gateway routes and placeholders in force.
+	secrets secretsState
 
 	// Commands runs and manages processes in the sandbox.
 	Commands *Commands
@@ -174,6 +176,13 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	if cfg.gateways != nil || cfg.placeholders != nil {
+		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, false); err != nil {
+			// Never handed out without the secrets its code expects.
+			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -281,7 +290,17 @@ func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
 			"sandbox_id", s.id, "code", connect.CodeOf(err).String())
 		return nil
 	}
-	return s.checkAgent(resp.Msg.GetAgentVersion())
+	if err := s.checkAgent(resp.Msg.GetAgentVersion()); err != nil {
+		return err
+	}
+	if resp.Msg.GetFeatures().GetConfigure() {
+		// The gateway routes and placeholders of the sandbox (Gateway,
+		// Placeholder).
+		sctx, cancel := context.WithTimeout(ctx, connectHealthTimeout)
+		s.loadSecrets(sctx)
+		cancel()
+	}
+	return nil
 }
 
 // Connect reaches an existing sandbox by id. The access token comes from

@@ -235,10 +235,32 @@ func TestContract(t *testing.T) {
 		})
 	})
 
+	t.Run("Configure", func(t *testing.T) {
+		each(t, func(t *testing.T, v curlVariant) {
+			// A section that is not built answers UNSUPPORTED not_built;
+			// an invalid gateway INVALID with a message naming the field,
+			// never a value.
+			m := c.curl(t, v, c.token, "ConfigureService/Configure", `{"requestId":"contract-`+v.protocol+fmt.Sprint(v.h2)+`","s3Mounts":{},"secretGateway":{"routes":[{"name":"Bad Name","upstream":"https://example.com","headers":[{"name":"x-api-key","secret":"sk-contract-canary"}],"rules":[{"method":"POST","path":"/v1/*"}]}]}}`).single(t)
+			results, _ := m["results"].([]any)
+			if len(results) != 2 {
+				t.Fatalf("Configure %v", m)
+			}
+			gw, _ := results[0].(map[string]any)
+			s3, _ := results[1].(map[string]any)
+			if gw["section"] != "CONFIG_SECTION_SECRET_GATEWAY" || gw["code"] != "SECTION_CODE_INVALID" || !strings.Contains(fmt.Sprint(gw["message"]), "name") ||
+				s3["code"] != "SECTION_CODE_UNSUPPORTED" || s3["errorClass"] != "not_built" || strings.Contains(fmt.Sprint(m), "sk-contract-canary") {
+				t.Fatalf("Configure %v", m)
+			}
+			st := c.curl(t, v, c.token, "ConfigureService/ConfigureStatus", `{}`).single(t)
+			if strings.Contains(fmt.Sprint(st), "sk-contract-canary") || st["configGeneration"] == nil {
+				t.Fatalf("ConfigureStatus %v", st)
+			}
+		})
+	})
+
 	// RPCs of the contract whose feature is not built answer Unimplemented
 	// with a message naming the feature (docs/features.md).
 	for _, tc := range []struct{ name, method, body, feature string }{
-		{"Configure", "ConfigureService/ConfigureStatus", `{}`, "ConfigureService"},
 		{"StartKillTree", "ProcessService/Start", `{"process":{"cmd":"true"},"killTree":true}`, "kill_tree"},
 	} {
 		t.Run("Unimplemented"+tc.name, func(t *testing.T) {
@@ -252,7 +274,7 @@ func TestContract(t *testing.T) {
 		})
 	}
 	// The token check comes first: an anonymous caller learns nothing.
-	t.Run("UnimplementedNoToken", func(t *testing.T) {
+	t.Run("ConfigureNoToken", func(t *testing.T) {
 		each(t, func(t *testing.T, v curlVariant) {
 			c.curl(t, v, "", "ConfigureService/ConfigureStatus", `{}`).rpcError(t, "unauthenticated", "access token")
 		})

@@ -60,6 +60,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			run.Command(f),
 			sandbox.Command(f),
 			local.Command(f),
+			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),
 		},

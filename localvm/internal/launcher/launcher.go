@@ -95,6 +95,8 @@ type Options struct {
 	// KernelStart is rayd's -kernel-start in every sandbox (lazy, preload
 	// or eager); "" leaves rayd's default (lazy).
 	KernelStart string
+	// UpstreamCAs is rayd's -upstream-ca in every sandbox (PEM).
+	UpstreamCAs []byte
 	// DNS, when set, are the nameservers of every fully isolated
 	// sandbox's resolv.conf instead of the host's (rootless sandboxes
 	// always use slirp4netns's forwarder).

@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,13 +193,17 @@ func execProbe(ctx context.Context, exe string) *exec.Cmd {
 // isolation (root, and namespaces usable).
 func (l *Launcher) Privileged() bool { return l.priv }
 
-// kernelStartArgs is rayd's -kernel-start flag, when Options.KernelStart
-// sets one.
-func (l *Launcher) kernelStartArgs() []string {
-	if l.opts.KernelStart == "" {
-		return nil
+// raydArgs are rayd's flags that Options set: -kernel-start and
+// -upstream-ca, when given.
+func (l *Launcher) raydArgs() []string {
+	var args []string
+	if l.opts.KernelStart != "" {
+		args = append(args, "--kernel-start", l.opts.KernelStart)
 	}
-	return []string{"--kernel-start", l.opts.KernelStart}
+	if len(l.opts.UpstreamCAs) > 0 {
+		args = append(args, "--upstream-ca", base64.StdEncoding.EncodeToString(l.opts.UpstreamCAs))
+	}
+	return args
 }
 
 // Isolation reports how sandboxes are isolated.
@@ -620,7 +625,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
 		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
-			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.kernelStartArgs()...),
+			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.raydArgs()...),
 	}
 	for _, a := range l.opts.DNS {
 		cfg.DNS = append(cfg.DNS, a.String())
@@ -773,7 +778,7 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 	inst.rec.HooksAddr = "127.0.0.1:" + strconv.Itoa(hooks)
 	cfg := &initConfig{
 		Mode: modePlain, ID: spec.ID, Env: spec.Env,
-		RaydArgs: append([]string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)}, l.kernelStartArgs()...),
+		RaydArgs: append([]string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)}, l.raydArgs()...),
 	}
 	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
 	if err != nil {

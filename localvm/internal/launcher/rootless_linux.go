@@ -131,7 +131,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 	cfg := &initConfig{
 		Mode: modeRootless, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
-		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationRootless)}, l.kernelStartArgs()...),
+		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationRootless)}, l.raydArgs()...),
 	}
 	var slirpBin string
 	if spec.Internet {

@@ -11,9 +11,12 @@ import (
 var allowedModules = map[string]bool{
 	"github.com/rayito-dev/rayito/rayd":  true,
 	"github.com/rayito-dev/rayito/proto": true,
-	"connectrpc.com/connect":             true,
-	"google.golang.org/protobuf":         true,
-	"golang.org/x/sys":                   true,
+	// The secret gateway (issue 14): our own module, standard library
+	// only.
+	"github.com/rayito-dev/rayito/gateway": true,
+	"connectrpc.com/connect":               true,
+	"google.golang.org/protobuf":           true,
+	"golang.org/x/sys":                     true,
 	// The Jupyter wire protocol (internal/kernel, issue 12): a pure-Go
 	// ZeroMQ, and the x/ modules it links (errgroup; text encodings).
 	"github.com/go-zeromq/zmq4": true,

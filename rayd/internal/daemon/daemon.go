@@ -8,6 +8,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +38,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	codesvc "github.com/rayito-dev/rayito/rayd/internal/service/code"
+	"github.com/rayito-dev/rayito/rayd/internal/service/configure"
 	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/lifecycle"
@@ -115,6 +118,10 @@ type Config struct {
 	// default: when -isolation is full or rootless), EgressOn (a microVM
 	// image) or EgressOff.
 	Egress string
+	// UpstreamCAs are extra PEM certificates the secret gateway trusts
+	// for its upstreams besides the system roots (-upstream-ca, base64:
+	// a local platform's test servers). Certificates only, never keys.
+	UpstreamCAs []byte
 
 	knobs *knobs // tests only (lifecycle.go); nil in production
 }
@@ -132,6 +139,14 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
 	fs.Uint64Var(&cfg.MemoryLimit, "memory-limit", 0, "the sandbox's memory limit in bytes as the platform set it, shown by Health; 0: none known")
 	fs.UintVar(&cfg.ProcessLimit, "process-limit", 0, "the sandbox's process limit as the platform set it, shown by Health; 0: none known")
+	fs.Func("upstream-ca", "extra CA certificates (PEM, base64-encoded) the secret gateway trusts for its upstreams besides the system roots", func(v string) error {
+		pem, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return errors.New("not base64 of PEM certificates")
+		}
+		cfg.UpstreamCAs = append(cfg.UpstreamCAs, pem...)
+		return nil
+	})
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
 	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
@@ -336,6 +351,7 @@ type Daemon struct {
 	Hooks        *hooks.Server
 	Code         *codesvc.Service
 	Network      *network.Service
+	Configure    *configure.Service
 	API          http.Handler
 	privileged   bool
 	ownsSup      bool
@@ -368,12 +384,14 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	k := cfg.knobs.get()
 	d.wireLifecycle(k)
 	d.wireNetwork(cfg, log)
+	d.wireConfigure(cfg, log)
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
 		Privileged: d.privileged,
 		SelfUID:    uint32(os.Geteuid()),
-		// The egress proxy's variables while the policy has host rules.
-		Env: d.Network.ProxyEnv,
+		// The egress proxy's variables while the policy has host rules,
+		// the gateway routes' URLs and the placeholders.
+		Env: d.processEnv,
 	}
 	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, Preload: cfg.PreloadKernel || cfg.EagerKernel, DetachGrace: k.detachGrace, KernelSpecDirs: k.kernelSpecDirs})
 	d.Hooks = hooks.New(hooks.Options{
@@ -398,7 +416,8 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network"})
+	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
+	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
 	healthSvc.SetEgress(d.Network)
 	healthSvc.SetLifecycle(lifeState{d})
@@ -436,6 +455,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 			},
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewNetworkServiceHandler(d.Network, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return raydv1connect.NewConfigureServiceHandler(d.Configure, o...)
 			},
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
@@ -496,6 +518,7 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 	wg.Wait()
 	// Kernels first: their directories and sockets go with them.
 	d.Code.Close()
+	d.Configure.Close()
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelStop()
 	d.stopProcesses(sctx)

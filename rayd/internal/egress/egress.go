@@ -61,6 +61,24 @@ type IPPolicy interface {
 	AllowsIP(addr netip.Addr, port uint16) bool
 }
 
+// Interceptor takes over the connections to the destinations it claims:
+// the secret placeholders' TLS termination (gateway.Gateway). The proxy
+// asks it before its policy: a claimed destination is reachable whatever
+// the policy says, because the interceptor itself decides every request
+// and dials only the destination it was configured with.
+type Interceptor interface {
+	// Intercepts reports whether connections to host:port are served by
+	// the interceptor (host lowercased, no trailing dot).
+	Intercepts(host string, port uint16) bool
+	// ServeIntercepted serves client (a TLS client whose first bytes,
+	// already read, are replay) until it is done, and closes it.
+	ServeIntercepted(ctx context.Context, client net.Conn, replay []byte, host string, port uint16)
+	// CheckPlain reports whether a plain-HTTP request head carries a
+	// placeholder, which must never leave in clear (the proxy refuses the
+	// request).
+	CheckPlain(head []byte) bool
+}
+
 // Upstream is an operator SOCKS5 proxy that every tunnel is chained
 // through. Its credentials arrive only by RPC: the proxy never logs
 // them nor puts them in errors, and String, GoString and LogValue leave
@@ -90,12 +108,13 @@ func (u Upstream) LogValue() slog.Value {
 // Refusal reason classes, used in [Stats.Refused], in logs and as the
 // body of the HTTP refusals.
 const (
-	ReasonNotAllowed     = "not_allowed"     // the policy does not allow the name (or IP) and port
-	ReasonBlockedAddress = "blocked_address" // a resolved address failed the guard
-	ReasonBadRequest     = "bad_request"     // malformed, oversized, unsupported or timed-out request
-	ReasonResolveFailed  = "resolve_failed"  // the name did not resolve
-	ReasonDialFailed     = "dial_failed"     // no guarded address (or the upstream) could be reached
-	ReasonMaxConns       = "max_conns"       // MaxConns connections were already being served
+	ReasonNotAllowed     = "not_allowed"         // the policy does not allow the name (or IP) and port
+	ReasonBlockedAddress = "blocked_address"     // a resolved address failed the guard
+	ReasonBadRequest     = "bad_request"         // malformed, oversized, unsupported or timed-out request
+	ReasonResolveFailed  = "resolve_failed"      // the name did not resolve
+	ReasonDialFailed     = "dial_failed"         // no guarded address (or the upstream) could be reached
+	ReasonMaxConns       = "max_conns"           // MaxConns connections were already being served
+	ReasonPlaceholder    = "placeholder_blocked" // a plain-HTTP request carried a secret placeholder
 )
 
 // Default limits.
@@ -141,11 +160,12 @@ type Options struct {
 
 // Stats is a snapshot of a [Proxy]'s counters.
 type Stats struct {
-	Conns    int               // connections being served (handshakes and tunnels)
-	Tunnels  int               // established tunnels
-	Tunneled uint64            // tunnels established since New
-	Cut      uint64            // tunnels closed by SetPolicy
-	Refused  map[string]uint64 // refused requests by reason class (Reason*)
+	Conns       int               // connections being served (handshakes and tunnels)
+	Tunnels     int               // established tunnels
+	Tunneled    uint64            // tunnels established since New
+	Intercepted uint64            // connections handed to the Interceptor since New
+	Cut         uint64            // tunnels closed by SetPolicy
+	Refused     map[string]uint64 // refused requests by reason class (Reason*)
 }
 
 // Proxy is rayd's egress proxy. One listening port serves four kinds of
@@ -209,15 +229,17 @@ type Proxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	policy    HostPolicy
-	upstream  *Upstream
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[*proxyConn]struct{}
-	refused   map[string]uint64
-	tunneled  uint64
-	cut       uint64
+	mu          sync.Mutex
+	policy      HostPolicy
+	upstream    *Upstream
+	interceptor Interceptor
+	closed      bool
+	listeners   map[net.Listener]struct{}
+	conns       map[*proxyConn]struct{}
+	refused     map[string]uint64
+	tunneled    uint64
+	intercepted uint64
+	cut         uint64
 }
 
 // proxyConn is one client connection being served.
@@ -379,11 +401,39 @@ func (p *Proxy) SetPolicy(pol HostPolicy, upstream *Upstream) {
 	p.log.Info("egress: policy set", "deny_all", pol == nil, "upstream", up != nil, "tunnels_cut", n)
 }
 
+// SetInterceptor sets (nil: removes) the interceptor asked before the
+// policy for new connections.
+func (p *Proxy) SetInterceptor(i Interceptor) {
+	p.mu.Lock()
+	p.interceptor = i
+	p.mu.Unlock()
+}
+
+// interceptorFor returns the interceptor when it claims host:port.
+func (p *Proxy) interceptorFor(host string, port uint16) Interceptor {
+	p.mu.Lock()
+	i := p.interceptor
+	p.mu.Unlock()
+	if i == nil || host == "" || !i.Intercepts(host, port) {
+		return nil
+	}
+	return i
+}
+
+// plainCarriesPlaceholder reports whether a plain-HTTP head carries a
+// secret placeholder.
+func (p *Proxy) plainCarriesPlaceholder(head []byte) bool {
+	p.mu.Lock()
+	i := p.interceptor
+	p.mu.Unlock()
+	return i != nil && i.CheckPlain(head)
+}
+
 // Stats returns a snapshot of the counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Conns: len(p.conns), Tunneled: p.tunneled, Cut: p.cut, Refused: make(map[string]uint64, len(p.refused))}
+	s := Stats{Conns: len(p.conns), Tunneled: p.tunneled, Intercepted: p.intercepted, Cut: p.cut, Refused: make(map[string]uint64, len(p.refused))}
 	for c := range p.conns {
 		if c.tunnel {
 			s.Tunnels++

@@ -85,3 +85,8 @@ func interfaceAddrs() []netip.Addr {
 	}
 	return out
 }
+
+// Blocked reports whether the proxy's guard refuses a (see [Proxy]), the
+// guest's own interface addresses included: the secret gateway guards its
+// upstreams with it.
+func Blocked(a netip.Addr) bool { return blockedAddress(a.Unmap(), interfaceAddrs()) }

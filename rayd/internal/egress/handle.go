@@ -352,12 +352,37 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 		return
 	}
 	t.port = dst.Port()
+	if isTLS {
+		if ic := p.interceptorFor(t.host, t.port); ic != nil {
+			p.intercept(c, ic, in.buf, t)
+			return
+		}
+	} else if p.plainCarriesPlaceholder(in.buf) {
+		answer(ReasonPlaceholder)
+		return
+	}
+	if pol, _ := p.current(); !allows(pol, t) && allows(pol, target{isIP: true, addr: dst.Addr(), port: t.port}) {
+		// The name is not allowed but the destination address is, as
+		// it would be directly: the connection was redirected only
+		// because its port is one the interceptor watches.
+		t = target{isIP: true, addr: dst.Addr(), port: t.port}
+	}
 	oc, reason := p.open(ctx, c, t)
 	if reason != "" {
 		answer(reason)
 		return
 	}
 	splice(c.client, in.buf, oc)
+}
+
+// intercept hands the client connection to the interceptor, which serves
+// it for as long as it lasts (not bound by the handshake timeout).
+func (p *Proxy) intercept(c *proxyConn, ic Interceptor, replay []byte, t target) {
+	p.mu.Lock()
+	p.intercepted++
+	p.mu.Unlock()
+	c.client.SetDeadline(time.Time{})
+	ic.ServeIntercepted(p.ctx, c.client, append([]byte(nil), replay...), t.host, t.port)
 }
 
 // socksReply writes a SOCKS5 reply with a zero bound address.
@@ -408,6 +433,12 @@ func (p *Proxy) serveSOCKS(ctx context.Context, c *proxyConn, in *inbuf) {
 		return
 	}
 	in.consume(r.n)
+	if ic := p.interceptorFor(r.t.host, r.t.port); ic != nil && !r.t.isIP {
+		if socksReply(c.client, socksRepSucceeded) == nil {
+			p.intercept(c, ic, in.buf, r.t)
+		}
+		return
+	}
 	oc, reason := p.open(ctx, c, r.t)
 	if reason != "" {
 		p.refuse(kind, reason)
@@ -438,11 +469,17 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *proxyConn, in *inbuf) {
 		}
 		return
 	}
-	in.consume(h.size)
 	if h.method == "CONNECT" {
+		in.consume(h.size)
 		p.serveConnect(ctx, c, in, h)
 		return
 	}
+	if p.plainCarriesPlaceholder(in.buf[:h.size]) {
+		p.refuse("absolute", ReasonPlaceholder)
+		httpRefusal(c.client, ReasonPlaceholder)
+		return
+	}
+	in.consume(h.size)
 	p.serveAbsolute(ctx, c, in, h)
 }
 
@@ -460,6 +497,12 @@ func (p *Proxy) serveConnect(ctx context.Context, c *proxyConn, in *inbuf, h *re
 	if err != nil {
 		p.refuse(kind, ReasonBadRequest)
 		httpRefusal(c.client, ReasonBadRequest)
+		return
+	}
+	if ic := p.interceptorFor(t.host, t.port); ic != nil && !t.isIP {
+		if _, err := io.WriteString(c.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
+			p.intercept(c, ic, in.buf, t)
+		}
 		return
 	}
 	oc, reason := p.open(ctx, c, t)

@@ -20,6 +20,7 @@
 //	  set deny4  { type ipv4_addr; flags interval }   # deny_out CIDRs, merged
 //	  set deny6  { type ipv6_addr; flags interval }
 //	  set proxy_ports { type inet_service }            # Policy.HostPorts()
+//	  set intercept_ports { type inet_service }        # Policy.InterceptPorts()
 //	  chain reject {                                   # how a denial looks
 //	    meta l4proto tcp reject with tcp reset
 //	    reject with icmpx admin-prohibited
@@ -44,13 +45,14 @@
 //	    meta skuid 1000-65535 jump sandbox_nat
 //	  }
 //	  chain sandbox_nat {                  # empty unless the policy has hosts
-//	    udp dport 53 redirect to :DNSPort
+//	    udp dport 53 redirect to :DNSPort  # (or intercept ports under deny-all)
 //	    tcp dport 53 redirect to :DNSPort
 //	    oifname "lo" return
 //	    ip daddr 127.0.0.0/8 return
 //	    ip6 daddr ::1 return
 //	    ip daddr 169.254.169.254 return    # left to the filter, which rejects
 //	    ip6 daddr fd00:ec2::254 return
+//	    tcp dport @intercept_ports redirect to :ProxyPort  # only with intercept ports
 //	    ip daddr @allow4 return            # allowed directly: not proxied
 //	    ip6 daddr @allow6 return
 //	    tcp dport @proxy_ports redirect to :ProxyPort
@@ -105,6 +107,13 @@
 // listen there too, or such connections are refused (closed, not open).
 // The nat hook only sees the first packet of a connection, which is why
 // every denial is in the filter hook.
+//
+// Intercept ports (Policy.WithIntercept: the ports of the hosts that
+// secret placeholders name) send every TCP connection to those ports to the
+// proxy, even to addresses allowed directly: the proxy terminates TLS only
+// for the placeholders' hosts and treats every other connection as the
+// direct path would (by its original destination when the name is not
+// allowed).
 //
 // # Atomic swap and rollback
 //

@@ -28,11 +28,12 @@ const (
 	chainNATOutput  = "nat_output"
 	chainSandboxNAT = "sandbox_nat"
 
-	setAllow4     = "allow4"
-	setAllow6     = "allow6"
-	setDeny4      = "deny4"
-	setDeny6      = "deny6"
-	setProxyPorts = "proxy_ports"
+	setAllow4         = "allow4"
+	setAllow6         = "allow6"
+	setDeny4          = "deny4"
+	setDeny6          = "deny6"
+	setProxyPorts     = "proxy_ports"
+	setInterceptPorts = "intercept_ports"
 
 	commentPrefix = TableName + ":"
 )
@@ -316,14 +317,20 @@ func (b *builder) imds(chain string, v []expr.Any) {
 // buildPolicy returns the state that enforces p.
 func buildPolicy(o *Options, p netpolicy.Policy) (*state, error) {
 	hosts := len(p.Hosts()) > 0
-	if hosts && (o.ProxyPort == 0 || o.DNSPort == 0) {
+	intercept := p.InterceptPorts()
+	if (hosts || len(intercept) > 0) && (o.ProxyPort == 0 || o.DNSPort == 0) {
 		return nil, fmt.Errorf("netcfg: the policy has host rules but ProxyPort or DNSPort is not set")
 	}
+	// DNS goes to the forwarder when names decide: with host rules, and
+	// under deny-all when placeholders name hosts (otherwise names resolve
+	// as they did, directly).
+	forwardDNS := hosts || (len(intercept) > 0 && p.DenyAll())
 	allow, deny := p.AllowCIDRs(), p.DenyCIDRs()
 	b := newBuilder()
 	b.common(o, allow, deny, p.HostPorts())
+	b.set(setInterceptPorts, nftables.TypeInetService, false, portElems(intercept))
 
-	if p.DenyAll() && !hosts {
+	if p.DenyAll() && !forwardDNS {
 		b.rejectDNS()
 	}
 	b.loopback(chainSandboxOut, verdict(expr.VerdictAccept))
@@ -344,11 +351,18 @@ func buildPolicy(o *Options, p netpolicy.Policy) (*state, error) {
 			}
 		}
 	}
-	if hosts {
+	if forwardDNS {
 		b.rule(chainSandboxNAT, l4proto(unix.IPPROTO_UDP), dportIs(53), redirectTo(o.DNSPort))
 		b.rule(chainSandboxNAT, l4proto(unix.IPPROTO_TCP), dportIs(53), redirectTo(o.DNSPort))
+	}
+	if hosts || len(intercept) > 0 {
 		b.loopback(chainSandboxNAT, verdict(expr.VerdictReturn))
 		b.imds(chainSandboxNAT, verdict(expr.VerdictReturn))
+	}
+	if len(intercept) > 0 {
+		b.rule(chainSandboxNAT, l4proto(unix.IPPROTO_TCP), dport(), lookup(b.sets[setInterceptPorts]), redirectTo(o.ProxyPort))
+	}
+	if hosts {
 		for _, x := range []struct {
 			set string
 			v4  bool

@@ -109,10 +109,28 @@ func (h HostRule) matches(name string) bool {
 // Policy is a validated egress policy. The zero value is the unrestricted
 // policy. A Policy is immutable: its accessors return copies.
 type Policy struct {
-	allow []netip.Prefix // sorted, deduplicated, masked
-	deny  []netip.Prefix
-	hosts []HostRule // sorted by (Pattern, Wildcard)
+	allow     []netip.Prefix // sorted, deduplicated, masked
+	deny      []netip.Prefix
+	hosts     []HostRule // sorted by (Pattern, Wildcard)
+	intercept []uint16   // sorted, deduplicated: WithIntercept
 }
+
+// WithIntercept returns p with TCP to ports always sent to rayd's proxy
+// (whatever p allows directly), which hands the connections to the
+// destinations the secret placeholders name to their interceptor and
+// treats every other one as the direct path would. It is not part of
+// what the user asked for (AllowOut, DenyOut): rayd adds it.
+func (p Policy) WithIntercept(ports []uint16) Policy {
+	q := p
+	q.intercept = slices.Compact(slices.Sorted(slices.Values(ports)))
+	if len(q.intercept) == 0 {
+		q.intercept = nil
+	}
+	return q
+}
+
+// InterceptPorts returns the ports of WithIntercept, sorted.
+func (p Policy) InterceptPorts() []uint16 { return slices.Clone(p.intercept) }
 
 var (
 	all4 = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
@@ -329,7 +347,7 @@ func comparePrefix(a, b netip.Prefix) int {
 // Equal reports whether p and o are the same policy.
 func (p Policy) Equal(o Policy) bool {
 	return slices.Equal(p.allow, o.allow) && slices.Equal(p.deny, o.deny) &&
-		slices.EqualFunc(p.hosts, o.hosts, HostRule.equal)
+		slices.EqualFunc(p.hosts, o.hosts, HostRule.equal) && slices.Equal(p.intercept, o.intercept)
 }
 
 // AllowCIDRs returns the allowed prefixes (IPv4 and IPv6, sorted).

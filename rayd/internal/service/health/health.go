@@ -22,16 +22,17 @@ import (
 type Service struct {
 	raydv1connect.UnimplementedHealthServiceHandler
 
-	state     *sandbox.State
-	anomalies func() uint64
-	services  []string
-	memTotal  uint64
-	isolation raydv1.Isolation
-	limits    *raydv1.SandboxLimits
-	metrics   *metrics.Sampler
-	lifecycle LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
-	kernel    func() bool     // kernel_ready; nil: false
-	egress    EgressSource    // nil: enforcement NONE, IMDS not blocked
+	state                    *sandbox.State
+	anomalies                func() uint64
+	services                 []string
+	memTotal                 uint64
+	isolation                raydv1.Isolation
+	configure, secretGateway bool
+	limits                   *raydv1.SandboxLimits
+	metrics                  *metrics.Sampler
+	lifecycle                LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
+	kernel                   func() bool     // kernel_ready; nil: false
+	egress                   EgressSource    // nil: enforcement NONE, IMDS not blocked
 }
 
 // EgressSource reports the network policy's enforcement (the network
@@ -61,6 +62,13 @@ var isolations = map[string]raydv1.Isolation{
 // rayd: "full", "rootless", "none", or "" for nothing said (a microVM).
 // Call it before serving.
 func (s *Service) SetIsolation(v string) { s.isolation = isolations[v] }
+
+// SetSecretGateway sets features.configure (true) and
+// features.secret_gateway (whether the secret gateway and placeholders
+// are served here). Call it before serving.
+func (s *Service) SetSecretGateway(ok bool) {
+	s.configure, s.secretGateway = true, ok
+}
 
 // SetLimits sets the sandbox's own limits Health reports (0: none known).
 // Call it before serving.
@@ -95,7 +103,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
-		Features:          &raydv1.AgentFeatures{Services: s.services},
+		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
 	}

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,15 @@ type Service struct {
 	available bool       // Probe passed
 	policy    netpolicy.Policy
 	upstream  *egress.Upstream
+	intercept []InterceptHost // SetIntercept
+}
+
+// InterceptHost is a destination the secret placeholders name: its
+// connections go to the proxy's interceptor, and its name resolves
+// through the DNS forwarder whatever the policy says.
+type InterceptHost struct {
+	Host string // lower case
+	Port uint16
 }
 
 var _ raydv1connect.NetworkServiceHandler = (*Service)(nil)
@@ -173,7 +183,16 @@ func denyAll() netpolicy.Policy {
 // everywhere and the error is EGRESS_UPDATE_FAILED.
 func (s *Service) installLocked(ctx context.Context, p netpolicy.Policy, upstream *egress.Upstream) error {
 	s.setHostsLocked(p, upstream)
-	if err := s.opts.Enforcer.Set(ctx, p); err != nil {
+	var ports []uint16
+	for _, h := range s.intercept {
+		ports = append(ports, h.Port)
+	}
+	if len(ports) > 0 {
+		// Plain HTTP too: the proxy refuses a placeholder in clear, so it
+		// never leaves the sandbox.
+		ports = append(ports, 80)
+	}
+	if err := s.opts.Enforcer.Set(ctx, p.WithIntercept(ports)); err != nil {
 		deny := denyAll()
 		s.setHostsLocked(deny, nil)
 		s.policy, s.upstream = deny, nil
@@ -186,7 +205,10 @@ func (s *Service) installLocked(ctx context.Context, p netpolicy.Policy, upstrea
 }
 
 func (s *Service) setHostsLocked(p netpolicy.Policy, upstream *egress.Upstream) {
-	hp := hostPolicy{p}
+	hp := hostPolicy{p: p}
+	for _, h := range s.intercept {
+		hp.names = append(hp.names, h.Host)
+	}
 	if s.opts.Proxy != nil {
 		s.opts.Proxy.SetPolicy(hp, upstream)
 	}
@@ -199,7 +221,10 @@ func (s *Service) setHostsLocked(p netpolicy.Policy, upstream *egress.Upstream) 
 // by their host rules (DNS: a name any rule matches, whatever its port),
 // IP literals (a proxy request to an address) as the firewall decides
 // them, so the proxy never lets through what the direct path would refuse.
-type hostPolicy struct{ p netpolicy.Policy }
+type hostPolicy struct {
+	p     netpolicy.Policy
+	names []string // the intercepted hosts, which DNS answers whatever p says
+}
 
 var (
 	_ egress.HostPolicy = hostPolicy{}
@@ -210,6 +235,9 @@ var (
 func (h hostPolicy) AllowsHost(name string, port uint16) bool { return h.p.AllowsHost(name, port) }
 
 func (h hostPolicy) AllowsName(name string) bool {
+	if slices.Contains(h.names, name) {
+		return true
+	}
 	for _, port := range h.p.HostPorts() {
 		if h.p.AllowsHost(name, port) {
 			return true
@@ -219,6 +247,29 @@ func (h hostPolicy) AllowsName(name string) bool {
 }
 
 func (h hostPolicy) AllowsIP(addr netip.Addr, _ uint16) bool { return h.p.AllowsIP(addr) }
+
+// SetIntercept sets the destinations the secret placeholders name (nil:
+// none) and reinstalls the policy in force with their ports intercepted.
+// It fails with EGRESS_UNAVAILABLE when rayd cannot program the network or
+// run the proxy; a failed install leaves deny-all (EGRESS_UPDATE_FAILED).
+func (s *Service) SetIntercept(ctx context.Context, hosts []InterceptHost) error {
+	if err := s.waitStarted(ctx); err != nil {
+		return rpcerr.From(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(hosts) > 0 && (!s.available || s.opts.Proxy == nil || s.opts.DNS == nil) {
+		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE, "secret placeholders need rayd's egress proxy, which is not running")
+	}
+	if !s.available {
+		return nil
+	}
+	if slices.Equal(s.intercept, hosts) {
+		return nil
+	}
+	s.intercept = slices.Clone(hosts)
+	return s.installLocked(ctx, s.policy, s.upstream)
+}
 
 // OnResume re-verifies the rules (reinstalling them when they drifted).
 func (s *Service) OnResume(ctx context.Context) {

@@ -11,7 +11,6 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
@@ -23,14 +22,10 @@ type Service struct {
 	Mount func(opts ...connect.HandlerOption) (string, http.Handler)
 }
 
-// Services lists the services that answer Unimplemented in this build.
-func Services() []Service {
-	return []Service{
-		{"optional features (ConfigureService)", func(o ...connect.HandlerOption) (string, http.Handler) {
-			return raydv1connect.NewConfigureServiceHandler(raydv1connect.UnimplementedConfigureServiceHandler{}, o...)
-		}},
-	}
-}
+// Services lists the services that answer Unimplemented in this build
+// (none today: every service of the contract is built, some of their
+// sections and options answer Unimplemented or UNSUPPORTED themselves).
+func Services() []Service { return nil }
 
 // Interceptor answers every call with Unimplemented naming feature. It runs
 // after authentication, so an unauthenticated caller learns nothing.

@@ -25,12 +25,13 @@ const (
 type ConfigSection int32
 
 const (
-	ConfigSection_CONFIG_SECTION_UNSPECIFIED      ConfigSection = 0
-	ConfigSection_CONFIG_SECTION_S3_MOUNTS        ConfigSection = 1
-	ConfigSection_CONFIG_SECTION_EFS_VOLUMES      ConfigSection = 2
-	ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS ConfigSection = 3
-	ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT ConfigSection = 4
-	ConfigSection_CONFIG_SECTION_SECRET_GATEWAY   ConfigSection = 5
+	ConfigSection_CONFIG_SECTION_UNSPECIFIED         ConfigSection = 0
+	ConfigSection_CONFIG_SECTION_S3_MOUNTS           ConfigSection = 1
+	ConfigSection_CONFIG_SECTION_EFS_VOLUMES         ConfigSection = 2
+	ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS    ConfigSection = 3
+	ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT    ConfigSection = 4
+	ConfigSection_CONFIG_SECTION_SECRET_GATEWAY      ConfigSection = 5
+	ConfigSection_CONFIG_SECTION_SECRET_PLACEHOLDERS ConfigSection = 6
 )
 
 // Enum value maps for ConfigSection.
@@ -42,14 +43,16 @@ var (
 		3: "CONFIG_SECTION_LIFECYCLE_EVENTS",
 		4: "CONFIG_SECTION_TELEMETRY_EXPORT",
 		5: "CONFIG_SECTION_SECRET_GATEWAY",
+		6: "CONFIG_SECTION_SECRET_PLACEHOLDERS",
 	}
 	ConfigSection_value = map[string]int32{
-		"CONFIG_SECTION_UNSPECIFIED":      0,
-		"CONFIG_SECTION_S3_MOUNTS":        1,
-		"CONFIG_SECTION_EFS_VOLUMES":      2,
-		"CONFIG_SECTION_LIFECYCLE_EVENTS": 3,
-		"CONFIG_SECTION_TELEMETRY_EXPORT": 4,
-		"CONFIG_SECTION_SECRET_GATEWAY":   5,
+		"CONFIG_SECTION_UNSPECIFIED":         0,
+		"CONFIG_SECTION_S3_MOUNTS":           1,
+		"CONFIG_SECTION_EFS_VOLUMES":         2,
+		"CONFIG_SECTION_LIFECYCLE_EVENTS":    3,
+		"CONFIG_SECTION_TELEMETRY_EXPORT":    4,
+		"CONFIG_SECTION_SECRET_GATEWAY":      5,
+		"CONFIG_SECTION_SECRET_PLACEHOLDERS": 6,
 	}
 )
 
@@ -702,17 +705,246 @@ func (*TelemetryExportConfig_ExecutionRole) isTelemetryExportConfig_Auth() {}
 
 func (*TelemetryExportConfig_Bearer) isTelemetryExportConfig_Auth() {}
 
-// SecretGatewayConfig configures the secret gateway; its fields arrive with
-// the secret gateway.
+// GatewayRule allows requests by method and path.
+type GatewayRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An upper-case HTTP method, or "*" for any.
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// An exact path ("/v1/messages") or a prefix ending in "/*" ("/v1/*";
+	// "/*" is every path).
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayRule) Reset() {
+	*x = GatewayRule{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayRule) ProtoMessage() {}
+
+func (x *GatewayRule) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayRule.ProtoReflect.Descriptor instead.
+func (*GatewayRule) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GatewayRule) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *GatewayRule) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// GatewayHeader is a header a route injects into every request it
+// forwards. The value is prefix + secret.
+type GatewayHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A token name; not Host, Content-Length, Transfer-Encoding, a
+	// hop-by-hop or a Proxy-* header.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Not secret, e.g. "Bearer ".
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The secret value. It lives only in rayd's memory: never logged, never
+	// in an error, a status or Health.
+	Secret        string `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayHeader) Reset() {
+	*x = GatewayHeader{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayHeader) ProtoMessage() {}
+
+func (x *GatewayHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayHeader.ProtoReflect.Descriptor instead.
+func (*GatewayHeader) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GatewayHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayHeader) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *GatewayHeader) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// GatewayRoute is one route of the secret gateway: a loopback port inside
+// the sandbox that forwards allowed requests to a fixed upstream.
+type GatewayRoute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// [a-z0-9][a-z0-9_-]{0,62}, unique.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// https://host[:port]: no path, query, userinfo or fragment.
+	Upstream string `protobuf:"bytes,2,opt,name=upstream,proto3" json:"upstream,omitempty"`
+	// At most 16, no case-insensitive duplicates.
+	Headers []*GatewayHeader `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
+	// 1 to 32 (method, path) rules.
+	Rules []*GatewayRule `protobuf:"bytes,4,rep,name=rules,proto3" json:"rules,omitempty"`
+	// 0 = 600, at most 6000.
+	RatePerMinute uint32 `protobuf:"varint,5,opt,name=rate_per_minute,json=ratePerMinute,proto3" json:"rate_per_minute,omitempty"`
+	// When set, processes started from now on get this variable holding the
+	// route's URL (http://127.0.0.1:PORT) followed by env_path.
+	Env string `protobuf:"bytes,6,opt,name=env,proto3" json:"env,omitempty"`
+	// A path appended to the URL in env, e.g. "/v1" for clients whose base
+	// URL includes the API version.
+	EnvPath       string `protobuf:"bytes,7,opt,name=env_path,json=envPath,proto3" json:"env_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayRoute) Reset() {
+	*x = GatewayRoute{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayRoute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayRoute) ProtoMessage() {}
+
+func (x *GatewayRoute) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayRoute.ProtoReflect.Descriptor instead.
+func (*GatewayRoute) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GatewayRoute) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayRoute) GetUpstream() string {
+	if x != nil {
+		return x.Upstream
+	}
+	return ""
+}
+
+func (x *GatewayRoute) GetHeaders() []*GatewayHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *GatewayRoute) GetRules() []*GatewayRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *GatewayRoute) GetRatePerMinute() uint32 {
+	if x != nil {
+		return x.RatePerMinute
+	}
+	return 0
+}
+
+func (x *GatewayRoute) GetEnv() string {
+	if x != nil {
+		return x.Env
+	}
+	return ""
+}
+
+func (x *GatewayRoute) GetEnvPath() string {
+	if x != nil {
+		return x.EnvPath
+	}
+	return ""
+}
+
+// SecretGatewayConfig is the secret gateway section: the whole set of
+// routes (at most 8). A route whose name was already configured keeps its
+// port (a refresh rotates its values); a removed route closes its listener
+// and its idle connections.
 type SecretGatewayConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Routes        []*GatewayRoute        `protobuf:"bytes,1,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecretGatewayConfig) Reset() {
 	*x = SecretGatewayConfig{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[8]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +956,7 @@ func (x *SecretGatewayConfig) String() string {
 func (*SecretGatewayConfig) ProtoMessage() {}
 
 func (x *SecretGatewayConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[8]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,25 +969,334 @@ func (x *SecretGatewayConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretGatewayConfig.ProtoReflect.Descriptor instead.
 func (*SecretGatewayConfig) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{8}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SecretGatewayConfig) GetRoutes() []*GatewayRoute {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+// SecretPlaceholder is a secret the sandbox sees only as a placeholder in
+// an environment variable. rayd's egress proxy terminates TLS toward host
+// (with the sandbox's own CA) and replaces the placeholder in request
+// headers with the secret when the (method, path) rules allow; a
+// placeholder sent anywhere else is blocked.
+type SecretPlaceholder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The variable holding the placeholder: [A-Za-z_][A-Za-z0-9_]{0,127},
+	// unique. The placeholder of a variable is kept across refreshes.
+	Env string `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
+	// The secret value (rayd's memory only).
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The exact destination host name (lower case, no wildcard, no IP).
+	Host string `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	// 0 = 443.
+	Port uint32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	// Empty: any method and path (the path check still applies).
+	Rules []*GatewayRule `protobuf:"bytes,5,rep,name=rules,proto3" json:"rules,omitempty"`
+	// 0 = 600, at most 6000.
+	RatePerMinute uint32 `protobuf:"varint,6,opt,name=rate_per_minute,json=ratePerMinute,proto3" json:"rate_per_minute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretPlaceholder) Reset() {
+	*x = SecretPlaceholder{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretPlaceholder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretPlaceholder) ProtoMessage() {}
+
+func (x *SecretPlaceholder) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretPlaceholder.ProtoReflect.Descriptor instead.
+func (*SecretPlaceholder) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SecretPlaceholder) GetEnv() string {
+	if x != nil {
+		return x.Env
+	}
+	return ""
+}
+
+func (x *SecretPlaceholder) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *SecretPlaceholder) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *SecretPlaceholder) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *SecretPlaceholder) GetRules() []*GatewayRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *SecretPlaceholder) GetRatePerMinute() uint32 {
+	if x != nil {
+		return x.RatePerMinute
+	}
+	return 0
+}
+
+// SecretPlaceholdersConfig is the transparent placeholders section (at
+// most 16).
+type SecretPlaceholdersConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Placeholders  []*SecretPlaceholder   `protobuf:"bytes,1,rep,name=placeholders,proto3" json:"placeholders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretPlaceholdersConfig) Reset() {
+	*x = SecretPlaceholdersConfig{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretPlaceholdersConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretPlaceholdersConfig) ProtoMessage() {}
+
+func (x *SecretPlaceholdersConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretPlaceholdersConfig.ProtoReflect.Descriptor instead.
+func (*SecretPlaceholdersConfig) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SecretPlaceholdersConfig) GetPlaceholders() []*SecretPlaceholder {
+	if x != nil {
+		return x.Placeholders
+	}
+	return nil
+}
+
+// GatewayRouteStatus is a route's state: never a value or a secret's name.
+type GatewayRouteStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The route's loopback port inside the sandbox.
+	Port uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// The class of the last refusal or failure ("" when none): not_allowed,
+	// rate_limited, upstream_timeout, upstream_error, bad_request.
+	LastErrorClass string `protobuf:"bytes,3,opt,name=last_error_class,json=lastErrorClass,proto3" json:"last_error_class,omitempty"`
+	Requests       uint64 `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	Refused        uint64 `protobuf:"varint,5,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GatewayRouteStatus) Reset() {
+	*x = GatewayRouteStatus{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayRouteStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayRouteStatus) ProtoMessage() {}
+
+func (x *GatewayRouteStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayRouteStatus.ProtoReflect.Descriptor instead.
+func (*GatewayRouteStatus) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GatewayRouteStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayRouteStatus) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *GatewayRouteStatus) GetLastErrorClass() string {
+	if x != nil {
+		return x.LastErrorClass
+	}
+	return ""
+}
+
+func (x *GatewayRouteStatus) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *GatewayRouteStatus) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+// PlaceholderStatus is a placeholder's state: never the secret.
+type PlaceholderStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Env   string                 `protobuf:"bytes,1,opt,name=env,proto3" json:"env,omitempty"`
+	// The placeholder the sandbox sees (not a secret).
+	Placeholder string `protobuf:"bytes,2,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
+	Injected    uint64 `protobuf:"varint,3,opt,name=injected,proto3" json:"injected,omitempty"`
+	// Requests that carried the placeholder where it is not allowed.
+	Blocked        uint64 `protobuf:"varint,4,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	LastErrorClass string `protobuf:"bytes,5,opt,name=last_error_class,json=lastErrorClass,proto3" json:"last_error_class,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlaceholderStatus) Reset() {
+	*x = PlaceholderStatus{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlaceholderStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlaceholderStatus) ProtoMessage() {}
+
+func (x *PlaceholderStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlaceholderStatus.ProtoReflect.Descriptor instead.
+func (*PlaceholderStatus) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PlaceholderStatus) GetEnv() string {
+	if x != nil {
+		return x.Env
+	}
+	return ""
+}
+
+func (x *PlaceholderStatus) GetPlaceholder() string {
+	if x != nil {
+		return x.Placeholder
+	}
+	return ""
+}
+
+func (x *PlaceholderStatus) GetInjected() uint64 {
+	if x != nil {
+		return x.Injected
+	}
+	return 0
+}
+
+func (x *PlaceholderStatus) GetBlocked() uint64 {
+	if x != nil {
+		return x.Blocked
+	}
+	return 0
+}
+
+func (x *PlaceholderStatus) GetLastErrorClass() string {
+	if x != nil {
+		return x.LastErrorClass
+	}
+	return ""
 }
 
 // ConfigureRequest configures sections.
 type ConfigureRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	RequestId       string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	S3Mounts        *S3MountsConfig        `protobuf:"bytes,2,opt,name=s3_mounts,json=s3Mounts,proto3,oneof" json:"s3_mounts,omitempty"`
-	EfsVolumes      *EfsVolumesConfig      `protobuf:"bytes,3,opt,name=efs_volumes,json=efsVolumes,proto3,oneof" json:"efs_volumes,omitempty"`
-	LifecycleEvents *LifecycleEventsConfig `protobuf:"bytes,4,opt,name=lifecycle_events,json=lifecycleEvents,proto3,oneof" json:"lifecycle_events,omitempty"`
-	TelemetryExport *TelemetryExportConfig `protobuf:"bytes,5,opt,name=telemetry_export,json=telemetryExport,proto3,oneof" json:"telemetry_export,omitempty"`
-	SecretGateway   *SecretGatewayConfig   `protobuf:"bytes,6,opt,name=secret_gateway,json=secretGateway,proto3,oneof" json:"secret_gateway,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state              protoimpl.MessageState    `protogen:"open.v1"`
+	RequestId          string                    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	S3Mounts           *S3MountsConfig           `protobuf:"bytes,2,opt,name=s3_mounts,json=s3Mounts,proto3,oneof" json:"s3_mounts,omitempty"`
+	EfsVolumes         *EfsVolumesConfig         `protobuf:"bytes,3,opt,name=efs_volumes,json=efsVolumes,proto3,oneof" json:"efs_volumes,omitempty"`
+	LifecycleEvents    *LifecycleEventsConfig    `protobuf:"bytes,4,opt,name=lifecycle_events,json=lifecycleEvents,proto3,oneof" json:"lifecycle_events,omitempty"`
+	TelemetryExport    *TelemetryExportConfig    `protobuf:"bytes,5,opt,name=telemetry_export,json=telemetryExport,proto3,oneof" json:"telemetry_export,omitempty"`
+	SecretGateway      *SecretGatewayConfig      `protobuf:"bytes,6,opt,name=secret_gateway,json=secretGateway,proto3,oneof" json:"secret_gateway,omitempty"`
+	SecretPlaceholders *SecretPlaceholdersConfig `protobuf:"bytes,16,opt,name=secret_placeholders,json=secretPlaceholders,proto3,oneof" json:"secret_placeholders,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[9]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +1308,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[9]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +1321,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{9}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConfigureRequest) GetRequestId() string {
@@ -825,21 +1366,36 @@ func (x *ConfigureRequest) GetSecretGateway() *SecretGatewayConfig {
 	return nil
 }
 
+func (x *ConfigureRequest) GetSecretPlaceholders() *SecretPlaceholdersConfig {
+	if x != nil {
+		return x.SecretPlaceholders
+	}
+	return nil
+}
+
 // SectionResult is one section's outcome.
 type SectionResult struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Section ConfigSection          `protobuf:"varint,1,opt,name=section,proto3,enum=rayito.rayd.v1.ConfigSection" json:"section,omitempty"`
 	Code    SectionCode            `protobuf:"varint,2,opt,name=code,proto3,enum=rayito.rayd.v1.SectionCode" json:"code,omitempty"`
 	// A closed class, e.g. network, iam_denied, not_found, not_allowed,
-	// helper_missing, timeout, invalid_path.
-	ErrorClass    string `protobuf:"bytes,3,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	// helper_missing, timeout, invalid_path, invalid, isolation,
+	// egress_unavailable, not_built.
+	ErrorClass string `protobuf:"bytes,3,opt,name=error_class,json=errorClass,proto3" json:"error_class,omitempty"`
+	// The secret gateway's routes (CONFIG_SECTION_SECRET_GATEWAY).
+	Routes []*GatewayRouteStatus `protobuf:"bytes,4,rep,name=routes,proto3" json:"routes,omitempty"`
+	// The placeholders (CONFIG_SECTION_SECRET_PLACEHOLDERS).
+	Placeholders []*PlaceholderStatus `protobuf:"bytes,5,rep,name=placeholders,proto3" json:"placeholders,omitempty"`
+	// A fixed explanation of an INVALID or UNSUPPORTED code naming the field
+	// (e.g. "routes[1].headers[0].name: not a token"), never a value.
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SectionResult) Reset() {
 	*x = SectionResult{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[10]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1407,7 @@ func (x *SectionResult) String() string {
 func (*SectionResult) ProtoMessage() {}
 
 func (x *SectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[10]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1420,7 @@ func (x *SectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionResult.ProtoReflect.Descriptor instead.
 func (*SectionResult) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{10}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SectionResult) GetSection() ConfigSection {
@@ -888,6 +1444,27 @@ func (x *SectionResult) GetErrorClass() string {
 	return ""
 }
 
+func (x *SectionResult) GetRoutes() []*GatewayRouteStatus {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *SectionResult) GetPlaceholders() []*PlaceholderStatus {
+	if x != nil {
+		return x.Placeholders
+	}
+	return nil
+}
+
+func (x *SectionResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ConfigureResponse holds the outcome of each present section.
 type ConfigureResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -899,7 +1476,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[11]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1488,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[11]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1501,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{11}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfigureResponse) GetResults() []*SectionResult {
@@ -950,7 +1527,7 @@ type ConfigureStatusRequest struct {
 
 func (x *ConfigureStatusRequest) Reset() {
 	*x = ConfigureStatusRequest{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[12]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1539,7 @@ func (x *ConfigureStatusRequest) String() string {
 func (*ConfigureStatusRequest) ProtoMessage() {}
 
 func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[12]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1552,7 @@ func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{12}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{19}
 }
 
 // ConfigureStatusResponse holds every section's state.
@@ -989,7 +1566,7 @@ type ConfigureStatusResponse struct {
 
 func (x *ConfigureStatusResponse) Reset() {
 	*x = ConfigureStatusResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1578,7 @@ func (x *ConfigureStatusResponse) String() string {
 func (*ConfigureStatusResponse) ProtoMessage() {}
 
 func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1591,7 @@ func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{13}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfigureStatusResponse) GetSections() []*SectionResult {
@@ -1073,8 +1650,45 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"\bendpoint\x18\x06 \x01(\tR\bendpoint\x12J\n" +
 	"\x0eexecution_role\x18\a \x01(\v2!.rayito.rayd.v1.ExecutionRoleAuthH\x00R\rexecutionRole\x124\n" +
 	"\x06bearer\x18\b \x01(\v2\x1a.rayito.rayd.v1.BearerAuthH\x00R\x06bearerB\x06\n" +
-	"\x04auth\"\x15\n" +
-	"\x13SecretGatewayConfig\"\x9b\x04\n" +
+	"\x04auth\"9\n" +
+	"\vGatewayRule\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"S\n" +
+	"\rGatewayHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"\xff\x01\n" +
+	"\fGatewayRoute\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bupstream\x18\x02 \x01(\tR\bupstream\x127\n" +
+	"\aheaders\x18\x03 \x03(\v2\x1d.rayito.rayd.v1.GatewayHeaderR\aheaders\x121\n" +
+	"\x05rules\x18\x04 \x03(\v2\x1b.rayito.rayd.v1.GatewayRuleR\x05rules\x12&\n" +
+	"\x0frate_per_minute\x18\x05 \x01(\rR\rratePerMinute\x12\x10\n" +
+	"\x03env\x18\x06 \x01(\tR\x03env\x12\x19\n" +
+	"\benv_path\x18\a \x01(\tR\aenvPath\"K\n" +
+	"\x13SecretGatewayConfig\x124\n" +
+	"\x06routes\x18\x01 \x03(\v2\x1c.rayito.rayd.v1.GatewayRouteR\x06routes\"\xc0\x01\n" +
+	"\x11SecretPlaceholder\x12\x10\n" +
+	"\x03env\x18\x01 \x01(\tR\x03env\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x12\n" +
+	"\x04host\x18\x03 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x04 \x01(\rR\x04port\x121\n" +
+	"\x05rules\x18\x05 \x03(\v2\x1b.rayito.rayd.v1.GatewayRuleR\x05rules\x12&\n" +
+	"\x0frate_per_minute\x18\x06 \x01(\rR\rratePerMinute\"a\n" +
+	"\x18SecretPlaceholdersConfig\x12E\n" +
+	"\fplaceholders\x18\x01 \x03(\v2!.rayito.rayd.v1.SecretPlaceholderR\fplaceholders\"\x9c\x01\n" +
+	"\x12GatewayRouteStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12(\n" +
+	"\x10last_error_class\x18\x03 \x01(\tR\x0elastErrorClass\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\x04R\brequests\x12\x18\n" +
+	"\arefused\x18\x05 \x01(\x04R\arefused\"\xa7\x01\n" +
+	"\x11PlaceholderStatus\x12\x10\n" +
+	"\x03env\x18\x01 \x01(\tR\x03env\x12 \n" +
+	"\vplaceholder\x18\x02 \x01(\tR\vplaceholder\x12\x1a\n" +
+	"\binjected\x18\x03 \x01(\x04R\binjected\x12\x18\n" +
+	"\ablocked\x18\x04 \x01(\x04R\ablocked\x12(\n" +
+	"\x10last_error_class\x18\x05 \x01(\tR\x0elastErrorClass\"\x93\x05\n" +
 	"\x10ConfigureRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12@\n" +
@@ -1083,32 +1697,38 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"efsVolumes\x88\x01\x01\x12U\n" +
 	"\x10lifecycle_events\x18\x04 \x01(\v2%.rayito.rayd.v1.LifecycleEventsConfigH\x02R\x0flifecycleEvents\x88\x01\x01\x12U\n" +
 	"\x10telemetry_export\x18\x05 \x01(\v2%.rayito.rayd.v1.TelemetryExportConfigH\x03R\x0ftelemetryExport\x88\x01\x01\x12O\n" +
-	"\x0esecret_gateway\x18\x06 \x01(\v2#.rayito.rayd.v1.SecretGatewayConfigH\x04R\rsecretGateway\x88\x01\x01B\f\n" +
+	"\x0esecret_gateway\x18\x06 \x01(\v2#.rayito.rayd.v1.SecretGatewayConfigH\x04R\rsecretGateway\x88\x01\x01\x12^\n" +
+	"\x13secret_placeholders\x18\x10 \x01(\v2(.rayito.rayd.v1.SecretPlaceholdersConfigH\x05R\x12secretPlaceholders\x88\x01\x01B\f\n" +
 	"\n" +
 	"_s3_mountsB\x0e\n" +
 	"\f_efs_volumesB\x13\n" +
 	"\x11_lifecycle_eventsB\x13\n" +
 	"\x11_telemetry_exportB\x11\n" +
-	"\x0f_secret_gatewayJ\x04\b\a\x10\x10\"\x9a\x01\n" +
+	"\x0f_secret_gatewayB\x16\n" +
+	"\x14_secret_placeholdersJ\x04\b\a\x10\x10\"\xb7\x02\n" +
 	"\rSectionResult\x127\n" +
 	"\asection\x18\x01 \x01(\x0e2\x1d.rayito.rayd.v1.ConfigSectionR\asection\x12/\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x1b.rayito.rayd.v1.SectionCodeR\x04code\x12\x1f\n" +
 	"\verror_class\x18\x03 \x01(\tR\n" +
-	"errorClass\"y\n" +
+	"errorClass\x12:\n" +
+	"\x06routes\x18\x04 \x03(\v2\".rayito.rayd.v1.GatewayRouteStatusR\x06routes\x12E\n" +
+	"\fplaceholders\x18\x05 \x03(\v2!.rayito.rayd.v1.PlaceholderStatusR\fplaceholders\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"y\n" +
 	"\x11ConfigureResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.rayito.rayd.v1.SectionResultR\aresults\x12+\n" +
 	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration\"\x18\n" +
 	"\x16ConfigureStatusRequest\"\x81\x01\n" +
 	"\x17ConfigureStatusResponse\x129\n" +
 	"\bsections\x18\x01 \x03(\v2\x1d.rayito.rayd.v1.SectionResultR\bsections\x12+\n" +
-	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration*\xda\x01\n" +
+	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration*\x82\x02\n" +
 	"\rConfigSection\x12\x1e\n" +
 	"\x1aCONFIG_SECTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONFIG_SECTION_S3_MOUNTS\x10\x01\x12\x1e\n" +
 	"\x1aCONFIG_SECTION_EFS_VOLUMES\x10\x02\x12#\n" +
 	"\x1fCONFIG_SECTION_LIFECYCLE_EVENTS\x10\x03\x12#\n" +
 	"\x1fCONFIG_SECTION_TELEMETRY_EXPORT\x10\x04\x12!\n" +
-	"\x1dCONFIG_SECTION_SECRET_GATEWAY\x10\x05*\xb0\x01\n" +
+	"\x1dCONFIG_SECTION_SECRET_GATEWAY\x10\x05\x12&\n" +
+	"\"CONFIG_SECTION_SECRET_PLACEHOLDERS\x10\x06*\xb0\x01\n" +
 	"\vSectionCode\x12\x1c\n" +
 	"\x18SECTION_CODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SECTION_CODE_APPLIED\x10\x01\x12\x18\n" +
@@ -1138,25 +1758,32 @@ func file_rayito_rayd_v1_configure_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_configure_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_rayito_rayd_v1_configure_proto_goTypes = []any{
-	(ConfigSection)(0),              // 0: rayito.rayd.v1.ConfigSection
-	(SectionCode)(0),                // 1: rayito.rayd.v1.SectionCode
-	(TelemetryNames)(0),             // 2: rayito.rayd.v1.TelemetryNames
-	(*S3Mount)(nil),                 // 3: rayito.rayd.v1.S3Mount
-	(*S3MountsConfig)(nil),          // 4: rayito.rayd.v1.S3MountsConfig
-	(*EfsVolume)(nil),               // 5: rayito.rayd.v1.EfsVolume
-	(*EfsVolumesConfig)(nil),        // 6: rayito.rayd.v1.EfsVolumesConfig
-	(*LifecycleEventsConfig)(nil),   // 7: rayito.rayd.v1.LifecycleEventsConfig
-	(*ExecutionRoleAuth)(nil),       // 8: rayito.rayd.v1.ExecutionRoleAuth
-	(*BearerAuth)(nil),              // 9: rayito.rayd.v1.BearerAuth
-	(*TelemetryExportConfig)(nil),   // 10: rayito.rayd.v1.TelemetryExportConfig
-	(*SecretGatewayConfig)(nil),     // 11: rayito.rayd.v1.SecretGatewayConfig
-	(*ConfigureRequest)(nil),        // 12: rayito.rayd.v1.ConfigureRequest
-	(*SectionResult)(nil),           // 13: rayito.rayd.v1.SectionResult
-	(*ConfigureResponse)(nil),       // 14: rayito.rayd.v1.ConfigureResponse
-	(*ConfigureStatusRequest)(nil),  // 15: rayito.rayd.v1.ConfigureStatusRequest
-	(*ConfigureStatusResponse)(nil), // 16: rayito.rayd.v1.ConfigureStatusResponse
+	(ConfigSection)(0),               // 0: rayito.rayd.v1.ConfigSection
+	(SectionCode)(0),                 // 1: rayito.rayd.v1.SectionCode
+	(TelemetryNames)(0),              // 2: rayito.rayd.v1.TelemetryNames
+	(*S3Mount)(nil),                  // 3: rayito.rayd.v1.S3Mount
+	(*S3MountsConfig)(nil),           // 4: rayito.rayd.v1.S3MountsConfig
+	(*EfsVolume)(nil),                // 5: rayito.rayd.v1.EfsVolume
+	(*EfsVolumesConfig)(nil),         // 6: rayito.rayd.v1.EfsVolumesConfig
+	(*LifecycleEventsConfig)(nil),    // 7: rayito.rayd.v1.LifecycleEventsConfig
+	(*ExecutionRoleAuth)(nil),        // 8: rayito.rayd.v1.ExecutionRoleAuth
+	(*BearerAuth)(nil),               // 9: rayito.rayd.v1.BearerAuth
+	(*TelemetryExportConfig)(nil),    // 10: rayito.rayd.v1.TelemetryExportConfig
+	(*GatewayRule)(nil),              // 11: rayito.rayd.v1.GatewayRule
+	(*GatewayHeader)(nil),            // 12: rayito.rayd.v1.GatewayHeader
+	(*GatewayRoute)(nil),             // 13: rayito.rayd.v1.GatewayRoute
+	(*SecretGatewayConfig)(nil),      // 14: rayito.rayd.v1.SecretGatewayConfig
+	(*SecretPlaceholder)(nil),        // 15: rayito.rayd.v1.SecretPlaceholder
+	(*SecretPlaceholdersConfig)(nil), // 16: rayito.rayd.v1.SecretPlaceholdersConfig
+	(*GatewayRouteStatus)(nil),       // 17: rayito.rayd.v1.GatewayRouteStatus
+	(*PlaceholderStatus)(nil),        // 18: rayito.rayd.v1.PlaceholderStatus
+	(*ConfigureRequest)(nil),         // 19: rayito.rayd.v1.ConfigureRequest
+	(*SectionResult)(nil),            // 20: rayito.rayd.v1.SectionResult
+	(*ConfigureResponse)(nil),        // 21: rayito.rayd.v1.ConfigureResponse
+	(*ConfigureStatusRequest)(nil),   // 22: rayito.rayd.v1.ConfigureStatusRequest
+	(*ConfigureStatusResponse)(nil),  // 23: rayito.rayd.v1.ConfigureStatusResponse
 }
 var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	3,  // 0: rayito.rayd.v1.S3MountsConfig.mounts:type_name -> rayito.rayd.v1.S3Mount
@@ -1164,24 +1791,32 @@ var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	2,  // 2: rayito.rayd.v1.TelemetryExportConfig.names:type_name -> rayito.rayd.v1.TelemetryNames
 	8,  // 3: rayito.rayd.v1.TelemetryExportConfig.execution_role:type_name -> rayito.rayd.v1.ExecutionRoleAuth
 	9,  // 4: rayito.rayd.v1.TelemetryExportConfig.bearer:type_name -> rayito.rayd.v1.BearerAuth
-	4,  // 5: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
-	6,  // 6: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
-	7,  // 7: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
-	10, // 8: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
-	11, // 9: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
-	0,  // 10: rayito.rayd.v1.SectionResult.section:type_name -> rayito.rayd.v1.ConfigSection
-	1,  // 11: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
-	13, // 12: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
-	13, // 13: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
-	12, // 14: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
-	15, // 15: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
-	14, // 16: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
-	16, // 17: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
-	16, // [16:18] is the sub-list for method output_type
-	14, // [14:16] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	12, // 5: rayito.rayd.v1.GatewayRoute.headers:type_name -> rayito.rayd.v1.GatewayHeader
+	11, // 6: rayito.rayd.v1.GatewayRoute.rules:type_name -> rayito.rayd.v1.GatewayRule
+	13, // 7: rayito.rayd.v1.SecretGatewayConfig.routes:type_name -> rayito.rayd.v1.GatewayRoute
+	11, // 8: rayito.rayd.v1.SecretPlaceholder.rules:type_name -> rayito.rayd.v1.GatewayRule
+	15, // 9: rayito.rayd.v1.SecretPlaceholdersConfig.placeholders:type_name -> rayito.rayd.v1.SecretPlaceholder
+	4,  // 10: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
+	6,  // 11: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
+	7,  // 12: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
+	10, // 13: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
+	14, // 14: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
+	16, // 15: rayito.rayd.v1.ConfigureRequest.secret_placeholders:type_name -> rayito.rayd.v1.SecretPlaceholdersConfig
+	0,  // 16: rayito.rayd.v1.SectionResult.section:type_name -> rayito.rayd.v1.ConfigSection
+	1,  // 17: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
+	17, // 18: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
+	18, // 19: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
+	20, // 20: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
+	20, // 21: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
+	19, // 22: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
+	22, // 23: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
+	21, // 24: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
+	23, // 25: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
+	24, // [24:26] is the sub-list for method output_type
+	22, // [22:24] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_configure_proto_init() }
@@ -1193,14 +1828,14 @@ func file_rayito_rayd_v1_configure_proto_init() {
 		(*TelemetryExportConfig_ExecutionRole)(nil),
 		(*TelemetryExportConfig_Bearer)(nil),
 	}
-	file_rayito_rayd_v1_configure_proto_msgTypes[9].OneofWrappers = []any{}
+	file_rayito_rayd_v1_configure_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_configure_proto_rawDesc), len(file_rayito_rayd_v1_configure_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,7 +45,9 @@ const (
 type ConfigureServiceClient interface {
 	// Configure applies the sections present (an absent section is left
 	// alone; a present one, even empty, replaces) in the fixed order events →
-	// telemetry → gateway → s3 → efs. request_id makes it idempotent.
+	// telemetry → gateway → placeholders → s3 → efs. request_id makes it
+	// idempotent. An invalid section keeps the previous configuration of
+	// that section running.
 	Configure(context.Context, *connect.Request[v1.ConfigureRequest]) (*connect.Response[v1.ConfigureResponse], error)
 	// ConfigureStatus reports each section's state.
 	ConfigureStatus(context.Context, *connect.Request[v1.ConfigureStatusRequest]) (*connect.Response[v1.ConfigureStatusResponse], error)
@@ -97,7 +99,9 @@ func (c *configureServiceClient) ConfigureStatus(ctx context.Context, req *conne
 type ConfigureServiceHandler interface {
 	// Configure applies the sections present (an absent section is left
 	// alone; a present one, even empty, replaces) in the fixed order events →
-	// telemetry → gateway → s3 → efs. request_id makes it idempotent.
+	// telemetry → gateway → placeholders → s3 → efs. request_id makes it
+	// idempotent. An invalid section keeps the previous configuration of
+	// that section running.
 	Configure(context.Context, *connect.Request[v1.ConfigureRequest]) (*connect.Response[v1.ConfigureResponse], error)
 	// ConfigureStatus reports each section's state.
 	ConfigureStatus(context.Context, *connect.Request[v1.ConfigureStatusRequest]) (*connect.Response[v1.ConfigureStatusResponse], error)

@@ -1,0 +1,3 @@
+module github.com/rayito-dev/rayito/gateway
+
+go 1.26.0

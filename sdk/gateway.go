@@ -1,0 +1,320 @@
+package rayito
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+)
+
+// GatewayRule allows requests by method and path: Method is an upper-case
+// HTTP method or "*"; Path is exact ("/v1/messages") or a prefix ending in
+// "/*" ("/v1/*"; "/*" is every path).
+type GatewayRule struct {
+	Method string
+	Path   string
+}
+
+// HeaderValue is a header a gateway injects: Prefix followed by the
+// secret's value. Only the secret's reference is kept in the SDK's
+// options; the value is read from the secret store when the gateway is
+// configured (and by Refresh).
+type HeaderValue struct {
+	Prefix string // not secret, e.g. "Bearer "
+	Secret SecretRef
+}
+
+// Bearer is the header value "Bearer <secret>".
+func Bearer(ref SecretRef) HeaderValue { return HeaderValue{Prefix: "Bearer ", Secret: ref} }
+
+// Plain is the header value "<secret>".
+func Plain(ref SecretRef) HeaderValue { return HeaderValue{Secret: ref} }
+
+// SecretGateway is a route of the sandbox's secret gateway: code in the
+// sandbox calls http://127.0.0.1:PORT/... (Sandbox.Gateway(Name).URL()),
+// and rayd forwards the requests that Allow permits to Upstream over TLS
+// with Headers added. The sandbox never sees the secrets. Up to 8 routes.
+type SecretGateway struct {
+	// Name identifies the route: [a-z0-9][a-z0-9_-]{0,62}.
+	Name string
+	// Upstream is https://host[:port], nothing after the authority.
+	Upstream string
+	// Headers are injected into every forwarded request (at most 16); the
+	// sandbox's own copies are dropped.
+	Headers map[string]HeaderValue
+	// Allow lists the (method, path) rules: 1 to 32.
+	Allow []GatewayRule
+	// RatePerMinute bounds the route's requests (0: 600; at most 6000).
+	RatePerMinute int
+	// Env, when set, is a variable processes started from then on get,
+	// holding the route's URL followed by EnvPath (e.g.
+	// ANTHROPIC_BASE_URL).
+	Env     string
+	EnvPath string
+}
+
+// SecretPlaceholder is a secret the sandbox sees only as a placeholder in
+// the variable Env. Tools call Host as usual (https, port Port, 443 by
+// default); rayd's egress proxy terminates their TLS with the sandbox's
+// own CA (which every common tool is made to trust) and replaces the
+// placeholder in request headers with the secret when Allow permits the
+// request (empty: any method and path). A placeholder sent anywhere else is
+// blocked. Other traffic is never decrypted. Up to 16.
+type SecretPlaceholder struct {
+	Env           string
+	Secret        SecretRef
+	Host          string
+	Port          int
+	Allow         []GatewayRule
+	RatePerMinute int
+}
+
+// WithGateways configures the sandbox's secret gateway routes (Create).
+func WithGateways(routes ...SecretGateway) Option {
+	routes = slices.Clone(routes)
+	for i := range routes {
+		routes[i].Headers = maps.Clone(routes[i].Headers)
+		routes[i].Allow = slices.Clone(routes[i].Allow)
+	}
+	return sandboxOption(func(c *config) { c.gateways = routes })
+}
+
+// WithSecretPlaceholders configures the sandbox's transparent placeholders
+// (Create).
+func WithSecretPlaceholders(ps ...SecretPlaceholder) Option {
+	ps = slices.Clone(ps)
+	for i := range ps {
+		ps[i].Allow = slices.Clone(ps[i].Allow)
+	}
+	return sandboxOption(func(c *config) { c.placeholders = ps })
+}
+
+// gatewayConfig is the part of config the secret options set.
+type gatewayConfig struct {
+	gateways     []SecretGateway
+	placeholders []SecretPlaceholder
+}
+
+// GatewayEndpoint is a configured route of the sandbox's gateway.
+type GatewayEndpoint struct {
+	name string
+	port uint16
+}
+
+// Name is the route's name.
+func (g *GatewayEndpoint) Name() string {
+	if g == nil {
+		return ""
+	}
+	return g.name
+}
+
+// Port is the route's loopback port inside the sandbox (0 for an unknown
+// route).
+func (g *GatewayEndpoint) Port() int {
+	if g == nil {
+		return 0
+	}
+	return int(g.port)
+}
+
+// URL is the address sandbox code calls: http://127.0.0.1:PORT ("" for an
+// unknown route).
+func (g *GatewayEndpoint) URL() string {
+	if g == nil || g.port == 0 {
+		return ""
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(int(g.port))
+}
+
+// secretsState is what the sandbox knows of its gateway: the options to
+// apply again on Refresh, and the routes and placeholders in force.
+type secretsState struct {
+	mu           sync.Mutex
+	gateways     []SecretGateway
+	placeholders []SecretPlaceholder
+	routes       map[string]uint16 // name -> port
+	values       map[string]string // variable -> placeholder
+}
+
+// Gateway returns the route named name, or nil when the sandbox has none of
+// that name (its methods then answer zero values).
+func (s *Sandbox) Gateway(name string) *GatewayEndpoint {
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	port, ok := s.secrets.routes[name]
+	if !ok {
+		return nil
+	}
+	return &GatewayEndpoint{name: name, port: port}
+}
+
+// Placeholder returns the placeholder the sandbox sees in the variable env
+// ("" when none): not a secret.
+func (s *Sandbox) Placeholder(env string) string {
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	return s.secrets.values[env]
+}
+
+// Refresh reads the secrets of the sandbox's gateway routes and
+// placeholders again (bypassing the cache) and hands the new values to
+// rayd: ports and placeholders are kept, so nothing in the sandbox changes
+// but the values the gateway injects.
+func (s *Sandbox) Refresh(ctx context.Context) error {
+	s.secrets.mu.Lock()
+	gws, phs := s.secrets.gateways, s.secrets.placeholders
+	s.secrets.mu.Unlock()
+	if len(gws) == 0 && len(phs) == 0 {
+		return nil
+	}
+	return s.configureSecrets(ctx, gws, phs, true)
+}
+
+// configureSecrets resolves the secrets and applies both sections.
+func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs []SecretPlaceholder, fresh bool) error {
+	value := func(ref SecretRef) (string, error) {
+		if fresh {
+			if c, err := s.cfg.secretCacheOf(ctx); err == nil {
+				c.Invalidate(ref)
+			}
+		}
+		v, err := s.secretValue(ctx, ref)
+		if err != nil {
+			return "", err
+		}
+		return string(v), nil
+	}
+	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
+	if gws != nil {
+		m := &raydv1.SecretGatewayConfig{}
+		for i, g := range gws {
+			if g.RatePerMinute < 0 || g.RatePerMinute > 6000 {
+				return newError(ReasonInvalidArgument, fmt.Sprintf("gateways[%d]: rate per minute must be 0 to 6000", i))
+			}
+			r := &raydv1.GatewayRoute{Name: g.Name, Upstream: g.Upstream, RatePerMinute: uint32(g.RatePerMinute), Env: g.Env, EnvPath: g.EnvPath}
+			for _, name := range slices.Sorted(maps.Keys(g.Headers)) {
+				hv := g.Headers[name]
+				v, err := value(hv.Secret)
+				if err != nil {
+					return err
+				}
+				r.Headers = append(r.Headers, &raydv1.GatewayHeader{Name: name, Prefix: hv.Prefix, Secret: v})
+			}
+			r.Rules = ruleMsgs(g.Allow)
+			m.Routes = append(m.Routes, r)
+		}
+		req.SecretGateway = m
+	}
+	if phs != nil {
+		m := &raydv1.SecretPlaceholdersConfig{}
+		for i, p := range phs {
+			if p.Port < 0 || p.Port > 65535 {
+				return newError(ReasonInvalidArgument, fmt.Sprintf("placeholders[%d]: port out of range", i))
+			}
+			if p.RatePerMinute < 0 || p.RatePerMinute > 6000 {
+				return newError(ReasonInvalidArgument, fmt.Sprintf("placeholders[%d]: rate per minute must be 0 to 6000", i))
+			}
+			v, err := value(p.Secret)
+			if err != nil {
+				return err
+			}
+			m.Placeholders = append(m.Placeholders, &raydv1.SecretPlaceholder{Env: p.Env, Secret: v,
+				Host: strings.ToLower(strings.TrimSuffix(p.Host, ".")), Port: uint32(p.Port),
+				Rules: ruleMsgs(p.Allow), RatePerMinute: uint32(p.RatePerMinute)})
+		}
+		req.SecretPlaceholders = m
+	}
+	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
+	if err != nil {
+		return rpcErr("configure secrets", err)
+	}
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	s.secrets.gateways, s.secrets.placeholders = gws, phs
+	var failure error
+	for _, r := range resp.Msg.GetResults() {
+		if err := sectionErr(r); err != nil && failure == nil {
+			failure = err
+		}
+		s.secrets.record(r)
+	}
+	return failure
+}
+
+// record keeps the routes and placeholders a result reports.
+func (st *secretsState) record(r *raydv1.SectionResult) {
+	switch r.GetSection() {
+	case raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY:
+		st.routes = map[string]uint16{}
+		for _, rt := range r.GetRoutes() {
+			st.routes[rt.GetName()] = uint16(rt.GetPort())
+		}
+	case raydv1.ConfigSection_CONFIG_SECTION_SECRET_PLACEHOLDERS:
+		st.values = map[string]string{}
+		for _, p := range r.GetPlaceholders() {
+			st.values[p.GetEnv()] = p.GetPlaceholder()
+		}
+	}
+}
+
+// loadSecrets learns the routes and placeholders in force (Connect): a
+// rayd without the service has none.
+func (s *Sandbox) loadSecrets(ctx context.Context) {
+	resp, err := s.dp.config.ConfigureStatus(ctx, connect.NewRequest(&raydv1.ConfigureStatusRequest{}))
+	if err != nil {
+		s.cfg.logger.Debug("rayito: no gateway status", slog.String("sandbox_id", s.id), slog.String("code", connect.CodeOf(err).String()))
+		return
+	}
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	for _, r := range resp.Msg.GetSections() {
+		if r.GetCode() == raydv1.SectionCode_SECTION_CODE_APPLIED {
+			s.secrets.record(r)
+		}
+	}
+}
+
+// sectionErr is the error of a section that was not applied: its fixed
+// message names the field, never a value.
+func sectionErr(r *raydv1.SectionResult) error {
+	what := strings.ToLower(strings.TrimPrefix(r.GetSection().String(), "CONFIG_SECTION_"))
+	what = strings.ReplaceAll(what, "_", " ")
+	msg := what
+	if m := r.GetMessage(); m != "" {
+		msg += ": " + m
+	}
+	switch r.GetCode() {
+	case raydv1.SectionCode_SECTION_CODE_APPLIED:
+		return nil
+	case raydv1.SectionCode_SECTION_CODE_INVALID:
+		return newError(ReasonInvalidArgument, msg)
+	case raydv1.SectionCode_SECTION_CODE_UNSUPPORTED:
+		return newError(ReasonUnimplemented, msg+" ("+r.GetErrorClass()+")")
+	}
+	return newError(ReasonInternal, msg+" ("+r.GetErrorClass()+")")
+}
+
+func ruleMsgs(rs []GatewayRule) []*raydv1.GatewayRule {
+	out := make([]*raydv1.GatewayRule, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, &raydv1.GatewayRule{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
