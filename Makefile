@@ -113,6 +113,9 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzSOCKS5$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
 	go test -run '^$$' -fuzz '^FuzzSNI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./rayd/internal/egress
 	go test -run '^$$' -fuzz '^FuzzDNSQuery$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
+	go test -run '^$$' -fuzz '^FuzzCheckPath$$' -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz '^FuzzCheckPlain$$' -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz '^FuzzRouteUpstream$$' -fuzztime $(FUZZTIME) ./gateway
 
 .PHONY: build
 build: ## Build rayd into .tmp/bin.

@@ -28,7 +28,9 @@ type GatewayRule struct {
 // HeaderValue is a header a gateway injects: Prefix followed by the
 // secret's value. Only the secret's reference is kept in the SDK's
 // options; the value is read from the secret store when the gateway is
-// configured (and by Refresh).
+// configured (and by Refresh); a line break that ends the stored value (as
+// `echo key | rayito secret create` leaves) is dropped, since no header can
+// carry one.
 type HeaderValue struct {
 	Prefix string // not secret, e.g. "Bearer "
 	Secret SecretRef
@@ -159,6 +161,17 @@ func (s *Sandbox) Gateway(name string) *GatewayEndpoint {
 	return &GatewayEndpoint{name: name, port: port}
 }
 
+// Gateways returns the sandbox's routes, sorted by name.
+func (s *Sandbox) Gateways() []*GatewayEndpoint {
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	var out []*GatewayEndpoint
+	for _, name := range slices.Sorted(maps.Keys(s.secrets.routes)) {
+		out = append(out, &GatewayEndpoint{name: name, port: s.secrets.routes[name]})
+	}
+	return out
+}
+
 // Placeholder returns the placeholder the sandbox sees in the variable env
 // ("" when none): not a secret.
 func (s *Sandbox) Placeholder(env string) string {
@@ -193,7 +206,9 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 		if err != nil {
 			return "", err
 		}
-		return string(v), nil
+		// A header value cannot hold a line break: the one a secret
+		// stored from `echo key |` ends with is not part of the key.
+		return strings.TrimRight(string(v), "\r\n"), nil
 	}
 	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
 	if gws != nil {

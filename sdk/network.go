@@ -179,10 +179,18 @@ func networkPlan(cfg *config) (p *NetworkPolicy, required bool, err error) {
 	}
 	if cfg.denyInternet {
 		deny := DenyAllNetwork()
-		return &deny, cfg.backend != BackendLocal, nil
+		// The gateway and the placeholders' upstreams are reached by rayd
+		// itself, over the sandbox's route out: the route stays and the
+		// sandbox's daemon denies everything else, which it must then
+		// enforce.
+		return &deny, cfg.backend != BackendLocal || cfg.secretEgress(), nil
 	}
 	return nil, false, nil
 }
+
+// secretEgress reports whether rayd calls upstreams for the sandbox (its
+// gateway routes or placeholders), which needs the route out.
+func (c *config) secretEgress() bool { return len(c.gateways) > 0 || len(c.placeholders) > 0 }
 
 // enforceNetwork runs after a created sandbox is ready, when a policy was
 // asked for: it applies the policy again by RPC (a no-op when the run

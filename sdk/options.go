@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -145,6 +146,7 @@ type config struct {
 
 func newConfig(opts []Option) *config {
 	c := &config{timeout: DefaultTimeout, readyTimeout: DefaultReadyTimeout, internet: true, getenv: os.Getenv}
+	c.secretMu = new(sync.Mutex)
 	for _, o := range opts {
 		if o != nil {
 			o.applySandbox(c)

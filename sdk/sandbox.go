@@ -105,6 +105,9 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.checkSecrets(); err != nil {
+		return nil, err
+	}
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
@@ -142,7 +145,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if cfg.backend == BackendAWS {
 		in.Logging = &microvmsapi.Logging{Disabled: &struct{}{}}
 	}
-	if cfg.internet {
+	if cfg.internet || cfg.secretEgress() {
 		in.EgressNetworkConnectors = []string{microvmsapi.ConnectorARN(region(cfg), microvmsapi.ConnectorInternet)}
 	}
 	vm, err := mv.RunMicrovm(ctx, in)

@@ -16,6 +16,7 @@ import (
 // backend's store, made on first use) and the ones every command,
 // terminal and cell gets (WithSecrets).
 type secretConfig struct {
+	secretMu    *sync.Mutex // guards the lazy creation of secretCache
 	secretStore SecretStore
 	secretCache *SecretCache
 	secrets     map[string]SecretRef // env name -> secret
@@ -25,9 +26,6 @@ type secretConfig struct {
 type callSecrets struct {
 	secrets map[string]SecretRef
 }
-
-// secretCacheMu guards the lazy creation of a sandbox's default cache.
-var secretCacheMu sync.Mutex
 
 // WithSecretStore sets the store the sandbox's secrets (WithSecrets) are
 // read from, through a cache of the default TTL. The default is the local
@@ -192,8 +190,8 @@ func (c *config) checkSecrets() error {
 // secretCacheOf returns the sandbox's cache, making the default one on
 // first use.
 func (c *config) secretCacheOf(ctx context.Context) (*SecretCache, error) {
-	secretCacheMu.Lock()
-	defer secretCacheMu.Unlock()
+	c.secretMu.Lock()
+	defer c.secretMu.Unlock()
 	if c.secretCache != nil {
 		return c.secretCache, nil
 	}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,8 +64,9 @@ func (u *upstreamRecorder) headers() []http.Header {
 // or as the password of Basic auth (git). It answers what a model API
 // would, and on /v1/echo it echoes the key back in response headers (the
 // gateway must strip them).
-func secretsUpstreamHandler(key string, rec *upstreamRecorder) http.Handler {
+func secretsUpstreamHandler(keyv *atomic.Value, rec *upstreamRecorder) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := keyv.Load().(string)
 		_, pass, basic := r.BasicAuth()
 		ok := r.Header.Get("X-Api-Key") == key || r.Header.Get("Authorization") == "Bearer "+key || (basic && pass == key)
 		rec.add(r, ok)
@@ -139,6 +141,7 @@ func TestSecrets(t *testing.T) {
 		t.Skip("needs root: network namespaces and the root platform")
 	}
 	canary := "sk-canary-" + randHex(t, 16)
+	rotated := "sk-rotated-" + randHex(t, 16) // the value after a rotation
 	caPEM, leaf := secretsPKI(t)
 	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(secretsPeerHost, 24).Masked(), 1)
 	if err != nil {
@@ -146,12 +149,14 @@ func TestSecrets(t *testing.T) {
 	}
 	defer pn.Close()
 	rec := &upstreamRecorder{}
+	keyv := &atomic.Value{}
+	keyv.Store(canary)
 	for _, a := range pn.Addrs {
 		ln, err := pn.Listen("tcp", netip.AddrPortFrom(a, 443).String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := &http.Server{Handler: secretsUpstreamHandler(canary, rec), ErrorLog: nil}
+		srv := &http.Server{Handler: secretsUpstreamHandler(keyv, rec), ErrorLog: nil}
 		go func() { _ = srv.Serve(tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}})) }()
 		defer srv.Close()
 	}
@@ -208,7 +213,7 @@ func TestSecrets(t *testing.T) {
 		if res == nil {
 			return "", false
 		}
-		if strings.Contains(res.Stdout+res.Stderr, canary) {
+		if strings.Contains(res.Stdout+res.Stderr, canary) || strings.Contains(res.Stdout+res.Stderr, rotated) {
 			t.Errorf("%s: the key reached the sandbox's output", cmd)
 		}
 		return res.Stdout + res.Stderr, err == nil && res.ExitCode == 0
@@ -222,10 +227,15 @@ func TestSecrets(t *testing.T) {
 			"curl -sS -m 5 -X POST -H 'Content-Type: application/json' -d '{}' http://127.0.0.1:8080/rayito.rayd.v1.HealthService/Health",
 			"cat /proc/1/mem 2>&1 | head -c 100; true",
 			"grep -rIl 'PRIVATE KEY' /run /tmp /home /etc/ssl 2>/dev/null; true",
+			// No core dump or trace of rayd (pid 1) for the sandbox's user.
+			"kill -ABRT 1 && echo SIGNALLED; cat /proc/1/environ 2>&1 | head -c 200; true",
 		} {
 			out, _ := run(sbx, cmd)
-			if strings.Contains(out, canary) {
+			if strings.Contains(out, canary) || strings.Contains(out, rotated) {
 				t.Errorf("%q shows the key", cmd)
+			}
+			if strings.Contains(out, "SIGNALLED") {
+				t.Errorf("the sandbox's user could signal rayd")
 			}
 			if strings.Contains(cmd, "PRIVATE KEY") && strings.TrimSpace(out) != "" {
 				t.Errorf("a private key file is readable: %q", out)
@@ -259,12 +269,31 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("an echoing upstream's headers came back: %q", out)
 		}
 		noKey(t, sbx)
-		// A refresh keeps the port.
+		// A rotation: the upstream wants the new key, the store has it,
+		// the gateway still injects the old one (cached in the SDK, held
+		// by rayd) until Refresh, which keeps the port.
+		if _, err := store.UpdateSecret(ctx, "upstream-key", []byte(rotated)); err != nil {
+			t.Fatal(err)
+		}
+		keyv.Store(rotated)
+		if out, _ := run(sbx, `curl -sS -m 10 -o /dev/null -w '%{http_code}' -X POST "$GATEWAY_URL/v1/messages"`); out != "401" {
+			t.Errorf("before Refresh: %q", out)
+		}
 		if err := sbx.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := sbx.Gateway("up").URL(); got != url {
 			t.Errorf("after Refresh: %q, was %q", got, url)
+		}
+		if out, ok := run(sbx, `curl -sS -m 10 -X POST "$GATEWAY_URL/v1/messages"`); !ok || !strings.Contains(out, `"answer":"from upstream"`) {
+			t.Errorf("after Refresh: %q %v", out, ok)
+		}
+		if _, err := store.UpdateSecret(ctx, "upstream-key", []byte(canary)); err != nil {
+			t.Fatal(err)
+		}
+		keyv.Store(canary)
+		if err := sbx.Refresh(ctx); err != nil {
+			t.Fatal(err)
 		}
 		// Connect learns the routes.
 		again, err := rayito.Connect(ctx, sbx.ID(), p.opts(rayito.WithAccessToken(sbx.AccessToken()))...)
@@ -273,6 +302,33 @@ func TestSecrets(t *testing.T) {
 		}
 		if got := again.Gateway("up").URL(); got != url {
 			t.Errorf("after Connect: %q, was %q", got, url)
+		}
+	})
+
+	t.Run("env", func(t *testing.T) {
+		// WithSecrets: the value in one command's environment only (the
+		// sandbox's code can read it: the residual risk of env injection).
+		sbx := create()
+		res, err := sbx.Commands.Run(ctx, "printenv TOKEN", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		if err != nil || strings.TrimSpace(res.Stdout) != canary {
+			t.Fatalf("an injected secret: %v", err)
+		}
+		if out, _ := run(sbx, "printenv TOKEN; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("another command got the secret")
+		}
+		_, err = sbx.Commands.Run(ctx, "true", rayito.WithEnvs(map[string]string{"TOKEN": "x"}), rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		if !errors.Is(err, rayito.ErrInvalidArgument) {
+			t.Errorf("an env and a secret of one name: %v", err)
+		}
+		errs = append(errs, err)
+		_, err = sbx.Commands.Run(ctx, "true", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": {Name: "missing"}}))
+		if !errors.Is(err, rayito.ErrSecretNotFound) {
+			t.Errorf("a missing secret: %v", err)
+		}
+		errs = append(errs, err)
+		info, err := sbx.Info(ctx)
+		if err != nil || strings.Contains(fmt.Sprintf("%+v", info), canary) {
+			t.Errorf("Info: %v", err)
 		}
 	})
 
@@ -325,18 +381,18 @@ func TestSecrets(t *testing.T) {
 	stopped = true
 	p.stop(true)
 	for _, e := range errs {
-		if strings.Contains(e.Error(), canary) {
+		if e != nil && (strings.Contains(e.Error(), canary) || strings.Contains(e.Error(), rotated)) {
 			t.Errorf("an error carries the key: %v", e)
 		}
 	}
-	if strings.Contains(logs.String(), canary) {
+	if strings.Contains(logs.String(), canary) || strings.Contains(logs.String(), rotated) {
 		t.Errorf("the platform's log carries the key")
 	}
 	_ = filepath.WalkDir(stateDir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
 			return nil
 		}
-		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(canary)) {
+		if b, err := os.ReadFile(path); err == nil && (bytes.Contains(b, []byte(canary)) || bytes.Contains(b, []byte(rotated))) {
 			t.Errorf("%s carries the key", path)
 		}
 		return nil

@@ -25,6 +25,8 @@ var environment = []envVar{
 	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},
 	{"RAYITO_DEBUG", "1: the platform that `run` starts in its own process logs at debug level to stderr"},
 	{"RAYITO_ALLOW_ROOT", "1 in rayd's own environment (inside the sandbox): lets clients run commands as root"},
+	{"RAYITO_SECRETS_DIR", "the local secret store (`rayito secret`, the SDK's default store on the local platform), default $XDG_CONFIG_HOME/rayito/secrets or ~/.config/rayito/secrets"},
+	{"XDG_CONFIG_HOME", "base of the local secret store's default directory (see RAYITO_SECRETS_DIR)"},
 	{"XDG_STATE_HOME", "base of the state directories: $XDG_STATE_HOME/rayito/tokens (access tokens) and rayito/localvm (the platform), default ~/.local/state"},
 	{"AWS_REGION, AWS_PROFILE, ...", "aws backend: the AWS SDK's usual configuration and credential chain"},
 	{"RAYITO_UNISOLATED", "1: like --unisolated (`run`, `local serve|up`): where sandboxes cannot be isolated (no root, no unprivileged user namespaces), start them anyway, NOT isolated; every such sandbox says so on stderr"},

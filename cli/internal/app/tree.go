@@ -17,6 +17,10 @@ import (
 // prints its help when called bare and refuses an unknown subcommand.
 func prepare(cmd *cli.Command) {
 	cmd.OnUsageError = onUsageError
+	// Every command's own setting counts for its flags: a repeated flag
+	// is one value per use, commas included (--env A=1,2; --gateway
+	// name=x,upstream=...).
+	cmd.DisableSliceFlagSeparator = true
 	if len(cmd.Commands) > 0 {
 		cmd.HideHelpCommand = true
 		if cmd.Action == nil {

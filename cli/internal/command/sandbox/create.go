@@ -33,7 +33,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},
 			cliutil.JSONFlag(),
-		}, cliutil.NetworkFlags()...),
+		}, append(cliutil.NetworkFlags(), cliutil.SecretFlags()...)...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			envs, err := cliutil.ParseEnvs(cmd.StringSlice("env"))
 			if err != nil {
@@ -64,15 +64,27 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 				opts = append(opts, rayito.WithTemplate(t))
 			}
 			opts = append(opts, cliutil.NetworkOptions(cmd)...)
+			secretOpts, err := cliutil.SecretOptions(cmd)
+			if err != nil {
+				return err
+			}
+			opts = append(opts, secretOpts...)
 			sbx, err := rayito.Create(ctx, opts...)
 			if err != nil {
 				return err
 			}
 			platform.WarnIfUnisolated(ctx, f.IO.Err, sbx)
 			// Create stored the access token in the SDK's token store.
-			out := map[string]string{"id": sbx.ID()}
+			out := map[string]any{"id": sbx.ID()}
 			if cmd.Bool("show-token") {
 				out["access_token"] = sbx.AccessToken()
+			}
+			gateways := map[string]string{}
+			for _, g := range sbx.Gateways() {
+				gateways[g.Name()] = g.URL()
+			}
+			if len(gateways) > 0 {
+				out["gateways"] = gateways
 			}
 			if cmd.Bool("json") {
 				return cliutil.PrintJSON(f.IO.Out, out)
@@ -80,6 +92,11 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			fmt.Fprintln(f.IO.Out, sbx.ID())
 			if cmd.Bool("show-token") {
 				fmt.Fprintln(f.IO.Out, sbx.AccessToken())
+			}
+			for _, g := range sbx.Gateways() {
+				// Beside the id on stdout, which scripts read: the URLs
+				// are for people (sandbox code finds them in its env).
+				fmt.Fprintf(f.IO.Err, "gateway %s: %s\n", g.Name(), g.URL())
 			}
 			return nil
 		},

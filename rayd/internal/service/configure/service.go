@@ -22,6 +22,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
@@ -189,7 +190,7 @@ func rules(in []*raydv1.GatewayRule) []gateway.Rule {
 func configMessage(err error) string {
 	var ce *gateway.ConfigError
 	if errors.As(err, &ce) {
-		return ce.Error()
+		return strings.TrimPrefix(ce.Error(), "gateway: ")
 	}
 	return "invalid configuration"
 }
