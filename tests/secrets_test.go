@@ -376,6 +376,32 @@ func TestSecrets(t *testing.T) {
 		noKey(t, sbx)
 	})
 
+	t.Run("deny-all", func(t *testing.T) {
+		// The agent's set-up: nothing leaves but through the secrets.
+		sbx := create(rayito.WithAllowInternetAccess(false),
+			rayito.WithSecretPlaceholders(rayito.SecretPlaceholder{Env: "UPSTREAM_KEY", Secret: ref, Host: "upstream.test"}),
+			rayito.WithGateways(rayito.SecretGateway{Name: "up", Upstream: "https://upstream.test",
+				Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(ref)},
+				Allow:   []rayito.GatewayRule{{Method: "POST", Path: "/v1/messages"}}, Env: "GATEWAY_URL"}))
+		for _, cmd := range []string{
+			`curl -sS -m 10 -X POST -H "x-api-key: $UPSTREAM_KEY" https://upstream.test/v1/messages`,
+			`curl -sS -m 10 -X POST "$GATEWAY_URL/v1/messages"`,
+		} {
+			if out, ok := run(sbx, cmd); !ok || !strings.Contains(out, `"answer":"from upstream"`) {
+				t.Errorf("deny-all, %s: %q %v", cmd, out, ok)
+			}
+		}
+		for _, cmd := range []string{
+			"curl -sS -m 5 -k https://other.test/",
+			"curl -sS -m 5 -k https://" + secretsOther.String() + "/",
+			"getent hosts other.test",
+		} {
+			if out, ok := run(sbx, cmd); ok {
+				t.Errorf("deny-all let %q through: %q", cmd, out)
+			}
+		}
+	})
+
 	// The canary: in no log of the platform or of any rayd, and in no
 	// error of the run.
 	stopped = true

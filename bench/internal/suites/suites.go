@@ -27,6 +27,7 @@ func All() []Suite {
 		{"density", Density},
 		{"memory", Memory},
 		{"egress", Egress},
+		{"secrets", Secrets},
 	}
 }
 

@@ -165,7 +165,9 @@ func (r *Reconciler) fail(kind, cause error) error {
 	r.want, r.lockdown = ld, true
 	ierr := r.install(ld)
 	if ierr == nil {
-		ierr = r.check(ld)
+		// The table only: the ip rules are added and checked below (on
+		// a first Set they do not exist yet).
+		ierr = r.checkTable(ld)
 	}
 	rerr := r.ensureIPRules()
 	if rerr == nil {
