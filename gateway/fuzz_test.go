@@ -58,3 +58,22 @@ func FuzzRouteUpstream(f *testing.F) {
 		}
 	})
 }
+
+// FuzzContainsFold: containsFold agrees with a case-folded search.
+func FuzzContainsFold(f *testing.F) {
+	f.Add([]byte("X-Authorization: Basic x"), "authorization")
+	f.Add([]byte("aUtHoRiZaTiOn"), "authorization")
+	f.Add([]byte("a"), "ab")
+	f.Fuzz(func(t *testing.T, b []byte, sub string) {
+		if sub == "" || strings.ToLower(sub) != sub || strings.IndexFunc(sub, func(r rune) bool { return r >= 0x80 }) >= 0 {
+			return
+		}
+		want := bytes.Contains(bytes.ToLower(b), []byte(sub))
+		if strings.IndexFunc(string(b), func(r rune) bool { return r >= 0x80 }) >= 0 {
+			return // ToLower of non-ASCII may change lengths
+		}
+		if got := containsFold(b, sub); got != want {
+			t.Fatalf("containsFold(%q, %q) = %v", b, sub, got)
+		}
+	})
+}

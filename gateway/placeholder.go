@@ -116,7 +116,12 @@ func (g *Gateway) CheckPlain(head []byte) bool {
 		return false
 	}
 	var decoded [][]byte
-	for _, line := range bytes.Split(head, []byte("\n")) {
+	lines := [][]byte(nil)
+	if containsFold(head, "authorization") {
+		// Only then can Basic credentials hide a placeholder.
+		lines = bytes.Split(head, []byte("\n"))
+	}
+	for _, line := range lines {
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok || !strings.EqualFold(string(bytes.TrimSpace(name)), "authorization") {
 			continue
@@ -138,6 +143,23 @@ func (g *Gateway) CheckPlain(head []byte) bool {
 		}
 	}
 	return any
+}
+
+// containsFold reports whether b contains sub (lower-case ASCII) in any
+// case.
+func containsFold(b []byte, sub string) bool {
+	for i := 0; len(b)-i >= len(sub); {
+		j := bytes.IndexAny(b[i:len(b)-len(sub)+1], sub[:1]+strings.ToUpper(sub[:1]))
+		if j < 0 {
+			return false
+		}
+		i += j
+		if bytes.EqualFold(b[i:i+len(sub)], []byte(sub)) {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 // decodeBasic returns the decoded credentials of a "Basic" Authorization

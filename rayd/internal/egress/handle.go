@@ -372,8 +372,59 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 		answer(reason)
 		return
 	}
-	splice(c.client, in.buf, oc)
+	client := c.client
+	if !isTLS {
+		// Plain HTTP keeps being watched after the first head: a later
+		// request of the connection carrying a placeholder cuts it.
+		client = &placeholderGuard{Conn: c.client, p: p}
+	}
+	splice(client, in.buf, oc)
 }
+
+// placeholderGuard is a plain-HTTP client connection whose bytes are
+// checked for secret placeholders as they are read (with an overlap, so
+// that one split across two reads is caught): the first hit cuts the
+// connection before those bytes are forwarded.
+type placeholderGuard struct {
+	net.Conn
+	p    *Proxy
+	tail []byte // the last guardOverlap bytes read
+	seam []byte // reused: tail followed by the start of the next read
+}
+
+// guardOverlap covers the longest placeholder and an Authorization line's
+// Basic credentials around it.
+const guardOverlap = 1024
+
+func (g *placeholderGuard) Read(b []byte) (int, error) {
+	n, err := g.Conn.Read(b)
+	if n > 0 {
+		// The read itself, and the seam with the previous one.
+		g.seam = append(append(g.seam[:0], g.tail...), b[:min(n, guardOverlap)]...)
+		if g.p.plainCarriesPlaceholder(b[:n]) || g.p.plainCarriesPlaceholder(g.seam) {
+			g.p.refuse("transparent_http", ReasonPlaceholder)
+			g.Conn.Close()
+			return 0, errPlaceholder
+		}
+		if n >= guardOverlap {
+			g.tail = append(g.tail[:0], b[n-guardOverlap:n]...)
+		} else {
+			g.tail = append(g.tail, b[:n]...)
+			g.tail = g.tail[max(0, len(g.tail)-guardOverlap):]
+		}
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the client connection, as splice expects.
+func (g *placeholderGuard) CloseWrite() error {
+	if cw, ok := g.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return g.Conn.Close()
+}
+
+var errPlaceholder = errors.New("egress: a placeholder in clear")
 
 // intercept hands the client connection to the interceptor, which serves
 // it for as long as it lasts (not bound by the handshake timeout).
