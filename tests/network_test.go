@@ -59,7 +59,7 @@ type peerNet struct {
 // both addresses, DNS on peerAddr:53 (peerNames).
 func startPeerNet(t *testing.T) *peerNet {
 	t.Helper()
-	_, caPEM, leaf := testPKI(t)
+	_, caPEM, leaf := testPKI(t, "allowed.test", "api.sub.test", "denied.test")
 	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(peerHost, 24).Masked(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +105,8 @@ func serveEcho(ln net.Listener) {
 	}
 }
 
-// testPKI makes a CA and a leaf certificate for the test names.
-func testPKI(t *testing.T) (*x509.Certificate, []byte, tls.Certificate) {
+// testPKI makes a CA and a leaf certificate for names.
+func testPKI(t *testing.T, names ...string) (*x509.Certificate, []byte, tls.Certificate) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rayito test CA"},
@@ -118,8 +118,8 @@ func testPKI(t *testing.T) (*x509.Certificate, []byte, tls.Certificate) {
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "allowed.test"},
-		DNSNames:  []string{"allowed.test", "api.sub.test", "denied.test"},
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]},
+		DNSNames:  names,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
 	if err != nil {

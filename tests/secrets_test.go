@@ -3,20 +3,14 @@ package tests
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/netip"
 	"os"
@@ -89,29 +83,6 @@ func secretsUpstreamHandler(keyv *atomic.Value, rec *upstreamRecorder) http.Hand
 	})
 }
 
-// secretsPKI makes a CA and a leaf for upstream.test and other.test.
-func secretsPKI(t *testing.T) ([]byte, tls.Certificate) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rayito secrets test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "upstream.test"},
-		DNSNames:  []string{"upstream.test", "other.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
-}
-
 // syncBuffer is a log sink for the canary search.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -142,7 +113,7 @@ func TestSecrets(t *testing.T) {
 	}
 	canary := "sk-canary-" + randHex(t, 16)
 	rotated := "sk-rotated-" + randHex(t, 16) // the value after a rotation
-	caPEM, leaf := secretsPKI(t)
+	_, caPEM, leaf := testPKI(t, "upstream.test", "other.test")
 	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(secretsPeerHost, 24).Masked(), 1)
 	if err != nil {
 		t.Fatal(err)

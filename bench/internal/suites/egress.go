@@ -195,12 +195,19 @@ func Egress(ctx context.Context, e *Env) harness.Result {
 // egressPlatform serves a root platform of the suite's own whose
 // sandboxes resolve names through dns, until stop.
 func egressPlatform(ctx context.Context, e *Env, dns netip.Addr) (endpoint string, stop func(), err error) {
-	srv, err := localvm.New(ctx, localvm.Options{
+	return ownPlatform(ctx, "egress", localvm.Options{
 		StateDir: filepath.Join(e.Tmp, "egress-state"), Subnet: egressSubnet, DNS: []netip.Addr{dns},
-		Logger: slog.New(slog.DiscardHandler),
 	})
+}
+
+// ownPlatform serves a root platform with opts (a suite's own state dir
+// and subnet) on a loopback port until stop, which terminates its
+// sandboxes.
+func ownPlatform(ctx context.Context, suite string, opts localvm.Options) (endpoint string, stop func(), err error) {
+	opts.Logger = slog.New(slog.DiscardHandler)
+	srv, err := localvm.New(ctx, opts)
 	if err != nil {
-		return "", nil, fmt.Errorf("localvm (egress): %w", err)
+		return "", nil, fmt.Errorf("localvm (%s): %w", suite, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

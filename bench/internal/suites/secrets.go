@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"math"
 	"math/big"
 	"net"
@@ -379,27 +378,7 @@ func secretsPKI(ip netip.Addr) ([]byte, tls.Certificate, error) {
 // sandboxes resolve names through dns and whose gateways trust caPEM,
 // until stop.
 func secretsPlatform(ctx context.Context, e *Env, dns netip.Addr, caPEM []byte) (endpoint string, stop func(), err error) {
-	srv, err := localvm.New(ctx, localvm.Options{
-		StateDir: filepath.Join(e.Tmp, "secrets-state"), Subnet: secretsSubnet, DNS: []netip.Addr{dns},
-		UpstreamCAs: caPEM, Logger: slog.New(slog.DiscardHandler),
+	return ownPlatform(ctx, "secrets", localvm.Options{
+		StateDir: filepath.Join(e.Tmp, "secrets-state"), Subnet: secretsSubnet, DNS: []netip.Addr{dns}, UpstreamCAs: caPEM,
 	})
-	if err != nil {
-		return "", nil, fmt.Errorf("localvm (secrets): %w", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = srv.Close(ctx)
-		return "", nil, err
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, ln) }()
-	return "http://" + ln.Addr().String(), func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer ccancel()
-		_ = srv.TerminateAll(cctx)
-		cancel()
-		<-served
-		_ = srv.Close(cctx)
-	}, nil
 }
