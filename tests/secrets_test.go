@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,6 +298,22 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("a missing secret: %v", err)
 		}
 		errs = append(errs, err)
+		// A terminal and a code cell get it the same way.
+		want := strconv.Itoa(len(canary))
+		var screen syncBuf
+		h, err := sbx.Pty.Create(ctx, rayito.OnData(screen.write), rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.SendInput(ctx, []byte("echo len=${#TOKEN}; exit\n")); err != nil {
+			t.Fatal(err)
+		}
+		screen.waitFor(t, "len="+want)
+		_, _ = h.Wait(ctx)
+		ex, err := sbx.RunCode(ctx, "import os; print(len(os.environ.get('TOKEN', '')))", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		if err != nil || strings.TrimSpace(strings.Join(ex.Logs.Stdout, "")) != want {
+			t.Errorf("a code cell's secret: %v", err)
+		}
 		info, err := sbx.Info(ctx)
 		if err != nil || strings.Contains(fmt.Sprintf("%+v", info), canary) {
 			t.Errorf("Info: %v", err)

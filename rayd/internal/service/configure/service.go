@@ -231,7 +231,7 @@ func failed(sec raydv1.ConfigSection, class, msg string) *raydv1.SectionResult {
 func (s *Service) applyRoutes(m *raydv1.SecretGatewayConfig) *raydv1.SectionResult {
 	const sec = raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY
 	if s.opts.Unsupported != "" {
-		return unsupported(sec, s.opts.Unsupported, "the secret gateway needs rayd to run as root apart from the sandbox's code")
+		return unsupported(sec, s.opts.Unsupported, "the secret gateway needs the root platform: here rayd shares its user with the sandbox's code, which could read the secret")
 	}
 	routes := make([]gateway.Route, 0, len(m.GetRoutes()))
 	env := map[string][2]string{}
@@ -276,7 +276,7 @@ func (s *Service) applyRoutes(m *raydv1.SecretGatewayConfig) *raydv1.SectionResu
 func (s *Service) applyPlaceholders(ctx context.Context, m *raydv1.SecretPlaceholdersConfig) *raydv1.SectionResult {
 	const sec = raydv1.ConfigSection_CONFIG_SECTION_SECRET_PLACEHOLDERS
 	if s.opts.Unsupported != "" {
-		return unsupported(sec, s.opts.Unsupported, "secret placeholders need rayd to run as root apart from the sandbox's code")
+		return unsupported(sec, s.opts.Unsupported, "secret placeholders need the root platform: here rayd shares its user with the sandbox's code, which could read the secret")
 	}
 	if s.opts.Intercept == nil || s.opts.Proxy == nil || s.opts.Trust == nil {
 		return unsupported(sec, ClassEgressUnavailable, "secret placeholders need rayd's egress proxy, which does not run in this sandbox")
