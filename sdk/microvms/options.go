@@ -35,6 +35,8 @@ func DefaultRateLimits() map[Operation]float64 {
 		OpGetMicrovm:             100,
 		OpListMicrovms:           100,
 		OpCreateMicrovmAuthToken: 50,
+
+		OpCreateMicrovmShellAuthToken: publishedRates[OpCreateMicrovmShellAuthToken],
 	}
 }
 

@@ -63,3 +63,33 @@ func (c *Client) wait(ctx context.Context, op Operation) error {
 	}
 	return nil
 }
+
+// The image, build, managed-image, shell-token and tag operations.
+const (
+	OpCreateMicrovmImage              Operation = "CreateMicrovmImage"
+	OpListMicrovmImages               Operation = "ListMicrovmImages"
+	OpGetMicrovmImage                 Operation = "GetMicrovmImage"
+	OpUpdateMicrovmImage              Operation = "UpdateMicrovmImage"
+	OpDeleteMicrovmImage              Operation = "DeleteMicrovmImage"
+	OpListMicrovmImageVersions        Operation = "ListMicrovmImageVersions"
+	OpGetMicrovmImageVersion          Operation = "GetMicrovmImageVersion"
+	OpUpdateMicrovmImageVersion       Operation = "UpdateMicrovmImageVersion"
+	OpDeleteMicrovmImageVersion       Operation = "DeleteMicrovmImageVersion"
+	OpListMicrovmImageBuilds          Operation = "ListMicrovmImageBuilds"
+	OpGetMicrovmImageBuild            Operation = "GetMicrovmImageBuild"
+	OpListManagedMicrovmImages        Operation = "ListManagedMicrovmImages"
+	OpListManagedMicrovmImageVersions Operation = "ListManagedMicrovmImageVersions"
+	OpCreateMicrovmShellAuthToken     Operation = "CreateMicrovmShellAuthToken"
+	OpTagResource                     Operation = "TagResource"
+	OpUntagResource                   Operation = "UntagResource"
+	OpListTags                        Operation = "ListTags"
+)
+
+// publishedRates are the service's TPS quotas (contracts.md §2.7) for
+// operations beyond the microVM ones. Only the shell token has one; the
+// image, build, managed-image and tag operations have no published quota,
+// so they get no client-side bucket by default (set one with
+// [WithRateLimits]); the service's throttling is still retried.
+var publishedRates = map[Operation]float64{
+	OpCreateMicrovmShellAuthToken: 5,
+}

@@ -17,6 +17,7 @@ func TestDefaultRateLimits(t *testing.T) {
 	want := map[Operation]float64{
 		OpRunMicrovm: 5, OpResumeMicrovm: 5, OpSuspendMicrovm: 2, OpTerminateMicrovm: 10,
 		OpGetMicrovm: 100, OpListMicrovms: 100, OpCreateMicrovmAuthToken: 50,
+		OpCreateMicrovmShellAuthToken: 5,
 	}
 	got := map[Operation]float64{}
 	for op, b := range c.buckets {

@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/command/doctor"
+	"github.com/rayito-dev/rayito/cli/internal/command/image"
 	"github.com/rayito-dev/rayito/cli/internal/command/local"
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
@@ -60,6 +62,8 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			run.Command(f),
 			sandbox.Command(f),
 			local.Command(f),
+			image.Command(f),
+			doctor.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),
