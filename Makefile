@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto gateway rayd sdk localvm cli tests bench
+MODULES := proto gateway rayd sdk localvm cli tests bench infra
 LIBRARIES := proto gateway sdk
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
