@@ -1,6 +1,11 @@
 package trustca
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 type osMounter struct{}
 
@@ -15,4 +20,10 @@ func (osMounter) BindReadOnly(src, dst string) error {
 		return err
 	}
 	return nil
+}
+
+// ownedBySelf reports whether fi belongs to rayd's own user.
+func ownedBySelf(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

@@ -84,8 +84,8 @@ func (i *Installer) Install(caPEM []byte) error {
 		}
 		return ErrInstalled
 	}
-	if err := os.MkdirAll(i.opts.Dir, 0o755); err != nil {
-		return fmt.Errorf("trustca: %w", err)
+	if err := ownDir(i.opts.Dir); err != nil {
+		return err
 	}
 	if err := os.Chmod(i.opts.Dir, 0o755); err != nil {
 		return fmt.Errorf("trustca: %w", err)
@@ -150,6 +150,35 @@ func (i *Installer) Env() map[string]string {
 		"CURL_CA_BUNDLE":      b,
 		"GIT_SSL_CAINFO":      b,
 	}
+}
+
+// ErrNotOwnDir is returned when the directory, or its parent, is a
+// symbolic link or belongs to another user: someone else could then swap
+// the bundle or have rayd write (and chmod) elsewhere.
+var ErrNotOwnDir = errors.New("trustca: the CA directory is not rayd's own")
+
+// ownDir makes dir and its parent where missing (never through a link)
+// and checks both: real directories owned by rayd's user, writable by no
+// one else. The grandparent (/run) is the system's.
+func ownDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(filepath.Dir(dir)), 0o755); err != nil {
+		return fmt.Errorf("trustca: %w", err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		fi, err := os.Lstat(d)
+		if errors.Is(err, os.ErrNotExist) {
+			if err = os.Mkdir(d, 0o755); err == nil || errors.Is(err, os.ErrExist) {
+				fi, err = os.Lstat(d)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("trustca: %w", err)
+		}
+		if !fi.IsDir() || !ownedBySelf(fi) || fi.Mode().Perm()&0o022 != 0 {
+			return ErrNotOwnDir
+		}
+	}
+	return nil
 }
 
 // writeFile writes data to path atomically, mode 0644 (public

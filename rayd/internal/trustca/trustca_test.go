@@ -239,3 +239,44 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("paths %s %s", in.CAPath(), in.BundlePath())
 	}
 }
+
+// TestInstallRefusesForeignDir: a CA directory (or its parent) that is a
+// symbolic link or writable by others is refused before anything is
+// written or chmod-ed there.
+func TestInstallRefusesForeignDir(t *testing.T) {
+	root := t.TempDir()
+	target := filepath.Join(root, "elsewhere")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(root, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{
+		filepath.Join(root, "link"),       // the directory is a link
+		filepath.Join(root, "link", "ca"), // its parent is a link
+		filepath.Join(open, "ca"),         // its parent is world-writable
+	} {
+		m := &fakeMounter{}
+		in := New(Options{Dir: dir, Bundles: []string{}, Mounter: m})
+		if err := in.Install([]byte(caPEM)); !errors.Is(err, ErrNotOwnDir) {
+			t.Errorf("%s: %v", dir, err)
+		}
+		if in.Env() != nil || len(m.snapshot()) != 0 {
+			t.Errorf("%s: a refused Install left state", dir)
+		}
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the link's target was changed: %v %v", fi.Mode(), err)
+	}
+	if entries, _ := os.ReadDir(target); len(entries) != 0 {
+		t.Errorf("files written through the link: %v", entries)
+	}
+}
