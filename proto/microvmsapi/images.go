@@ -333,11 +333,15 @@ type MicrovmImageSummary struct {
 	LatestFailedImageVersion string     `json:"latestFailedImageVersion,omitempty"`
 }
 
-// ListMicrovmImagesOutput is the answer of ListMicrovmImages.
-type ListMicrovmImagesOutput struct {
-	Items     []MicrovmImageSummary `json:"items"`
-	NextToken string                `json:"nextToken,omitempty"`
+// Page is one page of a listing: its items and the token of the next
+// page ("" after the last).
+type Page[T any] struct {
+	Items     []T    `json:"items"`
+	NextToken string `json:"nextToken,omitempty"`
 }
+
+// ListMicrovmImagesOutput is the answer of ListMicrovmImages.
+type ListMicrovmImagesOutput = Page[MicrovmImageSummary]
 
 // DeleteMicrovmImageOutput is the answer of DeleteMicrovmImage.
 type DeleteMicrovmImageOutput struct {
@@ -366,10 +370,7 @@ func (v *MicrovmImageVersion) Launchable() bool {
 }
 
 // ListMicrovmImageVersionsOutput is the answer of ListMicrovmImageVersions.
-type ListMicrovmImageVersionsOutput struct {
-	Items     []MicrovmImageVersion `json:"items"`
-	NextToken string                `json:"nextToken,omitempty"`
-}
+type ListMicrovmImageVersionsOutput = Page[MicrovmImageVersion]
 
 // UpdateMicrovmImageVersionInput is the body of UpdateMicrovmImageVersion.
 type UpdateMicrovmImageVersionInput struct {
@@ -407,10 +408,7 @@ type MicrovmImageBuild struct {
 }
 
 // ListMicrovmImageBuildsOutput is the answer of ListMicrovmImageBuilds.
-type ListMicrovmImageBuildsOutput struct {
-	Items     []MicrovmImageBuild `json:"items"`
-	NextToken string              `json:"nextToken,omitempty"`
-}
+type ListMicrovmImageBuildsOutput = Page[MicrovmImageBuild]
 
 // ManagedMicrovmImage is one item of ListManagedMicrovmImages.
 type ManagedMicrovmImage struct {
@@ -420,10 +418,7 @@ type ManagedMicrovmImage struct {
 }
 
 // ListManagedMicrovmImagesOutput is the answer of ListManagedMicrovmImages.
-type ListManagedMicrovmImagesOutput struct {
-	Items     []ManagedMicrovmImage `json:"items"`
-	NextToken string                `json:"nextToken,omitempty"`
-}
+type ListManagedMicrovmImagesOutput = Page[ManagedMicrovmImage]
 
 // ManagedMicrovmImageVersion is one item of ListManagedMicrovmImageVersions.
 type ManagedMicrovmImageVersion struct {
@@ -435,10 +430,7 @@ type ManagedMicrovmImageVersion struct {
 
 // ListManagedMicrovmImageVersionsOutput is the answer of
 // ListManagedMicrovmImageVersions.
-type ListManagedMicrovmImageVersionsOutput struct {
-	Items     []ManagedMicrovmImageVersion `json:"items"`
-	NextToken string                       `json:"nextToken,omitempty"`
-}
+type ListManagedMicrovmImageVersionsOutput = Page[ManagedMicrovmImageVersion]
 
 // CreateMicrovmShellAuthTokenInput is the body of
 // CreateMicrovmShellAuthToken.

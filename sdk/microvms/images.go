@@ -67,17 +67,18 @@ func noField(op Operation, field string) error {
 // paginate yields every item of the pages fetch returns, following
 // nextToken from start on, and stops at the first error (yielded with a
 // zero item).
-func paginate[T any](op Operation, start string, fetch func(token string) ([]T, string, error)) iter.Seq2[T, error] {
+func paginate[T any](op Operation, start string, fetch func(token string) (*microvmsapi.Page[T], error)) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		token := start
 		for {
-			items, next, err := fetch(token)
+			page, err := fetch(token)
 			if err != nil {
 				yield(zero, err)
 				return
 			}
-			for _, it := range items {
+			next := page.NextToken
+			for _, it := range page.Items {
 				if !yield(it, nil) {
 					return
 				}
@@ -92,6 +93,15 @@ func paginate[T any](op Operation, start string, fetch func(token string) ([]T, 
 			token = next
 		}
 	}
+}
+
+// listPage GETs one page of a listing at path with the query q.
+func listPage[T any](ctx context.Context, c *Client, op Operation, path string, q url.Values) (*microvmsapi.Page[T], error) {
+	var out microvmsapi.Page[T]
+	if err := c.call(ctx, request{op: op, method: http.MethodGet, path: path, query: encodeQuery(q)}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // ---- Images ----
@@ -136,25 +146,17 @@ func (c *Client) ListMicrovmImages(ctx context.Context, in ListImagesInput) (*mi
 	if in.NameFilter != "" {
 		q.Set(microvmsapi.QueryNameFilter, in.NameFilter)
 	}
-	var out microvmsapi.ListMicrovmImagesOutput
-	if err := c.call(ctx, request{op: op, method: http.MethodGet, path: microvmsapi.PathMicrovmImages, query: encodeQuery(q)}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return listPage[microvmsapi.MicrovmImageSummary](ctx, c, op, microvmsapi.PathMicrovmImages, q)
 }
 
 // ListAllMicrovmImages returns every image matching in, following
 // nextToken from in.NextToken on. Iteration stops at the first error,
 // which is yielded with a zero summary.
 func (c *Client) ListAllMicrovmImages(ctx context.Context, in ListImagesInput) iter.Seq2[microvmsapi.MicrovmImageSummary, error] {
-	return paginate(OpListMicrovmImages, in.NextToken, func(tok string) ([]microvmsapi.MicrovmImageSummary, string, error) {
+	return paginate(OpListMicrovmImages, in.NextToken, func(tok string) (*microvmsapi.Page[microvmsapi.MicrovmImageSummary], error) {
 		page := in
 		page.NextToken = tok
-		out, err := c.ListMicrovmImages(ctx, page)
-		if err != nil {
-			return nil, "", err
-		}
-		return out.Items, out.NextToken, nil
+		return c.ListMicrovmImages(ctx, page)
 	})
 }
 
@@ -230,23 +232,14 @@ func (c *Client) ListMicrovmImageVersions(ctx context.Context, image string, in 
 	if err := validateMaxResults(op, in.MaxResults); err != nil {
 		return nil, err
 	}
-	var out microvmsapi.ListMicrovmImageVersionsOutput
-	r := request{op: op, method: http.MethodGet, path: microvmsapi.MicrovmImageVersionsPath(image), query: encodeQuery(in.query())}
-	if err := c.call(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return listPage[microvmsapi.MicrovmImageVersion](ctx, c, op, microvmsapi.MicrovmImageVersionsPath(image), in.query())
 }
 
 // ListAllMicrovmImageVersions returns every version of image, following
 // nextToken from in.NextToken on.
 func (c *Client) ListAllMicrovmImageVersions(ctx context.Context, image string, in PageInput) iter.Seq2[microvmsapi.MicrovmImageVersion, error] {
-	return paginate(OpListMicrovmImageVersions, in.NextToken, func(tok string) ([]microvmsapi.MicrovmImageVersion, string, error) {
-		out, err := c.ListMicrovmImageVersions(ctx, image, PageInput{MaxResults: in.MaxResults, NextToken: tok})
-		if err != nil {
-			return nil, "", err
-		}
-		return out.Items, out.NextToken, nil
+	return paginate(OpListMicrovmImageVersions, in.NextToken, func(tok string) (*microvmsapi.Page[microvmsapi.MicrovmImageVersion], error) {
+		return c.ListMicrovmImageVersions(ctx, image, PageInput{MaxResults: in.MaxResults, NextToken: tok})
 	})
 }
 
@@ -326,25 +319,16 @@ func (c *Client) ListMicrovmImageBuilds(ctx context.Context, image, version stri
 	if in.ChipsetGeneration != "" {
 		q.Set(microvmsapi.QueryChipsetGeneration, in.ChipsetGeneration)
 	}
-	var out microvmsapi.ListMicrovmImageBuildsOutput
-	r := request{op: op, method: http.MethodGet, path: microvmsapi.MicrovmImageBuildsPath(image, version), query: encodeQuery(q)}
-	if err := c.call(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return listPage[microvmsapi.MicrovmImageBuild](ctx, c, op, microvmsapi.MicrovmImageBuildsPath(image, version), q)
 }
 
 // ListAllMicrovmImageBuilds returns every build of a version matching in,
 // following nextToken from in.NextToken on.
 func (c *Client) ListAllMicrovmImageBuilds(ctx context.Context, image, version string, in ListBuildsInput) iter.Seq2[microvmsapi.MicrovmImageBuild, error] {
-	return paginate(OpListMicrovmImageBuilds, in.NextToken, func(tok string) ([]microvmsapi.MicrovmImageBuild, string, error) {
+	return paginate(OpListMicrovmImageBuilds, in.NextToken, func(tok string) (*microvmsapi.Page[microvmsapi.MicrovmImageBuild], error) {
 		page := in
 		page.NextToken = tok
-		out, err := c.ListMicrovmImageBuilds(ctx, image, version, page)
-		if err != nil {
-			return nil, "", err
-		}
-		return out.Items, out.NextToken, nil
+		return c.ListMicrovmImageBuilds(ctx, image, version, page)
 	})
 }
 
@@ -373,22 +357,13 @@ func (c *Client) ListManagedMicrovmImages(ctx context.Context, in PageInput) (*m
 	if err := validateMaxResults(op, in.MaxResults); err != nil {
 		return nil, err
 	}
-	var out microvmsapi.ListManagedMicrovmImagesOutput
-	r := request{op: op, method: http.MethodGet, path: microvmsapi.PathManagedMicrovmImages, query: encodeQuery(in.query())}
-	if err := c.call(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return listPage[microvmsapi.ManagedMicrovmImage](ctx, c, op, microvmsapi.PathManagedMicrovmImages, in.query())
 }
 
 // ListAllManagedMicrovmImages returns every managed base image.
 func (c *Client) ListAllManagedMicrovmImages(ctx context.Context, in PageInput) iter.Seq2[microvmsapi.ManagedMicrovmImage, error] {
-	return paginate(OpListManagedMicrovmImages, in.NextToken, func(tok string) ([]microvmsapi.ManagedMicrovmImage, string, error) {
-		out, err := c.ListManagedMicrovmImages(ctx, PageInput{MaxResults: in.MaxResults, NextToken: tok})
-		if err != nil {
-			return nil, "", err
-		}
-		return out.Items, out.NextToken, nil
+	return paginate(OpListManagedMicrovmImages, in.NextToken, func(tok string) (*microvmsapi.Page[microvmsapi.ManagedMicrovmImage], error) {
+		return c.ListManagedMicrovmImages(ctx, PageInput{MaxResults: in.MaxResults, NextToken: tok})
 	})
 }
 
@@ -402,23 +377,14 @@ func (c *Client) ListManagedMicrovmImageVersions(ctx context.Context, image stri
 	if err := validateMaxResults(op, in.MaxResults); err != nil {
 		return nil, err
 	}
-	var out microvmsapi.ListManagedMicrovmImageVersionsOutput
-	r := request{op: op, method: http.MethodGet, path: microvmsapi.ManagedMicrovmImageVersionsPath(image), query: encodeQuery(in.query())}
-	if err := c.call(ctx, r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return listPage[microvmsapi.ManagedMicrovmImageVersion](ctx, c, op, microvmsapi.ManagedMicrovmImageVersionsPath(image), in.query())
 }
 
 // ListAllManagedMicrovmImageVersions returns every version of a managed
 // image.
 func (c *Client) ListAllManagedMicrovmImageVersions(ctx context.Context, image string, in PageInput) iter.Seq2[microvmsapi.ManagedMicrovmImageVersion, error] {
-	return paginate(OpListManagedMicrovmImageVersions, in.NextToken, func(tok string) ([]microvmsapi.ManagedMicrovmImageVersion, string, error) {
-		out, err := c.ListManagedMicrovmImageVersions(ctx, image, PageInput{MaxResults: in.MaxResults, NextToken: tok})
-		if err != nil {
-			return nil, "", err
-		}
-		return out.Items, out.NextToken, nil
+	return paginate(OpListManagedMicrovmImageVersions, in.NextToken, func(tok string) (*microvmsapi.Page[microvmsapi.ManagedMicrovmImageVersion], error) {
+		return c.ListManagedMicrovmImageVersions(ctx, image, PageInput{MaxResults: in.MaxResults, NextToken: tok})
 	})
 }
 
