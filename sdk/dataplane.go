@@ -125,9 +125,24 @@ func replayable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
+// portTokens mints and caches the auth tokens of one port of a
+// sandbox: each token covers exactly that port (never a range, never
+// allPorts), so a token that leaks opens one port only.
+func portTokens(mv *microvms.Client, id string, port int) *tokenStore {
+	return &tokenStore{now: time.Now, mint: func(ctx context.Context) (string, error) {
+		return mv.CreateMicrovmAuthToken(ctx, id, &microvmsapi.CreateMicrovmAuthTokenInput{
+			ExpirationInMinutes: authTokenMinutes,
+			AllowedPorts:        []microvmsapi.AllowedPort{{Port: &port}},
+		})
+	}}
+}
+
 // dataPlane reaches one sandbox's rayd through the endpoint proxy.
 type dataPlane struct {
 	baseURL string
+	// base and http1 are the transports (base carries the RPCs; http1 the
+	// file endpoints, and the sandbox's own ports).
+	base, http1 http.RoundTripper
 	client  *http.Client
 	// files carries the HTTP/1.1 file endpoints.
 	files   *http.Client
@@ -168,17 +183,11 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		var p http.Protocols
 		p.SetHTTP1(true)
 		p.SetHTTP2(true)
-		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.aws.endpointCAs}
 		base = &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, HTTP2: h2Config()}
 		http1 = &http.Transport{Protocols: &h1, TLSClientConfig: tlsCfg.Clone()}
 	}
-	tokens := &tokenStore{now: time.Now, mint: func(ctx context.Context) (string, error) {
-		port := microvmsapi.DefaultProxyPort
-		return mv.CreateMicrovmAuthToken(ctx, id, &microvmsapi.CreateMicrovmAuthTokenInput{
-			ExpirationInMinutes: authTokenMinutes,
-			AllowedPorts:        []microvmsapi.AllowedPort{{Port: &port}},
-		})
-	}}
+	tokens := portTokens(mv, id, microvmsapi.DefaultProxyPort)
 	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken, forceH2: !local}}
 	fc := &http.Client{Transport: &proxyTransport{base: http1, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
 	// On this machine the link is not the bottleneck: compressing output
@@ -190,6 +199,8 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 	}
 	return &dataPlane{
 		baseURL: baseURL,
+		base:    base,
+		http1:   http1,
 		client:  hc,
 		files:   fc,
 		health:  raydv1connect.NewHealthServiceClient(hc, baseURL, copts...),

@@ -32,6 +32,7 @@ type platform struct {
 	fs      *fakeFS
 	life    *fakeLifecycle
 	files   http.HandlerFunc
+	app     http.HandlerFunc // /app: a server of the sandbox's own (Port)
 	endedAt time.Time
 	killed  atomic.Int32
 
@@ -154,6 +155,13 @@ func newPlatform(t *testing.T) *platform {
 	mux.HandleFunc("/files", func(w http.ResponseWriter, r *http.Request) {
 		if p.files != nil {
 			p.files(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	mux.HandleFunc("/app", func(w http.ResponseWriter, r *http.Request) {
+		if p.app != nil {
+			p.app(w, r)
 			return
 		}
 		http.NotFound(w, r)

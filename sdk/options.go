@@ -142,6 +142,10 @@ type config struct {
 
 	secretConfig  // WithSecretStore, WithSecretCache, WithSecrets
 	gatewayConfig // WithGateways, WithSecretPlaceholders
+
+	// WithExecutionRole, WithTemplateVersion, WithIngressConnectors,
+	// WithEgressConnectors, WithEndpointRootCAs.
+	aws awsConfig
 }
 
 func newConfig(opts []Option) *config {
@@ -196,7 +200,9 @@ func WithBackend(b Backend) Option { return sandboxOption(func(c *config) { c.ba
 // address of localvm; default RAYITO_ENDPOINT or http://127.0.0.1:7450).
 func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.endpoint = url }) }
 
-// WithTemplate sets the image (an image ARN on AWS; any name locally).
+// WithTemplate sets the image: on AWS an image ARN or the name of an
+// image in the caller's account and region (looked up once per Create);
+// locally any name.
 func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for

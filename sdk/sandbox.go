@@ -33,6 +33,9 @@ type Sandbox struct {
 	newerAgent sync.Once
 	// secrets: the gateway routes and placeholders in force.
 	secrets secretsState
+	// ports: the ways into the sandbox's own ports (Port).
+	portsMu sync.Mutex
+	ports   map[int]*Port
 
 	// Commands runs and manages processes in the sandbox.
 	Commands *Commands
@@ -111,7 +114,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
-			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN, e.g. from RAYITO_TEMPLATE)")
+			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
 		}
 		template = "local"
 	}
@@ -132,21 +135,28 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	mv, err := controlPlane(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
 	in := &microvmsapi.RunMicrovmInput{
-		ImageIdentifier:          template,
 		RunHookPayload:           payload,
 		MaximumDurationInSeconds: plan.maxDuration,
 		IdlePolicy:               plan.idle,
 	}
-	if cfg.backend == BackendAWS {
-		in.Logging = &microvmsapi.Logging{Disabled: &struct{}{}}
+	// The configuration is loaded (no call yet: it names the region the
+	// connectors are in), then everything that can be checked here is,
+	// before any call.
+	mv, err := controlPlane(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.internet || cfg.secretEgress() {
-		in.EgressNetworkConnectors = []string{microvmsapi.ConnectorARN(region(cfg), microvmsapi.ConnectorInternet)}
+	if err := planPlacement(cfg, in); err != nil {
+		return nil, err
+	}
+	ident, name, err := resolveTemplate(ctx, cfg, mv, template)
+	if err != nil {
+		return nil, err
+	}
+	in.ImageIdentifier = ident
+	if in.Logging.CloudWatch != nil {
+		in.Logging.CloudWatch.LogGroup = "/rayito/" + name
 	}
 	vm, err := mv.RunMicrovm(ctx, in)
 	if err != nil {
