@@ -208,7 +208,13 @@ func convertPlain(n *yaml.Node) (any, error) {
 
 func loadTemplate(t *testing.T) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile("iam.yaml")
+	return loadTemplateFile(t, "iam.yaml")
+}
+
+// loadTemplateFile parses one template of this directory.
+func loadTemplateFile(t *testing.T, name string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
