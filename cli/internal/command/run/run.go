@@ -27,7 +27,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			"stdin is passed to the command when it is not a terminal (or with -i).\n" +
 			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
 		ArgsUsage: "[flags] -- CMD [ARGS...]  |  --code CODE",
-		Flags: append(append(append(cliutil.ExecFlags(), cliutil.NetworkFlags()...), cliutil.SecretFlags()...),
+		Flags: append(append(append(append(cliutil.ExecFlags(), cliutil.NetworkFlags()...), cliutil.SecretFlags()...), cliutil.PlacementFlags()...),
 			&cli.StringFlag{Name: "code", Usage: "run `CODE` in the sandbox's code interpreter (Python unless --language) instead of a command; - reads it from stdin; the value of its last expression is printed, images it shows are saved in the current directory"},
 			&cli.StringFlag{Name: "language", Usage: "the `LANGUAGE` of --code (default python)"},
 			&cli.BoolFlag{Name: "unisolated", Usage: "where the local platform this command starts cannot isolate sandboxes (not root, no unprivileged user namespaces), run the command anyway, NOT isolated (also " + platform.UnisolatedEnv + "=1)"}),
@@ -78,6 +78,7 @@ func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error 
 	}
 	opts := append([]rayito.Option{rayito.WithTimeout(life)}, target.Options...)
 	opts = append(opts, cliutil.NetworkOptions(cmd)...)
+	opts = append(opts, cliutil.PlacementOptions(cmd)...)
 	secretOpts, err := cliutil.SecretOptions(cmd)
 	if err != nil {
 		return err

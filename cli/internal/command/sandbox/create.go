@@ -28,12 +28,12 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
 			&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
 			&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
-			&cli.StringFlag{Name: "template", Usage: "`IMAGE` (an image ARN on AWS; default: RAYITO_TEMPLATE)"},
+			&cli.StringFlag{Name: "template", Usage: "`IMAGE` (on AWS an image ARN or name; default: RAYITO_TEMPLATE)"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},
 			cliutil.JSONFlag(),
-		}, append(cliutil.NetworkFlags(), cliutil.SecretFlags()...)...),
+		}, append(append(cliutil.NetworkFlags(), cliutil.SecretFlags()...), cliutil.PlacementFlags()...)...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			envs, err := cliutil.ParseEnvs(cmd.StringSlice("env"))
 			if err != nil {
@@ -64,6 +64,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 				opts = append(opts, rayito.WithTemplate(t))
 			}
 			opts = append(opts, cliutil.NetworkOptions(cmd)...)
+			opts = append(opts, cliutil.PlacementOptions(cmd)...)
 			secretOpts, err := cliutil.SecretOptions(cmd)
 			if err != nil {
 				return err
