@@ -78,7 +78,7 @@ var (
 type connectorNames []string
 
 func (n connectorNames) has(s string) bool { return slices.Contains(n, s) }
-func (n connectorNames) String() string  { return strings.Join(n, ", ") }
+func (n connectorNames) String() string    { return strings.Join(n, ", ") }
 
 // connectors turns names into managed connector ARNs of region and
 // checks the list before any call: known names only, VPC connectors as

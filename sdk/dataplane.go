@@ -143,7 +143,7 @@ type dataPlane struct {
 	// base and http1 are the transports (base carries the RPCs; http1 the
 	// file endpoints, and the sandbox's own ports).
 	base, http1 http.RoundTripper
-	client  *http.Client
+	client      *http.Client
 	// files carries the HTTP/1.1 file endpoints.
 	files   *http.Client
 	health  raydv1connect.HealthServiceClient

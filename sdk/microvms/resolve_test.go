@@ -9,13 +9,13 @@ import (
 func TestIsImageARN(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{
-		"arn:aws:lambda:us-east-1:123456789012:microvm-image:py":     true,
+		"arn:aws:lambda:us-east-1:123456789012:microvm-image:py":      true,
 		"arn:aws-cn:lambda:cn-north-1:123456789012:microvm-image:a_b": true,
-		"arn:aws:lambda:us-east-1:123456789012:microvm-image:":       false,
-		"arn:aws:lambda:us-east-1:123456789012:microvm-image:a/b":    false,
-		"arn:aws:lambda:us-east-1:123456789012:function:py":          false,
-		"arn:aws:s3:us-east-1:123456789012:microvm-image:py":         false,
-		"arn:aws:lambda::123456789012:microvm-image:py":              false,
+		"arn:aws:lambda:us-east-1:123456789012:microvm-image:":        false,
+		"arn:aws:lambda:us-east-1:123456789012:microvm-image:a/b":     false,
+		"arn:aws:lambda:us-east-1:123456789012:function:py":           false,
+		"arn:aws:s3:us-east-1:123456789012:microvm-image:py":          false,
+		"arn:aws:lambda::123456789012:microvm-image:py":               false,
 		"py": false, "": false,
 	} {
 		if IsImageARN(s) != want {
