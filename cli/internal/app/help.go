@@ -21,7 +21,8 @@ type envVar struct{ name, what string }
 var environment = []envVar{
 	{"RAYITO_BACKEND", "the platform: local (default) or aws (CLI and SDK)"},
 	{"RAYITO_ENDPOINT", "the local platform's URL, default http://127.0.0.1:7450 (CLI and SDK; --endpoint wins; `local serve` listens there)"},
-	{"RAYITO_TEMPLATE", "the image of new sandboxes: an image ARN, required on aws (CLI and SDK; create --template wins)"},
+	{"RAYITO_TEMPLATE", "the image of new sandboxes: on aws an image name or ARN, required there (CLI and SDK; create --template wins); `doctor --aws` checks it"},
+	{"RAYITO_ARTIFACT_BUCKET", "the S3 bucket of the image artifacts: `image publish` without --bucket, `doctor --aws`"},
 	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},
 	{"RAYITO_DEBUG", "1: the platform that `run` starts in its own process logs at debug level to stderr"},
 	{"RAYITO_ALLOW_ROOT", "1 in rayd's own environment (inside the sandbox): lets clients run commands as root"},
@@ -29,6 +30,7 @@ var environment = []envVar{
 	{"XDG_CONFIG_HOME", "base of the local secret store's default directory (see RAYITO_SECRETS_DIR)"},
 	{"XDG_STATE_HOME", "base of the state directories: $XDG_STATE_HOME/rayito/tokens (access tokens) and rayito/localvm (the platform), default ~/.local/state"},
 	{"AWS_REGION, AWS_PROFILE, ...", "aws backend: the AWS SDK's usual configuration and credential chain"},
+	{"AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3", "aws backend: another endpoint for the MicroVMs API (the first two, in that order) and for S3 (`image publish`); S3 is then addressed path-style"},
 	{"RAYITO_UNISOLATED", "1: like --unisolated (`run`, `local serve|up`): where sandboxes cannot be isolated (no root, no unprivileged user namespaces), start them anyway, NOT isolated; every such sandbox says so on stderr"},
 	{"RAYITO_LOCALVM_NO_USERNS", "1, for tests only: a local platform without root behaves as if user namespaces were unusable (it can never weaken root's isolation)"},
 	{"PATH, TMPDIR", "unisolated local platform: the sandboxes' PATH and TMPDIR (they run as this user's processes)"},

@@ -61,7 +61,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			"--aws (or RAYITO_BACKEND=aws) checks the AWS configuration instead.\n" +
 			"Exit codes: 0 no check failed, 1 a check failed.",
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "aws", Usage: "check the AWS backend (credentials, region, template) instead of the local platform"},
+			&cli.BoolFlag{Name: "aws", Usage: "check the AWS backend (credentials, region, the template and its launch gate, quotas, the artifact bucket, rayd version) instead of the local platform"},
 			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {

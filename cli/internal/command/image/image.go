@@ -1,5 +1,5 @@
-// Package image is `rayito image`: the MicroVM image's code artifact.
-// Only `rayito image zip` exists so far.
+// Package image is `rayito image`: the MicroVM image's code artifact
+// (zip), and the images of the AWS account: publish, list and prune.
 package image
 
 import (
@@ -22,8 +22,8 @@ import (
 func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:     "image",
-		Usage:    "build the MicroVM image's code artifact",
-		Commands: []*cli.Command{zipCommand(f)},
+		Usage:    "build, publish, list and prune MicroVM images",
+		Commands: []*cli.Command{zipCommand(f), publishCommand(f), listCommand(f), pruneCommand(f)},
 	}
 }
 
