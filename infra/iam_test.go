@@ -23,6 +23,7 @@ const (
 	microvmARN   = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:microvm:*"
 	connectorARN = "arn:${AWS::Partition}:lambda:${AWS::Region}:aws:network-connector:aws-network-connector:*"
 	artifactObjs = "arn:${AWS::Partition}:s3:::${ArtifactBucket}/images/*"
+	artifactBkt  = "arn:${AWS::Partition}:s3:::${ArtifactBucket}"
 	persistObjs  = "arn:${AWS::Partition}:s3:::${PersistenceBucket}/${PersistencePrefix}*"
 	persistBkt   = "arn:${AWS::Partition}:s3:::${PersistenceBucket}"
 	logGroups    = "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:${LogGroupPrefix}${ImageNamePrefix}*"
@@ -83,6 +84,10 @@ var publisherStmts = []stmt{
 	{Sid: "ListImagesUnscoped", Actions: []string{"lambda:ListMicrovmImages"}, Resources: []string{"*"}},
 	{Sid: "UploadImageArtifacts", Actions: []string{"s3:PutObject", "s3:GetObject"},
 		Resources: []string{artifactObjs}},
+	{Sid: "ListImageArtifacts", Actions: []string{"s3:ListBucket"},
+		Resources: []string{artifactBkt}, Condition: []string{"StringLike s3:prefix=images/*"}},
+	{Sid: "TagRayitoImages", Actions: []string{"lambda:TagResource", "lambda:ListTags"},
+		Resources: []string{imageARN}},
 	{Sid: "PassBuildRole", Actions: []string{"iam:PassRole"},
 		Resources: []string{buildRoleARN}, Condition: []string{passedToLambda}},
 }
@@ -649,7 +654,9 @@ func checkSemantics(docs map[string][]stmt) problems {
 	for _, s := range docs["ImagePublisherPolicy/PolicyDocument"] {
 		passRole("ImagePublisherPolicy", s, buildRoleARN, "")
 		for _, a := range s.Actions {
-			if strings.HasPrefix(a, "s3:") && !slices.Equal(s.Resources, []string{artifactObjs}) {
+			listImages := a == "s3:ListBucket" && slices.Equal(s.Resources, []string{artifactBkt}) &&
+				slices.Equal(s.Condition, []string{"StringLike s3:prefix=images/*"})
+			if strings.HasPrefix(a, "s3:") && !listImages && !slices.Equal(s.Resources, []string{artifactObjs}) {
 				p.addf("ImagePublisherPolicy statement %q: %s outside images/ of the artifact bucket: %v", s.Sid, a, s.Resources)
 			}
 		}
@@ -937,6 +944,12 @@ func TestCheckerReportsWidening(t *testing.T) {
 			findStmt(t, tpl, pub, "UploadImageArtifacts")["Resource"] =
 				map[string]any{"Fn::Sub": "arn:${AWS::Partition}:s3:::${ArtifactBucket}/*"}
 		}, "outside images/ of the artifact bucket"},
+		{"publisher lists the whole artifact bucket", func(t *testing.T, tpl map[string]any) {
+			delete(findStmt(t, tpl, pub, "ListImageArtifacts"), "Condition")
+		}, "outside images/ of the artifact bucket"},
+		{"publisher tags any resource", func(t *testing.T, tpl map[string]any) {
+			findStmt(t, tpl, pub, "TagRayitoImages")["Resource"] = "*"
+		}, pub + " statement \"TagRayitoImages\""},
 		{"build role reads the whole artifact bucket", func(t *testing.T, tpl map[string]any) {
 			addToList(findStmt(t, tpl, build, "ReadImageArtifacts"), "Resource",
 				map[string]any{"Fn::Sub": "arn:${AWS::Partition}:s3:::${ArtifactBucket}/*"})
