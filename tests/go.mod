@@ -3,6 +3,8 @@ module github.com/rayito-dev/rayito/tests
 go 1.26.0
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/rayito-dev/rayito/localvm v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
@@ -10,7 +12,6 @@ require (
 
 require (
 	connectrpc.com/connect v1.21.1 // indirect
-	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
@@ -35,12 +36,15 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/rayito-dev/rayito/gateway v0.1.0 // indirect
 	github.com/rayito-dev/rayito/rayd v0.1.0 // indirect
+	github.com/ryszard/goskiplist v0.0.0-20150312221310-2dfbae5fcf46 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
+	go.shabbyrobe.org/gocovmerge v0.0.0-20230507111327-fa4f82cfbf4d // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.10.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.21.0 // indirect
+	golang.org/x/tools v0.21.1-0.20240508182429-e35e4ccd0d2d // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
