@@ -74,6 +74,12 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 			if err != nil {
 				return nil, newError(ReasonUnauthenticated, "cannot load the AWS configuration (credentials, profile)", err)
 			}
+			// The service's own endpoint variable wins over the global
+			// AWS_ENDPOINT_URL (which LoadDefaultConfig reads), as for the
+			// AWS SDK's generated clients.
+			if ep := cfg.getenv("AWS_ENDPOINT_URL_LAMBDA"); ep != "" {
+				awsCfg.BaseEndpoint = &ep
+			}
 			cfg.awsConfig = &awsCfg
 		}
 		awsCfg := cfg.awsConfig.Copy()
