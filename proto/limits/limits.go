@@ -61,6 +61,15 @@ const (
 	// HooksPort is the TCP port on which rayd receives platform hooks.
 	HooksPort = 9000
 
+	// E2BEnvdPort is the TCP port on which rayd serves E2B's envd
+	// protocol (the E2B shim: process.Process, filesystem.Filesystem,
+	// /files, /health), the port the e2b SDKs address as envd's.
+	E2BEnvdPort = 49983
+
+	// E2BCodePort is the TCP port on which rayd serves the E2B code
+	// interpreter's HTTP API (/execute, /contexts) for @e2b/code-interpreter.
+	E2BCodePort = 49999
+
 	// EgressProxyPort is the port of rayd's egress proxy on 127.0.0.1
 	// inside the sandbox (HTTP CONNECT, absolute-form HTTP, SOCKS5, and
 	// the sandbox's own connections redirected to it): NetworkState's
