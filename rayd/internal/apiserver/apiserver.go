@@ -13,7 +13,10 @@
 //     SUSPENDING, and the streams open when the suspend began end with that
 //     same error (the processes they follow keep running).
 //
-// The plain HTTP endpoints ([Options].Extra) pass the same gates.
+// The plain HTTP endpoints ([Options].Extra) pass the same gates. The E2B
+// shim's ports ([EnvdHandler]: E2B's envd services and endpoints, and the
+// code interpreter's) are built the same way, with GET /health as their
+// only anonymous endpoint.
 package apiserver
 
 import (
@@ -74,16 +77,35 @@ type Options struct {
 // Handler returns the API's HTTP handler: the built services, and every
 // other service of the contract answering Unimplemented.
 func Handler(opts Options) http.Handler {
+	return handler(opts, raydv1connect.HealthServiceHealthProcedure, true)
+}
+
+// EnvdHealthPath is the E2B envd liveness probe, the envd port's only
+// anonymous endpoint.
+const EnvdHealthPath = "/health"
+
+// EnvdHandler returns the handler of the E2B envd port: the built
+// services (E2B's process.Process and filesystem.Filesystem) and the
+// plain HTTP endpoints in Extra, behind the same gates, options and
+// limits as the API. Only GET /health (EnvdHealthPath) needs no token,
+// and there are no Unimplemented Rayito services.
+func EnvdHandler(opts Options) http.Handler {
+	return handler(opts, EnvdHealthPath, false)
+}
+
+// handler builds a port's handler; health is the one anonymous
+// procedure or path, also exempt from the timeout and suspend gates.
+func handler(opts Options, health string, withUnimplemented bool) http.Handler {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	gate := auth.NewInterceptor(opts.Authorizer, raydv1connect.HealthServiceHealthProcedure)
+	gate := auth.NewInterceptor(opts.Authorizer, health)
 	hold := holdGate{holds: opts.Holds, exempt: map[string]bool{
-		raydv1connect.HealthServiceHealthProcedure:        true,
+		health: true,
 		raydv1connect.LifecycleServiceSetTimeoutProcedure: true,
 	}}
-	suspend := suspendGate{g: opts.Quiesce, exempt: map[string]bool{raydv1connect.HealthServiceHealthProcedure: true}}
+	suspend := suspendGate{g: opts.Quiesce, exempt: map[string]bool{health: true}}
 	recoverPanic := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, _ any) error {
 		// The panic value may hold user data: log only where it happened.
 		log.Error("panic in RPC handler", "procedure", spec.Procedure)
@@ -102,6 +124,9 @@ func Handler(opts Options) http.Handler {
 		mux.Handle(m(append(common, connect.WithInterceptors(gate, hold, suspend))...))
 	}
 	for _, u := range unimplemented.Services() {
+		if !withUnimplemented {
+			break
+		}
 		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, hold, suspend, unimplemented.Interceptor(u.Feature)))...))
 	}
 	for pattern, h := range opts.Extra {

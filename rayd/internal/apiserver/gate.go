@@ -113,6 +113,10 @@ func (g suspendGate) handler(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.exempt[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, leave, err := g.g.Enter(r.Context(), quiesce.Stream)
 		if err != nil {
 			rpcerr.WriteHTTP(w, err)

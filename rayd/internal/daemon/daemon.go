@@ -27,6 +27,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rayito-dev/rayito/proto/gen/envd/filesystem/filesystemconnect"
+	"github.com/rayito-dev/rayito/proto/gen/envd/process/processconnect"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/limits"
 	"github.com/rayito-dev/rayito/rayd/internal/apiserver"
@@ -39,6 +41,10 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	codesvc "github.com/rayito-dev/rayito/rayd/internal/service/code"
 	"github.com/rayito-dev/rayito/rayd/internal/service/configure"
+	"github.com/rayito-dev/rayito/rayd/internal/service/envdcode"
+	"github.com/rayito-dev/rayito/rayd/internal/service/envdfs"
+	"github.com/rayito-dev/rayito/rayd/internal/service/envdhttp"
+	"github.com/rayito-dev/rayito/rayd/internal/service/envdprocess"
 	"github.com/rayito-dev/rayito/rayd/internal/service/files"
 	"github.com/rayito-dev/rayito/rayd/internal/service/health"
 	"github.com/rayito-dev/rayito/rayd/internal/service/lifecycle"
@@ -123,6 +129,19 @@ type Config struct {
 	// a local platform's test servers). Certificates only, never keys.
 	UpstreamCAs []byte
 
+	// E2B serves E2B's envd protocol (the E2B shim) on E2BAddr beside
+	// the API (-e2b, default on). E2BAddrSet tells that -e2b-addr was
+	// given: only then is a failure to listen there fatal (the default
+	// port may be taken where several rayds share a network namespace;
+	// rayd then serves without it and says so).
+	E2B        bool
+	E2BAddr    string
+	E2BAddrSet bool
+	// E2BCodeAddr is the E2B code interpreter's address (with -e2b);
+	// E2BCodeAddrSet as E2BAddrSet.
+	E2BCodeAddr    string
+	E2BCodeAddrSet bool
+
 	knobs *knobs // tests only (lifecycle.go); nil in production
 }
 
@@ -132,6 +151,21 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
+	fs.BoolVar(&cfg.E2B, "e2b", true, "serve E2B's envd protocol (process.Process and filesystem.Filesystem over Connect, /files, /health) on -e2b-addr for the official e2b SDKs, behind the same access token as the API")
+	fs.Func("e2b-addr", fmt.Sprintf("address of E2B's envd protocol (default \":%d\")", limits.E2BEnvdPort), func(v string) error {
+		if v == "" {
+			return errors.New("empty address (use -e2b=false to turn the E2B protocol off)")
+		}
+		cfg.E2BAddr, cfg.E2BAddrSet = v, true
+		return nil
+	})
+	fs.Func("e2b-code-addr", fmt.Sprintf("address of the E2B code interpreter's HTTP API (/execute, /contexts) with -e2b (default \":%d\")", limits.E2BCodePort), func(v string) error {
+		if v == "" {
+			return errors.New("empty address (use -e2b=false to turn the E2B protocol off)")
+		}
+		cfg.E2BCodeAddr, cfg.E2BCodeAddrSet = v, true
+		return nil
+	})
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
 	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
@@ -158,6 +192,12 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.E2BAddr == "" {
+		cfg.E2BAddr = fmt.Sprintf(":%d", limits.E2BEnvdPort)
+	}
+	if cfg.E2BCodeAddr == "" {
+		cfg.E2BCodeAddr = fmt.Sprintf(":%d", limits.E2BCodePort)
 	}
 	if *showVersion {
 		return cfg, errVersion
@@ -296,9 +336,45 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer lcFile.Close()
 	}
 
+	var envdLn, codeLn net.Listener
+	if cfg.E2B {
+		// A default port that is taken (several rayds in one network
+		// namespace) turns that listener off with a warning; an address
+		// given explicitly must work.
+		listen := func(addr string, explicit bool, what, flag string) (net.Listener, error) {
+			ln, err := net.Listen("tcp", addr)
+			switch {
+			case err == nil:
+				return ln, nil
+			case explicit:
+				return nil, fmt.Errorf("%s listener: %w", what, err)
+			}
+			log.Warn(what+" off: cannot listen on its default address (give "+flag+", or -e2b=false)", "addr", addr, "err", err)
+			return nil, nil
+		}
+		if envdLn, err = listen(cfg.E2BAddr, cfg.E2BAddrSet, "E2B envd protocol", "-e2b-addr"); err != nil {
+			return err
+		}
+		if envdLn != nil {
+			defer envdLn.Close()
+		}
+		if codeLn, err = listen(cfg.E2BCodeAddr, cfg.E2BCodeAddrSet, "E2B code interpreter", "-e2b-code-addr"); err != nil {
+			return err
+		}
+		if codeLn != nil {
+			defer codeLn.Close()
+		}
+	}
+
 	d, err := New(cfg, log, nil)
 	if err != nil {
 		return err
+	}
+	if envdLn != nil {
+		d.SetEnvdListener(envdLn)
+	}
+	if codeLn != nil {
+		d.SetCodeListener(codeLn)
 	}
 	if lcFile != nil {
 		d.setLifecycleOut(lcFile)
@@ -312,7 +388,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			_ = f.Close()
 		}
 	}
-	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "hooks", hooksAddrs, "hooks_platform_over_unix", cfg.hooksOverUnix(), "root", d.privileged)
+	e2bAddr, codeAddr := "", ""
+	if envdLn != nil {
+		e2bAddr = envdLn.Addr().String()
+	}
+	if codeLn != nil {
+		codeAddr = codeLn.Addr().String()
+	}
+	log.Info("rayd listening", "version", version.Version, "revision", version.BuildRevision(), "api", apiLn.Addr().String(), "e2b_envd", e2bAddr, "e2b_code", codeAddr, "hooks", hooksAddrs, "hooks_platform_over_unix", cfg.hooksOverUnix(), "root", d.privileged)
 	if err := d.Serve(ctx, apiLn, hooksLns...); err != nil {
 		return err
 	}
@@ -345,14 +428,22 @@ const ReadyByte = 'R'
 
 // Daemon is a wired rayd, exposed for in-process tests.
 type Daemon struct {
-	log          *slog.Logger
-	State        *sandbox.State
-	Supervisor   *proc.Supervisor
-	Hooks        *hooks.Server
-	Code         *codesvc.Service
-	Network      *network.Service
-	Configure    *configure.Service
-	API          http.Handler
+	log        *slog.Logger
+	State      *sandbox.State
+	Supervisor *proc.Supervisor
+	Hooks      *hooks.Server
+	Code       *codesvc.Service
+	Network    *network.Service
+	Configure  *configure.Service
+	API        http.Handler
+	// Envd is the E2B envd port's handler (the E2B shim), served on the
+	// listener given to SetEnvdListener.
+	Envd   http.Handler
+	envdLn net.Listener
+	// EnvdCode is the E2B code interpreter port's handler, served on the
+	// listener given to SetCodeListener.
+	EnvdCode     http.Handler
+	codeLn       net.Listener
 	privileged   bool
 	ownsSup      bool
 	sampler      *metrics.Sampler
@@ -462,6 +553,31 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
+	envdFiles := envdhttp.New(d.State, filesSvc)
+	envdProcessSvc := envdprocess.New(d.State, sup, builder, log)
+	envdFSSvc := envdfs.New(filesSvc)
+	d.Envd = apiserver.EnvdHandler(apiserver.Options{
+		Authorizer: d.State,
+		Logger:     log,
+		Holds:      d.deadline.Holds,
+		Quiesce:    d.quiesce,
+		Services: []apiserver.Mount{
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return processconnect.NewProcessHandler(envdProcessSvc, o...)
+			},
+			func(o ...connect.HandlerOption) (string, http.Handler) {
+				return filesystemconnect.NewFilesystemHandler(envdFSSvc, o...)
+			},
+		},
+		Extra: envdFiles.Routes(),
+	})
+	d.EnvdCode = apiserver.EnvdHandler(apiserver.Options{
+		Authorizer: d.State,
+		Logger:     log,
+		Holds:      d.deadline.Holds,
+		Quiesce:    d.quiesce,
+		Extra:      envdcode.New(d.Code).Routes(),
+	})
 	if !d.privileged {
 		log.Warn("rayd runs without root: processes run as rayd's own user; identity switching and limits that need privileges are refused")
 	}
@@ -485,8 +601,18 @@ func (d *Daemon) stopProcesses(ctx context.Context) {
 	})
 }
 
-// Serve serves the API on apiLn and the hooks on each of hooksLns until ctx
-// ends, then stops user processes.
+// SetEnvdListener makes Serve also serve E2B's envd protocol (Envd) on
+// ln. Call it before Serve.
+func (d *Daemon) SetEnvdListener(ln net.Listener) { d.envdLn = ln }
+
+// SetCodeListener makes Serve also serve the E2B code interpreter's API
+// (EnvdCode) on ln. Call it before Serve.
+func (d *Daemon) SetCodeListener(ln net.Listener) { d.codeLn = ln }
+
+// Serve serves the API on apiLn and the hooks on each of hooksLns (and the
+// E2B shim's envd and code-interpreter ports on the listeners given to
+// SetEnvdListener and SetCodeListener) until ctx ends, then stops user
+// processes.
 func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.Listener) error {
 	d.sampler.Start()
 	defer d.sampler.Stop()
@@ -497,12 +623,26 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 1+len(hooksLns))
+	errc := make(chan error, 3+len(hooksLns))
 	wg.Add(1 + len(hooksLns))
 	go func() {
 		defer wg.Done()
 		errc <- apiserver.Serve(ctx, apiLn, d.API, d.log, 2*time.Second)
 	}()
+	if d.envdLn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- apiserver.Serve(ctx, d.envdLn, d.Envd, d.log, 2*time.Second)
+		}()
+	}
+	if d.codeLn != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- apiserver.Serve(ctx, d.codeLn, d.EnvdCode, d.log, 2*time.Second)
+		}()
+	}
 	for _, ln := range hooksLns {
 		go func() {
 			defer wg.Done()

@@ -111,3 +111,25 @@ func TestUnixListenerFD(t *testing.T) {
 		t.Error("a TCP listener was taken as the hooks' Unix listener")
 	}
 }
+
+func TestParseFlagsE2B(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	cfg, err := ParseFlags(nil, getenv, io.Discard)
+	if err != nil || !cfg.E2B || cfg.E2BAddr != ":49983" || cfg.E2BAddrSet || cfg.E2BCodeAddr != ":49999" || cfg.E2BCodeAddrSet {
+		t.Fatalf("default: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseFlags([]string{"-e2b=false"}, getenv, io.Discard)
+	if err != nil || cfg.E2B {
+		t.Fatalf("-e2b=false: %+v, %v", cfg, err)
+	}
+	cfg, err = ParseFlags([]string{"-e2b-addr", "127.0.0.1:5000", "-e2b-code-addr", "127.0.0.1:5001"}, getenv, io.Discard)
+	if err != nil || !cfg.E2B || cfg.E2BAddr != "127.0.0.1:5000" || !cfg.E2BAddrSet || cfg.E2BCodeAddr != "127.0.0.1:5001" || !cfg.E2BCodeAddrSet {
+		t.Fatalf("-e2b-addr: %+v, %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"-e2b-addr", ""}, {"-e2b-code-addr", ""}, {"-e2b=maybe"}} {
+		if _, err := ParseFlags(bad, getenv, io.Discard); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -53,6 +53,10 @@ type harness struct {
 	d        *Daemon
 	apiURL   string
 	hooksURL string
+	// envdURL and codeURL are the E2B shim's envd and code-interpreter
+	// ports.
+	envdURL  string
+	codeURL  string
 	stateDir string
 	token    string
 	client   *http.Client
@@ -89,9 +93,21 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	envdLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetEnvdListener(envdLn)
+	codeLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetCodeListener(codeLn)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{
-		t: t, d: d, cancel: cancel, done: make(chan error, 1),
+		envdURL: "http://" + envdLn.Addr().String(),
+		codeURL: "http://" + codeLn.Addr().String(),
+		t:       t, d: d, cancel: cancel, done: make(chan error, 1),
 		apiURL:   "http://" + apiLn.Addr().String(),
 		hooksURL: "http://" + hooksLn.Addr().String(),
 		stateDir: cfg.StateDir,

@@ -84,6 +84,28 @@ func (b *Builder) extraEnv(defaults map[string]string) map[string]string {
 // Spec validates req and returns the spec to start. Errors wrap this
 // package's sentinels with fixed messages (*Error).
 func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
+	return b.spec(boot, req, nil)
+}
+
+// CommandPTYSpec is Spec for a command on a PTY of cols x rows (zero
+// fields: 80x24) instead of pipes: the command and its args as given (not
+// a login shell, unlike PTYSpec), with TERM=xterm-256color unless the
+// sandbox's or the request's envs set it. req.Stdin is ignored (the
+// terminal is the input). E2B's envd starts its terminals this way.
+func (b *Builder) CommandPTYSpec(boot *sandbox.Boot, req Request, cols, rows uint16) (proc.Spec, error) {
+	if cols > MaxPTYSize || rows > MaxPTYSize {
+		return proc.Spec{}, fail(ErrInvalid, "size out of range: 1..4096 columns and rows")
+	}
+	req.Stdin = false
+	spec, err := b.spec(boot, req, map[string]string{"TERM": Term})
+	if err != nil {
+		return proc.Spec{}, err
+	}
+	spec.PTY = &proc.PTYConfig{Cols: cols, Rows: rows}
+	return spec, nil
+}
+
+func (b *Builder) spec(boot *sandbox.Boot, req Request, defaults map[string]string) (proc.Spec, error) {
 	if err := validate(req); err != nil {
 		return proc.Spec{}, err
 	}
@@ -95,7 +117,7 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 	if err != nil {
 		return proc.Spec{}, err
 	}
-	env := buildEnvWith(id, b.extraEnv(nil), boot.Envs, req.Envs)
+	env := buildEnvWith(id, b.extraEnv(defaults), boot.Envs, req.Envs)
 	dir, err := workdir(boot, id, req.Cwd)
 	if err != nil {
 		return proc.Spec{}, err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/limits"
@@ -19,8 +20,11 @@ import (
 type Shape[T any] struct {
 	// Open is the first message (start or started, with the pid).
 	Open func(pid int) *T
-	// Keepalive is sent after limits.KeepAliveInterval of silence.
+	// Keepalive is sent after Interval of silence.
 	Keepalive func() *T
+	// Interval is the silence before a keepalive; 0 means
+	// limits.KeepAliveInterval.
+	Interval time.Duration
 	// Data renders output; End renders the end (or a truncation).
 	Data func(ev proc.Event) *T
 	End  func(end *raydv1.EndEvent) *T
@@ -32,7 +36,11 @@ type Shape[T any] struct {
 // output_truncated). It closes sub.
 func Pump[T any](ctx context.Context, p *proc.Process, sub *proc.Subscription, send func(*T) error, shape Shape[T]) error {
 	defer sub.Close()
-	out := keepalive.Start(limits.KeepAliveInterval, send, shape.Keepalive)
+	interval := shape.Interval
+	if interval <= 0 {
+		interval = limits.KeepAliveInterval
+	}
+	out := keepalive.Start(interval, send, shape.Keepalive)
 	defer out.Stop()
 	if err := out.Send(shape.Open(p.Pid())); err != nil {
 		return err

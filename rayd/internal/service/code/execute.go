@@ -22,10 +22,16 @@ import (
 // it again; see stream for how long a dropped one waits); Interrupt stops
 // it. Executions of one context queue.
 func (s *Service) Execute(ctx context.Context, req *connect.Request[raydv1.ExecuteRequest], stream *connect.ServerStream[raydv1.ExecuteEvent]) error {
+	return s.ExecuteTo(ctx, req.Msg, stream.Send)
+}
+
+// ExecuteTo is Execute over a send function: the E2B code-interpreter
+// endpoint (service/envdcode) shares it. An error returned before the
+// first send is the call's refusal.
+func (s *Service) ExecuteTo(ctx context.Context, m *raydv1.ExecuteRequest, send func(*raydv1.ExecuteEvent) error) error {
 	if _, err := s.boot(); err != nil {
 		return err
 	}
-	m := req.Msg
 	if len(m.GetCode()) > MaxCodeBytes {
 		return rpcerr.Invalid("code is larger than 1 MiB")
 	}
@@ -63,7 +69,7 @@ func (s *Service) Execute(ctx context.Context, req *connect.Request[raydv1.Execu
 		cc.endExecution(e)
 		<-cc.slot
 	}()
-	return s.stream(ctx, e, 0, stream.Send)
+	return s.stream(ctx, e, 0, send)
 }
 
 // resolve finds the context of an Execute: context_id, or the default

@@ -3,9 +3,11 @@ package files
 import (
 	"compress/flate"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -14,6 +16,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 )
 
 // HTTPPath is where the HTTP/1.1 file endpoints are mounted on the API port.
@@ -54,9 +57,18 @@ func (s *Service) httpGet(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	rc, e, err := s.fs.ReadFile(r.Context(), u, q.Get("path"))
+	s.SendFile(w, r, u, q.Get("path"), httpError)
+}
+
+// SendFile answers a GET of the file p as the user u: the bytes as
+// application/octet-stream with Content-Length, or gzip when r accepts it.
+// An error before the first byte (mapped through rpcerr.From) goes to
+// fail; one during the body cuts the response. The E2B envd endpoint
+// (service/envdhttp) shares it.
+func (s *Service) SendFile(w http.ResponseWriter, r *http.Request, u safefs.User, p string, fail func(http.ResponseWriter, error)) {
+	rc, e, err := s.fs.ReadFile(r.Context(), u, p)
 	if err != nil {
-		httpError(w, rpcerr.From(err))
+		fail(w, rpcerr.From(err))
 		return
 	}
 	defer rc.Close()
@@ -131,36 +143,9 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	var body io.Reader = r.Body
-	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip", "x-gzip":
-		// The decompressed size is bounded by the disk reserve, which
-		// safefs checks before every chunk it writes.
-		gz, err := gzip.NewReader(r.Body)
-		if err != nil {
-			httpError(w, rpcerr.Invalid("invalid gzip body"))
-			return
-		}
-		defer gz.Close()
-		body = gz
-	default:
-		httpError(w, rpcerr.Invalid("unsupported Content-Encoding"))
-		return
-	}
-	src := &bodyReader{r: body}
-	e, err := s.fs.WriteFile(r.Context(), u, q.Get("path"), src, mode, nil)
+	e, err := s.ReceiveFile(r.Context(), u, q.Get("path"), r.Body, r.Header.Get("Content-Encoding"), mode, nil)
 	if err != nil {
-		if src.err != nil {
-			var corrupt flate.CorruptInputError
-			if errors.Is(src.err, gzip.ErrChecksum) || errors.Is(src.err, gzip.ErrHeader) || errors.As(src.err, &corrupt) || errors.Is(src.err, io.ErrUnexpectedEOF) {
-				httpError(w, rpcerr.Invalid("invalid or truncated body"))
-				return
-			}
-			httpError(w, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "request body failed"))
-			return
-		}
-		httpError(w, rpcerr.From(err))
+		httpError(w, err)
 		return
 	}
 	out, err := protojson.Marshal(entryInfo(e))
@@ -172,6 +157,43 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+}
+
+// ReceiveFile atomically replaces the file p, as the user u, with body
+// decoded by its Content-Encoding (identity or gzip): nothing is left of a
+// failed upload, and the old file stays intact. The decompressed size is
+// bounded by the disk reserve, which safefs checks before every chunk it
+// writes. Errors are Connect errors (rpcerr). The E2B envd endpoint
+// (service/envdhttp) shares it.
+func (s *Service) ReceiveFile(ctx context.Context, u safefs.User, p string, body io.Reader, contentEncoding string, mode os.FileMode, md map[string]string) (safefs.Entry, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(contentEncoding)); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		gz, err := gzip.NewReader(body)
+		if err != nil {
+			return safefs.Entry{}, rpcerr.Invalid("invalid gzip body")
+		}
+		defer gz.Close()
+		body = gz
+	default:
+		return safefs.Entry{}, rpcerr.Invalid("unsupported Content-Encoding")
+	}
+	if err := safefs.ValidateMetadata(md); err != nil {
+		return safefs.Entry{}, rpcerr.From(err)
+	}
+	src := &bodyReader{r: body}
+	e, err := s.fs.WriteFile(ctx, u, p, src, mode, md)
+	if err != nil {
+		if src.err != nil {
+			var corrupt flate.CorruptInputError
+			if errors.Is(src.err, gzip.ErrChecksum) || errors.Is(src.err, gzip.ErrHeader) || errors.As(src.err, &corrupt) || errors.Is(src.err, io.ErrUnexpectedEOF) {
+				return safefs.Entry{}, rpcerr.Invalid("invalid or truncated body")
+			}
+			return safefs.Entry{}, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_CANCELED, "request body failed")
+		}
+		return safefs.Entry{}, rpcerr.From(err)
+	}
+	return e, nil
 }
 
 // httpError answers err through rpcerr: Connect's code↔HTTP table and a

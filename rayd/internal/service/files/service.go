@@ -61,6 +61,10 @@ func (s *Service) user(u *raydv1.User) (safefs.User, error) {
 	return s.userNamed(u.GetUsername())
 }
 
+// User resolves a user by name ("" = the sandbox's default) under the
+// identity rules, for the E2B envd adapters that act for a user.
+func (s *Service) User(name string) (safefs.User, error) { return s.userNamed(name) }
+
 func (s *Service) userNamed(name string) (safefs.User, error) {
 	boot := s.state.Boot()
 	if boot == nil {

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
@@ -65,11 +66,21 @@ type watcher struct {
 // armed, then events named relative to the watched directory. Errors found
 // before arming come as the call's error.
 func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.WatchDirRequest], stream *connect.ServerStream[raydv1.WatchDirResponse]) error {
-	u, err := s.user(req.Msg.GetUser())
+	return s.Watch(ctx, req.Msg, stream.Send, 0)
+}
+
+// Watch is WatchDir over a send function, with a keepalive after interval
+// of silence (0: limits.KeepAliveInterval): the E2B envd adapter
+// (service/envdfs) shares it.
+func (s *Service) Watch(ctx context.Context, msg *raydv1.WatchDirRequest, send func(*raydv1.WatchDirResponse) error, interval time.Duration) error {
+	if interval <= 0 {
+		interval = limits.KeepAliveInterval
+	}
+	u, err := s.user(msg.GetUser())
 	if err != nil {
 		return err
 	}
-	root, err := s.fs.Resolve(u, req.Msg.GetPath())
+	root, err := s.fs.Resolve(u, msg.GetPath())
 	if err != nil {
 		return rpcerr.From(err)
 	}
@@ -93,8 +104,8 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 
 	w := &watcher{
 		s: s, u: u, in: in, root: root,
-		recursive: req.Msg.GetRecursive(),
-		entries:   req.Msg.GetIncludeEntry(),
+		recursive: msg.GetRecursive(),
+		entries:   msg.GetIncludeEntry(),
 		dirs:      map[int32]string{},
 		byRel:     map[string]int32{},
 		tmpMoves:  map[uint32]bool{},
@@ -155,7 +166,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[raydv1.Watc
 		}
 	}()
 
-	w.out = keepalive.Start(limits.KeepAliveInterval, stream.Send, func() *raydv1.WatchDirResponse {
+	w.out = keepalive.Start(interval, send, func() *raydv1.WatchDirResponse {
 		return &raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Keepalive{Keepalive: &raydv1.KeepAlive{}}}
 	})
 	defer w.out.Stop()

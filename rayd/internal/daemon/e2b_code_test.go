@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/service/envdcode"
+)
+
+// codeDo calls the E2B code-interpreter port as @e2b/code-interpreter
+// does (global fetch, JSON bodies), with the token unless token is "".
+func (h *harness) codeDo(t *testing.T, method, path, token string, body any) *http.Response {
+	t.Helper()
+	var buf bytes.Buffer
+	if body != nil {
+		if err := json.NewEncoder(&buf).Encode(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, h.codeURL+path, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set(auth.Header, token)
+	}
+	resp, err := http1.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// ndjsonLines reads an /execute answer: every line one JSON object, no
+// blank line.
+func ndjsonLines(t *testing.T, resp *http.Response) []map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/execute: %d", resp.StatusCode)
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			t.Fatal("a blank line in the NDJSON stream")
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestE2BCodeInterpreter(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+
+	lines := ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "print('hi')\nimport sys; print('oops', file=sys.stderr)\n1+1"}))
+	var types []string
+	var stdout, stderr, text string
+	for _, l := range lines {
+		types = append(types, l["type"].(string))
+		switch l["type"] {
+		case "stdout":
+			stdout += l["text"].(string)
+		case "stderr":
+			stderr += l["text"].(string)
+		case "result":
+			if l["is_main_result"] == true {
+				text, _ = l["text"].(string)
+			}
+		}
+	}
+	if stdout != "hi\n" || stderr != "oops\n" || text != "2" {
+		t.Fatalf("stdout %q stderr %q text %q (%v)", stdout, stderr, text, types)
+	}
+	if !strings.Contains(strings.Join(types, ","), "number_of_executions") {
+		t.Fatalf("no number_of_executions line: %v", types)
+	}
+
+	// An exception is an error line.
+	lines = ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "raise ValueError('bad')"}))
+	found := false
+	for _, l := range lines {
+		if l["type"] == "error" && l["name"] == "ValueError" && l["value"] == "bad" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no error line: %v", lines)
+	}
+
+	// Contexts: create, execute in it (state kept), list, restart, delete.
+	resp := h.codeDo(t, http.MethodPost, "/contexts", h.token, map[string]any{"language": "python", "cwd": "/tmp"})
+	var cc envdcode.Context
+	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 || cc.ID == "" || cc.Language != "python" || cc.Cwd != "/tmp" {
+		t.Fatalf("create: %d %+v %v", resp.StatusCode, cc, err)
+	}
+	resp.Body.Close()
+	id := cc.ID
+	ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "x = 41", ContextID: &id}))
+	lines = ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "x + 1", ContextID: &id}))
+	if got := mainText(lines); got != "42" {
+		t.Fatalf("state not kept: %q", got)
+	}
+	resp = h.codeDo(t, http.MethodGet, "/contexts", h.token, nil)
+	var list []envdcode.Context
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("list: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	listed := false
+	for _, c := range list {
+		listed = listed || c.ID == id
+	}
+	if !listed {
+		t.Fatalf("context %s not listed: %+v", id, list)
+	}
+	resp = h.codeDo(t, http.MethodPost, "/contexts/"+id+"/restart", h.token, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("restart: %d", resp.StatusCode)
+	}
+	resp = h.codeDo(t, http.MethodDelete, "/contexts/"+id, h.token, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete: %d", resp.StatusCode)
+	}
+	// An unknown context is a 404 (the SDK's NotFoundError).
+	resp = h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "1", ContextID: &id})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("execute in a deleted context: %d", resp.StatusCode)
+	}
+}
+
+func mainText(lines []map[string]any) string {
+	for _, l := range lines {
+		if l["type"] == "result" && l["is_main_result"] == true {
+			s, _ := l["text"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// The code port has the same gate: no token, no execution or contexts.
+func TestE2BCodeInterpreterNeedsToken(t *testing.T) {
+	h := newHarness(t)
+	h.run(nil)
+	for _, c := range []struct{ method, path string }{{"POST", "/execute"}, {"GET", "/contexts"}, {"POST", "/contexts"}, {"DELETE", "/contexts/x"}} {
+		resp := h.codeDo(t, c.method, c.path, "", map[string]any{"code": "1"})
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s without a token: %d", c.method, c.path, resp.StatusCode)
+		}
+	}
+	resp := h.codeDo(t, http.MethodGet, "/health", "", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("/health: %d", resp.StatusCode)
+	}
+}

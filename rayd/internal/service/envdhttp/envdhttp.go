@@ -1,0 +1,262 @@
+// Package envdhttp serves E2B envd's plain HTTP endpoints on the envd port
+// (the E2B shim), for the official e2b SDKs:
+//
+//	GET  /health                        204: rayd is up (no token needed)
+//	GET  /files?path=&username=         the file's bytes (gzip when accepted)
+//	POST /files[?path=][&username=]     multipart upload of one or more files,
+//	                                    or one file as application/octet-stream
+//	GET  /envs                          the sandbox's environment variables
+//
+// Transfers go through rayd's own file endpoint code (package files:
+// SendFile, ReceiveFile), so the safe file layer's path rules, identity
+// switching, disk reserve and atomic writes (no partial file on error) are
+// the same as on the API port. The access-token gate is apiserver's.
+// Errors are JSON {"code": <HTTP status>, "message": "..."} (a missing
+// file: 404 "path '<p>' does not exist").
+package envdhttp
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/envduser"
+	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/safefs"
+	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	"github.com/rayito-dev/rayito/rayd/internal/service/files"
+)
+
+// Paths of the endpoints.
+const (
+	HealthPath = "/health"
+	FilesPath  = "/files"
+	EnvsPath   = "/envs"
+)
+
+// MaxFiles bounds the files of one multipart upload (as rayd's own Write).
+const MaxFiles = files.MaxWriteFiles
+
+// metadataPrefix starts the headers that carry file metadata.
+const metadataPrefix = "x-metadata-"
+
+// Handlers serves the endpoints.
+type Handlers struct {
+	state *sandbox.State
+	files *files.Service
+}
+
+// New returns the endpoints over rayd's file service.
+func New(state *sandbox.State, f *files.Service) *Handlers {
+	return &Handlers{state: state, files: f}
+}
+
+// Routes returns the handlers by path, for apiserver's Extra.
+func (h *Handlers) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		HealthPath: http.HandlerFunc(h.health),
+		FilesPath:  http.HandlerFunc(h.serveFiles),
+		EnvsPath:   http.HandlerFunc(h.envs),
+	}
+}
+
+func fail(w http.ResponseWriter, err error) { rpcerr.WriteEnvdHTTP(w, 0, err) }
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	rpcerr.WriteEnvdHTTP(w, http.StatusMethodNotAllowed, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, "method not allowed"))
+}
+
+func (h *Handlers) health(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handlers) envs(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	envs := map[string]string{}
+	if b := h.state.Boot(); b != nil {
+		for k, v := range b.Envs {
+			envs[k] = v
+		}
+	}
+	writeJSON(w, envs)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fail(w, rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "cannot encode the answer"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func (h *Handlers) serveFiles(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		h.download(w, r)
+	case http.MethodPost:
+		h.upload(w, r)
+	default:
+		methodNotAllowed(w, "GET, POST")
+	}
+}
+
+// user resolves the username query parameter ("" = the default user).
+func (h *Handlers) user(r *http.Request) (safefs.User, error) {
+	name := r.URL.Query().Get("username")
+	if !envduser.Valid(name) {
+		return safefs.User{}, rpcerr.Invalid("invalid username")
+	}
+	return h.files.User(name)
+}
+
+func (h *Handlers) download(w http.ResponseWriter, r *http.Request) {
+	u, err := h.user(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		fail(w, rpcerr.Invalid("path is required"))
+		return
+	}
+	h.files.SendFile(w, r, u, p, func(w http.ResponseWriter, err error) {
+		fail(w, rpcerr.EnvdPath(err, p))
+	})
+}
+
+// WrittenEntry is one element of POST /files's answer.
+type WrittenEntry struct {
+	Name     string            `json:"name"`
+	Path     string            `json:"path"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+func written(e safefs.Entry) WrittenEntry {
+	t := "file"
+	if e.Type == safefs.TypeDir {
+		t = "dir"
+	}
+	return WrittenEntry{Name: e.Name, Path: e.Path, Type: t, Metadata: e.Metadata}
+}
+
+// metadata collects the X-Metadata-<key> headers (keys lowercased: HTTP
+// header names are case-insensitive).
+func metadata(hdr http.Header) map[string]string {
+	var md map[string]string
+	for k, vs := range hdr {
+		lk := strings.ToLower(k)
+		key, ok := strings.CutPrefix(lk, metadataPrefix)
+		if !ok || key == "" || len(vs) == 0 {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[key] = vs[0]
+	}
+	return md
+}
+
+func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
+	u, err := h.user(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	md := metadata(r.Header)
+	qpath := r.URL.Query().Get("path")
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		// One file as the raw body (envd >= 0.5.7: octet-stream, gzip or
+		// a streamed body).
+		if qpath == "" {
+			fail(w, rpcerr.Invalid("path is required for a non-multipart upload"))
+			return
+		}
+		e, err := h.files.ReceiveFile(r.Context(), u, qpath, r.Body, r.Header.Get("Content-Encoding"), 0, md)
+		if err != nil {
+			fail(w, rpcerr.EnvdPath(err, qpath))
+			return
+		}
+		writeJSON(w, []WrittenEntry{written(e)})
+		return
+	}
+	if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+		fail(w, rpcerr.Invalid("a multipart upload cannot have a Content-Encoding"))
+		return
+	}
+	boundary := params["boundary"]
+	if boundary == "" {
+		fail(w, rpcerr.Invalid("multipart body without a boundary"))
+		return
+	}
+	mr := multipart.NewReader(r.Body, boundary)
+	var out []WrittenEntry
+	for {
+		// NextRawPart: the part's body as sent; its file name comes from
+		// the raw header (Part.FileName drops the directories).
+		part, err := mr.NextRawPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			fail(w, rpcerr.Invalid("malformed multipart body"))
+			return
+		}
+		name, filename, ok := FormFile(part.Header.Get("Content-Disposition"))
+		if !ok || name != "file" {
+			part.Close()
+			continue
+		}
+		target := filename
+		if qpath != "" {
+			if len(out) > 0 {
+				fail(w, rpcerr.Invalid("a path query parameter allows one file only"))
+				return
+			}
+			target = qpath
+		}
+		if target == "" {
+			fail(w, rpcerr.Invalid("a file part needs its target path as its filename"))
+			return
+		}
+		if len(out) >= MaxFiles {
+			fail(w, rpcerr.Invalid("too many files in one upload (at most 1000)"))
+			return
+		}
+		e, err := h.files.ReceiveFile(r.Context(), u, target, part, "", 0, md)
+		part.Close()
+		if err != nil {
+			fail(w, rpcerr.EnvdPath(err, target))
+			return
+		}
+		out = append(out, written(e))
+	}
+	if len(out) == 0 {
+		fail(w, rpcerr.Invalid("no file part in the multipart body (a part named \"file\" with the target path as its filename)"))
+		return
+	}
+	writeJSON(w, out)
+}
