@@ -73,6 +73,7 @@ var (
 	deployLine   = regexp.MustCompile(`^aws cloudformation deploy --template-file (\S+) --stack-name \S+( --capabilities CAPABILITY_NAMED_IAM)? --parameter-overrides (.+)$`)
 	outputLine   = regexp.MustCompile(`^export (\w+)=\$\(aws cloudformation describe-stacks --stack-name \S+ --query "Stacks\[0\]\.Outputs\[\?OutputKey=='(\w+)'\]\.OutputValue" --output text\)$`)
 	distLine     = regexp.MustCompile(`^make dist COMPONENTS=rayd$`)
+	lockLine     = regexp.MustCompile(`^uv pip compile (\S+)/requirements\.in --generate-hashes --python-version 3\.9 --python-platform aarch64-manylinux_2_28 -o (\S+)$`)
 	digestLine   = regexp.MustCompile(`^docker buildx imagetools inspect public\.ecr\.aws/lambda/microvms:al2023-minimal --format '\{\{\.Manifest\.Digest\}\}' > (\S+)$`)
 	distBinaries = regexp.MustCompile(`dist/(rayd-v[0-9.]+-linux-arm64)`)
 )
@@ -89,7 +90,9 @@ var (
 //   - `make dist COMPONENTS=rayd`: dist/ gets a stand-in rayd binary and
 //     its SHA256SUMS (the fake builds no image; make dist itself is run
 //     by make check-reproducible);
-//   - `docker buildx imagetools inspect ... > F`: F gets a fixed digest.
+//   - `docker buildx imagetools inspect ... > F`: F gets a fixed digest;
+//   - `uv pip compile DIR/requirements.in ... -o F`: F gets a lock of the
+//     right form pinning what requirements.in names (made-up hashes).
 //
 // Everything else (rayito, cp, rm, export) runs as written.
 func TestAWSDocWalk(t *testing.T) {
@@ -153,7 +156,12 @@ func TestAWSDocWalk(t *testing.T) {
 			fmt.Fprintf(&script, ": %q\n", l)
 		case digestLine.MatchString(l):
 			fmt.Fprintf(&script, "printf 'sha256:%%s\\n' %s > %s\n", strings.Repeat("ab", 32), digestLine.FindStringSubmatch(l)[1])
-		case strings.HasPrefix(l, "aws ") || strings.HasPrefix(l, "docker ") || strings.HasPrefix(l, "make "):
+		case lockLine.MatchString(l):
+			// A lock of the right form pinning what requirements.in names
+			// (its hashes are made up: the fake builds nothing).
+			m := lockLine.FindStringSubmatch(l)
+			fmt.Fprintf(&script, "sed -n 's/^\\([A-Za-z0-9._-]*==[^ ]*\\)$/\\1 --hash=sha256:%s/p' %s/requirements.in > %s\n", strings.Repeat("cd", 32), m[1], m[2])
+		case strings.HasPrefix(l, "aws ") || strings.HasPrefix(l, "docker ") || strings.HasPrefix(l, "make ") || strings.HasPrefix(l, "uv "):
 			t.Fatalf("docs/aws.md: a command this test does not stand in for: %s", l)
 		default:
 			fmt.Fprintln(&script, l)

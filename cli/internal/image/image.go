@@ -20,6 +20,14 @@
 // artifact. A source directory with a Dockerfile of its own is refused:
 // the artifact's Dockerfile only ever comes from the template.
 //
+// The kernel's Python packages come from LockName, requirements.lock: a
+// complete, hash-pinned lock (every line name==version with at least one
+// --hash=sha256:<64 hex>), which the Dockerfile installs with
+// `pip install --require-hashes`. Like base.digest it is made from the
+// network by whoever publishes (see LockCommand) and is not committed;
+// Build refuses a tree without it or with an unhashed line (*LockError).
+// It goes into the artifact as it is.
+//
 // Any symbolic link in the tree, or the source directory being one, is
 // refused (*SymlinkError): a link would put a file of the building
 // machine into the image. So is anything that is neither a regular file
@@ -60,6 +68,11 @@ const (
 	BaseImage = "public.ecr.aws/lambda/microvms:al2023-minimal"
 	// DigestCommand prints the base image's current digest.
 	DigestCommand = "docker buildx imagetools inspect " + BaseImage
+	// LockName is the hash-pinned lock of the kernel's Python packages.
+	LockName = "requirements.lock"
+	// LockCommand makes LockName from requirements.in for the image's
+	// Python (Amazon Linux 2023's 3.9) on ARM_64.
+	LockCommand = "uv pip compile requirements.in --generate-hashes --python-version 3.9 --python-platform aarch64-manylinux_2_28 -o requirements.lock"
 	// Level is the Deflate level of every entry.
 	Level = flate.BestCompression
 )
@@ -114,6 +127,17 @@ func (e *DigestError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s; it must hold one line sha256:<64 lowercase hex>, the digest of %s (get it with `%s`)",
 		src, e.Reason, BaseImage, DigestCommand)
+}
+
+// LockError: requirements.lock is missing, or a line of it is not
+// name==version with sha256 hashes.
+type LockError struct {
+	Path   string
+	Reason string
+}
+
+func (e *LockError) Error() string {
+	return fmt.Sprintf("%s: %s; it must be a complete lock with a --hash=sha256: for every package (make it with `%s`)", e.Path, e.Reason, LockCommand)
 }
 
 // TemplateError: the source directory's Dockerfile template is missing
@@ -299,6 +323,9 @@ func collect(srcDir string, opts Options) ([]entry, error) {
 	}
 	hexDigest, err := baseDigest(srcDir, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLock(srcDir); err != nil {
 		return nil, err
 	}
 	text, err := os.ReadFile(tmpl.abs)

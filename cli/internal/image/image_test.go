@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +17,9 @@ import (
 )
 
 const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// testLock is a lock of the right form (its hash is made up).
+const testLock = "ipykernel==6.29.5 \\\n    --hash=sha256:abababababababababababababababababababababababababababababababab\n"
 
 const testTemplate = "FROM " + BaseImage + "@sha256:" + Placeholder + "\nCOPY a.txt /a.txt\n"
 
@@ -28,6 +32,7 @@ func writeTree(t *testing.T, dir string, umask int, mtime time.Time) {
 	files := map[string]string{
 		TemplateName:     testTemplate,
 		DigestName:       testDigest + "\n",
+		LockName:         testLock,
 		"a.txt":          "a\n",
 		"sub/b.txt":      "b\n",
 		"sub/deep/c.bin": strings.Repeat("c", 5000),
@@ -124,7 +129,7 @@ func TestBuildEntries(t *testing.T) {
 			t.Errorf("%s: method %d, want Deflate", f.Name, f.Method)
 		}
 	}
-	want := "Dockerfile Zeta a.txt bin/ bin/tool empty/ sub/ sub/b.txt sub/deep/ sub/deep/c.bin"
+	want := "Dockerfile Zeta a.txt bin/ bin/tool empty/ requirements.lock sub/ sub/b.txt sub/deep/ sub/deep/c.bin"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("entries:\n got %s\nwant %s", got, want)
 	}
@@ -286,7 +291,15 @@ func TestBuildTemplateErrors(t *testing.T) {
 // TestBuildRepositoryImage builds the repository's image/ with a test
 // digest (no base.digest is committed): no links, a usable template.
 func TestBuildRepositoryImage(t *testing.T) {
-	data, _ := build(t, repoImageDir, Options{BaseDigest: testDigest})
+	// A copy with a lock of the right form (none is committed either).
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-R", repoImageDir+"/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LockName), []byte(testLock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := build(t, dir, Options{BaseDigest: testDigest})
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)

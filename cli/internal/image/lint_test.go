@@ -59,8 +59,9 @@ var pipValueFlags = map[string]bool{
 // lintDockerfile lists what in a Dockerfile is not pinned: a FROM not
 // named by digest, a curl or wget whose instruction does not check a
 // sha256 (sha256sum -c), an ADD of a URL without --checksum, a pip
-// install of a package without ==version (or of a requirements file
-// without --require-hashes).
+// install of a package by name (even ==version: only a --require-hashes
+// lock pins what it pulls in too), or of a requirements file without
+// --require-hashes.
 func lintDockerfile(text string) []string {
 	var problems []string
 	for _, ins := range instructions(text) {
@@ -105,6 +106,10 @@ func lintPip(args, ins string) []string {
 		case strings.HasPrefix(a, "-"):
 		case !pinnedPkg.MatchString(strings.Trim(a, `"'`)):
 			problems = append(problems, "pip install of "+a+" without ==version: "+ins)
+		default:
+			// A version is not enough: the package, and what it pulls in,
+			// must come by hash from a lock.
+			problems = append(problems, "pip install of "+a+" by version only (no sha256: install a --require-hashes lock): "+ins)
 		}
 	}
 	return problems
@@ -162,8 +167,8 @@ func TestLintDockerfile(t *testing.T) {
 		"FROM x/y:tag@sha256:" + Placeholder,
 		"FROM scratch",
 		"RUN curl -fsSLo z.tgz https://example.com/z-1.2.tgz \\\n && echo \"" + digest + "  z.tgz\" | sha256sum -c -",
-		"RUN python3 -m pip install --no-cache-dir ipykernel==6.29.5 'rich[jupyter]==13.7.1'",
 		"RUN pip install --require-hashes -r requirements.txt",
+		"RUN python3 -m pip install --no-cache-dir --only-binary=:all: \\\n --require-hashes -r /tmp/k/requirements.lock",
 		"RUN dnf install -y python3",
 		"ADD --checksum=sha256:" + digest + " https://example.com/f /f",
 		"# RUN curl https://example.com | sh",
@@ -185,6 +190,8 @@ func TestLintDockerfile(t *testing.T) {
 		"RUN python3 -m pip install --upgrade pip",
 		"RUN pip install ipykernel==6.*",
 		"RUN pip install -r requirements.txt",
+		"RUN python3 -m pip install --no-cache-dir ipykernel==6.29.5 'rich[jupyter]==13.7.1'",
+		"RUN pip install --require-hashes ipykernel==6.29.5",
 		"ADD https://example.com/f /f",
 	}
 	for _, d := range bad {

@@ -146,15 +146,16 @@ func writeZip(dir, out string) (sum string, size int64, err error) {
 	return sum, st.Size(), nil
 }
 
-// classify makes a missing or malformed digest or template a usage error
+// classify makes a missing or malformed digest, lock or template a usage error
 // (exit 2); a refused tree (a link, a device) and I/O failures stay
 // failures (exit 1).
 func classify(err error) error {
 	var (
 		de *build.DigestError
 		te *build.TemplateError
+		le *build.LockError
 	)
-	if errors.As(err, &de) || errors.As(err, &te) {
+	if errors.As(err, &de) || errors.As(err, &te) || errors.As(err, &le) {
 		return cliutil.Usage(err)
 	}
 	return err

@@ -16,6 +16,7 @@ func TestWriteZipRefusedLeavesNothing(t *testing.T) {
 	}
 	write("Dockerfile.in", "FROM x@sha256:@@BASE_DIGEST@@\n")
 	write("base.digest", "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n")
+	write("requirements.lock", "ipykernel==6.29.5 --hash=sha256:abababababababababababababababababababababababababababababababab\n")
 	out := filepath.Join(outDir, "a.zip")
 	if _, _, err := writeZip(src, out); err != nil {
 		t.Fatal(err)

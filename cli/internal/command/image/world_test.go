@@ -89,9 +89,10 @@ func newWorld(t *testing.T, polls int) *world {
 
 	w.dir = filepath.Join(t.TempDir(), "image")
 	writeTree(t, w.dir, map[string]string{
-		"Dockerfile.in": "FROM public.ecr.aws/lambda/microvms:al2023-minimal@sha256:@@BASE_DIGEST@@\nCOPY a.txt /a.txt\n",
-		"base.digest":   "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
-		"a.txt":         "a\n",
+		"Dockerfile.in":     "FROM public.ecr.aws/lambda/microvms:al2023-minimal@sha256:@@BASE_DIGEST@@\nCOPY a.txt /a.txt\n",
+		"base.digest":       "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+		"requirements.lock": "ipykernel==6.29.5 --hash=sha256:abababababababababababababababababababababababababababababababab\n",
+		"a.txt":             "a\n",
 	})
 	return w
 }
