@@ -1,9 +1,7 @@
 package app
 
 import (
-	"errors"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -56,26 +54,7 @@ func TestAWSScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// status N CMD [ARGS...]: run CMD and want exit status N.
-			"status": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) < 2 {
-					ts.Fatalf("usage: status N CMD [ARGS...]")
-				}
-				want, err := strconv.Atoi(args[0])
-				if err != nil {
-					ts.Fatalf("status: %v", err)
-				}
-				got := 0
-				if err := ts.Exec(args[1], args[2:]...); err != nil {
-					var ee *exec.ExitError
-					if !errors.As(err, &ee) {
-						ts.Fatalf("status: %v", err)
-					}
-					got = ee.ExitCode()
-				}
-				if got != want {
-					ts.Fatalf("exit status %d, want %d", got, want)
-				}
-			},
+			"status": cmdStatus,
 			// fakeaws addimage NAME | failbuilds N | runvm NAME VERSION |
 			// requests N: script the MicroVMs fake, or check how many
 			// control-plane requests it got.

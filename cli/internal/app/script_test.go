@@ -68,26 +68,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// status N CMD [ARGS...]: run CMD (as exec does, keeping its
 			// stdout and stderr) and want exit status N.
-			"status": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) < 2 {
-					ts.Fatalf("usage: status N CMD [ARGS...]")
-				}
-				want, err := strconv.Atoi(args[0])
-				if err != nil {
-					ts.Fatalf("status: %v", err)
-				}
-				got := 0
-				if err := ts.Exec(args[1], args[2:]...); err != nil {
-					var ee *exec.ExitError
-					if !errors.As(err, &ee) {
-						ts.Fatalf("status: %v", err)
-					}
-					got = ee.ExitCode()
-				}
-				if got != want {
-					ts.Fatalf("exit status %d, want %d", got, want)
-				}
-			},
+			"status": cmdStatus,
 			// sleep DURATION: wait (to let a background command run).
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) != 1 {
@@ -169,4 +150,27 @@ func startPlatform(t *testing.T) (endpoint, stateDir string) {
 		}
 	})
 	return "http://" + ln.Addr().String(), filepath.Clean(stateDir)
+}
+
+// cmdStatus is the scripts' `status N CMD [ARGS...]`: run CMD (as exec
+// does, keeping its stdout and stderr) and want exit status N.
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status N CMD [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("status: %v", err)
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("status: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
 }
