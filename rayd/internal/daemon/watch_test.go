@@ -109,7 +109,10 @@ func TestWatchDirEvents(t *testing.T) {
 	if _, err := writeFiles(context.Background(), fs, upFile{path: dir + "/b.txt", data: []byte("hello")}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("b.txt", evWrite, evCreate)
+	// A new file by an atomic write: a create, then a write, as an
+	// in-place write (a.txt) shows.
+	w.waitFor("b.txt", evCreate)
+	w.waitFor("b.txt", evWrite)
 	// Replacing an existing file exchanges it with the temporary one: still
 	// one WRITE, never a RENAME of b.txt.
 	if _, err := writeFiles(context.Background(), fs, upFile{path: dir + "/b.txt", data: []byte("again")}); err != nil {
@@ -141,8 +144,8 @@ func TestWatchDirEvents(t *testing.T) {
 			}
 		}
 	}
-	if n != 2 {
-		t.Fatalf("atomic write gave %d events: %v", n, w.seen)
+	if n != 3 {
+		t.Fatalf("two atomic writes (a new file, then a replacement) gave %d events, want create, write, write: %v", n, w.seen)
 	}
 }
 

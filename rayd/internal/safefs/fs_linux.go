@@ -581,8 +581,14 @@ func (f *FS) ReadFile(ctx context.Context, u User, p string) (io.ReadCloser, Ent
 	return os.NewFile(uintptr(fd), "safefs"), e, nil
 }
 
-// tempPrefix starts the names of WriteFile's temporary files.
-const tempPrefix = ".rayito-tmp-"
+// tempPrefix starts the names of WriteFile's temporary files; the next
+// letter says what the file will do, for watchers: TempCreates (a new
+// file) or TempReplaces (replacing one).
+const (
+	tempPrefix   = ".rayito-tmp-"
+	TempCreates  = tempPrefix + "c"
+	TempReplaces = tempPrefix + "r"
+)
 
 // WriteFile atomically replaces (or creates) the file at p with the
 // contents of r. Missing parent directories are created (mode 0755, owned
@@ -653,7 +659,10 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		}
 		var rnd [8]byte
 		rand.Read(rnd[:])
-		tmp := tempPrefix + hex.EncodeToString(rnd[:])
+		tmp := TempCreates + hex.EncodeToString(rnd[:])
+		if replacing {
+			tmp = TempReplaces + hex.EncodeToString(rnd[:])
+		}
 		fd, err := f.openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 		if err != nil {
 			return errnoErr(op, err)

@@ -50,7 +50,7 @@ type watcher struct {
 	rootWD    int32
 	dirs      map[int32]string // watch descriptor -> path relative to root
 	byRel     map[string]int32
-	tmpMoves  map[uint32]bool // cookies of renames away from a temporary name
+	tmpMoves  map[uint32]bool // cookies of renames away from a temporary name: true when it makes a new file
 	// replaced is the name an atomic write just put in place (by exchange
 	// with its temporary file). The exchange's other half, the old file
 	// moving from that name to the temporary one, comes next: not a change
@@ -359,7 +359,7 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 			if len(w.tmpMoves) >= WatchQueue {
 				clear(w.tmpMoves)
 			}
-			w.tmpMoves[ev.cookie] = true
+			w.tmpMoves[ev.cookie] = strings.HasPrefix(ev.name, safefs.TempCreates)
 		}
 		return nil
 	}
@@ -385,11 +385,20 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 		}
 	case ev.mask&unix.IN_MOVED_TO != 0:
 		t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CREATE
-		if w.tmpMoves[ev.cookie] {
-			// An atomic replacement (temporary file renamed into place).
+		if creates, ok := w.tmpMoves[ev.cookie]; ok {
+			// An atomic write: its temporary file renamed into place. A
+			// new file is a create and then a write (its content, as an
+			// in-place write would show it: E2B's SDKs wait for the
+			// write); a replaced one a write.
 			delete(w.tmpMoves, ev.cookie)
+			if creates {
+				if err := w.emit(ctx, rel, t); err != nil {
+					return err
+				}
+			} else {
+				w.replaced.wd, w.replaced.name = ev.wd, ev.name
+			}
 			t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE
-			w.replaced.wd, w.replaced.name = ev.wd, ev.name
 		}
 	default:
 		return nil
