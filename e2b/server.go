@@ -1,0 +1,248 @@
+package e2b
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+// EnvdVersion is the envd version the gateway reports for every sandbox:
+// the highest whose features rayd's envd protocol implements (the SDKs
+// gate features on it: octet-stream and gzip uploads from 0.5.7, file
+// metadata from 0.6.2, includeEntry from 0.6.3, allowNetworkMounts from
+// 0.6.4).
+const EnvdVersion = "0.6.4"
+
+// ClientID is the clientID of every sandbox (a field E2B deprecated).
+const ClientID = "rayito"
+
+// DebugSandboxID is the sandbox id E2B's SDKs use in debug mode
+// (E2B_DEBUG=true).
+const DebugSandboxID = "debug_sandbox_id"
+
+// DefaultTemplateID is the templateID of a create that names none.
+const DefaultTemplateID = "base"
+
+// DefaultTimeout is E2B's default sandbox timeout.
+const DefaultTimeout = 300 * time.Second
+
+// MaxLifetime is the longest a sandbox of the gateway lives, running and
+// paused time together (Rayito's cap); a timeout may reach a minute less.
+const MaxLifetime = 8 * time.Hour
+
+// MaxTimeout is the longest timeout a create, connect or setTimeout may
+// ask for: a minute under MaxLifetime, so that rayd acts before the
+// platform does.
+const MaxTimeout = MaxLifetime - time.Minute
+
+// MaxBodyBytes caps a control-plane request body.
+const MaxBodyBytes = 1 << 20
+
+// Options configures a Server.
+type Options struct {
+	// SDK says how to reach the platform (backend, endpoint, AWS config,
+	// token store dir, ...); passed to every rayito call.
+	SDK []rayito.Option
+	// APIKeyHashes are the sha256 of each accepted X-API-KEY (HashAPIKey).
+	// New fails when it is empty: no key is ever accepted then.
+	APIKeyHashes [][32]byte
+	// Templates maps an E2B templateID to a Rayito template; the "" key
+	// is the default for any templateID not in it. A templateID the map
+	// does not cover is refused with a 400 naming it. A nil or empty map
+	// sends every templateID to the platform's default template.
+	Templates map[string]string
+	// Logger receives one line per request (route, status, duration,
+	// sandbox id): never keys, tokens, headers, envs, bodies, commands or
+	// URLs. nil discards.
+	Logger *slog.Logger
+	// DebugSandboxID, when set, is the sandbox E2B's debug-mode id
+	// "debug_sandbox_id" routes to (E2B_DEBUG=true with E2B_SANDBOX_URL);
+	// the router adds its access token, which the debug SDK never sends.
+	DebugSandboxID string
+}
+
+// Server serves E2B's control-plane API and its sandbox router.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	keys    [][32]byte
+	plat    platform
+	mux     *http.ServeMux
+	handler http.Handler
+
+	mu     sync.Mutex
+	known  map[string]*record // what the gateway knows of each sandbox
+	conns  map[string]*conn   // connected sandboxes, for the router
+	closed bool
+}
+
+// New makes a Server. It contacts nothing.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	return newServer(ctx, opts, &rayitoPlatform{opts: opts.SDK})
+}
+
+func newServer(_ context.Context, opts Options, p platform) (*Server, error) {
+	if len(opts.APIKeyHashes) == 0 {
+		return nil, errors.New("e2b: no API key is configured (Options.APIKeyHashes is empty): the gateway would accept none")
+	}
+	var zero [32]byte
+	for _, h := range opts.APIKeyHashes {
+		if h == zero {
+			return nil, errors.New("e2b: an API key hash is all zeros")
+		}
+	}
+	if opts.DebugSandboxID != "" && !validID(opts.DebugSandboxID) {
+		return nil, fmt.Errorf("e2b: invalid debug sandbox id %q", opts.DebugSandboxID)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{
+		opts: opts, log: log, plat: p,
+		keys:  append([][32]byte(nil), opts.APIKeyHashes...),
+		known: map[string]*record{}, conns: map[string]*conn{},
+	}
+	s.mux = http.NewServeMux()
+	s.routes()
+	s.handler = http.HandlerFunc(s.serve)
+	return s, nil
+}
+
+// Handler is the one handler for both the control-plane API and the
+// sandbox router: a request with an E2b-Sandbox-Id header, or whose Host
+// is "<port>-<id>.<domain>", goes to the sandbox; everything else to the
+// API. E2B_API_URL and E2B_SANDBOX_URL may thus be the same URL.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close forgets every connected sandbox. Sandboxes keep running.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	clear(s.conns)
+	return nil
+}
+
+// HashAPIKey is the sha256 of an API key, as Options.APIKeyHashes holds it.
+func HashAPIKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// NewAPIKey makes a random API key: "e2b_" and 40 lowercase hex digits
+// (E2B's own tests require ^e2b_[0-9a-f]+$).
+func NewAPIKey() (string, error) {
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "e2b_" + hex.EncodeToString(b[:]), nil
+}
+
+// authorized checks X-API-KEY against every configured hash in constant
+// time (no early exit).
+func (s *Server) authorized(r *http.Request) bool {
+	key := r.Header.Get("X-API-KEY")
+	if key == "" {
+		return false
+	}
+	h := HashAPIKey(key)
+	ok := 0
+	for i := range s.keys {
+		ok |= subtle.ConstantTimeCompare(h[:], s.keys[i][:])
+	}
+	return ok == 1
+}
+
+// serve dispatches between the router and the control plane.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("e2b: handler panic", "route", sw.route)
+			if !sw.wrote {
+				writeError(sw, http.StatusInternalServerError, "internal error")
+			}
+		}
+		level := slog.LevelInfo
+		if sw.route == "router" && sw.status < 500 {
+			level = slog.LevelDebug
+		}
+		s.log.Log(context.Background(), level, "e2b request", "route", sw.route, "status", sw.status, "sandbox", sw.sandbox, "duration", time.Since(start).Round(time.Millisecond))
+	}()
+	if id, port, ok := sandboxTarget(r); ok {
+		sw.route = "router"
+		sw.sandbox = id
+		s.route(sw, r, id, port)
+		return
+	}
+	_, pattern := s.mux.Handler(r)
+	sw.route = pattern
+	if pattern == "" {
+		sw.route = "unmatched"
+	}
+	if pattern != "GET /health" && !s.authorized(r) {
+		writeError(sw, http.StatusUnauthorized, "invalid or missing X-API-KEY")
+		return
+	}
+	r.Body = http.MaxBytesReader(sw, r.Body, MaxBodyBytes)
+	s.mux.ServeHTTP(sw, r)
+}
+
+// statusWriter records what the log line shows.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	wrote   bool
+	route   string
+	sandbox string
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func validID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,504 @@
+package e2b
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+type env struct {
+	t    *testing.T
+	f    *fakePlatform
+	srv  *Server
+	http *httptest.Server
+}
+
+func newEnv(t *testing.T, mod ...func(*Options)) *env {
+	t.Helper()
+	f := newFake(t)
+	opts := Options{APIKeyHashes: [][32]byte{HashAPIKey(testKey)}}
+	for _, m := range mod {
+		m(&opts)
+	}
+	srv, err := newServer(context.Background(), opts, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return &env{t: t, f: f, srv: srv, http: hs}
+}
+
+type resp struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("body %q: %v", r.body, err)
+	}
+}
+
+// errBody checks an E2B error body with code and a message containing
+// want.
+func (r resp) errBody(t *testing.T, code int, want string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("status %d, want %d (%s)", r.code, code, r.body)
+	}
+	var e errorBody
+	r.json(t, &e)
+	if e.Code != code || !strings.Contains(e.Message, want) {
+		t.Fatalf("error body %+v, want code %d and %q", e, code, want)
+	}
+}
+
+func (e *env) do(method, path string, body any, hdr ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("X-API-KEY", testKey)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, res.Header, b}
+}
+
+func (e *env) create(body any) sandboxOut {
+	e.t.Helper()
+	r := e.do("POST", "/v2/sandboxes", body)
+	if r.code != http.StatusCreated {
+		e.t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var out sandboxOut
+	r.json(e.t, &out)
+	return out
+}
+
+func TestNewRefusesNoKeys(t *testing.T) {
+	if _, err := New(context.Background(), Options{}); err == nil {
+		t.Fatal("New accepted no keys")
+	}
+}
+
+func TestNewAPIKey(t *testing.T) {
+	k, err := NewAPIKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^e2b_[0-9a-f]{40}$`).MatchString(k) {
+		t.Fatalf("key %q", k)
+	}
+	if HashAPIKey(k) == HashAPIKey(testKey) {
+		t.Fatal("hash collision")
+	}
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t)
+	for _, key := range []string{"", "e2b_wrong", strings.ToUpper(testKey)} {
+		r := e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key)
+		r.errBody(t, http.StatusUnauthorized, "X-API-KEY")
+	}
+	// Unsupported and unknown routes are behind the key too.
+	e.do("POST", "/sandboxes/x/fork", nil, "X-API-KEY", "").errBody(t, http.StatusUnauthorized, "X-API-KEY")
+	e.do("GET", "/nope", nil, "X-API-KEY", "").errBody(t, http.StatusUnauthorized, "X-API-KEY")
+	if r := e.do("GET", "/v2/sandboxes", nil); r.code != http.StatusOK {
+		t.Fatalf("valid key: %d %s", r.code, r.body)
+	}
+	if r := e.do("GET", "/health", nil, "X-API-KEY", ""); r.code != http.StatusOK {
+		t.Fatalf("health: %d", r.code)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(map[string]any{"templateID": "base", "timeout": 120, "metadata": map[string]string{"a": "b c", "k": "1"},
+		"envVars": map[string]string{"E": "v"}, "secure": true, "allow_internet_access": true})
+	if sb.SandboxID == "" || sb.TemplateID != "base" || sb.ClientID != "rayito" || sb.EnvdVersion != EnvdVersion || sb.EnvdAccessToken == "" || sb.TrafficAccessToken == "" {
+		t.Fatalf("create: %+v", sb)
+	}
+	spec := e.f.specs[0]
+	if spec.Timeout != 120*time.Second || spec.OnTimeout != "kill" || spec.Envs["E"] != "v" || spec.Metadata["a"] != "b c" || spec.Metadata[labelKey] == "" || spec.Network != nil || spec.DenyInternet {
+		t.Fatalf("spec: %+v", spec)
+	}
+	if sb.TrafficAccessToken == sb.EnvdAccessToken {
+		t.Fatal("traffic token is the access token")
+	}
+	second := e.create(map[string]any{"metadata": map[string]string{"a": "other"}})
+	if second.TemplateID != "base" || e.f.specs[1].Timeout != DefaultTimeout {
+		t.Fatalf("defaults: %+v %+v", second, e.f.specs[1])
+	}
+
+	// getInfo
+	var d map[string]any
+	r := e.do("GET", "/sandboxes/"+sb.SandboxID, nil)
+	r.json(t, &d)
+	if r.code != 200 || d["state"] != "running" || d["templateID"] != "base" || d["cpuCount"].(float64) != 2 || d["memoryMB"].(float64) != 512 ||
+		d["diskSizeMB"].(float64) != 1024 || d["metadata"].(map[string]any)["a"] != "b c" || d["metadata"].(map[string]any)[labelKey] != nil ||
+		d["lifecycle"].(map[string]any)["onTimeout"] != "kill" || d["envdAccessToken"] != sb.EnvdAccessToken {
+		t.Fatalf("getInfo: %d %s", r.code, r.body)
+	}
+	if _, err := time.Parse(time.RFC3339, d["startedAt"].(string)); err != nil {
+		t.Fatal(err)
+	}
+
+	// list: metadata filter in E2B's double encoding, state, paging
+	filter := url.Values{}
+	filter.Set(url.QueryEscape("a"), url.QueryEscape("b c"))
+	var ls []listedOut
+	r = e.do("GET", "/v2/sandboxes?metadata="+url.QueryEscape(filter.Encode()), nil)
+	r.json(t, &ls)
+	if len(ls) != 1 || ls[0].SandboxID != sb.SandboxID || r.header.Get("X-Next-Token") != "" {
+		t.Fatalf("filtered list: %s", r.body)
+	}
+	r = e.do("GET", "/v2/sandboxes?limit=1", nil)
+	r.json(t, &ls)
+	next := r.header.Get("X-Next-Token")
+	if len(ls) != 1 || ls[0].SandboxID != second.SandboxID || next == "" {
+		t.Fatalf("page 1: %s %q", r.body, next)
+	}
+	r = e.do("GET", "/v2/sandboxes?limit=1&nextToken="+url.QueryEscape(next), nil)
+	r.json(t, &ls)
+	if len(ls) != 1 || ls[0].SandboxID != sb.SandboxID || r.header.Get("X-Next-Token") != "" {
+		t.Fatalf("page 2: %s %q", r.body, r.header.Get("X-Next-Token"))
+	}
+	e.do("GET", "/v2/sandboxes?limit=0", nil).errBody(t, 400, "limit")
+	e.do("GET", "/v2/sandboxes?nextToken=!!!", nil).errBody(t, 400, "")
+	e.do("GET", "/v2/sandboxes?state=dead", nil).errBody(t, 400, "state")
+
+	// setTimeout
+	if r := e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", map[string]int{"timeout": 600}); r.code != 204 || len(r.body) != 0 {
+		t.Fatalf("timeout: %d %s", r.code, r.body)
+	}
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", map[string]int{"timeout": 999999}).errBody(t, 400, "timeout")
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", `{}`).errBody(t, 400, "timeout")
+
+	// metrics
+	var ms []metricOut
+	r = e.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?start=1&end=2000000000", nil)
+	r.json(t, &ms)
+	if r.code != 200 || len(ms) != 1 || ms[0].CPUUsedPct != 12.5 || ms[0].TimestampUnix != 1700000000 {
+		t.Fatalf("metrics: %s", r.body)
+	}
+
+	// pause, 409, listed as paused, connect resumes (201), connect again 200
+	if r := e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{}`); r.code != 204 {
+		t.Fatalf("pause: %d %s", r.code, r.body)
+	}
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil).errBody(t, 409, "already paused")
+	r = e.do("GET", "/v2/sandboxes?state=paused", nil)
+	r.json(t, &ls)
+	if len(ls) != 1 || ls[0].State != "paused" || ls[0].Metadata["a"] != "b c" {
+		t.Fatalf("paused list: %s", r.body)
+	}
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", map[string]int{"timeout": 60}).errBody(t, 409, "paused")
+	r = e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", map[string]int{"timeout": 300})
+	var c sandboxOut
+	r.json(t, &c)
+	if r.code != 201 || c.SandboxID != sb.SandboxID || c.EnvdAccessToken != sb.EnvdAccessToken || c.TrafficAccessToken != sb.TrafficAccessToken {
+		t.Fatalf("connect resume: %d %s", r.code, r.body)
+	}
+	if r := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{}`); r.code != 200 {
+		t.Fatalf("connect running: %d %s", r.code, r.body)
+	}
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", `{}`).errBody(t, 409, "already running")
+
+	// network
+	if r := e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", map[string]any{"allow_internet_access": false, "allowOut": []string{"1.1.1.1"}}); r.code != 204 {
+		t.Fatalf("network: %d %s", r.code, r.body)
+	}
+	if p := e.f.boxes[sb.SandboxID].policy; p == nil || len(p.AllowOut) != 1 || !strings.Contains(strings.Join(p.DenyOut, ","), "0.0.0.0/0") {
+		t.Fatalf("policy: %+v", p)
+	}
+
+	// kill, then 404 everywhere with the body code
+	if r := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil); r.code != 204 {
+		t.Fatalf("kill: %d %s", r.code, r.body)
+	}
+	e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil).errBody(t, 404, "not found")
+	e.do("GET", "/sandboxes/"+sb.SandboxID, nil).errBody(t, 404, "not found")
+	e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{}`).errBody(t, 404, "not found")
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", `{"timeout":5}`).errBody(t, 404, "not found")
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil).errBody(t, 404, "not found")
+	e.do("GET", "/sandboxes/nosuch", nil).errBody(t, 404, "not found")
+}
+
+func TestCreateMappings(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Templates = map[string]string{"base": "rayito-base", "code-interpreter-v1": "rayito-code"}
+	})
+	e.create(map[string]any{"templateID": "code-interpreter-v1", "autoPause": true, "autoResume": map[string]bool{"enabled": true}, "autoPauseMemory": true,
+		"allow_internet_access": false})
+	s := e.f.specs[0]
+	if s.Template != "rayito-code" || s.OnTimeout != "pause" || !s.AutoResume || !s.DenyInternet || s.Network != nil {
+		t.Fatalf("spec: %+v", s)
+	}
+	e.create(map[string]any{"network": map[string]any{"allowOut": []string{"example.com"}, "denyOut": []string{"0.0.0.0/0"},
+		"egressProxy": map[string]string{"address": "10.0.0.1:1080", "username": "u", "password": "secret-pw"}, "allowPublicTraffic": false}})
+	s = e.f.specs[1]
+	if s.Template != "rayito-base" || s.Network == nil || s.Network.AllowOut[0] != "example.com" || s.Network.EgressProxy.Password != "secret-pw" {
+		t.Fatalf("spec: %+v", s)
+	}
+	e.create(map[string]any{"allow_internet_access": false, "network": map[string]any{"allowOut": []string{"1.1.1.1"}}})
+	s = e.f.specs[2]
+	if s.DenyInternet || s.Network == nil || s.Network.DenyOut[0] != "0.0.0.0/0" {
+		t.Fatalf("spec: %+v", s)
+	}
+	// getInfo echoes the network without the password.
+	var ls []listedOut
+	e.do("GET", "/v2/sandboxes", nil).json(t, &ls)
+	r := e.do("GET", "/sandboxes/sbx-002", nil)
+	if r.code != 200 || strings.Contains(string(r.body), "secret-pw") || !strings.Contains(string(r.body), `"allowPublicTraffic":false`) || !strings.Contains(string(r.body), `"address":"10.0.0.1:1080"`) {
+		t.Fatalf("getInfo: %s", r.body)
+	}
+	e.do("POST", "/v2/sandboxes", map[string]any{"templateID": "desktop"}).errBody(t, 400, `template "desktop"`)
+	if r := e.do("GET", "/sandboxes/sbx-001", nil); !strings.Contains(string(r.body), `"onTimeout":"pause","autoResume":true`) {
+		t.Fatalf("lifecycle: %s", r.body)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		body any
+		want string
+	}{
+		{map[string]any{"iam": map[string]string{"role": "x"}}, "iam"},
+		{map[string]any{"mcp": map[string]any{"x": 1}}, "mcp"},
+		{map[string]any{"volumeMounts": []map[string]string{{"name": "v", "path": "/v"}}}, "volumeMounts"},
+		{map[string]any{"autoPauseMemory": false}, "autoPauseMemory:false"},
+		{map[string]any{"network": map[string]any{"rules": map[string]any{"api.example.com": []any{map[string]any{"transform": map[string]any{"headers": map[string]string{"Authorization": "Bearer s3cret"}}}}}}}, "network.rules"},
+		{map[string]any{"network": map[string]any{"maskRequestHost": "x-${PORT}"}}, "network.maskRequestHost"},
+		{map[string]any{"network": map[string]any{"httpsPorts": []int{443}}}, "network.httpsPorts"},
+		{map[string]any{"someNewField": 1}, `"someNewField"`},
+		{map[string]any{"autoResume": map[string]bool{"enabled": true}}, "autoResume needs autoPause"},
+		{map[string]any{"timeout": 0}, "timeout"},
+		{map[string]any{"metadata": map[string]string{labelKey: "x"}}, "reserved"},
+		{`{"templateID":`, "invalid JSON"},
+		{`{"timeout":"x"}`, "timeout"},
+		{`[]`, "invalid"},
+	} {
+		r := e.do("POST", "/sandboxes", c.body)
+		r.errBody(t, 400, c.want)
+		if strings.Contains(string(r.body), "s3cret") {
+			t.Fatal("a secret came back")
+		}
+	}
+	if len(e.f.specs) != 0 {
+		t.Fatalf("a refused create created %d sandboxes", len(e.f.specs))
+	}
+	sb := e.create(nil)
+	for _, u := range Unsupported {
+		method, path, ok := strings.Cut(u.Pattern, " ")
+		if !ok {
+			method, path = "GET", u.Pattern
+		}
+		path = strings.ReplaceAll(path, "{id}", sb.SandboxID)
+		e.do(method, path, nil).errBody(t, 501, u.Feature+" is not supported by Rayito's E2B gateway")
+	}
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{"memory":false}`).errBody(t, 400, "memory:false")
+	e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"memory":false}`).errBody(t, 400, "memory:false")
+	e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", `{"rules":{"h":[{}]}}`).errBody(t, 400, "network.rules")
+	e.do("GET", "/nope", nil).errBody(t, 404, "no route")
+	e.do("PATCH", "/sandboxes/"+sb.SandboxID, nil).errBody(t, 404, "no route")
+	big := `{"metadata":{"a":"` + strings.Repeat("x", MaxBodyBytes) + `"}}`
+	e.do("POST", "/sandboxes", big).errBody(t, 413, "larger")
+}
+
+// routed sends a data-plane request the way E2B's SDKs do.
+func (e *env) routed(method, path, id, port string, hdr ...string) resp {
+	e.t.Helper()
+	return e.do(method, path, nil, append([]string{"X-API-KEY", "", headerSandboxID, id, headerSandboxPort, port}, hdr...)...)
+}
+
+func TestRouter(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(nil)
+	id := sb.SandboxID
+	// envd: forwarded to its port with the SDK's own token, routing
+	// headers and the traffic token stripped.
+	r := e.routed("GET", "/health", id, "49983", "X-Access-Token", sb.EnvdAccessToken)
+	if r.code != 204 || r.header.Get("X-Seen-Port") != "49983" || r.header.Get("X-Seen-Access-Token") != sb.EnvdAccessToken || r.header.Get("X-Seen-Sandbox-Id") != "" {
+		t.Fatalf("health: %d %v", r.code, r.header)
+	}
+	// No token is added on envd for a secure sandbox.
+	if r := e.routed("GET", "/files?path=a", id, "49983"); r.header.Get("X-Seen-Access-Token") != "" || r.header.Get("X-Seen-Path") != "/files?path=a" {
+		t.Fatalf("envd without token: %v", r.header)
+	}
+	// /contexts: only the traffic token; the router adds the access token.
+	r = e.routed("GET", "/contexts", id, "49999", headerTraffic, sb.TrafficAccessToken)
+	if r.header.Get("X-Seen-Access-Token") != sb.EnvdAccessToken || r.header.Get("X-Seen-Traffic") != "" || r.header.Get("X-Seen-Port") != "49999" {
+		t.Fatalf("contexts: %v", r.header)
+	}
+	if r := e.routed("GET", "/contexts", id, "49999", headerTraffic, "wrong"); r.header.Get("X-Seen-Access-Token") != "" {
+		t.Fatal("a wrong traffic token got the access token")
+	}
+	// A user port is forwarded as it is; the host form works too; the API
+	// key never reaches the sandbox.
+	r = e.do("GET", "/app", nil, "Host", "8080-"+id+".e2b.local:3000")
+	if r.code != 200 || r.header.Get("X-Seen-Port") != "8080" || r.header.Get("X-Seen-Api-Key") != "" || r.header.Get("X-Seen-Access-Token") != "" {
+		t.Fatalf("host form: %d %v", r.code, r.header)
+	}
+	// 9000 is refused; a bad port is a 400.
+	e.routed("GET", "/", id, "9000").errBody(t, 403, "9000")
+	e.routed("GET", "/", id, "x").errBody(t, 400, "port")
+	// A stream is not buffered: the first chunk arrives while it is open.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.http.URL+"/stream", nil)
+	req.Header.Set(headerSandboxID, id)
+	req.Header.Set(headerSandboxPort, "49983")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("stream: %q %v", line, err)
+	}
+	cancel()
+	res.Body.Close()
+	// Paused without autoResume, then killed: 502.
+	if err := e.f.pause(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.routed("GET", "/health", id, "49983").errBody(t, 502, "paused")
+	if err := e.f.kill(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.routed("GET", "/health", id, "49983").errBody(t, 502, "not running")
+	e.routed("GET", "/health", "nosuch", "49983").errBody(t, 502, "not running")
+}
+
+func TestRouterInsecurePrivateDebug(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(o *Options) { o.DebugSandboxID = "sbx-001" })
+	sb := e.create(map[string]any{"secure": false, "network": map[string]any{"allowPublicTraffic": false}})
+	if sb.EnvdAccessToken != "" {
+		t.Fatal("secure:false returned a token")
+	}
+	token := e.f.boxes[sb.SandboxID].token
+	if r := e.routed("GET", "/health", sb.SandboxID, "49983"); r.header.Get("X-Seen-Access-Token") != token {
+		t.Fatalf("secure:false: %v", r.header)
+	}
+	e.routed("GET", "/", sb.SandboxID, "8080").errBody(t, 403, "E2B-Traffic-Access-Token")
+	if r := e.routed("GET", "/", sb.SandboxID, "8080", headerTraffic, sb.TrafficAccessToken); r.code != 200 || r.header.Get("X-Seen-Traffic") != "" {
+		t.Fatalf("private port with token: %d %v", r.code, r.header)
+	}
+	// Debug mode: the fixed id reaches the configured sandbox, with its
+	// token added.
+	if r := e.routed("GET", "/health", DebugSandboxID, "49983"); r.code != 204 || r.header.Get("X-Seen-Access-Token") != token {
+		t.Fatalf("debug: %d %v", r.code, r.header)
+	}
+	if r := e.do("GET", "/sandboxes/"+DebugSandboxID, nil); r.code != 200 {
+		t.Fatalf("debug getInfo: %d %s", r.code, r.body)
+	}
+}
+
+func TestAutoResumeOnTraffic(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(map[string]any{"autoPause": true, "autoResume": map[string]bool{"enabled": true}})
+	if err := e.f.pause(context.Background(), sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.dropConn(sb.SandboxID)
+	if r := e.routed("GET", "/health", sb.SandboxID, "49983"); r.code != 204 {
+		t.Fatalf("auto-resume: %d %s", r.code, r.body)
+	}
+	if e.f.boxes[sb.SandboxID].state != "RUNNING" {
+		t.Fatal("not resumed")
+	}
+}
+
+func TestRestartReadsLabels(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(map[string]any{"templateID": "mine", "secure": false, "metadata": map[string]string{"x": "y"}})
+	// A new gateway over the same platform knows the sandbox from its
+	// label.
+	srv2, err := newServer(context.Background(), Options{APIKeyHashes: [][32]byte{HashAPIKey(testKey)}}, e.f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv2.Handler())
+	defer hs.Close()
+	e2 := &env{t: t, f: e.f, srv: srv2, http: hs}
+	var ls []listedOut
+	e2.do("GET", "/v2/sandboxes", nil).json(t, &ls)
+	if len(ls) != 1 || ls[0].TemplateID != "mine" || ls[0].Metadata["x"] != "y" || len(ls[0].Metadata) != 1 {
+		t.Fatalf("after restart: %+v", ls)
+	}
+	if r := e2.routed("GET", "/health", sb.SandboxID, "49983"); r.header.Get("X-Seen-Access-Token") == "" {
+		t.Fatal("secure:false forgotten across a restart")
+	}
+}
+
+func TestMetadataFilterParse(t *testing.T) {
+	// {a:"b c"} on the wire: metadata=a%3Db%252520c
+	q, _ := url.ParseQuery("metadata=a%3Db%252520c")
+	m, err := parseMetadataFilter(q.Get("metadata"))
+	if err != nil || m["a"] != "b c" || len(m) != 1 {
+		t.Fatalf("%v %v", m, err)
+	}
+}
+
+func TestSandboxTarget(t *testing.T) {
+	for host, want := range map[string]string{
+		"49983-sbx1.rayito.local":      "sbx1/49983",
+		"8080-abc-def.example.com:443": "abc-def/8080",
+		"127.0.0.1:3000":               "",
+		"localhost:3000":               "",
+		"api.example.com":              "",
+		"my-host.example.com":          "",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		id, port, ok := sandboxTarget(r)
+		got := ""
+		if ok {
+			got = id + "/" + port
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", host, got, want)
+		}
+	}
+}
