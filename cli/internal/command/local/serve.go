@@ -13,9 +13,32 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	e2bcmd "github.com/rayito-dev/rayito/cli/internal/command/e2b"
 	"github.com/rayito-dev/rayito/cli/internal/platform"
+	"github.com/rayito-dev/rayito/e2b"
 	"github.com/rayito-dev/rayito/localvm"
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
+
+// e2bAddrFlag serves E2B's API beside the platform.
+func e2bAddrFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as `rayito e2b serve` does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + ")"}
+}
+
+// e2bKeysFor checks --e2b-addr and loads the gateway's keys.
+func e2bKeysFor(f *cliutil.Factory, addr string) ([][32]byte, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, cliutil.Usagef("--e2b-addr wants HOST:PORT, got %q", addr)
+	}
+	if !e2bcmd.IsLoopback(addr) {
+		return nil, cliutil.Usagef("--e2b-addr %s is not loopback: E2B's SDKs send the API key in clear over plain HTTP (use `rayito e2b serve --allow-non-loopback` to do it anyway)", addr)
+	}
+	path, err := e2bcmd.DefaultKeysFile(f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return e2bcmd.LoadKeys(f.Getenv, path)
+}
 
 // unisolatedFlag opts in to sandboxes that are NOT isolated, where the
 // platform cannot isolate any.
@@ -84,6 +107,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			unisolatedFlag(),
+			e2bAddrFlag(),
 			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -100,6 +124,22 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				addr = a
 			} else if _, _, err := net.SplitHostPort(addr); err != nil {
 				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
+			}
+			e2bAddr := cmd.String(e2bAddrFlag().Name)
+			var e2bKeys [][32]byte
+			var e2bLn net.Listener
+			var e2bTokens string
+			if e2bAddr != "" {
+				if e2bKeys, err = e2bKeysFor(f, e2bAddr); err != nil {
+					return err
+				}
+				if e2bTokens, err = rayito.TokenStoreDir(f.Getenv); err != nil {
+					return err
+				}
+				if e2bLn, err = net.Listen("tcp", e2bAddr); err != nil {
+					return fmt.Errorf("--e2b-addr: %w", err)
+				}
+				defer e2bLn.Close()
 			}
 			level := slog.LevelInfo
 			if cmd.Bool("debug") {
@@ -127,7 +167,27 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				log.Warn("not root: rootless isolation (user namespaces; one host uid for all sandboxes, loopback-only network, no Internet access, no cgroup limits)")
 			}
 			log.Info("local platform serving", "endpoint", "http://"+addr, "state_dir", stateDir(cmd))
+			e2bDone := make(chan error, 1)
+			e2bCtx, e2bStop := context.WithCancel(ctx)
+			defer e2bStop()
+			if e2bLn != nil {
+				url := "http://" + e2bLn.Addr().String()
+				log.Info("E2B gateway serving", "E2B_API_URL", url, "E2B_SANDBOX_URL", url, "keys", len(e2bKeys))
+				go func() {
+					e2bDone <- e2bcmd.Serve(e2bCtx, e2bLn, e2b.Options{
+						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint("http://" + addr), rayito.WithTokenStoreDir(e2bTokens)},
+						APIKeyHashes: e2bKeys,
+						Logger:       log,
+					})
+				}()
+			} else {
+				e2bDone <- nil
+			}
 			serveErr := srv.ListenAndServe(ctx)
+			e2bStop()
+			if err := <-e2bDone; err != nil && serveErr == nil {
+				log.Error("E2B gateway", "err", err)
+			}
 			down, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			if !cmd.Bool("keep-sandboxes") {

@@ -29,7 +29,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), e2bAddrFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			pool, err := prebooted(cmd)
 			if err != nil {
@@ -38,6 +38,14 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			addr, err := listenAddr(f)
 			if err != nil {
 				return err
+			}
+			e2bAddr := cmd.String(e2bAddrFlag().Name)
+			if e2bAddr != "" {
+				// Checked here too, so a bad address or a missing key fails
+				// now rather than in the background.
+				if _, err := e2bKeysFor(f, e2bAddr); err != nil {
+					return err
+				}
 			}
 			ep := platform.Endpoint(f.Getenv)
 			dir := stateDir(cmd)
@@ -67,6 +75,9 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if cmd.IsSet(prebootedFlag().Name) {
 				args = append(args, "--prebooted", strconv.Itoa(pool))
+			}
+			if e2bAddr != "" {
+				args = append(args, "--e2b-addr", e2bAddr)
 			}
 			if cmd.IsSet(kernelStartFlag().Name) {
 				args = append(args, "--kernel-start", cmd.String(kernelStartFlag().Name))
