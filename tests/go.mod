@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/rayito-dev/rayito/e2b v0.1.0
 	github.com/rayito-dev/rayito/localvm v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
