@@ -246,11 +246,36 @@ func (s *Server) state(ctx context.Context, w http.ResponseWriter, id string) (*
 		err = errNotRunning
 	}
 	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return nil, false
 	}
 	return info, true
+}
+
+// writeStatus answers err about sandbox id in E2B's error shape.
+func writeStatus(w http.ResponseWriter, id string, err error) {
+	code, msg := statusOf(id, err)
+	writeError(w, code, msg)
+}
+
+// running is state for a call that needs the sandbox running: a paused
+// one is answered 409 with pausedMsg (a format with the id's %q), and the
+// connection to a running one is returned.
+func (s *Server) running(ctx context.Context, w http.ResponseWriter, id, pausedMsg string) (*rayito.Info, *conn, bool) {
+	info, ok := s.state(ctx, w, id)
+	if !ok {
+		return nil, nil, false
+	}
+	if isPaused(info.State) {
+		writeError(w, http.StatusConflict, fmt.Sprintf(pausedMsg, id))
+		return nil, nil, false
+	}
+	c, err := s.connFor(ctx, id)
+	if err != nil {
+		writeStatus(w, id, err)
+		return nil, nil, false
+	}
+	return info, c, true
 }
 
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
@@ -293,8 +318,7 @@ func (s *Server) connectOrResume(w http.ResponseWriter, r *http.Request, resumeO
 	resumed := false
 	if isPaused(info.State) {
 		if err := s.plat.resume(ctx, id); err != nil {
-			code, msg := statusOf(id, err)
-			writeError(w, code, msg)
+			writeStatus(w, id, err)
 			return
 		}
 		resumed = true
@@ -305,8 +329,7 @@ func (s *Server) connectOrResume(w http.ResponseWriter, r *http.Request, resumeO
 	}
 	c, err := s.connFor(ctx, id)
 	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	rec := s.learn(ctx, &rayito.Info{ID: id, State: "RUNNING", Template: info.Template})
@@ -316,8 +339,7 @@ func (s *Server) connectOrResume(w http.ResponseWriter, r *http.Request, resumeO
 	if timeout > 0 {
 		l, err := c.sbx.SetTimeout(ctx, timeout, true)
 		if err != nil {
-			code, msg := statusOf(id, err)
-			writeError(w, code, msg)
+			writeStatus(w, id, err)
 			return
 		}
 		s.setEnd(id, l)
@@ -351,8 +373,7 @@ func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.plat.kill(ctx, id); err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	s.forget(id)
@@ -401,24 +422,13 @@ func (s *Server) moveDeadline(w http.ResponseWriter, r *http.Request, id string,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	info, ok := s.state(ctx, w, id)
+	info, c, ok := s.running(ctx, w, id, "sandbox %q is paused: connect to it to resume it first")
 	if !ok {
-		return
-	}
-	if isPaused(info.State) {
-		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is paused: connect to it to resume it first", id))
-		return
-	}
-	c, err := s.connFor(ctx, id)
-	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
 		return
 	}
 	l, err := c.sbx.SetTimeout(ctx, d, atLeast)
 	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	s.learn(ctx, info)
@@ -453,8 +463,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	// Read the labels while it still runs: a paused sandbox cannot say.
 	s.learn(ctx, info)
 	if err := s.plat.pause(ctx, id); err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	s.dropConn(id)
@@ -715,24 +724,13 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	info, ok := s.state(ctx, w, id)
+	_, c, ok := s.running(ctx, w, id, "sandbox %q is paused: its metrics are read from it while it runs")
 	if !ok {
-		return
-	}
-	if isPaused(info.State) {
-		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is paused: its metrics are read from it while it runs", id))
-		return
-	}
-	c, err := s.connFor(ctx, id)
-	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
 		return
 	}
 	ms, err := c.sbx.MetricsHistory(ctx, from, to)
 	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	out := make([]metricOut, 0, len(ms))
@@ -771,23 +769,12 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	info, ok := s.state(ctx, w, id)
+	info, c, ok := s.running(ctx, w, id, "sandbox %q is paused: connect to it to resume it first")
 	if !ok {
 		return
 	}
-	if isPaused(info.State) {
-		writeError(w, http.StatusConflict, fmt.Sprintf("sandbox %q is paused: connect to it to resume it first", id))
-		return
-	}
-	c, err := s.connFor(ctx, id)
-	if err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
-		return
-	}
 	if _, err := c.sbx.UpdateNetwork(ctx, p); err != nil {
-		code, msg := statusOf(id, err)
-		writeError(w, code, msg)
+		writeStatus(w, id, err)
 		return
 	}
 	s.learn(ctx, info)
