@@ -194,7 +194,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 	addToken := false
 	switch port {
 	case EnvdPort:
-		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure)
+		// A presigned file URL (uploadUrl, downloadUrl) carries a
+		// signature instead of the token.
+		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validFileSignature(r, token, time.Now()))
 	case CodePort:
 		// The code interpreter's /contexts carries no X-Access-Token but
 		// the traffic token.
