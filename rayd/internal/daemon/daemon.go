@@ -553,7 +553,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
-	envdFiles := envdhttp.New(d.State, filesSvc)
+	envdFiles := envdhttp.New(d.State, filesSvc, d.sampler.Current)
 	envdProcessSvc := envdprocess.New(d.State, sup, builder, log)
 	envdFSSvc := envdfs.New(filesSvc)
 	d.Envd = apiserver.EnvdHandler(apiserver.Options{

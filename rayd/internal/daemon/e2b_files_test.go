@@ -444,8 +444,48 @@ func TestE2BFilesHTTP(t *testing.T) {
 		t.Fatalf("/envs: %s %v", raw, err)
 	}
 
+	// GET /metrics: the sandbox's use now, in envd's names.
+	resp = h.envdDo(t, http.MethodGet, "/metrics", nil, nil, nil)
+	raw = readAll(t, resp)
+	var m envdhttp.Metrics
+	if err := json.Unmarshal(raw, &m); err != nil || resp.StatusCode != http.StatusOK || m.CPUCount == 0 || m.MemTotal == 0 || m.Timestamp == 0 || m.DiskTotal == 0 {
+		t.Fatalf("/metrics: %d %s %v", resp.StatusCode, raw, err)
+	}
+
+	// POST /files/compose: the sources' concatenation, atomically; a
+	// missing source leaves the destination as it was.
+	compose := func(body string) (*http.Response, []byte) {
+		resp := h.envdDo(t, http.MethodPost, "/files/compose", nil, strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+		return resp, readAll(t, resp)
+	}
+	dest := dir + "/joined.txt"
+	resp, raw = compose(`{"destination":"` + dest + `","source_paths":["` + dir + `/up/one.txt","` + dir + `/up/deeper/two.txt"]}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"path":"`+dest+`"`) {
+		t.Fatalf("compose: %d %s", resp.StatusCode, raw)
+	}
+	if b, err := os.ReadFile(dest); err != nil || string(b) != "122" {
+		t.Fatalf("composed %q %v", b, err)
+	}
+	resp, raw = compose(`{"destination":"` + dest + `","source_paths":["` + dir + `/up/one.txt","` + dir + `/nope"]}`)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("compose with a missing source: %d %s", resp.StatusCode, raw)
+	}
+	if b, _ := os.ReadFile(dest); string(b) != "122" {
+		t.Fatalf("a failed compose changed the destination: %q", b)
+	}
+	for _, bad := range []string{`{"destination":"` + dest + `","source_paths":[]}`, `not json`, `{"destination":"","source_paths":["a"]}`,
+		`{"destination":"` + dest + `","source_paths":["/etc/shadow"]}`, `{"destination":"/etc/evil","source_paths":["` + dir + `/up/one.txt"]}`,
+		`{"destination":"` + dest + `","source_paths":["a"],"extra":1}`} {
+		if resp, raw := compose(bad); resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("compose %s: %d %s, want a 4xx", bad, resp.StatusCode, raw)
+		}
+	}
+	if b, _ := os.ReadFile(dest); string(b) != "122" {
+		t.Fatalf("a refused compose changed the destination: %q", b)
+	}
+
 	// No token: unauthenticated on everything but /health.
-	for _, p := range []string{"/files?path=" + url.QueryEscape(dir+"/three.txt"), "/envs"} {
+	for _, p := range []string{"/files?path=" + url.QueryEscape(dir+"/three.txt"), "/envs", "/metrics"} {
 		resp = h.envdDo(t, http.MethodGet, p, nil, nil, http.Header{"X-No-Token": {"1"}})
 		readAll(t, resp)
 		if resp.StatusCode != http.StatusUnauthorized {

@@ -6,6 +6,10 @@
 //	POST /files[?path=][&username=]     multipart upload of one or more files,
 //	                                    or one file as application/octet-stream
 //	GET  /envs                          the sandbox's environment variables
+//	GET  /metrics                       the sandbox's resource use now
+//	POST /files/compose                 {destination, source_paths, username?}:
+//	                                    the sources' concatenation written
+//	                                    atomically to destination
 //
 // Transfers go through rayd's own file endpoint code (package files:
 // SendFile, ReceiveFile), so the safe file layer's path rules, identity
@@ -16,6 +20,7 @@
 package envdhttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -27,6 +32,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/envduser"
+	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
@@ -35,9 +41,11 @@ import (
 
 // Paths of the endpoints.
 const (
-	HealthPath = "/health"
-	FilesPath  = "/files"
-	EnvsPath   = "/envs"
+	HealthPath  = "/health"
+	FilesPath   = "/files"
+	EnvsPath    = "/envs"
+	MetricsPath = "/metrics"
+	ComposePath = "/files/compose"
 )
 
 // MaxFiles bounds the files of one multipart upload (as rayd's own Write).
@@ -48,21 +56,25 @@ const metadataPrefix = "x-metadata-"
 
 // Handlers serves the endpoints.
 type Handlers struct {
-	state *sandbox.State
-	files *files.Service
+	state   *sandbox.State
+	files   *files.Service
+	metrics func(context.Context) (metrics.Sample, error)
 }
 
-// New returns the endpoints over rayd's file service.
-func New(state *sandbox.State, f *files.Service) *Handlers {
-	return &Handlers{state: state, files: f}
+// New returns the endpoints over rayd's file service and its metrics
+// sampler (Sampler.Current).
+func New(state *sandbox.State, f *files.Service, current func(context.Context) (metrics.Sample, error)) *Handlers {
+	return &Handlers{state: state, files: f, metrics: current}
 }
 
 // Routes returns the handlers by path, for apiserver's Extra.
 func (h *Handlers) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
-		HealthPath: http.HandlerFunc(h.health),
-		FilesPath:  http.HandlerFunc(h.serveFiles),
-		EnvsPath:   http.HandlerFunc(h.envs),
+		HealthPath:  http.HandlerFunc(h.health),
+		FilesPath:   http.HandlerFunc(h.serveFiles),
+		EnvsPath:    http.HandlerFunc(h.envs),
+		MetricsPath: http.HandlerFunc(h.serveMetrics),
+		ComposePath: http.HandlerFunc(h.compose),
 	}
 }
 
