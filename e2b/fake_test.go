@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -44,7 +45,9 @@ func newFake(t *testing.T) *fakePlatform {
 }
 
 // serveUpstream is every sandbox's every port: it echoes what the
-// gateway forwarded, and /stream sends two flushed chunks a pause apart.
+// gateway forwarded, /stream sends a flushed chunk and holds the stream
+// open, and /early answers (headers flushed) before it reads the request
+// body, then echoes the body: what a streaming RPC does.
 func (f *fakePlatform) serveUpstream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Seen-Port", r.Header.Get("X-Fake-Port"))
 	w.Header().Set("X-Seen-Access-Token", r.Header.Get("X-Access-Token"))
@@ -60,6 +63,11 @@ func (f *fakePlatform) serveUpstream(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "first\n")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
+	case "/early":
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		_, _ = io.Copy(w, r.Body)
 	default:
 		fmt.Fprint(w, "ok")
 	}

@@ -219,6 +219,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 	if addToken {
 		out.Header.Set(headerAccessToken, token)
 	}
+	fullDuplex(w, r)
 	proxy.ServeHTTP(w, out)
 }
 
@@ -278,4 +279,16 @@ func (c *conn) proxy(s *Server, id string, port int) (*httputil.ReverseProxy, er
 	}
 	c.proxies[port] = p
 	return p, nil
+}
+
+// fullDuplex lets an HTTP/1.1 request body still be read after the
+// response has begun. Without it the server consumes and closes the body
+// when the sandbox's answer starts first (a streaming call answers at
+// once), so the proxy's transport, still reading the body to its end,
+// fails to write the request and drops the upstream connection: the
+// client saw its answer cut ("terminated"), now and then under load.
+func fullDuplex(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 }

@@ -351,6 +351,46 @@ func (e *env) routed(method, path, id, port string, hdr ...string) resp {
 	return e.do(method, path, nil, append([]string{"X-API-KEY", "", headerSandboxID, id, headerSandboxPort, port}, hdr...)...)
 }
 
+// TestRouterEarlyAnswer: a sandbox that answers before it has read the
+// whole request body (a streaming RPC does) gets the rest of the body,
+// and the client the whole answer. Without full duplex the gateway's
+// HTTP/1.1 server closed the body as the answer began, the proxy's
+// transport failed to send the rest and dropped the upstream connection,
+// and the client's answer was cut ("terminated" in E2B's SDKs).
+func TestRouterEarlyAnswer(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(nil).SandboxID
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	// The client's transport waits for its body writer: end the body too
+	// when the deadline passes.
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	defer stop()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.http.URL+"/early", pr)
+	req.ContentLength = int64(len("first second"))
+	req.Header.Set(headerSandboxID, id)
+	req.Header.Set(headerSandboxPort, "49983")
+	go func() { _, _ = io.WriteString(pw, "first ") }()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	// The answer has begun; only now does the rest of the body leave. (A
+	// gateway that dropped the body would leave this write blocked: the
+	// deadline then ends the request.)
+	go func() {
+		if _, err := io.WriteString(pw, "second"); err == nil {
+			pw.Close()
+		}
+	}()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || string(body) != "first second" {
+		t.Fatalf("answer %q, %v: want the whole echo", body, err)
+	}
+}
+
 func TestRouter(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(nil)

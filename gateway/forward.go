@@ -116,6 +116,13 @@ func fwdFrom(ctx context.Context) *fwd {
 // implementation of both modes.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f *fwd) {
 	ctx := context.WithValue(r.Context(), fwdKey{}, f)
+	if r.ProtoMajor == 1 {
+		// The upstream may answer before it has read the whole body (a
+		// 401 to an upload): without full duplex the server would then
+		// consume and close the body under the transport still sending
+		// it, which drops the connection and cuts the answer.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	g.proxy.ServeHTTP(no1xxWriter{w}, r.WithContext(ctx))
 }
 

@@ -286,6 +286,11 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request, id string) {
 			plainError(w, http.StatusBadGateway, "Bad Gateway")
 		},
 	}
+	if r.ProtoMajor == 1 {
+		// As the real proxy: a backend that answers before the body is
+		// all read must not have the body closed under the transport.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	rp.ServeHTTP(w, r)
 }
 
