@@ -1,12 +1,17 @@
 package e2b
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +29,9 @@ type fakePlatform struct {
 	specs    []createSpec
 	upstream *httptest.Server
 	clock    time.Time
+	// failUntar makes the extraction into these sandboxes fail.
+	failUntar map[string]bool
+	killed    []string
 }
 
 type fakeBox struct {
@@ -35,10 +43,11 @@ type fakeBox struct {
 	started  time.Time
 	deadline time.Time
 	policy   *rayito.NetworkPolicy
+	files    map[string]string // HomeDir's files, by relative path
 }
 
 func newFake(t *testing.T) *fakePlatform {
-	f := &fakePlatform{boxes: map[string]*fakeBox{}, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := &fakePlatform{boxes: map[string]*fakeBox{}, failUntar: map[string]bool{}, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f.upstream = httptest.NewServer(http.HandlerFunc(f.serveUpstream))
 	t.Cleanup(f.upstream.Close)
 	return f
@@ -94,6 +103,15 @@ func (f *fakePlatform) create(_ context.Context, spec createSpec) (sandbox, erro
 	b := &fakeBox{id: id, token: fmt.Sprintf("token-%03d-%s", f.n, "x"), state: "RUNNING", template: tmpl,
 		md: maps.Clone(spec.Metadata), started: f.clock.Add(time.Duration(f.n) * time.Second)}
 	b.deadline = time.Now().Add(spec.Timeout)
+	b.files = map[string]string{}
+	switch {
+	case spec.Network != nil:
+		p := *spec.Network
+		b.policy = &p
+	case spec.DenyInternet:
+		p := rayito.DenyAllNetwork()
+		b.policy = &p
+	}
 	f.boxes[id] = b
 	return &fakeSandbox{f: f, id: id}, nil
 }
@@ -145,7 +163,12 @@ func (f *fakePlatform) setState(id, st string) error {
 	return nil
 }
 
-func (f *fakePlatform) kill(_ context.Context, id string) error { return f.setState(id, "TERMINATED") }
+func (f *fakePlatform) kill(_ context.Context, id string) error {
+	f.mu.Lock()
+	f.killed = append(f.killed, id)
+	f.mu.Unlock()
+	return f.setState(id, "TERMINATED")
+}
 func (f *fakePlatform) pause(_ context.Context, id string) error {
 	return f.setState(id, "SUSPENDED")
 }
@@ -221,7 +244,111 @@ func (s *fakeSandbox) UpdateNetwork(_ context.Context, p rayito.NetworkPolicy) (
 }
 
 func (s *fakeSandbox) Network(context.Context) (*rayito.NetworkState, error) {
-	return &rayito.NetworkState{}, nil
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	p := s.f.boxes[s.id].policy
+	if p == nil {
+		return &rayito.NetworkState{}, nil
+	}
+	return &rayito.NetworkState{AllowOut: p.AllowOut, DenyOut: p.DenyOut, EgressProxyConfigured: p.EgressProxy != nil}, nil
+}
+
+// TarHome writes the box's files as a tar archive, in pieces of at most
+// 1000 bytes, as rayd sends output.
+func (s *fakeSandbox) TarHome(_ context.Context, w io.Writer) error {
+	if err := s.running(); err != nil {
+		return err
+	}
+	s.f.mu.Lock()
+	files := maps.Clone(s.f.boxes[s.id].files)
+	s.f.mu.Unlock()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	for b := buf.Bytes(); len(b) > 0; {
+		n := min(len(b), 1000)
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (s *fakeSandbox) UntarHome(context.Context) (io.WriteCloser, error) {
+	if err := s.running(); err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	u := &fakeUntar{pw: pw, done: make(chan error, 1)}
+	fail := s.f.failUntar[s.id]
+	go func() {
+		got := map[string]string{}
+		tr := tar.NewReader(pr)
+		var err error
+		for {
+			var h *tar.Header
+			h, err = tr.Next()
+			if err != nil {
+				break
+			}
+			b, rerr := io.ReadAll(tr)
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			got[strings.TrimPrefix(h.Name, "./")] = string(b)
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		if fail {
+			err = &httpError{500, "tar in the new sandbox ended with status exited, exit code 2"}
+		}
+		pr.CloseWithError(errors.Join(err, errors.New("tar ended")))
+		if err == nil {
+			s.f.mu.Lock()
+			maps.Copy(s.f.boxes[s.id].files, got)
+			s.f.mu.Unlock()
+		}
+		u.done <- err
+	}()
+	return u, nil
+}
+
+type fakeUntar struct {
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func (u *fakeUntar) Write(p []byte) (int, error) { return u.pw.Write(p) }
+func (u *fakeUntar) Close() error {
+	u.pw.Close()
+	return <-u.done
+}
+
+// writeFile puts a file into id's HomeDir.
+func (f *fakePlatform) writeFile(id, name, content string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.boxes[id].files[name] = content
+}
+
+// filesOf is id's HomeDir.
+func (f *fakePlatform) filesOf(id string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.boxes[id].files)
 }
 
 func (s *fakeSandbox) Port(n int) (string, http.RoundTripper, error) {

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
 
@@ -45,6 +46,14 @@ type sandbox interface {
 	// Port is how to reach port n: a base URL and the transport that
 	// adds what the endpoint needs.
 	Port(n int) (baseURL string, rt http.RoundTripper, err error)
+	// TarHome streams HomeDir as a tar archive into w, as the sandbox's
+	// user, without holding it: w sees each piece as the sandbox sends
+	// it. An error of w stops the archive (and is returned).
+	TarHome(ctx context.Context, w io.Writer) error
+	// UntarHome starts extracting a tar archive into HomeDir, as the
+	// sandbox's user: write the archive to the returned writer, then
+	// Close it to wait for the extraction's end.
+	UntarHome(ctx context.Context) (io.WriteCloser, error)
 }
 
 // rayitoPlatform is the platform through the rayito SDK.

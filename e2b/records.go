@@ -29,6 +29,10 @@ type record struct {
 	public     bool              // allowPublicTraffic: user ports need no traffic token
 	onTimeout  rayito.TimeoutAction
 	autoResume bool
+	// envs are the envVars of the create, kept in this process's memory
+	// only (never in a label, never logged) so that a fork gets them; nil
+	// for a sandbox this process did not create.
+	envs map[string]string
 	// complete is false when the gateway could not read the label (a
 	// sandbox paused when first seen, or without a token here): it then
 	// assumes secure and private, which only refuses more.

@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -44,6 +43,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/pause", s.handlePause)
 	m.HandleFunc("GET /sandboxes/{id}/metrics", s.handleMetrics)
 	m.HandleFunc("PUT /sandboxes/{id}/network", s.handleNetwork)
+	m.HandleFunc("POST /sandboxes/{id}/fork", s.handleFork)
+	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.handleSnapshotCreate)
+	m.HandleFunc("GET /snapshots", s.handleSnapshotList)
+	m.HandleFunc("DELETE /templates/{templateID}", s.handleSnapshotDelete)
 	s.unsupportedRoutes()
 }
 
@@ -113,10 +116,32 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if req.TemplateID != nil && *req.TemplateID != "" {
 		templateID = *req.TemplateID
 	}
-	tmpl, err := s.template(templateID)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+	// A snapshot's id as templateID: a sandbox of the snapshot's source
+	// template, its files restored before the answer.
+	var snap *snapshotMeta
+	if s.snaps != nil && strings.HasPrefix(templateID, SnapshotIDPrefix) {
+		m, err := s.snaps.load(templateID)
+		if err != nil {
+			code, msg := errorStatus("", err)
+			if code == http.StatusNotFound {
+				code = http.StatusBadRequest
+			}
+			writeError(w, code, msg)
+			return
+		}
+		snap = m
+		templateID = m.TemplateID
+	}
+	var tmpl string
+	if snap != nil && snap.Template != "" {
+		tmpl = snap.Template
+	} else {
+		t, err := s.template(templateID)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		tmpl = t
 	}
 	timeout, err := seconds(req.Timeout, DefaultTimeout, "timeout")
 	if err != nil {
@@ -124,7 +149,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &record{templateID: templateID, secure: true, public: true, onTimeout: rayito.TimeoutKill, complete: true,
-		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess}
+		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, envs: maps.Clone(req.EnvVars)}
 	if req.Secure != nil {
 		rec.secure = *req.Secure
 	}
@@ -196,15 +221,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	sbx, err := s.plat.create(ctx, spec)
 	if err != nil {
-		code, msg := statusOf("", err)
-		var ended *rayito.SandboxEndedError
-		switch {
-		case errors.As(err, &ended):
-			code, msg = http.StatusInternalServerError, "the sandbox ended while it started"
-		case code == http.StatusNotFound:
-			// Nothing but the template can be missing at a create.
-			code, msg = http.StatusBadRequest, fmt.Sprintf("template %q: %v", templateID, err)
-		}
+		code, msg := createErrorStatus(err, templateID)
 		s.log.Warn("e2b create failed", "status", code)
 		writeError(w, code, msg)
 		return
@@ -214,15 +231,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if sw, ok := w.(*statusWriter); ok {
 		sw.sandbox = rec.id
 	}
-	// Best effort: the sizes E2B's listing shows.
-	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
-	if info, err := sbx.Info(ictx); err == nil {
-		rec.cpuCount, rec.memoryMB = info.CPUCount, memMB(info)
+	if snap != nil {
+		if err := s.restoreSnapshot(r.Context(), sbx, snap.SnapshotID); err != nil {
+			s.killQuietly(r.Context(), rec.id)
+			code, msg := errorStatus(rec.id, err)
+			s.log.Warn("e2b restore of a snapshot failed", "status", code)
+			writeError(w, code, "restoring the snapshot: "+msg)
+			return
+		}
 	}
-	if m, err := sbx.Metrics(ictx); err == nil {
-		rec.diskSizeMB = int(m.DiskTotal >> 20)
-	}
-	icancel()
+	s.fillSizes(ctx, rec, sbx)
 	s.remember(rec)
 	s.addConn(rec.id, sbx)
 	writeJSON(w, http.StatusCreated, s.sandboxOut(rec, sbx))

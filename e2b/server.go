@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -70,6 +71,21 @@ type Options struct {
 	// "debug_sandbox_id" routes to (E2B_DEBUG=true with E2B_SANDBOX_URL);
 	// the router adds its access token, which the debug SDK never sends.
 	DebugSandboxID string
+	// SnapshotDir is where snapshots are kept (POST
+	// /sandboxes/{id}/snapshots): a private directory (created when
+	// missing, made 0700; a symbolic link, or another user's, is refused).
+	// Empty: snapshots answer 501. A snapshot is the tar archive
+	// of the sandbox's HomeDir, never its memory.
+	SnapshotDir string
+	// MaxCopyBytes caps the archive of one fork or snapshot; 0 is
+	// DefaultMaxCopyBytes.
+	MaxCopyBytes int64
+	// MaxSnapshots caps how many snapshots SnapshotDir holds; 0 is
+	// DefaultMaxSnapshots.
+	MaxSnapshots int
+	// MaxSnapshotBytes caps the size of all snapshots together; 0 is
+	// DefaultMaxSnapshotBytes.
+	MaxSnapshotBytes int64
 }
 
 // Server serves E2B's control-plane API and its sandbox router.
@@ -78,6 +94,8 @@ type Server struct {
 	log     *slog.Logger
 	keys    [][32]byte
 	plat    platform
+	maxCopy int64
+	snaps   *snapshotStore // nil: snapshots are off
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -109,10 +127,21 @@ func newServer(_ context.Context, opts Options, p platform) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.MaxCopyBytes < 0 || opts.MaxSnapshots < 0 || opts.MaxSnapshotBytes < 0 {
+		return nil, errors.New("e2b: a negative cap of copies or snapshots")
+	}
 	s := &Server{
 		opts: opts, log: log, plat: p,
 		keys:  append([][32]byte(nil), opts.APIKeyHashes...),
 		known: map[string]*record{}, conns: map[string]*conn{},
+		maxCopy: cmp.Or(opts.MaxCopyBytes, DefaultMaxCopyBytes),
+	}
+	if opts.SnapshotDir != "" {
+		st, err := openSnapshotStore(opts.SnapshotDir, cmp.Or(opts.MaxSnapshots, DefaultMaxSnapshots), cmp.Or(opts.MaxSnapshotBytes, DefaultMaxSnapshotBytes))
+		if err != nil {
+			return nil, err
+		}
+		s.snaps = st
 	}
 	s.mux = http.NewServeMux()
 	s.routes()

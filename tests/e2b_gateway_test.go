@@ -223,8 +223,9 @@ func TestE2BGatewayLifecycle(t *testing.T) {
 	g.call(ctx, "POST", "/v2/sandboxes/"+id+"/connect", map[string]any{}, nil).wantErr(t, 404, "connect to a killed sandbox")
 	g.call(ctx, "GET", "/health", nil, envd(nil)).wantErr(t, 502, "health of a killed sandbox")
 
-	// Unsupported features answer errors naming them.
-	g.call(ctx, "POST", "/sandboxes/"+id+"/fork", map[string]any{}, nil).wantErr(t, 501, "fork")
+	// A killed sandbox cannot be forked; unsupported features answer
+	// errors naming them.
+	g.call(ctx, "POST", "/sandboxes/"+id+"/fork", map[string]any{}, nil).wantErr(t, 404, "fork of a killed sandbox")
 	g.call(ctx, "POST", "/sandboxes", map[string]any{"volumeMounts": []map[string]string{{"name": "v", "path": "/v"}}}, nil).wantErr(t, 400, "volumeMounts")
 }
 

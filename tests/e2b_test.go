@@ -156,6 +156,7 @@ func TestE2BSDK(t *testing.T) {
 			SDK:          p.opts(),
 			APIKeyHashes: [][32]byte{e2b.HashAPIKey(key)},
 			Templates:    map[string]string{"": "local"},
+			SnapshotDir:  t.TempDir(),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@
 // any step failed. A step that cannot run here (a package the sandbox
 // lacks) prints SKIP <step>: <why>.
 
+import diagnostics from 'node:diagnostics_channel'
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter'
 import {
   ALL_TRAFFIC,
@@ -34,6 +35,20 @@ import {
   Sandbox,
   SandboxNotFoundError,
 } from 'e2b'
+
+// ---- transport errors -------------------------------------------------------
+
+// The SDKs turn a dropped connection into "[unknown] terminated" and drop
+// the cause; undici's diagnostics channel still says what happened on the
+// socket (who closed it, how many bytes went each way). A failing step
+// prints what was seen since the step began.
+const transportErrors = []
+diagnostics.subscribe('undici:request:error', ({ request, error }) => {
+  const sock = error?.socket ?? error?.cause?.socket
+  transportErrors.push(`${new Date().toISOString()} ${request?.method ?? ''} ${request?.path?.split('?')[0] ?? ''}: ${error?.code ?? ''} ${error?.message ?? error}` +
+    (error?.cause ? ` (cause: ${error.cause.code ?? ''} ${error.cause.message ?? error.cause})` : '') +
+    (sock ? ` socket ${JSON.stringify(sock)}` : ''))
+})
 
 // ---- arguments ------------------------------------------------------------
 
@@ -71,6 +86,7 @@ async function step(name, fn, { needs = [], timeoutMs = STEP_TIMEOUT_MS } = {}) 
     return
   }
   const started = Date.now()
+  const errorsBefore = transportErrors.length
   let timer
   try {
     await Promise.race([
@@ -89,6 +105,7 @@ async function step(name, fn, { needs = [], timeoutMs = STEP_TIMEOUT_MS } = {}) 
     }
     failed.push(name)
     console.log(`FAIL ${name}: ${describe(e)}`)
+    for (const t of transportErrors.slice(errorsBefore)) console.log(`  transport: ${t}`)
   } finally {
     clearTimeout(timer)
   }
@@ -522,6 +539,7 @@ async function full() {
 
   await commandSteps(sbx, '', c)
   await fileSteps(sbx, '', c)
+  await forkSnapshotSteps(sbx, meta, c)
 
   await step('getInfo (metadata, state)', async () => {
     const info = await Sandbox.getInfo(sbx.sandboxId)
@@ -661,6 +679,69 @@ async function full() {
     for (const s of created) await s.kill()
     const listed = await Sandbox.list({ query: { metadata: { suite: run } } }).nextItems()
     eq(listed.map((s) => s.sandboxId), [], 'sandboxes of this run left')
+  })
+}
+
+// forkSnapshotSteps: fork and snapshots, which Rayito's gateway makes as
+// copies of /home/user (files only, never memory or processes). Full mode
+// only: debug mode has no control plane. The sandboxes made here are
+// killed by the last step, so that the listing steps after it see only
+// the run's own.
+async function forkSnapshotSteps(sbx, meta, needs) {
+  const path = `/home/user/fork-${run}.txt`
+  const onlyFork = `/home/user/only-fork-${run}.txt`
+  const made = []
+  const fork = 'fork: {count: 2} copies /home/user into each fork'
+  await step(fork, async () => {
+    await sbx.files.write(path, 'from the source\n')
+    const forks = await sbx.fork({ count: 2 })
+    eq(forks.length, 2, 'fork entries')
+    for (const f of forks) {
+      if (f instanceof Error) continue
+      created.push(f)
+      made.push(f)
+    }
+    for (const f of forks) {
+      if (f instanceof Error) throw new Error(`a fork failed: ${describe(f)}`)
+    }
+    check(forks[0].sandboxId !== sbx.sandboxId && forks[1].sandboxId !== forks[0].sandboxId, 'forks have ids of their own')
+    for (const [i, f] of forks.entries()) {
+      eq(await f.files.read(path), 'from the source\n', `the file in fork ${i}`)
+      const r = await f.commands.run(`stat -c %U ${path}; echo "$SCENARIO_VAR"`)
+      eq(r.stdout, 'user\nhello env\n', `fork ${i}: the file's owner and the create-time envs`)
+      eq((await f.getInfo()).metadata, meta, `fork ${i}: metadata`)
+    }
+    // Each fork is a sandbox of its own: its writes stay there.
+    await forks[0].files.write(path, 'changed in fork 0\n')
+    await forks[0].files.write(onlyFork, 'x')
+    eq(await sbx.files.read(path), 'from the source\n', 'the source after a write in a fork')
+    eq(await sbx.files.exists(onlyFork), false, 'a file made in a fork, in the source')
+    eq(await forks[1].files.read(path), 'from the source\n', 'the other fork after a write in fork 0')
+    eq(await sbx.isRunning(), true, 'the source runs on')
+  }, { needs })
+
+  const snapName = `scn-snap-${run}`
+  await step('snapshots: createSnapshot, create from it, listSnapshots, deleteSnapshot', async () => {
+    await sbx.files.write(path, 'in the snapshot\n')
+    const snap = await sbx.createSnapshot({ name: snapName })
+    check(snap.snapshotId, 'no snapshotId')
+    eq(snap.names, [snapName], 'snapshot names')
+    await sbx.files.write(path, 'after the snapshot\n')
+    const restored = await track(Sandbox.create(snap.snapshotId, { metadata: { suite: run, role: 'restored' } }))
+    made.push(restored)
+    eq(await restored.files.read(path), 'in the snapshot\n', 'the file in a sandbox made from the snapshot')
+    eq(await sbx.files.read(path), 'after the snapshot\n', 'the source after the snapshot')
+    const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
+    const mine = listed.filter((s) => s.snapshotId === snap.snapshotId)
+    eq(mine, [{ snapshotId: snap.snapshotId, names: [snapName] }], 'listSnapshots({sandboxId})')
+    eq(await Sandbox.deleteSnapshot(snap.snapshotId), true, 'deleteSnapshot')
+    eq(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'deleteSnapshot again')
+    const after = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
+    eq(after.filter((s) => s.snapshotId === snap.snapshotId), [], 'listSnapshots after deleteSnapshot')
+  }, { needs })
+
+  await step('fork: kill the forks and the sandbox made from the snapshot', async () => {
+    for (const s of made) eq(await s.kill(), true, `kill ${s.sandboxId}`)
   })
 }
 

@@ -68,6 +68,31 @@ func DefaultKeysFile(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".config", "rayito", "e2b-keys"), nil
 }
 
+// DefaultSnapshotDir is where the gateway keeps its snapshots for the
+// environment getenv reads: $XDG_STATE_HOME/rayito/e2b-snapshots, else
+// ~/.local/state/rayito/e2b-snapshots.
+func DefaultSnapshotDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "rayito", "e2b-snapshots"), nil
+	}
+	home := getenv("HOME")
+	if home == "" || !filepath.IsAbs(home) {
+		return "", errors.New("cannot locate the E2B snapshot directory: set HOME or XDG_STATE_HOME, or pass --snapshot-dir")
+	}
+	return filepath.Join(home, ".local", "state", "rayito", "e2b-snapshots"), nil
+}
+
+func snapshotDirFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "snapshot-dir", Usage: "keep the gateway's snapshots (tar archives of /home/user) in `DIR`, made 0700 (default: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
+}
+
+func snapshotDir(f *cliutil.Factory, cmd *cli.Command) (string, error) {
+	if p := cmd.String("snapshot-dir"); p != "" {
+		return p, nil
+	}
+	return DefaultSnapshotDir(f.Getenv)
+}
+
 func keysFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "keys", Usage: "the API keys `FILE`: sha256 hex lines, mode 0600 (default: $XDG_CONFIG_HOME/rayito/e2b-keys or ~/.config/rayito/e2b-keys)"}
 }
@@ -277,6 +302,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringFlag{Name: "addr", Value: DefaultAddr, Usage: "listen on `HOST:PORT` (E2B_API_URL and E2B_SANDBOX_URL are both http://HOST:PORT)"},
 			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default)"},
 			keysFlag(),
+			snapshotDirFlag(),
 			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (E2B_DEBUG=true)"},
 			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback (plain HTTP: keys and tokens travel in clear)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
@@ -305,6 +331,10 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			keys, err := LoadKeys(f.Getenv, path)
+			if err != nil {
+				return err
+			}
+			snaps, err := snapshotDir(f, cmd)
 			if err != nil {
 				return err
 			}
@@ -339,6 +369,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				Templates:      templates,
 				Logger:         log,
 				DebugSandboxID: cmd.String("debug-sandbox"),
+				SnapshotDir:    snaps,
 			})
 		},
 	}

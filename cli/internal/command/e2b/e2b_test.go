@@ -86,3 +86,22 @@ func TestServe(t *testing.T) {
 		t.Fatal("Serve did not return")
 	}
 }
+
+func TestDefaultSnapshotDir(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/h"}, "/s/rayito/e2b-snapshots"},
+		{map[string]string{"XDG_STATE_HOME": "rel", "HOME": "/h"}, "/h/.local/state/rayito/e2b-snapshots"},
+		{map[string]string{"HOME": "/h"}, "/h/.local/state/rayito/e2b-snapshots"},
+	} {
+		if got, err := DefaultSnapshotDir(env(c.env)); err != nil || got != c.want {
+			t.Errorf("%v: %q %v, want %q", c.env, got, err, c.want)
+		}
+	}
+	if _, err := DefaultSnapshotDir(env(nil)); err == nil {
+		t.Error("no HOME: no error")
+	}
+}

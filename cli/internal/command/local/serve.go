@@ -22,7 +22,7 @@ import (
 
 // e2bAddrFlag serves E2B's API beside the platform.
 func e2bAddrFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as `rayito e2b serve` does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + ")"}
+	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as `rayito e2b serve` does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + "; snapshots: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
 }
 
 // e2bKeysFor checks --e2b-addr and loads the gateway's keys.
@@ -128,12 +128,15 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			e2bAddr := cmd.String(e2bAddrFlag().Name)
 			var e2bKeys [][32]byte
 			var e2bLn net.Listener
-			var e2bTokens string
+			var e2bTokens, e2bSnapshots string
 			if e2bAddr != "" {
 				if e2bKeys, err = e2bKeysFor(f, e2bAddr); err != nil {
 					return err
 				}
 				if e2bTokens, err = rayito.TokenStoreDir(f.Getenv); err != nil {
+					return err
+				}
+				if e2bSnapshots, err = e2bcmd.DefaultSnapshotDir(f.Getenv); err != nil {
 					return err
 				}
 				if e2bLn, err = net.Listen("tcp", e2bAddr); err != nil {
@@ -178,6 +181,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint("http://" + addr), rayito.WithTokenStoreDir(e2bTokens)},
 						APIKeyHashes: e2bKeys,
 						Logger:       log,
+						SnapshotDir:  e2bSnapshots,
 					})
 				}()
 			} else {
