@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -579,15 +580,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid metadata filter")
 		return
 	}
-	limit := DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "limit must be a positive integer")
-			return
-		}
-		// A larger page is cut to the maximum: X-Next-Token pages on.
-		limit = min(n, MaxListLimit)
+	limit, cursor, err := pageParams(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	var after time.Time
 	if v := q.Get("startedAfter"); v != "" {
@@ -608,15 +604,6 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	template := q.Get("template")
-	var cursor *pageKey
-	if v := q.Get("nextToken"); v != "" {
-		k, err := parsePageKey(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid nextToken")
-			return
-		}
-		cursor = &k
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	infos, err := s.plat.list(ctx)
@@ -681,6 +668,28 @@ func matchesAll(md, want map[string]string) bool {
 type pageKey struct {
 	started int64
 	id      string
+}
+
+// pageParams reads a listing's limit (DefaultListLimit when absent; a
+// larger one is cut to MaxListLimit, X-Next-Token pages on) and
+// nextToken (nil when absent).
+func pageParams(q url.Values) (int, *pageKey, error) {
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, nil, errors.New("limit must be a positive integer")
+		}
+		limit = min(n, MaxListLimit)
+	}
+	if v := q.Get("nextToken"); v != "" {
+		k, err := parsePageKey(v)
+		if err != nil {
+			return 0, nil, errors.New("invalid nextToken")
+		}
+		return limit, &k, nil
+	}
+	return limit, nil, nil
 }
 
 func (k pageKey) String() string {

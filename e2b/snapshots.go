@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -429,23 +428,10 @@ func (s *Server) handleSnapshotList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := DefaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "limit must be a positive integer")
-			return
-		}
-		limit = min(n, MaxListLimit)
-	}
-	var cursor *pageKey
-	if v := q.Get("nextToken"); v != "" {
-		k, err := parsePageKey(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid nextToken")
-			return
-		}
-		cursor = &k
+	limit, cursor, err := pageParams(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	sandboxID, name := q.Get("sandboxID"), q.Get("name")
 	metas, _, err := s.snaps.list()
