@@ -13,6 +13,7 @@ const (
 	MaxRoutes            = 8
 	MaxPlaceholders      = 16
 	MaxRouteHeaders      = 16
+	MaxHeaderRules       = 16
 	MaxRules             = 32
 	DefaultRatePerMinute = 600
 	MaxRatePerMinute     = 6000
@@ -94,6 +95,95 @@ func (p Placeholder) GoString() string { return p.String() }
 // LogValue omits the secret, the placeholder string and the host.
 func (p Placeholder) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("name", p.Name), slog.Int("rules", len(p.Rules)))
+}
+
+// HeaderRule adds headers to every HTTPS request of the sandbox to a
+// matching host (E2B's network rules): each replaces a header of the same
+// name the request carries. A rule claims the host's connections for
+// interception (the sandbox's CA terminates them) but grants no access:
+// whether the host is reached at all is the network policy's to say.
+type HeaderRule struct {
+	// An exact lower-case DNS host name, or "*." and one: any subdomain at
+	// any depth, not the apex. An exact rule beats a wildcard, a longer
+	// wildcard a shorter one; rules are not merged.
+	Host    string
+	Port    uint16   // 0 = 443
+	Headers []Header // 1..16
+}
+
+// String omits the secrets and the host.
+func (r HeaderRule) String() string {
+	return fmt.Sprintf("gateway.HeaderRule{Headers:%d}", len(r.Headers))
+}
+
+// GoString omits the secrets and the host.
+func (r HeaderRule) GoString() string { return r.String() }
+
+// LogValue omits the secrets and the host.
+func (r HeaderRule) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("headers", len(r.Headers)))
+}
+
+// headerRuleConfig is a validated HeaderRule.
+type headerRuleConfig struct {
+	host     string // without "*." for a wildcard
+	wildcard bool
+	port     uint16
+	headers  []injected
+	scrub    []string
+}
+
+func validateHeaderRules(in []HeaderRule) ([]*headerRuleConfig, error) {
+	if len(in) > MaxHeaderRules {
+		return nil, cfgErr("header_rules", fmt.Sprintf("more than %d header rules", MaxHeaderRules))
+	}
+	seen := map[hostPort]bool{}
+	out := make([]*headerRuleConfig, 0, len(in))
+	for i, r := range in {
+		f := fmt.Sprintf("header_rules[%d]", i)
+		host, wildcard := strings.CutPrefix(r.Host, "*.")
+		if !isDNSName(host) {
+			return nil, cfgErr(f+".host", "not a lower-case DNS host name or *. and one")
+		}
+		port := r.Port
+		if port == 0 {
+			port = 443
+		}
+		if seen[hostPort{r.Host, port}] {
+			return nil, cfgErr(f+".host", "duplicate host")
+		}
+		seen[hostPort{r.Host, port}] = true
+		if len(r.Headers) == 0 {
+			return nil, cfgErr(f+".headers", "at least one header required")
+		}
+		inj, scrub, err := validateHeaders(f+".headers", r.Headers)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &headerRuleConfig{host: host, wildcard: wildcard, port: port, headers: inj, scrub: scrub})
+	}
+	return out, nil
+}
+
+// matchHeaderRule is the rule of host:port: the exact one, else the
+// longest wildcard whose domain host is under; nil when none.
+func matchHeaderRule(rules []*headerRuleConfig, host string, port uint16) *headerRuleConfig {
+	var best *headerRuleConfig
+	for _, r := range rules {
+		if r.port != port {
+			continue
+		}
+		if !r.wildcard {
+			if r.host == host {
+				return r
+			}
+			continue
+		}
+		if strings.HasSuffix(host, "."+r.host) && (best == nil || len(r.host) > len(best.host)) {
+			best = r
+		}
+	}
+	return best
 }
 
 // ConfigError is the error of SetRoutes and SetPlaceholders. It names the
@@ -360,6 +450,47 @@ type injected struct {
 	value string
 }
 
+// validateHeaders checks the headers a route or a header rule injects:
+// token names that may be injected, unique case-insensitively, a
+// non-empty secret, no control characters. It returns them injectable
+// and the secrets long enough to scrub from answers.
+func validateHeaders(f string, hs []Header) ([]injected, []string, error) {
+	if len(hs) > MaxRouteHeaders {
+		return nil, nil, cfgErr(f, fmt.Sprintf("more than %d headers", MaxRouteHeaders))
+	}
+	var inj []injected
+	var scrub []string
+	names := map[string]bool{}
+	for j, h := range hs {
+		hf := fmt.Sprintf("%s[%d]", f, j)
+		if !isToken(h.Name) {
+			return nil, nil, cfgErr(hf+".name", "not a token")
+		}
+		if forbiddenInjected(h.Name) {
+			return nil, nil, cfgErr(hf+".name", "header may not be injected")
+		}
+		l := strings.ToLower(h.Name)
+		if names[l] {
+			return nil, nil, cfgErr(hf+".name", "duplicate header")
+		}
+		names[l] = true
+		if h.Secret == "" {
+			return nil, nil, cfgErr(hf+".secret", "empty")
+		}
+		if !validHeaderValue(h.Prefix) {
+			return nil, nil, cfgErr(hf+".prefix", "contains a control character")
+		}
+		if !validHeaderValue(h.Secret) {
+			return nil, nil, cfgErr(hf+".secret", "contains a control character")
+		}
+		inj = append(inj, injected{name: canonicalKey(h.Name), value: h.Prefix + h.Secret})
+		if len(h.Secret) >= minScrubSecretSize {
+			scrub = append(scrub, h.Secret)
+		}
+	}
+	return inj, scrub, nil
+}
+
 func validateRoutes(in []Route) ([]*routeConfig, error) {
 	if len(in) > MaxRoutes {
 		return nil, cfgErr("routes", fmt.Sprintf("more than %d routes", MaxRoutes))
@@ -383,33 +514,9 @@ func validateRoutes(in []Route) ([]*routeConfig, error) {
 			return nil, cfgErr(f+".headers", fmt.Sprintf("more than %d headers", MaxRouteHeaders))
 		}
 		rc := &routeConfig{name: r.Name, host: host, port: port, rate: effRate(r.RatePerMinute)}
-		names := map[string]bool{}
-		for j, h := range r.Headers {
-			hf := fmt.Sprintf("%s.headers[%d]", f, j)
-			if !isToken(h.Name) {
-				return nil, cfgErr(hf+".name", "not a token")
-			}
-			if forbiddenInjected(h.Name) {
-				return nil, cfgErr(hf+".name", "header may not be injected")
-			}
-			l := strings.ToLower(h.Name)
-			if names[l] {
-				return nil, cfgErr(hf+".name", "duplicate header")
-			}
-			names[l] = true
-			if h.Secret == "" {
-				return nil, cfgErr(hf+".secret", "empty")
-			}
-			if !validHeaderValue(h.Prefix) {
-				return nil, cfgErr(hf+".prefix", "contains a control character")
-			}
-			if !validHeaderValue(h.Secret) {
-				return nil, cfgErr(hf+".secret", "contains a control character")
-			}
-			rc.headers = append(rc.headers, injected{name: canonicalKey(h.Name), value: h.Prefix + h.Secret})
-			if len(h.Secret) >= minScrubSecretSize {
-				rc.scrubVal = append(rc.scrubVal, h.Secret)
-			}
+		var err error
+		if rc.headers, rc.scrubVal, err = validateHeaders(f+".headers", r.Headers); err != nil {
+			return nil, err
 		}
 		if len(r.Rules) == 0 {
 			return nil, cfgErr(f+".rules", "at least one rule required")

@@ -65,12 +65,13 @@ type Gateway struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex // serializes SetRoutes, SetPlaceholders, Close
+	mu       sync.Mutex // serializes SetRoutes, SetPlaceholders, SetHeaderRules, Close
 	closed   bool
 	routes   map[string]*routeState
 	phStates map[string]*phState
 
 	phs atomic.Pointer[phSet]
+	hrs atomic.Pointer[[]*headerRuleConfig] // the header rules (immutable)
 
 	upMu       sync.Mutex
 	upstreams  map[hostPort]*upstream // intercepted hosts
@@ -143,6 +144,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.proxy = g.newProxy()
 	g.phs.Store(&phSet{})
+	g.hrs.Store(&[]*headerRuleConfig{})
 	return g, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,11 +81,35 @@ func (g *Gateway) SetPlaceholders(ps []Placeholder) error {
 	}
 	g.phStates = states
 	g.phs.Store(set)
-	// Upstreams of hosts no longer intercepted go away.
+	g.pruneUpstreams()
+	g.log.Info("gateway: placeholders set", "placeholders", len(set.list))
+	return nil
+}
+
+// SetHeaderRules replaces the header rules, all or nothing: bad input is
+// a *ConfigError naming the field (never a value) and changes nothing.
+func (g *Gateway) SetHeaderRules(rs []HeaderRule) error {
+	cfgs, err := validateHeaderRules(rs)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return ErrClosed
+	}
+	g.hrs.Store(&cfgs)
+	g.pruneUpstreams()
+	g.log.Info("gateway: header rules set", "rules", len(cfgs))
+	return nil
+}
+
+// pruneUpstreams drops the upstreams of hosts no longer intercepted.
+func (g *Gateway) pruneUpstreams() {
 	g.upMu.Lock()
 	var gone []*upstream
 	for hp, u := range g.upstreams {
-		if _, ok := set.hosts[hp]; !ok {
+		if !g.Intercepts(hp.host, hp.port) {
 			gone = append(gone, u)
 			delete(g.upstreams, hp)
 		}
@@ -93,13 +118,26 @@ func (g *Gateway) SetPlaceholders(ps []Placeholder) error {
 	for _, u := range gone {
 		g.retireTransport(u.transport)
 	}
-	g.log.Info("gateway: placeholders set", "placeholders", len(set.list))
-	return nil
 }
 
-// Intercepts reports whether some placeholder has this host and port
-// (host compared lower-case with a trailing dot stripped; port 0 = 443).
+// Intercepts reports whether some placeholder has this host and port, or
+// a header rule matches them (host compared lower-case with a trailing
+// dot stripped; port 0 = 443).
 func (g *Gateway) Intercepts(host string, port uint16) bool {
+	if port == 0 {
+		port = 443
+	}
+	host = normHost(host)
+	if _, ok := g.phs.Load().hosts[hostPort{host, port}]; ok {
+		return true
+	}
+	return matchHeaderRule(*g.hrs.Load(), host, port) != nil
+}
+
+// Grants reports whether a placeholder has this host and port: the
+// sandbox may reach it whatever its network policy says. A header rule
+// alone grants nothing.
+func (g *Gateway) Grants(host string, port uint16) bool {
 	if port == 0 {
 		port = 443
 	}
@@ -280,13 +318,21 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	set := g.phs.Load()
 	found := set.find(r)
 	scrub := set.hosts[hostPort{h.host, h.port}]
+	// A header rule's headers replace the request's own, after the
+	// placeholders are replaced.
+	var inject []injected
+	if hr := matchHeaderRule(*g.hrs.Load(), h.host, h.port); hr != nil {
+		inject = hr.headers
+		scrub = append(slices.Clip(scrub), hr.scrub...)
+	}
 	if len(found) == 0 {
-		// No placeholder: forwarded unchanged (origin-form only).
+		// No placeholder: forwarded with the rule's headers, else
+		// unchanged (origin-form only).
 		if !strings.HasPrefix(r.RequestURI, "/") {
 			refuse(w, ClassBadRequest, 0)
 			return
 		}
-		g.forward(w, r, &fwd{up: g.upstreamFor(h.host, h.port), scrub: scrub})
+		g.forward(w, r, &fwd{up: g.upstreamFor(h.host, h.port), scrub: scrub, inject: inject})
 		return
 	}
 	blocked := false
@@ -339,6 +385,7 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		path:    decoded,
 		rawPath: rawPath,
 		scrub:   scrub,
+		inject:  inject,
 		fail:    failAll,
 	}
 	f.rewrite = func(hd http.Header) {

@@ -70,6 +70,11 @@ type Interceptor interface {
 	// Intercepts reports whether connections to host:port are served by
 	// the interceptor (host lowercased, no trailing dot).
 	Intercepts(host string, port uint16) bool
+	// Grants reports whether the sandbox may reach host:port whatever the
+	// policy says (a secret placeholder's host). A host the interceptor
+	// claims without granting it (a header rule's) is intercepted only
+	// where the policy allows it.
+	Grants(host string, port uint16) bool
 	// ServeIntercepted serves client (a TLS client whose first bytes,
 	// already read, are replay) until it is done, and closes it.
 	ServeIntercepted(ctx context.Context, client net.Conn, replay []byte, host string, port uint16)
@@ -409,15 +414,25 @@ func (p *Proxy) SetInterceptor(i Interceptor) {
 	p.mu.Unlock()
 }
 
-// interceptorFor returns the interceptor when it claims host:port.
-func (p *Proxy) interceptorFor(host string, port uint16) Interceptor {
+// interceptorFor returns the interceptor when it claims t (a name, not
+// an IP literal) and the connection may go there: the interceptor grants
+// it, or the policy allows the name (or, for a transparent connection,
+// its original address dst; zero otherwise).
+func (p *Proxy) interceptorFor(t target, dst netip.Addr) Interceptor {
 	p.mu.Lock()
 	i := p.interceptor
 	p.mu.Unlock()
-	if i == nil || host == "" || !i.Intercepts(host, port) {
+	if i == nil || t.host == "" || t.isIP || !i.Intercepts(t.host, t.port) {
 		return nil
 	}
-	return i
+	if i.Grants(t.host, t.port) {
+		return i
+	}
+	pol, _ := p.current()
+	if allows(pol, t) || dst.IsValid() && allows(pol, target{isIP: true, addr: dst, port: t.port}) {
+		return i
+	}
+	return nil
 }
 
 // plainCarriesPlaceholder reports whether a plain-HTTP head carries a

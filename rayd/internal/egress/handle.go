@@ -353,7 +353,7 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 	}
 	t.port = dst.Port()
 	if isTLS {
-		if ic := p.interceptorFor(t.host, t.port); ic != nil {
+		if ic := p.interceptorFor(t, dst.Addr()); ic != nil {
 			p.intercept(c, ic, in.buf, t)
 			return
 		}
@@ -484,7 +484,7 @@ func (p *Proxy) serveSOCKS(ctx context.Context, c *proxyConn, in *inbuf) {
 		return
 	}
 	in.consume(r.n)
-	if ic := p.interceptorFor(r.t.host, r.t.port); ic != nil && !r.t.isIP {
+	if ic := p.interceptorFor(r.t, netip.Addr{}); ic != nil {
 		if socksReply(c.client, socksRepSucceeded) == nil {
 			p.intercept(c, ic, in.buf, r.t)
 		}
@@ -550,7 +550,7 @@ func (p *Proxy) serveConnect(ctx context.Context, c *proxyConn, in *inbuf, h *re
 		httpRefusal(c.client, ReasonBadRequest)
 		return
 	}
-	if ic := p.interceptorFor(t.host, t.port); ic != nil && !t.isIP {
+	if ic := p.interceptorFor(t, netip.Addr{}); ic != nil {
 		if _, err := io.WriteString(c.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err == nil {
 			p.intercept(c, ic, in.buf, t)
 		}

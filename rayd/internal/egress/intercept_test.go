@@ -40,6 +40,9 @@ type fakeInterceptor struct {
 	served []served
 	asked  []string // Intercepts calls
 	plain  int      // CheckPlain calls
+	// noGrant makes the claims header rules': intercepted only where the
+	// policy allows them.
+	noGrant bool
 }
 
 func newFakeInterceptor(claims ...string) *fakeInterceptor {
@@ -56,6 +59,13 @@ func (f *fakeInterceptor) Intercepts(host string, port uint16) bool {
 	f.asked = append(f.asked, hp)
 	f.mu.Unlock()
 	return f.claims[hp]
+}
+
+// Grants: the fake's claims are placeholders' hosts unless noGrant.
+func (f *fakeInterceptor) Grants(host string, port uint16) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.noGrant
 }
 
 func (f *fakeInterceptor) ServeIntercepted(_ context.Context, client net.Conn, replay []byte, host string, port uint16) {
@@ -407,5 +417,33 @@ func TestTransparentFallsBackToOriginalIP(t *testing.T) {
 	}
 	if st := e.p.Stats(); st.Refused[ReasonNotAllowed] != 1 || st.Refused[ReasonBlockedAddress] != 1 || st.Tunneled != 1 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestInterceptWithoutGrant: a host the interceptor claims but does not
+// grant (a header rule's) is intercepted where the policy allows it and
+// refused like any other host where it does not: a rule opens nothing.
+func TestInterceptWithoutGrant(t *testing.T) {
+	e := newEnv(t, nil)
+	fi := newFakeInterceptor("allowed.test:443", "denied.test:443")
+	fi.noGrant = true
+	e.p.SetInterceptor(fi)
+	e.p.SetPolicy(allowList{"allowed.test:443": true}, nil)
+
+	c := e.dial()
+	io.WriteString(c, "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+	if got := readAll(t, c); got != "HTTP/1.1 200 Connection established\r\n\r\n"+interceptMarker {
+		t.Fatalf("CONNECT to an allowed ruled host: %q", got)
+	}
+	_, br, status := e.connect("denied.test:443")
+	body, _ := io.ReadAll(br)
+	if !strings.Contains(status, " 403 ") || string(body) != "not_allowed\n" {
+		t.Errorf("CONNECT to a denied ruled host: %q %q", status, body)
+	}
+	if s := fi.servedConns(); len(s) != 1 || s[0].host != "allowed.test" {
+		t.Errorf("served %+v", s)
+	}
+	if len(e.dialed()) != 0 {
+		t.Errorf("dialed %v", e.dialed())
 	}
 }

@@ -665,7 +665,7 @@ func TestPlaceholders(t *testing.T) {
 	}
 	ph := r.Placeholders[0].Placeholder
 
-	if calls := h.ic.snapshot(); len(calls) != 1 || !slices.Equal(calls[0], []network.InterceptHost{{Host: "secret.test", Port: 443}}) {
+	if calls := h.ic.snapshot(); len(calls) != 1 || !slices.Equal(calls[0], []network.InterceptHost{{Host: "secret.test", Port: 443, Grant: true}}) {
 		t.Fatalf("SetIntercept calls %v", calls)
 	}
 	gws := h.px.snapshot()
@@ -713,7 +713,7 @@ func TestPlaceholders(t *testing.T) {
 		t.Errorf("new variable's placeholder %q", other)
 	}
 	calls := h.ic.snapshot()
-	if len(calls) != 2 || !slices.Equal(calls[1], []network.InterceptHost{{Host: "secret.test", Port: 443}, {Host: "other.test", Port: 8443}}) {
+	if len(calls) != 2 || !slices.Equal(calls[1], []network.InterceptHost{{Host: "secret.test", Port: 443, Grant: true}, {Host: "other.test", Port: 8443, Grant: true}}) {
 		t.Fatalf("SetIntercept calls %v", calls)
 	}
 	if n := len(h.px.snapshot()); n != 1 {
@@ -857,5 +857,36 @@ func TestPlaceholderEndToEnd(t *testing.T) {
 	}
 	if st := h.section(secPH); len(st.Placeholders) != 1 || st.Placeholders[0].Injected != 1 {
 		t.Errorf("status %v", st)
+	}
+}
+
+// TestHeaderRules: header rules (E2B's network rules) are intercepted
+// without a grant, need the CA, leave no value in any answer, and a bad
+// rule changes nothing.
+func TestHeaderRules(t *testing.T) {
+	h := newHarness(t, nil)
+	rule := &raydv1.HeaderRule{Host: "*.api.test", Headers: []*raydv1.GatewayHeader{{Name: "Authorization", Prefix: "Bearer ", Secret: canary}}}
+	r := h.one(&raydv1.ConfigureRequest{SecretPlaceholders: &raydv1.SecretPlaceholdersConfig{HeaderRules: []*raydv1.HeaderRule{rule}}})
+	wantCode(t, r, secPH, codeOK, "")
+	if calls := h.ic.snapshot(); len(calls) != 1 || !slices.Equal(calls[0], []network.InterceptHost{{Host: "*.api.test", Port: 443}}) {
+		t.Fatalf("SetIntercept calls %v: want the rule's host, not granted", calls)
+	}
+	if n := len(h.tr.snapshot()); n != 1 {
+		t.Fatalf("CA installs %d, want 1", n)
+	}
+	if !h.s.gw.Intercepts("v1.api.test", 443) || h.s.gw.Grants("v1.api.test", 443) {
+		t.Fatal("the gateway does not intercept the rule's host, or grants it")
+	}
+	if strings.Contains(r.String(), canary) {
+		t.Fatal("the answer carries the rule's value")
+	}
+	// A bad rule: INVALID naming the field, the previous rules in force.
+	bad := &raydv1.HeaderRule{Host: "*", Headers: rule.Headers}
+	r = h.one(&raydv1.ConfigureRequest{RequestId: "2", SecretPlaceholders: &raydv1.SecretPlaceholdersConfig{HeaderRules: []*raydv1.HeaderRule{bad}}})
+	if r.GetCode() != raydv1.SectionCode_SECTION_CODE_INVALID || !strings.Contains(r.GetMessage(), "header_rules[0].host") || strings.Contains(r.String(), canary) {
+		t.Fatalf("bad rule: %v", r)
+	}
+	if !h.s.gw.Intercepts("v1.api.test", 443) {
+		t.Fatal("a refused change removed the rules in force")
 	}
 }

@@ -91,6 +91,7 @@ type Service struct {
 	phs        map[string]string                              // variable -> placeholder, kept across refreshes
 	phActive   []string                                       // variables of the placeholders in force
 	phConfig   []gateway.Placeholder                          // the placeholders in force (to undo a failed change)
+	hrConfig   []gateway.HeaderRule                           // the header rules in force (likewise)
 	lastID     string
 	lastResp   *raydv1.ConfigureResponse
 }
@@ -177,6 +178,14 @@ func newPlaceholder() string {
 }
 
 // rules converts the wire rules.
+func headers(in []*raydv1.GatewayHeader) []gateway.Header {
+	out := make([]gateway.Header, 0, len(in))
+	for _, h := range in {
+		out = append(out, gateway.Header{Name: h.GetName(), Prefix: h.GetPrefix(), Secret: h.GetSecret()})
+	}
+	return out
+}
+
 func rules(in []*raydv1.GatewayRule) []gateway.Rule {
 	out := make([]gateway.Rule, 0, len(in))
 	for _, r := range in {
@@ -236,11 +245,7 @@ func (s *Service) applyRoutes(m *raydv1.SecretGatewayConfig) *raydv1.SectionResu
 	routes := make([]gateway.Route, 0, len(m.GetRoutes()))
 	env := map[string][2]string{}
 	for i, r := range m.GetRoutes() {
-		hs := make([]gateway.Header, 0, len(r.GetHeaders()))
-		for _, h := range r.GetHeaders() {
-			hs = append(hs, gateway.Header{Name: h.GetName(), Prefix: h.GetPrefix(), Secret: h.GetSecret()})
-		}
-		routes = append(routes, gateway.Route{Name: r.GetName(), Upstream: r.GetUpstream(), Headers: hs,
+		routes = append(routes, gateway.Route{Name: r.GetName(), Upstream: r.GetUpstream(), Headers: headers(r.GetHeaders()),
 			Rules: rules(r.GetRules()), RatePerMinute: r.GetRatePerMinute()})
 		if v := r.GetEnv(); v != "" {
 			if !validEnvName(v) {
@@ -303,7 +308,22 @@ func (s *Service) applyPlaceholders(ctx context.Context, m *raydv1.SecretPlaceho
 		phs = append(phs, gateway.Placeholder{Name: v, Placeholder: ph, Secret: p.GetSecret(), Host: p.GetHost(),
 			Port: port, Rules: rules(p.GetRules()), RatePerMinute: p.GetRatePerMinute()})
 		vars = append(vars, v)
-		h := network.InterceptHost{Host: p.GetHost(), Port: port}
+		h := network.InterceptHost{Host: p.GetHost(), Port: port, Grant: true}
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	hrs := make([]gateway.HeaderRule, 0, len(m.GetHeaderRules()))
+	for i, r := range m.GetHeaderRules() {
+		if r.GetPort() > 65535 {
+			return invalid(sec, fmt.Sprintf("header_rules[%d].port: out of range", i))
+		}
+		port := uint16(r.GetPort())
+		if port == 0 {
+			port = 443
+		}
+		hrs = append(hrs, gateway.HeaderRule{Host: r.GetHost(), Port: port, Headers: headers(r.GetHeaders())})
+		h := network.InterceptHost{Host: r.GetHost(), Port: port}
 		if !slices.Contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
@@ -312,27 +332,35 @@ func (s *Service) applyPlaceholders(ctx context.Context, m *raydv1.SecretPlaceho
 	if err != nil {
 		return failed(sec, ClassFailed, "the gateway could not start")
 	}
-	previous := s.phConfig
+	previous, previousRules := s.phConfig, s.hrConfig
 	if err := gw.SetPlaceholders(phs); err != nil {
 		return invalid(sec, configMessage(err))
 	}
-	if len(phs) > 0 {
+	if err := gw.SetHeaderRules(hrs); err != nil {
+		_ = gw.SetPlaceholders(previous)
+		return invalid(sec, configMessage(err))
+	}
+	undo := func() {
+		_ = gw.SetPlaceholders(previous)
+		_ = gw.SetHeaderRules(previousRules)
+	}
+	if len(phs) > 0 || len(hrs) > 0 {
 		if err := s.opts.Trust.Install(gw.CACertPEM()); err != nil {
-			_ = gw.SetPlaceholders(previous)
+			undo()
 			s.log.Warn("secret placeholders: the CA could not be installed", "err_class", ClassFailed)
 			return failed(sec, ClassFailed, "the sandbox's CA could not be installed; the previous placeholders are in force")
 		}
 	}
 	if err := s.opts.Intercept.SetIntercept(ctx, hosts); err != nil {
-		_ = gw.SetPlaceholders(previous)
+		undo()
 		s.log.Warn("secret placeholders: interception not installed", "err_class", ClassEgressUnavailable)
 		return failed(sec, ClassEgressUnavailable, "the interception could not be installed; the previous placeholders are in force")
 	}
 	for _, p := range phs {
 		s.phs[p.Name] = p.Placeholder
 	}
-	s.phActive, s.phConfig = vars, phs
-	s.log.Info("secret placeholders configured", "placeholders", len(phs))
+	s.phActive, s.phConfig, s.hrConfig = vars, phs, hrs
+	s.log.Info("secret placeholders configured", "placeholders", len(phs), "header_rules", len(hrs))
 	return &raydv1.SectionResult{Section: sec, Code: raydv1.SectionCode_SECTION_CODE_APPLIED, Placeholders: s.placeholderStatus(gw)}
 }
 

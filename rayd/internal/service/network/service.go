@@ -95,8 +95,11 @@ type Service struct {
 // connections go to the proxy's interceptor, and its name resolves
 // through the DNS forwarder whatever the policy says.
 type InterceptHost struct {
-	Host string // lower case
+	Host string // lower case; a header rule's may be "*." and a name
 	Port uint16
+	// Grant: the host is reachable whatever the policy says, and its name
+	// resolves (a placeholder's). A header rule's host is not granted.
+	Grant bool
 }
 
 var _ raydv1connect.NetworkServiceHandler = (*Service)(nil)
@@ -207,7 +210,9 @@ func (s *Service) installLocked(ctx context.Context, p netpolicy.Policy, upstrea
 func (s *Service) setHostsLocked(p netpolicy.Policy, upstream *egress.Upstream) {
 	hp := hostPolicy{p: p}
 	for _, h := range s.intercept {
-		hp.names = append(hp.names, h.Host)
+		if h.Grant {
+			hp.names = append(hp.names, h.Host)
+		}
 	}
 	if s.opts.Proxy != nil {
 		s.opts.Proxy.SetPolicy(hp, upstream)

@@ -1075,18 +1075,91 @@ func (x *SecretPlaceholder) GetRatePerMinute() uint32 {
 	return 0
 }
 
+// HeaderRule adds headers to the sandbox's HTTPS requests to matching
+// hosts (E2B's network rules): each header replaces one of the same name
+// the request carries. The connection is intercepted like a placeholder's
+// (the sandbox's CA), but a rule grants no access: the network policy
+// decides whether the host is reached at all.
+type HeaderRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An exact lower-case DNS host name, or "*." and one (any subdomain, at
+	// any depth, not the apex). Unique. An exact rule beats a wildcard, a
+	// longer wildcard a shorter one; rules are not merged.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// 0 = 443.
+	Port uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// 1 to 16 headers, names unique (case-insensitively); the same rules
+	// as a route's headers.
+	Headers       []*GatewayHeader `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeaderRule) Reset() {
+	*x = HeaderRule{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeaderRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeaderRule) ProtoMessage() {}
+
+func (x *HeaderRule) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeaderRule.ProtoReflect.Descriptor instead.
+func (*HeaderRule) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeaderRule) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *HeaderRule) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *HeaderRule) GetHeaders() []*GatewayHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 // SecretPlaceholdersConfig is the transparent placeholders section (at
-// most 16).
+// most 16) and the header rules (at most 16), which share its
+// interception.
 type SecretPlaceholdersConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Placeholders  []*SecretPlaceholder   `protobuf:"bytes,1,rep,name=placeholders,proto3" json:"placeholders,omitempty"`
+	HeaderRules   []*HeaderRule          `protobuf:"bytes,2,rep,name=header_rules,json=headerRules,proto3" json:"header_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SecretPlaceholdersConfig) Reset() {
 	*x = SecretPlaceholdersConfig{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1171,7 @@ func (x *SecretPlaceholdersConfig) String() string {
 func (*SecretPlaceholdersConfig) ProtoMessage() {}
 
 func (x *SecretPlaceholdersConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[13]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,12 +1184,19 @@ func (x *SecretPlaceholdersConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretPlaceholdersConfig.ProtoReflect.Descriptor instead.
 func (*SecretPlaceholdersConfig) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{13}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SecretPlaceholdersConfig) GetPlaceholders() []*SecretPlaceholder {
 	if x != nil {
 		return x.Placeholders
+	}
+	return nil
+}
+
+func (x *SecretPlaceholdersConfig) GetHeaderRules() []*HeaderRule {
+	if x != nil {
+		return x.HeaderRules
 	}
 	return nil
 }
@@ -1138,7 +1218,7 @@ type GatewayRouteStatus struct {
 
 func (x *GatewayRouteStatus) Reset() {
 	*x = GatewayRouteStatus{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1230,7 @@ func (x *GatewayRouteStatus) String() string {
 func (*GatewayRouteStatus) ProtoMessage() {}
 
 func (x *GatewayRouteStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[14]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1243,7 @@ func (x *GatewayRouteStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayRouteStatus.ProtoReflect.Descriptor instead.
 func (*GatewayRouteStatus) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{14}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GatewayRouteStatus) GetName() string {
@@ -1217,7 +1297,7 @@ type PlaceholderStatus struct {
 
 func (x *PlaceholderStatus) Reset() {
 	*x = PlaceholderStatus{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1309,7 @@ func (x *PlaceholderStatus) String() string {
 func (*PlaceholderStatus) ProtoMessage() {}
 
 func (x *PlaceholderStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[15]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1322,7 @@ func (x *PlaceholderStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlaceholderStatus.ProtoReflect.Descriptor instead.
 func (*PlaceholderStatus) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{15}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlaceholderStatus) GetEnv() string {
@@ -1296,7 +1376,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1388,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[16]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1401,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{16}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConfigureRequest) GetRequestId() string {
@@ -1395,7 +1475,7 @@ type SectionResult struct {
 
 func (x *SectionResult) Reset() {
 	*x = SectionResult{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1487,7 @@ func (x *SectionResult) String() string {
 func (*SectionResult) ProtoMessage() {}
 
 func (x *SectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[17]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1500,7 @@ func (x *SectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SectionResult.ProtoReflect.Descriptor instead.
 func (*SectionResult) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{17}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SectionResult) GetSection() ConfigSection {
@@ -1476,7 +1556,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1568,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[18]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1581,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{18}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConfigureResponse) GetResults() []*SectionResult {
@@ -1527,7 +1607,7 @@ type ConfigureStatusRequest struct {
 
 func (x *ConfigureStatusRequest) Reset() {
 	*x = ConfigureStatusRequest{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1619,7 @@ func (x *ConfigureStatusRequest) String() string {
 func (*ConfigureStatusRequest) ProtoMessage() {}
 
 func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1632,7 @@ func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{19}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{20}
 }
 
 // ConfigureStatusResponse holds every section's state.
@@ -1566,7 +1646,7 @@ type ConfigureStatusResponse struct {
 
 func (x *ConfigureStatusResponse) Reset() {
 	*x = ConfigureStatusResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1658,7 @@ func (x *ConfigureStatusResponse) String() string {
 func (*ConfigureStatusResponse) ProtoMessage() {}
 
 func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1671,7 @@ func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{20}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConfigureStatusResponse) GetSections() []*SectionResult {
@@ -1674,9 +1754,15 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x04 \x01(\rR\x04port\x121\n" +
 	"\x05rules\x18\x05 \x03(\v2\x1b.rayito.rayd.v1.GatewayRuleR\x05rules\x12&\n" +
-	"\x0frate_per_minute\x18\x06 \x01(\rR\rratePerMinute\"a\n" +
+	"\x0frate_per_minute\x18\x06 \x01(\rR\rratePerMinute\"m\n" +
+	"\n" +
+	"HeaderRule\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x127\n" +
+	"\aheaders\x18\x03 \x03(\v2\x1d.rayito.rayd.v1.GatewayHeaderR\aheaders\"\xa0\x01\n" +
 	"\x18SecretPlaceholdersConfig\x12E\n" +
-	"\fplaceholders\x18\x01 \x03(\v2!.rayito.rayd.v1.SecretPlaceholderR\fplaceholders\"\x9c\x01\n" +
+	"\fplaceholders\x18\x01 \x03(\v2!.rayito.rayd.v1.SecretPlaceholderR\fplaceholders\x12=\n" +
+	"\fheader_rules\x18\x02 \x03(\v2\x1a.rayito.rayd.v1.HeaderRuleR\vheaderRules\"\x9c\x01\n" +
 	"\x12GatewayRouteStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12(\n" +
@@ -1758,7 +1844,7 @@ func file_rayito_rayd_v1_configure_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_configure_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_rayito_rayd_v1_configure_proto_goTypes = []any{
 	(ConfigSection)(0),               // 0: rayito.rayd.v1.ConfigSection
 	(SectionCode)(0),                 // 1: rayito.rayd.v1.SectionCode
@@ -1776,14 +1862,15 @@ var file_rayito_rayd_v1_configure_proto_goTypes = []any{
 	(*GatewayRoute)(nil),             // 13: rayito.rayd.v1.GatewayRoute
 	(*SecretGatewayConfig)(nil),      // 14: rayito.rayd.v1.SecretGatewayConfig
 	(*SecretPlaceholder)(nil),        // 15: rayito.rayd.v1.SecretPlaceholder
-	(*SecretPlaceholdersConfig)(nil), // 16: rayito.rayd.v1.SecretPlaceholdersConfig
-	(*GatewayRouteStatus)(nil),       // 17: rayito.rayd.v1.GatewayRouteStatus
-	(*PlaceholderStatus)(nil),        // 18: rayito.rayd.v1.PlaceholderStatus
-	(*ConfigureRequest)(nil),         // 19: rayito.rayd.v1.ConfigureRequest
-	(*SectionResult)(nil),            // 20: rayito.rayd.v1.SectionResult
-	(*ConfigureResponse)(nil),        // 21: rayito.rayd.v1.ConfigureResponse
-	(*ConfigureStatusRequest)(nil),   // 22: rayito.rayd.v1.ConfigureStatusRequest
-	(*ConfigureStatusResponse)(nil),  // 23: rayito.rayd.v1.ConfigureStatusResponse
+	(*HeaderRule)(nil),               // 16: rayito.rayd.v1.HeaderRule
+	(*SecretPlaceholdersConfig)(nil), // 17: rayito.rayd.v1.SecretPlaceholdersConfig
+	(*GatewayRouteStatus)(nil),       // 18: rayito.rayd.v1.GatewayRouteStatus
+	(*PlaceholderStatus)(nil),        // 19: rayito.rayd.v1.PlaceholderStatus
+	(*ConfigureRequest)(nil),         // 20: rayito.rayd.v1.ConfigureRequest
+	(*SectionResult)(nil),            // 21: rayito.rayd.v1.SectionResult
+	(*ConfigureResponse)(nil),        // 22: rayito.rayd.v1.ConfigureResponse
+	(*ConfigureStatusRequest)(nil),   // 23: rayito.rayd.v1.ConfigureStatusRequest
+	(*ConfigureStatusResponse)(nil),  // 24: rayito.rayd.v1.ConfigureStatusResponse
 }
 var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	3,  // 0: rayito.rayd.v1.S3MountsConfig.mounts:type_name -> rayito.rayd.v1.S3Mount
@@ -1795,28 +1882,30 @@ var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	11, // 6: rayito.rayd.v1.GatewayRoute.rules:type_name -> rayito.rayd.v1.GatewayRule
 	13, // 7: rayito.rayd.v1.SecretGatewayConfig.routes:type_name -> rayito.rayd.v1.GatewayRoute
 	11, // 8: rayito.rayd.v1.SecretPlaceholder.rules:type_name -> rayito.rayd.v1.GatewayRule
-	15, // 9: rayito.rayd.v1.SecretPlaceholdersConfig.placeholders:type_name -> rayito.rayd.v1.SecretPlaceholder
-	4,  // 10: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
-	6,  // 11: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
-	7,  // 12: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
-	10, // 13: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
-	14, // 14: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
-	16, // 15: rayito.rayd.v1.ConfigureRequest.secret_placeholders:type_name -> rayito.rayd.v1.SecretPlaceholdersConfig
-	0,  // 16: rayito.rayd.v1.SectionResult.section:type_name -> rayito.rayd.v1.ConfigSection
-	1,  // 17: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
-	17, // 18: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
-	18, // 19: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
-	20, // 20: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
-	20, // 21: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
-	19, // 22: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
-	22, // 23: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
-	21, // 24: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
-	23, // 25: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
-	24, // [24:26] is the sub-list for method output_type
-	22, // [22:24] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	12, // 9: rayito.rayd.v1.HeaderRule.headers:type_name -> rayito.rayd.v1.GatewayHeader
+	15, // 10: rayito.rayd.v1.SecretPlaceholdersConfig.placeholders:type_name -> rayito.rayd.v1.SecretPlaceholder
+	16, // 11: rayito.rayd.v1.SecretPlaceholdersConfig.header_rules:type_name -> rayito.rayd.v1.HeaderRule
+	4,  // 12: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
+	6,  // 13: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
+	7,  // 14: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
+	10, // 15: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
+	14, // 16: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
+	17, // 17: rayito.rayd.v1.ConfigureRequest.secret_placeholders:type_name -> rayito.rayd.v1.SecretPlaceholdersConfig
+	0,  // 18: rayito.rayd.v1.SectionResult.section:type_name -> rayito.rayd.v1.ConfigSection
+	1,  // 19: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
+	18, // 20: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
+	19, // 21: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
+	21, // 22: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
+	21, // 23: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
+	20, // 24: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
+	23, // 25: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
+	22, // 26: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
+	24, // 27: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_configure_proto_init() }
@@ -1828,14 +1917,14 @@ func file_rayito_rayd_v1_configure_proto_init() {
 		(*TelemetryExportConfig_ExecutionRole)(nil),
 		(*TelemetryExportConfig_Bearer)(nil),
 	}
-	file_rayito_rayd_v1_configure_proto_msgTypes[16].OneofWrappers = []any{}
+	file_rayito_rayd_v1_configure_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_configure_proto_rawDesc), len(file_rayito_rayd_v1_configure_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
