@@ -81,6 +81,36 @@ type SecretPlaceholder struct {
 	RatePerMinute int
 }
 
+// HeaderRule adds headers to every HTTPS request the sandbox sends to a
+// matching host (E2B's network rules): each replaces a header of the same
+// name the request carries, so code in the sandbox cannot forge it and
+// never sees the values. rayd's egress proxy terminates the TLS of those
+// hosts with the sandbox's own CA, as for placeholders. A rule grants no
+// access: the network policy still decides whether the host is reached.
+// Up to 16.
+type HeaderRule struct {
+	// Host is an exact DNS name ("api.example.com") or "*." and one (any
+	// subdomain at any depth, not the apex). An exact rule beats a
+	// wildcard, a longer wildcard a shorter one; rules are not merged.
+	Host string
+	// Port is the HTTPS port (0: 443).
+	Port int
+	// Headers are 1 to 16 headers and their values, read from the secret
+	// store when the sandbox is configured (and by Refresh).
+	Headers map[string]HeaderValue
+}
+
+// WithHeaderRules configures the sandbox's header rules (Create). Like
+// placeholders, they need the root platform (ErrUnimplemented
+// otherwise).
+func WithHeaderRules(rules ...HeaderRule) Option {
+	rules = slices.Clone(rules)
+	for i := range rules {
+		rules[i].Headers = maps.Clone(rules[i].Headers)
+	}
+	return sandboxOption(func(c *config) { c.headerRules = rules })
+}
+
 // WithGateways configures the sandbox's secret gateway routes (Create).
 func WithGateways(routes ...SecretGateway) Option {
 	routes = slices.Clone(routes)
@@ -105,6 +135,7 @@ func WithSecretPlaceholders(ps ...SecretPlaceholder) Option {
 type gatewayConfig struct {
 	gateways     []SecretGateway
 	placeholders []SecretPlaceholder
+	headerRules  []HeaderRule
 }
 
 // GatewayEndpoint is a configured route of the sandbox's gateway.
@@ -145,6 +176,7 @@ type secretsState struct {
 	mu           sync.Mutex
 	gateways     []SecretGateway
 	placeholders []SecretPlaceholder
+	headerRules  []HeaderRule
 	routes       map[string]uint16 // name -> port
 	values       map[string]string // variable -> placeholder
 }
@@ -186,16 +218,42 @@ func (s *Sandbox) Placeholder(env string) string {
 // but the values the gateway injects.
 func (s *Sandbox) Refresh(ctx context.Context) error {
 	s.secrets.mu.Lock()
-	gws, phs := s.secrets.gateways, s.secrets.placeholders
+	gws, phs, hrs := s.secrets.gateways, s.secrets.placeholders, s.secrets.headerRules
 	s.secrets.mu.Unlock()
-	if len(gws) == 0 && len(phs) == 0 {
+	if len(gws) == 0 && len(phs) == 0 && len(hrs) == 0 {
 		return nil
 	}
-	return s.configureSecrets(ctx, gws, phs, true)
+	return s.configureSecrets(ctx, gws, phs, hrs, true)
 }
 
-// configureSecrets resolves the secrets and applies both sections.
-func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs []SecretPlaceholder, fresh bool) error {
+// UpdateHeaderRules replaces the sandbox's header rules (none: every rule
+// goes), keeping its gateway routes and placeholders; the values are read
+// through the sandbox's secret store. Placeholders this handle did not
+// configure (a handle from Connect) cannot be kept: the call is then
+// ErrInvalidArgument and changes nothing.
+func (s *Sandbox) UpdateHeaderRules(ctx context.Context, rules ...HeaderRule) error {
+	rules = slices.Clone(rules)
+	for i := range rules {
+		rules[i].Headers = maps.Clone(rules[i].Headers)
+	}
+	if rules == nil {
+		rules = []HeaderRule{} // sent: the rules go
+	}
+	s.secrets.mu.Lock()
+	phs, unknown := s.secrets.placeholders, len(s.secrets.values) > 0 && s.secrets.placeholders == nil
+	s.secrets.mu.Unlock()
+	if unknown {
+		return newError(ReasonInvalidArgument, "header rules: the sandbox has placeholders this handle did not configure, which the update would remove")
+	}
+	if phs == nil {
+		phs = []SecretPlaceholder{}
+	}
+	return s.configureSecrets(ctx, nil, phs, rules, false)
+}
+
+// configureSecrets resolves the secrets and applies both sections (the
+// header rules share the placeholders' section).
+func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs []SecretPlaceholder, hrs []HeaderRule, fresh bool) error {
 	value := func(ref SecretRef) (string, error) {
 		if fresh {
 			if c, err := s.cfg.secretCacheOf(ctx); err == nil {
@@ -211,6 +269,18 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 		return strings.TrimRight(string(v), "\r\n"), nil
 	}
 	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
+	headerMsgs := func(hs map[string]HeaderValue) ([]*raydv1.GatewayHeader, error) {
+		var out []*raydv1.GatewayHeader
+		for _, name := range slices.Sorted(maps.Keys(hs)) {
+			hv := hs[name]
+			v, err := value(hv.Secret)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, &raydv1.GatewayHeader{Name: name, Prefix: hv.Prefix, Secret: v})
+		}
+		return out, nil
+	}
 	if gws != nil {
 		m := &raydv1.SecretGatewayConfig{}
 		for i, g := range gws {
@@ -218,21 +288,27 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 				return newError(ReasonInvalidArgument, fmt.Sprintf("gateways[%d]: rate per minute must be 0 to 6000", i))
 			}
 			r := &raydv1.GatewayRoute{Name: g.Name, Upstream: g.Upstream, RatePerMinute: uint32(g.RatePerMinute), Env: g.Env, EnvPath: g.EnvPath}
-			for _, name := range slices.Sorted(maps.Keys(g.Headers)) {
-				hv := g.Headers[name]
-				v, err := value(hv.Secret)
-				if err != nil {
-					return err
-				}
-				r.Headers = append(r.Headers, &raydv1.GatewayHeader{Name: name, Prefix: hv.Prefix, Secret: v})
+			var err error
+			if r.Headers, err = headerMsgs(g.Headers); err != nil {
+				return err
 			}
 			r.Rules = ruleMsgs(g.Allow)
 			m.Routes = append(m.Routes, r)
 		}
 		req.SecretGateway = m
 	}
-	if phs != nil {
+	if phs != nil || hrs != nil {
 		m := &raydv1.SecretPlaceholdersConfig{}
+		for i, r := range hrs {
+			if r.Port < 0 || r.Port > 65535 {
+				return newError(ReasonInvalidArgument, fmt.Sprintf("header_rules[%d]: port out of range", i))
+			}
+			hs, err := headerMsgs(r.Headers)
+			if err != nil {
+				return err
+			}
+			m.HeaderRules = append(m.HeaderRules, &raydv1.HeaderRule{Host: strings.ToLower(strings.TrimSuffix(r.Host, ".")), Port: uint32(r.Port), Headers: hs})
+		}
 		for i, p := range phs {
 			if p.Port < 0 || p.Port > 65535 {
 				return newError(ReasonInvalidArgument, fmt.Sprintf("placeholders[%d]: port out of range", i))
@@ -256,7 +332,13 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 	}
 	s.secrets.mu.Lock()
 	defer s.secrets.mu.Unlock()
-	s.secrets.gateways, s.secrets.placeholders = gws, phs
+	// What was sent is what Refresh sends again.
+	if gws != nil {
+		s.secrets.gateways = gws
+	}
+	if phs != nil || hrs != nil {
+		s.secrets.placeholders, s.secrets.headerRules = phs, hrs
+	}
 	var failure error
 	for _, r := range resp.Msg.GetResults() {
 		if err := sectionErr(r); err != nil && failure == nil {

@@ -195,8 +195,8 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	if cfg.gateways != nil || cfg.placeholders != nil {
-		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, false); err != nil {
+	if cfg.gateways != nil || cfg.placeholders != nil || cfg.headerRules != nil {
+		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, cfg.headerRules, false); err != nil {
 			// Never handed out without the secrets its code expects.
 			_ = s.Kill(context.WithoutCancel(ctx))
 			return nil, err
