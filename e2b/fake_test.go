@@ -44,6 +44,7 @@ type fakeBox struct {
 	deadline time.Time
 	policy   *rayito.NetworkPolicy
 	files    map[string]string // HomeDir's files, by relative path
+	rules    []headerRule
 }
 
 func newFake(t *testing.T) *fakePlatform {
@@ -104,6 +105,7 @@ func (f *fakePlatform) create(_ context.Context, spec createSpec) (sandbox, erro
 		md: maps.Clone(spec.Metadata), started: f.clock.Add(time.Duration(f.n) * time.Second)}
 	b.deadline = time.Now().Add(spec.Timeout)
 	b.files = map[string]string{}
+	b.rules = spec.HeaderRules
 	switch {
 	case spec.Network != nil:
 		p := *spec.Network
@@ -174,6 +176,17 @@ func (f *fakePlatform) pause(_ context.Context, id string) error {
 }
 func (f *fakePlatform) resume(_ context.Context, id string) error {
 	return f.setState(id, "RUNNING")
+}
+
+func (f *fakePlatform) setHeaderRules(_ context.Context, id string, rules []headerRule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := f.box(id)
+	if err != nil {
+		return err
+	}
+	b.rules = rules
+	return nil
 }
 
 type fakeSandbox struct {

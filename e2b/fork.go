@@ -170,7 +170,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 // rec, connected as sbx).
 func (s *Server) forkSpec(ctx context.Context, info *rayito.Info, rec *record, sbx sandbox, timeout time.Duration) (createSpec, error) {
 	spec := createSpec{Template: info.Template, Timeout: timeout, OnTimeout: rec.onTimeout, AutoResume: rec.autoResume,
-		Envs: maps.Clone(rec.envs)}
+		Envs: maps.Clone(rec.envs), HeaderRules: rec.headerRules}
 	if spec.Template == "" {
 		t, err := s.template(rec.templateID)
 		if err != nil {
@@ -199,7 +199,7 @@ func (s *Server) forkSpec(ctx context.Context, info *rayito.Info, rec *record, s
 // forkRecord is the record of a new fork of src (its id still unset).
 func forkRecord(src *record) *record {
 	r := &record{templateID: src.templateID, secure: src.secure, public: src.public, onTimeout: src.onTimeout,
-		autoResume: src.autoResume, complete: true, metadata: maps.Clone(src.metadata), envs: src.envs}
+		autoResume: src.autoResume, complete: true, metadata: maps.Clone(src.metadata), envs: src.envs, headerRules: src.headerRules}
 	if src.allowInternet != nil {
 		v := *src.allowInternet
 		r.allowInternet = &v

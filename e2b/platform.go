@@ -19,6 +19,7 @@ type createSpec struct {
 	Envs         map[string]string
 	Network      *rayito.NetworkPolicy
 	DenyInternet bool // allow_internet_access:false without an allowOut
+	HeaderRules  []headerRule
 }
 
 // platform is what the gateway needs of Rayito: the rayito SDK in
@@ -31,6 +32,8 @@ type platform interface {
 	kill(ctx context.Context, id string) error
 	pause(ctx context.Context, id string) error
 	resume(ctx context.Context, id string) error
+	// setHeaderRules replaces the header rules of a running sandbox.
+	setHeaderRules(ctx context.Context, id string, rules []headerRule) error
 }
 
 // sandbox is one connected sandbox.
@@ -87,11 +90,31 @@ func (p *rayitoPlatform) create(ctx context.Context, spec createSpec) (sandbox, 
 	if spec.Network != nil {
 		o = append(o, rayito.WithNetwork(*spec.Network))
 	}
+	if len(spec.HeaderRules) > 0 {
+		store, rules, err := sdkHeaderRules(ctx, spec.HeaderRules)
+		if err != nil {
+			return nil, &httpError{http.StatusBadRequest, err.Error()}
+		}
+		o = append(o, rayito.WithSecretStore(store), rayito.WithHeaderRules(rules...))
+	}
 	sbx, err := rayito.Create(ctx, p.with(o...)...)
 	if err != nil {
 		return nil, err
 	}
 	return rayitoSandbox{sbx}, nil
+}
+
+func (p *rayitoPlatform) setHeaderRules(ctx context.Context, id string, rules []headerRule) error {
+	store, rs, err := sdkHeaderRules(ctx, rules)
+	if err != nil {
+		return &httpError{http.StatusBadRequest, err.Error()}
+	}
+	// A handle of its own, which reads the values from their store.
+	sbx, err := rayito.Connect(ctx, id, p.with(rayito.WithSecretStore(store))...)
+	if err != nil {
+		return err
+	}
+	return sbx.UpdateHeaderRules(ctx, rs...)
 }
 
 func (p *rayitoPlatform) connect(ctx context.Context, id string) (sandbox, error) {

@@ -33,6 +33,9 @@ type record struct {
 	// only (never in a label, never logged) so that a fork gets them; nil
 	// for a sandbox this process did not create.
 	envs map[string]string
+	// headerRules are network.rules (E2B Secrets), in this process's
+	// memory only, likewise.
+	headerRules []headerRule
 	// complete is false when the gateway could not read the label (a
 	// sandbox paused when first seen, or without a token here): it then
 	// assumes secure and private, which only refuses more.

@@ -172,9 +172,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	allowOut, denyOut, proxy := []string(nil), []string(nil), (*rayito.EgressProxy)(nil)
 	if n := req.Network; n != nil {
 		switch {
-		case present(n.Rules):
-			writeError(w, http.StatusBadRequest, unsupportedMsg("network.rules (E2B Secrets' header injection)")+"; Rayito's own secret placeholders and gateways are the alternative")
-			return
 		case n.MaskRequestHost != nil:
 			writeError(w, http.StatusBadRequest, unsupportedMsg("network.maskRequestHost"))
 			return
@@ -185,6 +182,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		if n.AllowPublicTraffic != nil {
 			rec.public = *n.AllowPublicTraffic
 		}
+		rules, err := parseRules(n.Rules)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		spec.HeaderRules, rec.headerRules = rules, rules
 		allowOut, denyOut = n.AllowOut, n.DenyOut
 		if n.EgressProxy != nil {
 			if n.EgressProxy.Address == "" {
@@ -779,8 +782,9 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg)
 		return
 	}
-	if present(req.Rules) {
-		writeError(w, http.StatusBadRequest, unsupportedMsg("network.rules (E2B Secrets' header injection)"))
+	rules, err := parseRules(req.Rules)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	p := rayito.NetworkPolicy{AllowOut: req.AllowOut, DenyOut: req.DenyOut}
@@ -804,6 +808,15 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, id, err)
 		return
 	}
+	// As on E2B, the body replaces the rules: absent, they go (a sandbox
+	// this gateway knows none of is left alone).
+	if known := s.recordOf(id); len(rules) > 0 || known != nil && len(known.headerRules) > 0 {
+		if err := s.plat.setHeaderRules(ctx, id, rules); err != nil {
+			code, msg := errorStatus(id, err)
+			writeError(w, code, msg)
+			return
+		}
+	}
 	s.learn(ctx, info)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -820,6 +833,7 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		out.EgressProxy = &egressProxyOut{Address: p.EgressProxy.Address, Username: p.EgressProxy.Username}
 	}
 	rec.network = out
+	rec.headerRules = rules
 	if req.AllowInternetAccess != nil {
 		v := *req.AllowInternetAccess
 		rec.allowInternet = &v

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,7 +309,6 @@ func TestUnsupported(t *testing.T) {
 		{map[string]any{"mcp": map[string]any{"x": 1}}, "mcp"},
 		{map[string]any{"volumeMounts": []map[string]string{{"name": "v", "path": "/v"}}}, "volumeMounts"},
 		{map[string]any{"autoPauseMemory": false}, "autoPauseMemory:false"},
-		{map[string]any{"network": map[string]any{"rules": map[string]any{"api.example.com": []any{map[string]any{"transform": map[string]any{"headers": map[string]string{"Authorization": "Bearer s3cret"}}}}}}}, "network.rules"},
 		{map[string]any{"network": map[string]any{"maskRequestHost": "x-${PORT}"}}, "network.maskRequestHost"},
 		{map[string]any{"network": map[string]any{"httpsPorts": []int{443}}}, "network.httpsPorts"},
 		{map[string]any{"someNewField": 1}, `"someNewField"`},
@@ -338,7 +339,7 @@ func TestUnsupported(t *testing.T) {
 	}
 	e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{"memory":false}`).errBody(t, 400, "memory:false")
 	e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", `{"memory":false}`).errBody(t, 400, "memory:false")
-	e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", `{"rules":{"h":[{}]}}`).errBody(t, 400, "network.rules")
+	e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", `{"rules":{"*":[{}]}}`).errBody(t, 400, "network.rules")
 	e.do("GET", "/nope", nil).errBody(t, 404, "no route")
 	e.do("PATCH", "/sandboxes/"+sb.SandboxID, nil).errBody(t, 404, "no route")
 	big := `{"metadata":{"a":"` + strings.Repeat("x", MaxBodyBytes) + `"}}`
@@ -539,6 +540,68 @@ func TestSandboxTarget(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("%s: %q, want %q", host, got, want)
+		}
+	}
+}
+
+// TestNetworkRules: E2B Secrets' network.rules reach the platform as
+// header rules (headers merged in order, hosts lower-cased, a host
+// without headers dropped) on create, on PUT …/network (which replaces
+// them, and clears them when absent) and in a fork; bad rules are 400
+// without quoting a value.
+func TestNetworkRules(t *testing.T) {
+	e := newEnv(t)
+	rules := map[string]any{
+		"API.example.com": []any{
+			map[string]any{"transform": map[string]any{"headers": map[string]string{"Authorization": "Bearer one", "X-A": "a"}}},
+			map[string]any{"transform": map[string]any{"headers": map[string]string{"Authorization": "Bearer two"}}},
+		},
+		"*.internal.test": []any{map[string]any{"transform": map[string]any{"headers": map[string]string{"X-Team": "t"}}}},
+		"empty.test":      []any{map[string]any{}},
+	}
+	sb := e.create(map[string]any{"network": map[string]any{"rules": rules}})
+	want := []headerRule{
+		{Host: "*.internal.test", Headers: map[string]string{"X-Team": "t"}},
+		{Host: "api.example.com", Headers: map[string]string{"Authorization": "Bearer two", "X-A": "a"}},
+	}
+	box := func() *fakeBox {
+		e.f.mu.Lock()
+		defer e.f.mu.Unlock()
+		return e.f.boxes[sb.SandboxID]
+	}
+	sameRules := func(got, want []headerRule) bool {
+		return slices.EqualFunc(got, want, func(a, b headerRule) bool { return a.Host == b.Host && maps.Equal(a.Headers, b.Headers) })
+	}
+	if got := box().rules; !sameRules(got, want) {
+		t.Fatalf("create: rules %v, want %v", got, want)
+	}
+	// A fork keeps them.
+	r := e.do("POST", "/sandboxes/"+sb.SandboxID+"/fork", `{"count":1}`)
+	if r.code != 201 {
+		t.Fatalf("fork: %d %s", r.code, r.body)
+	}
+	e.f.mu.Lock()
+	forked := e.f.specs[len(e.f.specs)-1].HeaderRules
+	e.f.mu.Unlock()
+	if !sameRules(forked, want) {
+		t.Fatalf("fork: rules %v", forked)
+	}
+	// PUT replaces them; without rules, they go.
+	if r := e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", `{"rules":{"b.test":[{"transform":{"headers":{"X-B":"b"}}}]}}`); r.code != 204 {
+		t.Fatalf("PUT: %d %s", r.code, r.body)
+	}
+	if got := box().rules; !sameRules(got, []headerRule{{Host: "b.test", Headers: map[string]string{"X-B": "b"}}}) {
+		t.Fatalf("PUT: rules %v", got)
+	}
+	if r := e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", `{}`); r.code != 204 || box().rules != nil {
+		t.Fatalf("PUT without rules: %d, rules %v", r.code, box().rules)
+	}
+	// Bad rules: 400, no value quoted.
+	for _, bad := range []string{`{"rules":{"*":[]}}`, `{"rules":{"a.*.test":[]}}`, `{"rules":["x"]}`, `{"rules":{"h.test":"Bearer s3cret"}}`} {
+		r := e.do("PUT", "/sandboxes/"+sb.SandboxID+"/network", bad)
+		r.errBody(t, 400, "network.rules")
+		if strings.Contains(string(r.body), "s3cret") {
+			t.Fatalf("%s: the error quotes a value: %s", bad, r.body)
 		}
 	}
 }

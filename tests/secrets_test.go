@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/e2b"
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
@@ -388,6 +389,75 @@ func TestSecrets(t *testing.T) {
 				t.Errorf("deny-all let %q through: %q", cmd, out)
 			}
 		}
+	})
+
+	t.Run("header rules", func(t *testing.T) {
+		// E2B Secrets' model: a header added to every HTTPS request to a
+		// host, its value from a store the sandbox never sees.
+		key := keyv.Load().(string)
+		mem := rayito.NewMemorySecretStore()
+		if _, err := mem.CreateSecret(ctx, "rule-key", []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+		rule := rayito.HeaderRule{Host: "upstream.test", Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(rayito.SecretRef{Name: "rule-key"})}}
+		sbx := create(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rule))
+		// -k: without a rule the answer comes from the upstream itself,
+		// whose test CA only rayd trusts.
+		status := `curl -sS -m 10 -k -o /dev/null -w '%{http_code}' -X POST -H 'x-api-key: forged' https://upstream.test/v1/messages`
+		if out, ok := run(sbx, `curl -sS -m 10 -X POST -H 'x-api-key: forged' https://upstream.test/v1/messages`); !ok || !strings.Contains(out, `"answer":"from upstream"`) {
+			t.Fatalf("with a header rule: %q %v", out, ok)
+		}
+		hs := rec.headers()
+		if v := hs[len(hs)-1].Values("X-Api-Key"); len(v) != 1 || v[0] != key {
+			t.Errorf("the upstream saw x-api-key %d times: want the rule's value once, the forged one replaced", len(v))
+		}
+		// Another host gets nothing; an echo of the value is stripped.
+		if out, _ := run(sbx, `curl -sS -m 10 -o /dev/null -w '%{http_code}' -k https://other.test/v1/messages`); out != "401" {
+			t.Errorf("another host: %q, want 401 (no header)", out)
+		}
+		if out, _ := run(sbx, `curl -sS -m 10 -D - https://upstream.test/v1/echo`); !strings.Contains(out, `{"echo":true}`) || strings.Contains(out, key) {
+			t.Errorf("an echoing upstream: %q", out)
+		}
+		noKey(t, sbx)
+		// UpdateHeaderRules: none, then the rule again.
+		if err := sbx.UpdateHeaderRules(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := run(sbx, status); out != "401" {
+			t.Errorf("without rules: %q, want 401", out)
+		}
+		if err := sbx.UpdateHeaderRules(ctx, rule); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := run(sbx, status); out != "200" {
+			t.Errorf("with the rule again: %q, want 200", out)
+		}
+		// A rule grants nothing: a deny-all sandbox does not reach the host.
+		closed := create(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rule), rayito.WithNetwork(rayito.DenyAllNetwork()))
+		if out, ok := run(closed, status); ok && (out == "200" || out == "401") {
+			t.Errorf("a deny-all sandbox reached a rule's host: %q", out)
+		}
+		// Bad rules fail the create before the sandbox is handed out.
+		if _, err := rayito.Create(ctx, p.opts(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rayito.HeaderRule{Host: "*", Headers: rule.Headers}))...); !errors.Is(err, rayito.ErrInvalidArgument) {
+			t.Errorf("a bad rule: %v, want ErrInvalidArgument", err)
+		} else if strings.Contains(err.Error(), key) {
+			t.Error("the error carries the value")
+		}
+	})
+
+	t.Run("E2B network rules", func(t *testing.T) {
+		// The official E2B SDK's network.rules through the E2B gateway.
+		dir := e2bScenarioDir(t)
+		apiKey, err := e2b.NewAPIKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := e2b.New(context.Background(), e2b.Options{SDK: p.opts(), APIKeyHashes: [][32]byte{e2b.HashAPIKey(apiKey)}, Templates: map[string]string{"": "local"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := serveE2B(t, srv)
+		runE2BScenario(t, dir, map[string]string{"E2B_API_KEY": apiKey, "E2B_API_URL": url, "E2B_SANDBOX_URL": url, "E2B_RULES_KEY": keyv.Load().(string)}, "--rules", "upstream.test")
 	})
 
 	// The canary: in no log of the platform or of any rayd, and in no

@@ -16,6 +16,9 @@
 //	                    (the test's peer network); enables the network steps
 //	--peer-other ADDR   a second one, outside the allowlist step's allowOut
 //	--only NAME,...     run only the steps whose name starts with one of these
+//	--rules HOST        run only the network rules (E2B Secrets) steps
+//	                    against HOST, an HTTPS upstream that wants the key
+//	                    in E2B_RULES_KEY as x-api-key (the secrets test's)
 //
 // Each step is named; a failing step prints FAIL <step>: <why> and the run
 // goes on with the steps that do not depend on it; the exit status is 1 if
@@ -60,6 +63,8 @@ const flag = (name) => {
 const debugMode = args.includes('--debug')
 const peer = flag('--peer')
 const peerOther = flag('--peer-other')
+const rulesHost = flag('--rules')
+const rulesKey = process.env.E2B_RULES_KEY
 const onlyList = flag('--only')?.split(',').filter(Boolean)
 const only = onlyList?.length ? onlyList : undefined
 
@@ -749,6 +754,47 @@ async function forkSnapshotSteps(sbx, meta, needs) {
 // denies all; network.allowOut with denyOut 0.0.0.0/0 is an allowlist.
 // peer and peerOther are addresses on the test's own network (no Internet
 // here): a sandbox whose egress is open reaches both.
+// rulesSteps: E2B Secrets (network.rules) add a header to the sandbox's
+// HTTPS requests to a host: the sandbox never sees the value, a forged
+// header is replaced, an update replaces the rules (and clears them when
+// absent), and a rule grants no access.
+async function rulesSteps() {
+  check(rulesKey, 'E2B_RULES_KEY is not set')
+  const rules = { [rulesHost]: [{ transform: { headers: { 'x-api-key': rulesKey } } }] }
+  const status = async (sbx) => {
+    // -k: without a rule the answer comes from the upstream itself, whose
+    // test CA only rayd trusts.
+    const r = await sbx.commands.run(`curl -sS -m 10 -k -o /dev/null -w '%{http_code}' -X POST -H 'x-api-key: forged' https://${rulesHost}/v1/messages || true`)
+    return r.stdout.trim()
+  }
+  let sbx
+  const made = 'network rules: create with rules'
+  await step(made, async () => {
+    sbx = await track(Sandbox.create({ metadata: { suite: run }, network: { rules } }))
+  })
+  await step('network rules: the header is added, a forged one replaced, the value never in the sandbox', async () => {
+    const r = await sbx.commands.run(`curl -sS -m 10 -X POST -H 'x-api-key: forged' https://${rulesHost}/v1/messages`)
+    check(r.stdout.includes('from upstream'), `the upstream's answer: ${JSON.stringify(r.stdout)}`)
+    const look = await sbx.commands.run(`env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; grep -rIlF -e ${sh(rulesKey)} /home /tmp /run /etc 2>/dev/null; true`)
+    check(!look.stdout.includes(rulesKey) && !look.stderr.includes(rulesKey), 'the key is visible inside the sandbox')
+  }, { needs: [made] })
+  await step('network rules: updateNetwork replaces the rules, and clears them when absent', async () => {
+    await sbx.updateNetwork({})
+    eq(await status(sbx), '401', 'after an update without rules')
+    await sbx.updateNetwork({ rules })
+    eq(await status(sbx), '200', 'after an update with the rules again')
+  }, { needs: [made] })
+  await step('network rules: a rule grants no access', async () => {
+    const closed = await track(Sandbox.create({ metadata: { suite: run }, allowInternetAccess: false, network: { rules } }))
+    const got = await status(closed)
+    check(got !== '200' && got !== '401', `a deny-all sandbox reached the rule's host (HTTP ${got})`)
+    eq(await closed.kill(), true, 'kill')
+  })
+  await step('network rules: kill', async () => {
+    if (sbx) eq(await sbx.kill(), true, 'kill')
+  }, { needs: [made] })
+}
+
 async function networkSteps(open, needs) {
   const curl = (addr) => `curl -fsS -m 5 -o /dev/null -w '%{http_code}' http://${addr}/`
   const reaches = async (sbx, addr) => {
@@ -830,7 +876,8 @@ process.on('unhandledRejection', (e) => {
 const started = Date.now()
 console.log(`E2B scenario ${run}: ${debugMode ? 'debug mode' : 'full'}; e2b SDK against ${process.env.E2B_API_URL ?? '(no E2B_API_URL)'}, sandboxes at ${process.env.E2B_SANDBOX_URL ?? '(no E2B_SANDBOX_URL)'}`)
 try {
-  if (debugMode) await debug()
+  if (rulesHost) await rulesSteps()
+  else if (debugMode) await debug()
   else await full()
 } catch (e) {
   failed.push('scenario')
