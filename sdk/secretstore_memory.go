@@ -3,6 +3,7 @@ package rayito
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -107,14 +108,6 @@ func (s *MemorySecretStore) ListSecrets(ctx context.Context) ([]SecretInfo, erro
 	for _, m := range s.secrets {
 		out = append(out, m.info)
 	}
-	slices.SortFunc(out, func(a, b SecretInfo) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
