@@ -22,7 +22,7 @@ import (
 
 // e2bAddrFlag serves E2B's API beside the platform.
 func e2bAddrFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as `rayito e2b serve` does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + "; snapshots: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
+	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as rayito e2b serve does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + "; snapshots: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
 }
 
 // e2bKeysFor checks --e2b-addr and loads the gateway's keys.
