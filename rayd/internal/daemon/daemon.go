@@ -35,6 +35,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/logring"
 	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
@@ -64,6 +65,10 @@ const (
 // terminateGrace is the time user processes get between SIGTERM and
 // SIGKILL when the sandbox terminates; /terminate has 10 s in all.
 const terminateGrace = 3 * time.Second
+
+// logRingSize is how many of its last log records rayd keeps for
+// HealthService.Logs.
+const logRingSize = 1024
 
 // Config is rayd's configuration from flags and environment.
 type Config struct {
@@ -271,7 +276,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rayd:", err)
 		return ExitUsage
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// The last records are kept for HealthService.Logs (E2B's sandbox
+	// logs).
+	log := slog.New(logring.Wrap(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}), logring.New(logRingSize)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = Run(ctx, cfg, log)
@@ -514,6 +521,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)
 	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
+	healthSvc.SetLogs(logring.From(log.Handler()))
 	d.sampler = metrics.New(metrics.Options{MemoryLimit: cfg.MemoryLimit, Processes: sup.Live, Logger: log})
 	healthSvc.SetMetrics(d.sampler)
 	processSvc := process.New(d.State, sup, builder, log)

@@ -13,6 +13,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/logring"
 	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
@@ -33,6 +34,7 @@ type Service struct {
 	lifecycle                LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
 	kernel                   func() bool     // kernel_ready; nil: false
 	egress                   EgressSource    // nil: enforcement NONE, IMDS not blocked
+	logs                     *logring.Ring   // Logs (logs.go); nil: no records
 }
 
 // EgressSource reports the network policy's enforcement (the network

@@ -949,6 +949,186 @@ func (x *HookAuditResponse) GetAnomalies() uint64 {
 	return 0
 }
 
+// LogsRequest selects records.
+type LogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records at or after this time; 0: all that are kept.
+	StartUnixMs int64 `protobuf:"varint,1,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"`
+	// At most this many (0: 100; at most 1000).
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsRequest) Reset() {
+	*x = LogsRequest{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsRequest) ProtoMessage() {}
+
+func (x *LogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsRequest.ProtoReflect.Descriptor instead.
+func (*LogsRequest) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LogsRequest) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *LogsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// LogEntry is one record of rayd's log.
+type LogEntry struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixMs int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	// debug, info, warn or error.
+	Level   string `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The record's attributes as text, groups joined with ".".
+	Fields        map[string]string `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogEntry) Reset() {
+	*x = LogEntry{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogEntry) ProtoMessage() {}
+
+func (x *LogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogEntry.ProtoReflect.Descriptor instead.
+func (*LogEntry) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LogEntry) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *LogEntry) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *LogEntry) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *LogEntry) GetFields() map[string]string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+// LogsResponse holds the records, oldest first.
+type LogsResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*LogEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Records let go since boot (rayd keeps the last 1024).
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsResponse) Reset() {
+	*x = LogsResponse{}
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsResponse) ProtoMessage() {}
+
+func (x *LogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_health_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsResponse.ProtoReflect.Descriptor instead.
+func (*LogsResponse) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_health_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LogsResponse) GetEntries() []*LogEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *LogsResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 var File_rayito_rayd_v1_health_proto protoreflect.FileDescriptor
 
 const file_rayito_rayd_v1_health_proto_rawDesc = "" +
@@ -1032,17 +1212,33 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\aanomaly\x18\x06 \x01(\bR\aanomaly\"k\n" +
 	"\x11HookAuditResponse\x128\n" +
 	"\aentries\x18\x01 \x03(\v2\x1e.rayito.rayd.v1.HookAuditEntryR\aentries\x12\x1c\n" +
-	"\tanomalies\x18\x02 \x01(\x04R\tanomalies*f\n" +
+	"\tanomalies\x18\x02 \x01(\x04R\tanomalies\"G\n" +
+	"\vLogsRequest\x12\"\n" +
+	"\rstart_unix_ms\x18\x01 \x01(\x03R\vstartUnixMs\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xd5\x01\n" +
+	"\bLogEntry\x12 \n" +
+	"\ftime_unix_ms\x18\x01 \x01(\x03R\n" +
+	"timeUnixMs\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12<\n" +
+	"\x06fields\x18\x04 \x03(\v2$.rayito.rayd.v1.LogEntry.FieldsEntryR\x06fields\x1a9\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\fLogsResponse\x122\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.rayito.rayd.v1.LogEntryR\aentries\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped*f\n" +
 	"\tIsolation\x12\x19\n" +
 	"\x15ISOLATION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eISOLATION_FULL\x10\x01\x12\x16\n" +
 	"\x12ISOLATION_ROOTLESS\x10\x02\x12\x12\n" +
-	"\x0eISOLATION_NONE\x10\x032\xd7\x02\n" +
+	"\x0eISOLATION_NONE\x10\x032\x9a\x03\n" +
 	"\rHealthService\x12G\n" +
 	"\x06Health\x12\x1d.rayito.rayd.v1.HealthRequest\x1a\x1e.rayito.rayd.v1.HealthResponse\x12J\n" +
 	"\aMetrics\x12\x1e.rayito.rayd.v1.MetricsRequest\x1a\x1f.rayito.rayd.v1.MetricsResponse\x12_\n" +
 	"\x0eMetricsHistory\x12%.rayito.rayd.v1.MetricsHistoryRequest\x1a&.rayito.rayd.v1.MetricsHistoryResponse\x12P\n" +
-	"\tHookAudit\x12 .rayito.rayd.v1.HookAuditRequest\x1a!.rayito.rayd.v1.HookAuditResponseB\xb9\x01\n" +
+	"\tHookAudit\x12 .rayito.rayd.v1.HookAuditRequest\x1a!.rayito.rayd.v1.HookAuditResponse\x12A\n" +
+	"\x04Logs\x12\x1b.rayito.rayd.v1.LogsRequest\x1a\x1c.rayito.rayd.v1.LogsResponseB\xb9\x01\n" +
 	"\x12com.rayito.rayd.v1B\vHealthProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (
@@ -1058,7 +1254,7 @@ func file_rayito_rayd_v1_health_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_health_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_rayito_rayd_v1_health_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_rayito_rayd_v1_health_proto_goTypes = []any{
 	(Isolation)(0),                 // 0: rayito.rayd.v1.Isolation
 	(*HealthRequest)(nil),          // 1: rayito.rayd.v1.HealthRequest
@@ -1072,32 +1268,40 @@ var file_rayito_rayd_v1_health_proto_goTypes = []any{
 	(*HookAuditRequest)(nil),       // 9: rayito.rayd.v1.HookAuditRequest
 	(*HookAuditEntry)(nil),         // 10: rayito.rayd.v1.HookAuditEntry
 	(*HookAuditResponse)(nil),      // 11: rayito.rayd.v1.HookAuditResponse
-	nil,                            // 12: rayito.rayd.v1.HealthResponse.MetadataEntry
-	(*LifecycleState)(nil),         // 13: rayito.rayd.v1.LifecycleState
-	(EgressEnforcement)(0),         // 14: rayito.rayd.v1.EgressEnforcement
+	(*LogsRequest)(nil),            // 12: rayito.rayd.v1.LogsRequest
+	(*LogEntry)(nil),               // 13: rayito.rayd.v1.LogEntry
+	(*LogsResponse)(nil),           // 14: rayito.rayd.v1.LogsResponse
+	nil,                            // 15: rayito.rayd.v1.HealthResponse.MetadataEntry
+	nil,                            // 16: rayito.rayd.v1.LogEntry.FieldsEntry
+	(*LifecycleState)(nil),         // 17: rayito.rayd.v1.LifecycleState
+	(EgressEnforcement)(0),         // 18: rayito.rayd.v1.EgressEnforcement
 }
 var file_rayito_rayd_v1_health_proto_depIdxs = []int32{
-	12, // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
-	13, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
-	14, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
+	15, // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
+	17, // 1: rayito.rayd.v1.HealthResponse.lifecycle:type_name -> rayito.rayd.v1.LifecycleState
+	18, // 2: rayito.rayd.v1.HealthResponse.egress_enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
 	2,  // 3: rayito.rayd.v1.HealthResponse.features:type_name -> rayito.rayd.v1.AgentFeatures
 	0,  // 4: rayito.rayd.v1.HealthResponse.isolation:type_name -> rayito.rayd.v1.Isolation
 	4,  // 5: rayito.rayd.v1.HealthResponse.limits:type_name -> rayito.rayd.v1.SandboxLimits
 	6,  // 6: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
 	10, // 7: rayito.rayd.v1.HookAuditResponse.entries:type_name -> rayito.rayd.v1.HookAuditEntry
-	1,  // 8: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
-	5,  // 9: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
-	7,  // 10: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
-	9,  // 11: rayito.rayd.v1.HealthService.HookAudit:input_type -> rayito.rayd.v1.HookAuditRequest
-	3,  // 12: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
-	6,  // 13: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
-	8,  // 14: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
-	11, // 15: rayito.rayd.v1.HealthService.HookAudit:output_type -> rayito.rayd.v1.HookAuditResponse
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	16, // 8: rayito.rayd.v1.LogEntry.fields:type_name -> rayito.rayd.v1.LogEntry.FieldsEntry
+	13, // 9: rayito.rayd.v1.LogsResponse.entries:type_name -> rayito.rayd.v1.LogEntry
+	1,  // 10: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
+	5,  // 11: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
+	7,  // 12: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
+	9,  // 13: rayito.rayd.v1.HealthService.HookAudit:input_type -> rayito.rayd.v1.HookAuditRequest
+	12, // 14: rayito.rayd.v1.HealthService.Logs:input_type -> rayito.rayd.v1.LogsRequest
+	3,  // 15: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
+	6,  // 16: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
+	8,  // 17: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
+	11, // 18: rayito.rayd.v1.HealthService.HookAudit:output_type -> rayito.rayd.v1.HookAuditResponse
+	14, // 19: rayito.rayd.v1.HealthService.Logs:output_type -> rayito.rayd.v1.LogsResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_health_proto_init() }
@@ -1113,7 +1317,7 @@ func file_rayito_rayd_v1_health_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_health_proto_rawDesc), len(file_rayito_rayd_v1_health_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

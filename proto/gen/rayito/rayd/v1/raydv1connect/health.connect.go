@@ -42,6 +42,8 @@ const (
 	HealthServiceMetricsHistoryProcedure = "/rayito.rayd.v1.HealthService/MetricsHistory"
 	// HealthServiceHookAuditProcedure is the fully-qualified name of the HealthService's HookAudit RPC.
 	HealthServiceHookAuditProcedure = "/rayito.rayd.v1.HealthService/HookAudit"
+	// HealthServiceLogsProcedure is the fully-qualified name of the HealthService's Logs RPC.
+	HealthServiceLogsProcedure = "/rayito.rayd.v1.HealthService/Logs"
 )
 
 // HealthServiceClient is a client for the rayito.rayd.v1.HealthService service.
@@ -55,6 +57,10 @@ type HealthServiceClient interface {
 	// HookAudit returns the most recent lifecycle hook calls (token
 	// required), oldest first.
 	HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error)
+	// Logs returns rayd's most recent log records (token required), oldest
+	// first: what rayd logs, never a token, header, env, payload, file
+	// content, command or secret.
+	Logs(context.Context, *connect.Request[v1.LogsRequest]) (*connect.Response[v1.LogsResponse], error)
 }
 
 // NewHealthServiceClient constructs a client for the rayito.rayd.v1.HealthService service. By
@@ -92,6 +98,12 @@ func NewHealthServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(healthServiceMethods.ByName("HookAudit")),
 			connect.WithClientOptions(opts...),
 		),
+		logs: connect.NewClient[v1.LogsRequest, v1.LogsResponse](
+			httpClient,
+			baseURL+HealthServiceLogsProcedure,
+			connect.WithSchema(healthServiceMethods.ByName("Logs")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -101,6 +113,7 @@ type healthServiceClient struct {
 	metrics        *connect.Client[v1.MetricsRequest, v1.MetricsResponse]
 	metricsHistory *connect.Client[v1.MetricsHistoryRequest, v1.MetricsHistoryResponse]
 	hookAudit      *connect.Client[v1.HookAuditRequest, v1.HookAuditResponse]
+	logs           *connect.Client[v1.LogsRequest, v1.LogsResponse]
 }
 
 // Health calls rayito.rayd.v1.HealthService.Health.
@@ -123,6 +136,11 @@ func (c *healthServiceClient) HookAudit(ctx context.Context, req *connect.Reques
 	return c.hookAudit.CallUnary(ctx, req)
 }
 
+// Logs calls rayito.rayd.v1.HealthService.Logs.
+func (c *healthServiceClient) Logs(ctx context.Context, req *connect.Request[v1.LogsRequest]) (*connect.Response[v1.LogsResponse], error) {
+	return c.logs.CallUnary(ctx, req)
+}
+
 // HealthServiceHandler is an implementation of the rayito.rayd.v1.HealthService service.
 type HealthServiceHandler interface {
 	// Health answers anonymously, also before /run.
@@ -134,6 +152,10 @@ type HealthServiceHandler interface {
 	// HookAudit returns the most recent lifecycle hook calls (token
 	// required), oldest first.
 	HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error)
+	// Logs returns rayd's most recent log records (token required), oldest
+	// first: what rayd logs, never a token, header, env, payload, file
+	// content, command or secret.
+	Logs(context.Context, *connect.Request[v1.LogsRequest]) (*connect.Response[v1.LogsResponse], error)
 }
 
 // NewHealthServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -167,6 +189,12 @@ func NewHealthServiceHandler(svc HealthServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(healthServiceMethods.ByName("HookAudit")),
 		connect.WithHandlerOptions(opts...),
 	)
+	healthServiceLogsHandler := connect.NewUnaryHandler(
+		HealthServiceLogsProcedure,
+		svc.Logs,
+		connect.WithSchema(healthServiceMethods.ByName("Logs")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rayito.rayd.v1.HealthService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HealthServiceHealthProcedure:
@@ -177,6 +205,8 @@ func NewHealthServiceHandler(svc HealthServiceHandler, opts ...connect.HandlerOp
 			healthServiceMetricsHistoryHandler.ServeHTTP(w, r)
 		case HealthServiceHookAuditProcedure:
 			healthServiceHookAuditHandler.ServeHTTP(w, r)
+		case HealthServiceLogsProcedure:
+			healthServiceLogsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -200,4 +230,8 @@ func (UnimplementedHealthServiceHandler) MetricsHistory(context.Context, *connec
 
 func (UnimplementedHealthServiceHandler) HookAudit(context.Context, *connect.Request[v1.HookAuditRequest]) (*connect.Response[v1.HookAuditResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.HealthService.HookAudit is not implemented"))
+}
+
+func (UnimplementedHealthServiceHandler) Logs(context.Context, *connect.Request[v1.LogsRequest]) (*connect.Response[v1.LogsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.HealthService.Logs is not implemented"))
 }
