@@ -194,6 +194,28 @@ type fakeSandbox struct {
 	id string
 }
 
+// fakeLogs are every fake sandbox's daemon records, a second apart from
+// the fake's clock.
+func (f *fakePlatform) fakeLogs() []rayito.LogEntry {
+	t := f.clock
+	return []rayito.LogEntry{
+		{Time: t, Level: "info", Message: "rayd started", Fields: map[string]string{"version": "v0"}},
+		{Time: t.Add(time.Second), Level: "debug", Message: "hook", Fields: map[string]string{"hook": "run"}},
+		{Time: t.Add(2 * time.Second), Level: "warn", Message: "network policy: install failed"},
+		{Time: t.Add(3 * time.Second), Level: "error", Message: "kernel died"},
+	}
+}
+
+func (s *fakeSandbox) Logs(_ context.Context, since time.Time, limit int) ([]rayito.LogEntry, error) {
+	var out []rayito.LogEntry
+	for _, e := range s.f.fakeLogs() {
+		if !e.Time.Before(since) && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
 func (s *fakeSandbox) b() *fakeBox {
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()

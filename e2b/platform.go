@@ -49,6 +49,8 @@ type sandbox interface {
 	// Port is how to reach port n: a base URL and the transport that
 	// adds what the endpoint needs.
 	Port(n int) (baseURL string, rt http.RoundTripper, err error)
+	// Logs reads the daemon's records since since, at most limit.
+	Logs(ctx context.Context, since time.Time, limit int) ([]rayito.LogEntry, error)
 	// TarHome streams HomeDir as a tar archive into w, as the sandbox's
 	// user, without holding it: w sees each piece as the sandbox sends
 	// it. An error of w stops the archive (and is returned).
@@ -162,6 +164,10 @@ func (r rayitoSandbox) SetTimeout(ctx context.Context, d time.Duration, atLeast 
 
 func (r rayitoSandbox) MetricsHistory(ctx context.Context, from, to time.Time) ([]rayito.Metrics, error) {
 	return r.s.MetricsHistory(ctx, from, to, 0)
+}
+
+func (r rayitoSandbox) Logs(ctx context.Context, since time.Time, limit int) ([]rayito.LogEntry, error) {
+	return r.s.Logs(ctx, since, limit)
 }
 
 func (r rayitoSandbox) Metrics(ctx context.Context) (*rayito.Metrics, error) {

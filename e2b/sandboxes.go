@@ -43,6 +43,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/refreshes", s.handleRefresh)
 	m.HandleFunc("POST /sandboxes/{id}/pause", s.handlePause)
 	m.HandleFunc("GET /sandboxes/{id}/metrics", s.handleMetrics)
+	m.HandleFunc("GET /sandboxes/{id}/logs", s.handleLogs)
+	m.HandleFunc("GET /v2/sandboxes/{id}/logs", s.handleLogsV2)
 	m.HandleFunc("PUT /sandboxes/{id}/network", s.handleNetwork)
 	m.HandleFunc("POST /sandboxes/{id}/fork", s.handleFork)
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.handleSnapshotCreate)

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -604,4 +605,68 @@ func TestNetworkRules(t *testing.T) {
 			t.Fatalf("%s: the error quotes a value: %s", bad, r.body)
 		}
 	}
+}
+
+// TestLogs: E2B's v1 and v2 sandbox logs from the daemon's records, with
+// v2's cursor, direction, level, search and limit; a paused sandbox 409.
+func TestLogs(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(nil).SandboxID
+	t0 := e.f.clock.UnixMilli()
+	var v1 struct {
+		Logs []struct {
+			Timestamp string `json:"timestamp"`
+			Line      string `json:"line"`
+		} `json:"logs"`
+		LogEntries []struct {
+			Level   string            `json:"level"`
+			Message string            `json:"message"`
+			Fields  map[string]string `json:"fields"`
+		} `json:"logEntries"`
+	}
+	r := e.do("GET", "/sandboxes/"+id+"/logs?limit=2&start="+strconv.FormatInt(t0+1000, 10), nil)
+	r.json(t, &v1)
+	if r.code != 200 || len(v1.Logs) != 2 || v1.Logs[0].Line != `hook hook="run"` || v1.LogEntries[1].Level != "warn" || v1.LogEntries[0].Fields["hook"] != "run" {
+		t.Fatalf("v1: %d %s", r.code, r.body)
+	}
+	type v2 struct {
+		Logs []struct {
+			Level   string `json:"level"`
+			Message string `json:"message"`
+		} `json:"logs"`
+	}
+	msgs := func(q string) []string {
+		t.Helper()
+		var out v2
+		r := e.do("GET", "/v2/sandboxes/"+id+"/logs"+q, nil)
+		if r.code != 200 {
+			t.Fatalf("%s: %d %s", q, r.code, r.body)
+		}
+		r.json(t, &out)
+		var m []string
+		for _, l := range out.Logs {
+			m = append(m, l.Message)
+		}
+		return m
+	}
+	for q, want := range map[string][]string{
+		"":                            {"rayd started", "hook", "network policy: install failed", "kernel died"},
+		"?level=warn":                 {"network policy: install failed", "kernel died"},
+		"?direction=backward&limit=2": {"kernel died", "network policy: install failed"},
+		"?direction=backward&cursor=" + strconv.FormatInt(t0+1000, 10): {"hook", "rayd started"},
+		"?cursor=" + strconv.FormatInt(t0+2000, 10):                    {"network policy: install failed", "kernel died"},
+		"?search=policy": {"network policy: install failed"},
+	} {
+		if got := msgs(q); !slices.Equal(got, want) {
+			t.Errorf("%q: %q, want %q", q, got, want)
+		}
+	}
+	e.do("GET", "/v2/sandboxes/"+id+"/logs?direction=up", nil).errBody(t, 400, "direction")
+	e.do("GET", "/v2/sandboxes/"+id+"/logs?level=trace", nil).errBody(t, 400, "level")
+	e.do("GET", "/sandboxes/"+id+"/logs?limit=0", nil).errBody(t, 400, "limit")
+	if err := e.f.pause(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.do("GET", "/sandboxes/"+id+"/logs", nil).errBody(t, 409, "paused")
+	e.do("GET", "/v2/sandboxes/nosuch/logs", nil).errBody(t, 404, "")
 }

@@ -15,8 +15,6 @@ func unsupportedMsg(feature string) string {
 // naming the feature (501), for docs/e2b.md and its tests: pattern ->
 // feature.
 var Unsupported = []struct{ Pattern, Feature string }{
-	{"GET /sandboxes/{id}/logs", "sandbox logs"},
-	{"GET /v2/sandboxes/{id}/logs", "sandbox logs"},
 	{"GET /sandboxes/metrics", "metrics of several sandboxes (GET /sandboxes/metrics)"},
 	{"/templates", "templates"},
 	{"/templates/", "templates"},

@@ -157,6 +157,26 @@ func TestE2BGatewayLifecycle(t *testing.T) {
 	// Port 9000 is never forwarded.
 	g.call(ctx, "GET", "/", nil, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "9000"}).wantErr(t, 403, "port 9000")
 
+	// The sandbox's logs are its daemon's records: /run among them, and
+	// never the create's envVars.
+	r = g.call(ctx, "GET", "/v2/sandboxes/"+id+"/logs?limit=1000", nil, nil)
+	r.want(t, 200, "logs")
+	var logs struct {
+		Logs []struct {
+			Timestamp string            `json:"timestamp"`
+			Level     string            `json:"level"`
+			Message   string            `json:"message"`
+			Fields    map[string]string `json:"fields"`
+		} `json:"logs"`
+	}
+	if err := json.Unmarshal(r.body, &logs); err != nil || len(logs.Logs) == 0 || logs.Logs[0].Timestamp == "" || logs.Logs[0].Level == "" {
+		t.Fatalf("logs: %v %.300s", err, r.body)
+	}
+	if strings.Contains(string(r.body), "GREETING") || strings.Contains(string(r.body), sb.EnvdAccessToken) {
+		t.Fatalf("the logs carry an env or the token")
+	}
+	g.call(ctx, "GET", "/sandboxes/"+id+"/logs?limit=5", nil, nil).want(t, 200, "v1 logs")
+
 	// list with a metadata filter, pagination
 	second := g.call(ctx, "POST", "/v2/sandboxes", map[string]any{"metadata": map[string]string{"suite": "other"}}, nil)
 	second.want(t, 201, "second create")
