@@ -103,6 +103,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 	go test -run '^$$' -fuzz '^FuzzFollowPath$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 	go test -run '^$$' -fuzz '^FuzzFormFile$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
+	go test -run '^$$' -fuzz '^FuzzCheckInit$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/envduser
 	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
 	go test -run '^$$' -fuzz '^FuzzParseMeminfo$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics

@@ -137,6 +137,12 @@ func TestE2BGatewayLifecycle(t *testing.T) {
 
 	// envd's health through the router, anonymous.
 	g.call(ctx, "GET", "/health", nil, envd(nil)).want(t, 204, "envd health")
+	// envd's /init: the token is required; what the platform's /run did
+	// already is accepted, a new token or envs are refused.
+	tok := map[string]string{"X-Access-Token": sb.EnvdAccessToken}
+	g.call(ctx, "POST", "/init", map[string]any{"defaultUser": "user"}, envd(nil)).want(t, 401, "init without token")
+	g.call(ctx, "POST", "/init", map[string]any{"defaultUser": "user", "defaultWorkdir": "/home/user", "accessToken": sb.EnvdAccessToken}, envd(tok)).want(t, 204, "init")
+	g.call(ctx, "POST", "/init", map[string]any{"accessToken": "another-token"}, envd(tok)).want(t, 400, "init with another token")
 	// envd's files need the token; with it, a write and a read.
 	g.call(ctx, "GET", "/files?path=/home/user/x.txt", nil, envd(nil)).want(t, 401, "files without token")
 	uploadStart(t, ctx, g.url, id, sb.EnvdAccessToken)

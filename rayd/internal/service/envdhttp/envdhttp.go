@@ -10,6 +10,8 @@
 //	POST /files/compose                 {destination, source_paths, username?}:
 //	                                    the sources' concatenation written
 //	                                    atomically to destination
+//	POST /init                          204 when it asks nothing the platform's
+//	                                    /run did not do already (init.go)
 //
 // Transfers go through rayd's own file endpoint code (package files:
 // SendFile, ReceiveFile), so the safe file layer's path rules, identity
@@ -46,6 +48,7 @@ const (
 	EnvsPath    = "/envs"
 	MetricsPath = "/metrics"
 	ComposePath = "/files/compose"
+	InitPath    = "/init"
 )
 
 // MaxFiles bounds the files of one multipart upload (as rayd's own Write).
@@ -75,6 +78,7 @@ func (h *Handlers) Routes() map[string]http.Handler {
 		EnvsPath:    http.HandlerFunc(h.envs),
 		MetricsPath: http.HandlerFunc(h.serveMetrics),
 		ComposePath: http.HandlerFunc(h.compose),
+		InitPath:    http.HandlerFunc(h.init),
 	}
 }
 
