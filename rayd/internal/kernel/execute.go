@@ -48,9 +48,14 @@ type Outcome struct {
 // ErrDied; a closed one ErrClosed.
 func (k *Kernel) Execute(ctx context.Context, code string, silent bool, emit func(Output)) (Outcome, error) {
 	var out Outcome
+	// stop_on_error false: rayd sends one request at a time, so there is
+	// never a queue to abort; with true, ipykernel aborts what arrives in
+	// a window after an error, and a loaded machine put the next cell (or
+	// the silent cell that restores a cell's envs) in it, which then ran
+	// nothing and printed nothing.
 	content := map[string]any{
 		"code": code, "silent": silent, "store_history": !silent,
-		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": true,
+		"user_expressions": map[string]any{}, "allow_stdin": false, "stop_on_error": false,
 	}
 	_, ch, done, err := k.request(false, "execute_request", content)
 	if err != nil {

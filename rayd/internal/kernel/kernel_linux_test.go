@@ -77,3 +77,27 @@ func TestKernelLifecycleLeavesNothing(t *testing.T) {
 		t.Errorf("%d goroutines left (before %d):\n%s", n-before, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestCellAfterErrorRuns: the cell right after one that raised runs and
+// prints (with stop_on_error, ipykernel aborted a request that arrived in
+// a window after the error, which a loaded machine hit now and then).
+func TestCellAfterErrorRuns(t *testing.T) {
+	sup, err := proc.New(proc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Shutdown(context.Background(), time.Second)
+	k := startTestKernel(t, sup)
+	defer k.Close()
+	ctx := context.Background()
+	for i := range 30 {
+		if out, err := k.Execute(ctx, "1/0", false, func(Output) {}); err != nil || out.Status != "error" {
+			t.Fatalf("error cell %d: %+v %v", i, out, err)
+		}
+		var text string
+		out, err := k.Execute(ctx, "print('after')", false, func(o Output) { text += o.Text })
+		if err != nil || out.Status != "ok" || text != "after\n" {
+			t.Fatalf("cell %d after an error: status %q, output %q, %v", i, out.Status, text, err)
+		}
+	}
+}
