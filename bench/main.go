@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rayito-dev/rayito/bench/internal/harness"
 	"github.com/rayito-dev/rayito/bench/internal/runner"
 	"github.com/rayito-dev/rayito/bench/internal/suites"
 	"github.com/rayito-dev/rayito/localvm"
@@ -37,7 +39,11 @@ func main() {
 	memoryN := flag.Int("memory-n", 10, "idle sandboxes of the memory suite")
 	idle := flag.Duration("idle", 30*time.Second, "idle wait of the memory suite")
 	platformLog := flag.String("platform-log", "", "append the in-process localvm's logs to this file (default: discarded)")
+	compare := flag.String("compare", "", "compare the -json report given as the argument with the `BASELINES` (comma-separated -json reports of earlier runs; several give the run-to-run spread), metric by metric, and exit: -compare OLD1.json,OLD2.json NEW.json")
 	flag.Parse()
+	if *compare != "" {
+		os.Exit(runCompare(strings.Split(*compare, ","), flag.Args(), *jsonOut))
+	}
 
 	prefix, err := netip.ParsePrefix(*subnet)
 	if err != nil {
@@ -66,4 +72,43 @@ func main() {
 		stop()
 		os.Exit(1)
 	}
+}
+
+// runCompare prints the comparison of the report in args (one path) with
+// the baselines; its exit status is 0, or 2 for bad input. A slower
+// metric is shown, never an error: the machine is shared.
+func runCompare(baselines, args []string, asJSON bool) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "bench: -compare OLD.json[,OLD.json...] NEW.json: give exactly one new report")
+		return 2
+	}
+	var bases []*harness.Report
+	for _, p := range baselines {
+		r, err := harness.ReadReport(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		bases = append(bases, r)
+	}
+	latest, err := harness.ReadReport(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	c, err := harness.Compare(bases, latest)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(c); err != nil {
+			return 1
+		}
+		return 0
+	}
+	harness.WriteComparison(os.Stdout, c)
+	return 0
 }
