@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,64 +70,57 @@ func line(e rayito.LogEntry) string {
 }
 
 // readLogs reads a running sandbox's records since since (zero: all kept).
-func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, since time.Time) (string, []rayito.LogEntry, bool) {
+func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, since time.Time) ([]rayito.LogEntry, bool) {
 	id, ok := s.sandboxID(w, r)
 	if !ok {
-		return "", nil, false
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
 	_, c, ok := s.running(ctx, w, id, "sandbox %q is paused: its logs are read from it while it runs")
 	if !ok {
-		return "", nil, false
+		return nil, false
 	}
 	es, err := c.sbx.Logs(ctx, since, maxLogLimit)
 	if err != nil {
 		writeStatus(w, id, err)
-		return "", nil, false
+		return nil, false
 	}
-	return id, es, true
+	return es, true
 }
 
-// logLimit reads the limit query parameter.
-func logLimit(q string) (int, error) {
-	if q == "" {
-		return defaultLogLimit, nil
+// logQuery reads a logs request's time parameter name (unix
+// milliseconds; absent: the zero time) and its limit (absent: 100; at
+// most maxLogLimit).
+func logQuery(q url.Values, name string) (time.Time, int, error) {
+	var at time.Time
+	if v := q.Get(name); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return time.Time{}, 0, fmt.Errorf("%s must be unix milliseconds", name)
+		}
+		at = time.UnixMilli(n)
 	}
-	n, err := strconv.Atoi(q)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("limit must be a positive integer")
+	limit := defaultLogLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return time.Time{}, 0, fmt.Errorf("limit must be a positive integer")
+		}
+		limit = min(n, maxLogLimit)
 	}
-	return min(n, maxLogLimit), nil
-}
-
-// unixMs reads a query parameter of unix milliseconds (empty: zero time).
-func unixMs(name, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return time.Time{}, fmt.Errorf("%s must be unix milliseconds", name)
-	}
-	return time.UnixMilli(n), nil
+	return at, limit, nil
 }
 
 // handleLogs is GET /sandboxes/{id}/logs?start=&limit= (E2B's v1): the
 // records at or after start, oldest first, as lines and as entries.
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	start, err := unixMs("start", q.Get("start"))
+	start, limit, err := logQuery(r.URL.Query(), "start")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	limit, err := logLimit(q.Get("limit"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	_, es, ok := s.readLogs(w, r, start)
+	es, ok := s.readLogs(w, r, start)
 	if !ok {
 		return
 	}
@@ -146,12 +140,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 // case-sensitive substring of the message.
 func (s *Server) handleLogsV2(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	cursor, err := unixMs("cursor", q.Get("cursor"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	limit, err := logLimit(q.Get("limit"))
+	cursor, limit, err := logQuery(q, "cursor")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -179,7 +168,7 @@ func (s *Server) handleLogsV2(w http.ResponseWriter, r *http.Request) {
 	if backward {
 		since = time.Time{}
 	}
-	_, es, ok := s.readLogs(w, r, since)
+	es, ok := s.readLogs(w, r, since)
 	if !ok {
 		return
 	}

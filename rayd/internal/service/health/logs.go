@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,5 +58,5 @@ func levelName(l slog.Level) string {
 	case l < slog.LevelError:
 		return "warn"
 	}
-	return strings.ToLower(slog.LevelError.String())
+	return "error"
 }
