@@ -373,20 +373,29 @@ func TestRouterEarlyAnswer(t *testing.T) {
 	req.ContentLength = int64(len("first second"))
 	req.Header.Set(headerSandboxID, id)
 	req.Header.Set(headerSandboxPort, "49983")
-	go func() { _, _ = io.WriteString(pw, "first ") }()
+	// One writer, in order: "first " goes at once, "second" only once the
+	// answer has begun. (A gateway that dropped the body would leave that
+	// write blocked: the deadline then ends the request.)
+	answered := make(chan struct{})
+	go func() {
+		if _, err := io.WriteString(pw, "first "); err != nil {
+			return
+		}
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return
+		}
+		if _, err := io.WriteString(pw, "second"); err == nil {
+			pw.Close()
+		}
+	}()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	// The answer has begun; only now does the rest of the body leave. (A
-	// gateway that dropped the body would leave this write blocked: the
-	// deadline then ends the request.)
-	go func() {
-		if _, err := io.WriteString(pw, "second"); err == nil {
-			pw.Close()
-		}
-	}()
+	close(answered)
 	body, err := io.ReadAll(res.Body)
 	if err != nil || string(body) != "first second" {
 		t.Fatalf("answer %q, %v: want the whole echo", body, err)

@@ -182,7 +182,10 @@ func (s *Server) suspend(w http.ResponseWriter, p peer, anomaly bool) {
 
 	start := time.Now()
 	closed, inTime := s.within(s.suspendBdg, func(ctx context.Context) int { return s.lc.Suspend(ctx) })
-	go s.watch(gen, stop, at)
+	// The watchdog's first reading is taken here, before the answer: the
+	// VM can freeze as soon as the answer leaves, even before the
+	// goroutine runs, and that freeze must show as a jump.
+	go s.watch(gen, stop, at, s.now())
 	res := result{out: OutcomeChanged}
 	if inTime {
 		res.streamsClosed = &closed
@@ -287,11 +290,11 @@ func (s *Server) stopWatchLocked() {
 // watch is the stale-suspend watchdog of suspend generation gen, accepted
 // at start: it returns when the VM freezes (a jump of more than freezeJump
 // between ticks), when the suspend ends, or after reopening the gate once
-// staleAfter passed without a freeze.
-func (s *Server) watch(gen uint64, stop <-chan struct{}, start time.Time) {
+// staleAfter passed without a freeze. last is the clock's reading taken
+// before the /suspend answer left.
+func (s *Server) watch(gen uint64, stop <-chan struct{}, start, last time.Time) {
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
-	last := s.now()
 	for {
 		select {
 		case <-stop:
