@@ -1,0 +1,456 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/cgi"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rayito-dev/rayito/localvm"
+	"github.com/rayito-dev/rayito/localvm/localvmtest"
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+// The git tests' own peer namespace: the git server on gitAddr, a server
+// that must never hear from the sandbox on gitEvil.
+var (
+	gitHost = netip.MustParseAddr("10.250.29.1")
+	gitAddr = netip.MustParseAddr("10.250.29.2")
+	gitEvil = netip.MustParseAddr("10.250.29.3")
+)
+
+// gitServer is `git http-backend` behind Basic auth (user "bot", one
+// token) in a peer namespace, plus an "evil" server that records every
+// request it gets.
+type gitServer struct {
+	root  string // the bare repositories
+	token string
+
+	mu       sync.Mutex
+	requests int      // to the git server
+	authed   int      // of them with the right credentials
+	evil     []string // requests the evil server got, with "auth" when they carried credentials
+}
+
+func (s *gitServer) url(repo string) string { return "http://" + gitAddr.String() + "/" + repo }
+
+func startGitServer(t *testing.T, token string) *gitServer {
+	t.Helper()
+	backend := filepath.Join(gitOut(t, "", "--exec-path"), "git-http-backend")
+	s := &gitServer{root: t.TempDir(), token: token}
+	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(gitHost, 24).Masked(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pn.Close)
+	if pn.Host != gitHost || pn.Addrs[0] != gitAddr || pn.Addrs[1] != gitEvil {
+		t.Fatalf("peer addresses %v %v", pn.Host, pn.Addrs)
+	}
+	cgiHandler := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=bot"}}
+	good := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		s.mu.Lock()
+		s.requests++
+		if ok && user == "bot" && pass == s.token {
+			s.authed++
+		}
+		s.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/slow.git/") {
+			<-r.Context().Done() // a clone that never ends
+			return
+		}
+		if !ok || user != "bot" || pass != s.token {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		cgiHandler.ServeHTTP(w, r)
+	})
+	evil := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _, auth := r.BasicAuth()
+		s.mu.Lock()
+		s.evil = append(s.evil, fmt.Sprintf("%s auth=%v", r.URL.Path, auth || r.Header.Get("Authorization") != ""))
+		s.mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	for addr, h := range map[netip.Addr]http.Handler{gitAddr: good, gitEvil: evil} {
+		ln, err := pn.Listen("tcp", netip.AddrPortFrom(addr, 80).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+	}
+	return s
+}
+
+// gitOut runs git on the host and returns its trimmed output.
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Host", "-c", "user.email=host@test", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// newBare makes root/name.git with one commit (README) on main.
+func (s *gitServer) newBare(t *testing.T, name string) string {
+	t.Helper()
+	work := t.TempDir()
+	gitOut(t, work, "init", "-q", ".")
+	if err := os.WriteFile(filepath.Join(work, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, work, "add", "README")
+	gitOut(t, work, "commit", "-qm", "first")
+	bare := filepath.Join(s.root, name+".git")
+	gitOut(t, "", "clone", "-q", "--bare", work, bare)
+	return bare
+}
+
+func (s *gitServer) counts() (requests, authed int, evil []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests, s.authed, append([]string(nil), s.evil...)
+}
+
+// TestGit: git in a local sandbox against a real git server (git
+// http-backend behind Basic auth) in a test network namespace. A private
+// clone with a token, commit, branch, push and pull work; the token is in
+// no config, remote URL, error, output or log afterwards (a canary
+// searched for); a planted hook and askpass do not run on a credentialed
+// push; a URL rewrite is refused before the token is sent; failed and
+// timed-out commands leave the clean URL; errors are typed and name the
+// action, not the URL.
+func TestGit(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: network namespaces and the root platform")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed (make deps installs it): ", err)
+	}
+	raw := make([]byte, 12)
+	_, _ = rand.Read(raw)
+	canary := "canary" + hex.EncodeToString(raw) // the token: searched for everywhere afterwards
+	srv := startGitServer(t, canary)
+	bare := srv.newBare(t, "private")
+	var platformLog bytes.Buffer
+	var logMu sync.Mutex
+	stateDir := t.TempDir()
+	p := startPlatform(t, stateDir, func(o *localvm.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &platformLog}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sbx, err := rayito.Create(ctx, p.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sbx.Kill(context.Background()) }()
+	git := sbx.Git
+	creds := rayito.WithGitCredentials("bot", canary)
+	var errs []error // every error, searched for the canary at the end
+	expect := func(err error, target error, what string) {
+		t.Helper()
+		errs = append(errs, err)
+		if !errors.Is(err, target) {
+			t.Fatalf("%s: %v, want %v", what, err, target)
+		}
+		if msg := err.Error(); strings.Contains(msg, "http://") || strings.Contains(msg, gitAddr.String()) {
+			t.Fatalf("%s: the message names the URL: %s", what, msg)
+		}
+	}
+	readFile := func(path string) string {
+		t.Helper()
+		b, err := sbx.Files.Read(ctx, path)
+		if err != nil {
+			t.Fatal(path, err)
+		}
+		return string(b)
+	}
+
+	// Without credentials, and with a wrong token: ErrGitAuth, naming the
+	// action.
+	_, err = git.Clone(ctx, srv.url("private.git"), "nocreds")
+	expect(err, rayito.ErrGitAuth, "clone without credentials")
+	if !strings.Contains(err.Error(), "git clone: authentication failed") {
+		t.Fatalf("message %q", err)
+	}
+	_, err = git.Clone(ctx, srv.url("private.git"), "wrong", rayito.WithGitCredentials("bot", "wrong-token"))
+	expect(err, rayito.ErrUnauthenticated, "clone with a wrong token")
+	// Bad input: InvalidArgument before any call.
+	before, _, _ := srv.counts()
+	for name, call := range map[string]func() error{
+		"password without username": func() error {
+			_, err := git.Clone(ctx, srv.url("private.git"), "x", rayito.WithGitCredentials("", canary))
+			return err
+		},
+		"credentials on ssh": func() error {
+			_, err := git.Clone(ctx, "ssh://git@"+gitAddr.String()+"/private.git", "x", creds)
+			return err
+		},
+		"password in the URL": func() error {
+			_, err := git.Clone(ctx, "http://bot:"+canary+"@"+gitAddr.String()+"/private.git", "x")
+			return err
+		},
+		"option as URL": func() error { _, err := git.Clone(ctx, "--upload-pack=touch /tmp/x", "x"); return err },
+		"option as branch": func() error {
+			_, err := git.Clone(ctx, srv.url("private.git"), "x", rayito.WithBranch("--upload-pack=x"))
+			return err
+		},
+	} {
+		err := call()
+		expect(err, rayito.ErrInvalidArgument, name)
+		if strings.Contains(err.Error(), canary) {
+			t.Fatalf("%s: the error holds the token", name)
+		}
+	}
+	if after, _, _ := srv.counts(); after != before {
+		t.Fatalf("refused calls reached the server: %d requests", after-before)
+	}
+
+	// A private clone with the token.
+	if _, err := git.Clone(ctx, srv.url("private.git"), "repo", creds, rayito.WithBranch("main")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git.Clone(ctx, srv.url("private.git"), "shallow", creds, rayito.WithDepth(1)); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := sh(ctx, t, sbx, "git -C shallow rev-parse --is-shallow-repository"); out != "true\n" {
+		t.Fatalf("depth 1: shallow %q", out)
+	}
+	if _, authed, _ := srv.counts(); authed == 0 {
+		t.Fatal("the clone never authenticated")
+	}
+	if u, ok, err := git.RemoteGet(ctx, "repo", "origin"); err != nil || !ok || u != srv.url("private.git") {
+		t.Fatalf("remote %q %v %v", u, ok, err)
+	}
+	if readFile("repo/README") != "hello\n" {
+		t.Fatal("README")
+	}
+
+	// Commit on a branch and push it with the token.
+	if err := git.ConfigureUser(ctx, "Agent", "agent@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := git.GetConfig(ctx, "user.email"); err != nil || !ok || v != "agent@example.com" {
+		t.Fatalf("config %q %v %v", v, ok, err)
+	}
+	if _, err := git.CreateBranch(ctx, "repo", "feature"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sbx.Files.Write(ctx, "repo/change.txt", []byte("change\n")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := git.Status(ctx, "repo")
+	if err != nil || st.Branch != "feature" || len(st.Untracked) != 1 || st.Untracked[0] != "change.txt" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if _, err := git.Add(ctx, "repo"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = git.Status(ctx, "repo"); err != nil || len(st.Staged) != 1 || st.Staged[0].Change != rayito.GitAdded {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if _, err := git.Commit(ctx, "repo", "add change"); err != nil {
+		t.Fatal(err)
+	}
+	// Planted: a pre-push hook (in .git/hooks and through core.hooksPath)
+	// that would record the run and block the push, and an askpass.
+	hook := "#!/bin/sh\necho ran >> \"$HOME/hook-ran\"\nexit 1\n"
+	for _, f := range []string{"repo/.git/hooks/pre-push", "hooks/pre-push", "askpass.sh"} {
+		if _, err := sbx.Files.Write(ctx, f, []byte(hook)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sbx.Commands.Run(ctx, "chmod +x repo/.git/hooks/pre-push hooks/pre-push askpass.sh && "+
+		"git -C repo config core.hooksPath \"$HOME/hooks\" && git -C repo config core.askPass \"$HOME/askpass.sh\""); err != nil {
+		t.Fatal(err)
+	}
+	res, err := git.Push(ctx, "repo", creds, rayito.WithSetUpstream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, canary) {
+		t.Fatal("the push's output holds the token")
+	}
+	if out, _ := sh(ctx, t, sbx, "cat ~/hook-ran 2>/dev/null || echo none"); out != "none\n" {
+		t.Fatalf("a planted hook ran: %q", out)
+	}
+	if got := gitOut(t, bare, "log", "-1", "--format=%s", "feature"); got != "add change" {
+		t.Fatalf("server's feature branch: %q", got)
+	}
+	if st, err = git.Status(ctx, "repo"); err != nil || st.Upstream != "origin/feature" || st.Ahead != 0 || !st.Clean() {
+		t.Fatalf("status after push %+v %v", st, err)
+	}
+	if b, err := git.Branches(ctx, "repo"); err != nil || b.Current != "feature" || len(b.Branches) != 2 {
+		t.Fatalf("branches %+v %v", b, err)
+	}
+
+	// Pull a commit made on the server.
+	work := t.TempDir()
+	gitOut(t, work, "clone", "-q", "-b", "feature", bare, ".")
+	if err := os.WriteFile(filepath.Join(work, "upstream.txt"), []byte("up\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, work, "add", ".")
+	gitOut(t, work, "commit", "-qm", "upstream")
+	gitOut(t, work, "push", "-q", "origin", "feature")
+	if _, err := git.Pull(ctx, "repo", creds); err != nil {
+		t.Fatal(err)
+	}
+	if readFile("repo/upstream.txt") != "up\n" {
+		t.Fatal("pull did not bring upstream.txt")
+	}
+
+	// A rejected push (the server moved on) is a conflict.
+	gitOut(t, work, "commit", "-q", "--allow-empty", "-m", "again")
+	gitOut(t, work, "push", "-q", "origin", "feature")
+	if _, err := git.Commit(ctx, "repo", "local", rayito.WithAllowEmpty(), rayito.WithAuthor("Other", "other@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = git.Push(ctx, "repo", creds)
+	expect(err, rayito.ErrGitConflict, "a non-fast-forward push")
+
+	// A failed push (wrong token) leaves the clean URL.
+	_, err = git.Push(ctx, "repo", rayito.WithGitCredentials("bot", "wrong-token"))
+	expect(err, rayito.ErrGitAuth, "a push with a wrong token")
+	if cfg := readFile("repo/.git/config"); strings.Contains(cfg, "wrong-token") || strings.Contains(cfg, canary) {
+		t.Fatal("a token in .git/config after a failed push")
+	}
+
+	// URL rewrites, in the repository and in the user's global config:
+	// refused, and nothing reaches either server.
+	evilURL := "http://" + gitEvil.String() + "/"
+	for _, cmd := range []string{
+		"git -C repo config url." + evilURL + ".insteadOf " + srv.url(""),
+		"git -C repo config url." + evilURL + ".pushInsteadOf " + srv.url(""),
+		"git config --global url." + evilURL + ".insteadOf http://",
+	} {
+		if _, err := sbx.Commands.Run(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+		_, err = git.Push(ctx, "repo", creds)
+		expect(err, rayito.ErrGitURLRewrite, "push through "+cmd)
+		expect(err, rayito.ErrPermissionDenied, "push through "+cmd)
+		_, err = git.Pull(ctx, "repo", creds)
+		expect(err, rayito.ErrGitURLRewrite, "pull through "+cmd)
+		if strings.Contains(cmd, "--global") {
+			// A clone reads the user's and the system's config.
+			_, err = git.Clone(ctx, srv.url("private.git"), "rewritten", creds)
+			expect(err, rayito.ErrGitURLRewrite, "clone through "+cmd)
+		}
+		if _, err := sbx.Commands.Run(ctx, "git -C repo config --remove-section url."+evilURL+" 2>/dev/null; git config --global --remove-section url."+evilURL+" 2>/dev/null; rm -rf rewritten; true"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, evil := srv.counts(); len(evil) != 0 {
+		t.Fatalf("the evil server was contacted: %v", evil)
+	}
+
+	// A clone that times out ends, leaves no git process and no token.
+	_, err = git.Clone(ctx, "http://"+gitAddr.String()+"/slow.git", "slow", creds, rayito.WithTimeout(2*time.Second))
+	expect(err, rayito.ErrTimeout, "a clone past its timeout")
+	procs, err := sbx.Commands.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range procs {
+		if pr.Cmd == "git" || pr.Cmd == "sh" {
+			t.Fatalf("a git process outlived its timeout: %+v", pr)
+		}
+		if strings.Contains(strings.Join(pr.Args, " "), canary) {
+			t.Fatal("a process's arguments hold the token")
+		}
+	}
+	if cfg, err := sbx.Files.Read(ctx, "slow/.git/config"); err == nil && strings.Contains(string(cfg), canary) {
+		t.Fatal("the timed-out clone's config holds the token")
+	}
+
+	// The canary search: the repository, the sandbox's writable places,
+	// its outputs, errors and logs, the platform's logs and state.
+	if cfg := readFile("repo/.git/config"); strings.Contains(cfg, canary) || !strings.Contains(cfg, srv.url("private.git")) {
+		t.Fatalf("repo config:\n%s", cfg)
+	}
+	if out, ok := sh(ctx, t, sbx, "grep -rlsF -- "+canary+" /home /tmp /var/tmp /dev/shm /run/user /etc 2>/dev/null; true"); !ok || out != "" {
+		t.Fatalf("the token is in the sandbox's files: %q", out)
+	}
+	for _, e := range errs {
+		if strings.Contains(fmt.Sprintf("%v %+v", e, e), canary) {
+			t.Fatalf("an error holds the token: %v", e)
+		}
+		var ge *rayito.GitError
+		if errors.As(e, &ge) && strings.Contains(ge.Stdout+ge.Stderr, canary) {
+			t.Fatal("a git error's output holds the token")
+		}
+	}
+	logs, err := sbx.Logs(ctx, time.Time{}, rayito.MaxLogs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		if strings.Contains(fmt.Sprint(l), canary) {
+			t.Fatal("rayd's log holds the token")
+		}
+	}
+	logMu.Lock()
+	leaked := strings.Contains(platformLog.String(), canary)
+	logMu.Unlock()
+	if leaked {
+		t.Fatal("the platform's log holds the token")
+	}
+	_ = filepath.WalkDir(stateDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(canary)) {
+			t.Errorf("the platform's state holds the token: %s", path)
+		}
+		return nil
+	})
+
+	// DangerouslyAuthenticate stores the token where any code can read
+	// it (documented): later plain pulls work.
+	if err := git.DangerouslyAuthenticate(ctx, "bot", canary, rayito.WithCredentialHost("http", gitAddr.String())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git.Clone(ctx, srv.url("private.git"), "stored"); err != nil {
+		t.Fatal("clone with stored credentials: ", err)
+	}
+	if !strings.Contains(readFile(".git-credentials"), canary) {
+		t.Fatal("DangerouslyAuthenticate stored nothing")
+	}
+}
+
+// lockedWriter serializes writes to a buffer.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
