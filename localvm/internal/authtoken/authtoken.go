@@ -13,15 +13,26 @@
 //
 // Whatever a token says, Verify never allows the hooks port
 // (microvmsapi.HooksPort, 9000).
+//
+// Decrypting costs about 45 µs of CPU, paid by every request through the
+// endpoint proxy (a keystroke, an exec). Verify therefore remembers the
+// claims of the tokens it decrypted successfully, keyed by the SHA-256 of
+// the token's exact bytes: a token that differs in any byte is decrypted
+// again, a token that failed is never remembered, and every call still
+// checks the expiry against the clock, the microVM and the port. The
+// cache holds at most MaxCachedTokens tokens; an expired one is dropped
+// when it is presented again or when the cache is full.
 package authtoken
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -38,6 +49,11 @@ const MaxTokenLen = 4096
 
 // MaxPortEntries is the most entries allowedPorts may hold.
 const MaxPortEntries = 16
+
+// MaxCachedTokens bounds the verified tokens Verify remembers (see the
+// package comment). SDK clients reuse one token per sandbox and port for
+// 45 minutes, so this covers over a thousand busy sandboxes.
+const MaxCachedTokens = 4096
 
 // Errors of Verify. Match them with errors.Is.
 var (
@@ -113,6 +129,9 @@ type Minter struct {
 	key []byte
 	enc jose.Encrypter
 	now func() time.Time
+
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]*Claims // by SHA-256 of the token; never mutated
 }
 
 // NewMinter returns a Minter using key, which must be KeySize bytes (see
@@ -129,7 +148,7 @@ func NewMinter(key []byte, now func() time.Time) (*Minter, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Minter{key: k, enc: enc, now: now}, nil
+	return &Minter{key: k, enc: enc, now: now, verified: make(map[[sha256.Size]byte]*Claims)}, nil
 }
 
 // Mint returns a token that lets its bearer reach the listed ports of
@@ -221,12 +240,31 @@ func validPort(p int) bool { return p >= 1 && p <= 65535 }
 // allows port. The hooks port (9000) is never allowed, whatever the token
 // says. Errors wrap ErrMalformed, ErrExpired, ErrWrongMicrovm or
 // ErrPortNotAllowed, checked in that order.
+//
+// A token decrypted once is remembered (see the package comment): the
+// checks after decryption are made on every call all the same.
 func (m *Minter) Verify(token, microvmID string, port int) (*Claims, error) {
-	c, err := m.decrypt(token)
-	if err != nil {
-		return nil, err
+	if len(token) == 0 || len(token) > MaxTokenLen {
+		return nil, ErrMalformed
 	}
-	if !m.now().Before(c.Expiry) {
+	sum := sha256.Sum256([]byte(token))
+	m.mu.Lock()
+	c := m.verified[sum]
+	m.mu.Unlock()
+	now := m.now()
+	if c == nil {
+		var err error
+		if c, err = m.decrypt(token); err != nil {
+			return nil, err
+		}
+		if now.Before(c.Expiry) {
+			m.remember(sum, c, now)
+		}
+	}
+	if !now.Before(c.Expiry) {
+		m.mu.Lock()
+		delete(m.verified, sum)
+		m.mu.Unlock()
 		return nil, ErrExpired
 	}
 	if c.MicrovmID != microvmID {
@@ -235,7 +273,55 @@ func (m *Minter) Verify(token, microvmID string, port int) (*Claims, error) {
 	if !c.Allows(port) {
 		return nil, ErrPortNotAllowed
 	}
-	return c, nil
+	return c.clone(), nil
+}
+
+// clone deep-copies c, so that the cached claims stay untouched whatever
+// a caller does with what Verify returned.
+func (c *Claims) clone() *Claims {
+	out := *c
+	out.Ports = make([]microvmsapi.AllowedPort, len(c.Ports))
+	for i, p := range c.Ports {
+		if p.Port != nil {
+			v := *p.Port
+			p.Port = &v
+		}
+		if p.Range != nil {
+			r := *p.Range
+			p.Range = &r
+		}
+		if p.AllPorts != nil {
+			p.AllPorts = &struct{}{}
+		}
+		out.Ports[i] = p
+	}
+	return &out
+}
+
+// remember caches the claims of a token that decrypted. When the cache is
+// full it first drops the expired tokens, then, if none had expired,
+// everything: the next calls decrypt again, as they would without it.
+func (m *Minter) remember(sum [sha256.Size]byte, c *Claims, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.verified) >= MaxCachedTokens {
+		for k, v := range m.verified {
+			if !now.Before(v.Expiry) {
+				delete(m.verified, k)
+			}
+		}
+		if len(m.verified) >= MaxCachedTokens {
+			clear(m.verified)
+		}
+	}
+	m.verified[sum] = c
+}
+
+// cachedTokens returns how many verified tokens are remembered (tests).
+func (m *Minter) cachedTokens() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.verified)
 }
 
 var (

@@ -549,3 +549,118 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The cache of verified tokens changes nothing Verify decides: each call
+// checks expiry, microVM and port; a token differing in one byte, or one
+// that failed, is decrypted again.
+func TestVerifiedCacheStaysStrict(t *testing.T) {
+	c := newClock()
+	m := newTestMinter(t, c)
+	tok := mint(t, m, vm, 5*time.Minute, port(8080))
+	for i := 0; i < 3; i++ {
+		if _, err := m.Verify(tok, vm, 8080); err != nil {
+			t.Fatalf("Verify #%d: %v", i, err)
+		}
+	}
+	if n := m.cachedTokens(); n != 1 {
+		t.Fatalf("cached %d tokens, want 1", n)
+	}
+	if _, err := m.Verify(tok, "microvm-other", 8080); !errors.Is(err, ErrWrongMicrovm) {
+		t.Errorf("cached token, other microVM: err = %v", err)
+	}
+	if _, err := m.Verify(tok, vm, 8081); !errors.Is(err, ErrPortNotAllowed) {
+		t.Errorf("cached token, other port: err = %v", err)
+	}
+	if _, err := m.Verify(tok, vm, microvmsapi.HooksPort); !errors.Is(err, ErrPortNotAllowed) {
+		t.Errorf("cached token, hooks port: err = %v", err)
+	}
+	// One byte changed anywhere: not the cached token.
+	for i := 0; i < len(tok); i++ {
+		b := []byte(tok)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		if sameDecoded(tok, string(b)) {
+			// Only bits base64 does not use changed: the same token
+			// spelled otherwise, which decrypts as before (uncached).
+			continue
+		}
+		if _, err := m.Verify(string(b), vm, 8080); err == nil {
+			t.Fatalf("token changed at %d verified", i)
+		}
+	}
+	if _, err := m.Verify(tok+"A", vm, 8080); err == nil {
+		t.Fatal("token with a byte appended verified")
+	}
+	if n := m.cachedTokens(); n != 1 {
+		t.Fatalf("cached %d tokens after bad ones, want 1", n)
+	}
+	// What a caller does with the claims does not reach the cache.
+	cl, err := m.Verify(tok, vm, 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*cl.Ports[0].Port = 9999
+	cl.MicrovmID = "microvm-other"
+	cl.Expiry = cl.Expiry.Add(time.Hour)
+	if _, err := m.Verify(tok, vm, 8080); err != nil {
+		t.Fatalf("after mutating returned claims: %v", err)
+	}
+	// Expiry is honoured for a cached token, which is then dropped.
+	c.Advance(5 * time.Minute)
+	if _, err := m.Verify(tok, vm, 8080); !errors.Is(err, ErrExpired) {
+		t.Errorf("cached token at expiry: err = %v, want ErrExpired", err)
+	}
+	if n := m.cachedTokens(); n != 0 {
+		t.Errorf("cached %d tokens after expiry, want 0", n)
+	}
+	// An expired token is never remembered.
+	if _, err := m.Verify(tok, vm, 8080); !errors.Is(err, ErrExpired) {
+		t.Errorf("expired token: err = %v", err)
+	}
+	if n := m.cachedTokens(); n != 0 {
+		t.Errorf("cached %d tokens, want 0", n)
+	}
+}
+
+// The cache never holds more than MaxCachedTokens tokens.
+func TestVerifiedCacheBounded(t *testing.T) {
+	c := newClock()
+	m := newTestMinter(t, c)
+	first := mint(t, m, vm, time.Minute, port(8080))
+	if _, err := m.Verify(first, vm, 8080); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(2 * time.Minute) // first has expired, still cached
+	for i := 0; i < MaxCachedTokens+10; i++ {
+		tok := mint(t, m, vm, time.Hour, port(8080))
+		if _, err := m.Verify(tok, vm, 8080); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.cachedTokens(); n > MaxCachedTokens {
+			t.Fatalf("cache holds %d tokens, max %d", n, MaxCachedTokens)
+		}
+	}
+	if _, err := m.Verify(first, vm, 8080); !errors.Is(err, ErrExpired) {
+		t.Errorf("first token: err = %v, want ErrExpired", err)
+	}
+}
+
+// sameDecoded reports whether two compact tokens decode to the same bytes
+// part by part.
+func sameDecoded(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(pa) != len(pb) {
+		return false
+	}
+	for i := range pa {
+		da, err1 := base64.RawURLEncoding.DecodeString(pa[i])
+		db, err2 := base64.RawURLEncoding.DecodeString(pb[i])
+		if err1 != nil || err2 != nil || string(da) != string(db) {
+			return false
+		}
+	}
+	return true
+}
