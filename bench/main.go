@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ func main() {
 	memoryN := flag.Int("memory-n", 10, "idle sandboxes of the memory suite")
 	idle := flag.Duration("idle", 30*time.Second, "idle wait of the memory suite")
 	platformLog := flag.String("platform-log", "", "append the in-process localvm's logs to this file (default: discarded)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (pprof) of the harness process (client, SDK, in-process platform and endpoint proxy; not rayd) to this file")
 	compare := flag.String("compare", "", "compare the -json report given as the argument with the `BASELINES` (comma-separated -json reports of earlier runs; several give the run-to-run spread), metric by metric, and exit: -compare OLD1.json,OLD2.json NEW.json")
 	flag.Parse()
 	if *compare != "" {
@@ -59,6 +61,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -prebooted must be between 0 and %d\n", localvm.MaxPrebooted)
 		os.Exit(2)
 	}
+	stopProfile := func() {}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = runner.Run(ctx, runner.Config{
@@ -67,6 +85,7 @@ func main() {
 		DensityMax: *densityMax, DensityWorkers: *densityWorkers, MemoryN: *memoryN, Idle: *idle,
 		Args: strings.Join(os.Args[1:], " "), PlatformLog: *platformLog, Stdout: os.Stdout, Stderr: os.Stderr,
 	})
+	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()
