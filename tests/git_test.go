@@ -388,6 +388,43 @@ func TestGit(t *testing.T) {
 		t.Fatal("the timed-out clone's config holds the token")
 	}
 
+	// The CLI: the same rules, credentials from the environment or stdin.
+	env := append(os.Environ(), "RAYITO_ENDPOINT="+p.endpoint, "RAYITO_ACCESS_TOKEN="+sbx.AccessToken(),
+		"XDG_STATE_HOME="+t.TempDir(), "RAYITO_BACKEND=", "RAYITO_GIT_USERNAME=bot")
+	var cliOut strings.Builder
+	cli := func(want int, stdin string, env []string, args ...string) cliResult {
+		t.Helper()
+		r := runCLIInput(t, env, stdin, append([]string{"sandbox", "git", sbx.ID()}, args...)...)
+		cliOut.WriteString(r.stdout + r.stderr)
+		if r.code != want {
+			t.Fatalf("rayito sandbox git %v: exit %d, want %d: %s%s", args, r.code, want, r.stdout, r.stderr)
+		}
+		return r
+	}
+	withPass := append(append([]string{}, env...), "RAYITO_GIT_PASSWORD="+canary)
+	cli(0, "", withPass, "clone", srv.url("private.git"), "cli-repo")
+	if _, err := sbx.Commands.Run(ctx, "git -C cli-repo checkout -q -b cli-branch && echo cli > cli-repo/cli.txt"); err != nil {
+		t.Fatal(err)
+	}
+	cli(0, "", env, "commit", "cli-repo", "-a", "-m", "from the cli")
+	cli(0, canary+"\n", env, "push", "cli-repo", "--set-upstream", "--password-stdin")
+	if got := gitOut(t, bare, "log", "-1", "--format=%s", "cli-branch"); got != "from the cli" {
+		t.Fatalf("server's cli-branch: %q", got)
+	}
+	if r := cli(0, "", env, "status", "--json", "cli-repo"); !strings.Contains(r.stdout, `"upstream": "origin/cli-branch"`) {
+		t.Fatalf("status --json: %s", r.stdout)
+	}
+	cli(0, "", withPass, "pull", "cli-repo")
+	if r := cli(1, "wrong-token\n", env, "pull", "cli-repo", "--password-stdin"); !strings.Contains(r.stderr, "git pull: authentication failed") {
+		t.Fatalf("a wrong token: %s", r.stderr)
+	}
+	if r := cli(2, canary+"\n", append(append([]string{}, env...), "RAYITO_GIT_USERNAME="), "push", "cli-repo", "--password-stdin"); !strings.Contains(r.stderr, "a password without a username") {
+		t.Fatalf("no username: %s", r.stderr)
+	}
+	if strings.Contains(cliOut.String(), canary) {
+		t.Fatal("the CLI printed the token")
+	}
+
 	// The canary search: the repository, the sandbox's writable places,
 	// its outputs, errors and logs, the platform's logs and state.
 	if cfg := readFile("repo/.git/config"); strings.Contains(cfg, canary) || !strings.Contains(cfg, srv.url("private.git")) {

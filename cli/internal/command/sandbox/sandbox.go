@@ -28,6 +28,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			execCommand(f),
 			codeCommand(f),
 			shellCommand(f),
+			gitCommand(f),
 			cpCommand(f),
 			logsCommand(f),
 			metricsCommand(f),
