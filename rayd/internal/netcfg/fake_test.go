@@ -81,6 +81,17 @@ func (f *fakeNFT) AddTable(t *nftables.Table) *nftables.Table {
 	return t
 }
 
+func (f *fakeNFT) CreateTable(t *nftables.Table) *nftables.Table {
+	f.enqueue(func(rs *fakeRuleset) error {
+		if rs.tables[t.Name] != nil {
+			return unix.EEXIST
+		}
+		rs.tables[t.Name] = &fakeTable{rules: map[string][]*nftables.Rule{}, sets: map[string]*fakeSet{}}
+		return nil
+	})
+	return t
+}
+
 func (f *fakeNFT) DelTable(t *nftables.Table) {
 	f.enqueue(func(rs *fakeRuleset) error {
 		if rs.tables[t.Name] == nil {

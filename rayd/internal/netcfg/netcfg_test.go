@@ -354,3 +354,37 @@ func TestNewRejectsUID0(t *testing.T) {
 		t.Error("uid range with 0 accepted")
 	}
 }
+
+// The first Set creates the table exclusively (no delete: cheaper for the
+// kernel); when a table of that name exists already, the kernel refuses
+// that transaction whole and the table is replaced, foreign content and
+// all.
+func TestFirstSetReplacesAStaleTable(t *testing.T) {
+	r, f, _ := newTest(t)
+	stale := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	f.AddTable(stale)
+	f.AddChain(&nftables.Chain{Name: "foreign", Table: stale})
+	f.AddRule(&nftables.Rule{Table: stale, Chain: &nftables.Chain{Name: "foreign", Table: stale}})
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	flushes := f.flushes
+	if err := r.Set(t.Context(), policy(t, []string{"10.0.0.0/8"}, []string{"ALL_TRAFFIC"})); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.flushes - flushes; n != 2 {
+		t.Errorf("%d transactions, want 2 (the refused exclusive create, then the replace)", n)
+	}
+	if got := f.rules("foreign"); len(got) != 0 {
+		t.Errorf("the stale table's rules survived: %d", len(got))
+	}
+
+	// A fresh namespace: one transaction.
+	r2, f2, _ := newTest(t)
+	if err := r2.Set(t.Context(), policy(t, []string{"10.0.0.0/8"}, []string{"ALL_TRAFFIC"})); err != nil {
+		t.Fatal(err)
+	}
+	if f2.flushes != 1 {
+		t.Errorf("fresh: %d transactions, want 1", f2.flushes)
+	}
+}

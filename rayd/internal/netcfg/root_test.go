@@ -521,3 +521,26 @@ func TestRootHostsRedirect(t *testing.T) {
 		t.Error("root was redirected")
 	}
 }
+
+// A reconciler's first Set creates the table exclusively; on a namespace
+// where the table exists already (a second reconciler here) the kernel
+// refuses that, and the table is replaced: the policy holds all the same.
+func TestRootFirstSetOverAnExistingTable(t *testing.T) {
+	n := setupNet(t)
+	r1, c1 := n.reconciler(t, 0, 0)
+	mustSet(t, r1, []string{"ALL_TRAFFIC"}, nil)
+	if c1.flushes != 1 {
+		t.Errorf("fresh namespace: %d transactions, want 1", c1.flushes)
+	}
+	wantResults(t, "uid 1000, allow all", n.asUID(t, tcpEcho), true)
+
+	r2, c2 := n.reconciler(t, 0, 0)
+	mustSet(t, r2, nil, []string{"ALL_TRAFFIC"})
+	if c2.flushes != 2 {
+		t.Errorf("existing table: %d transactions, want 2", c2.flushes)
+	}
+	wantResults(t, "uid 1000, deny-all over the old table", n.asUID(t, tcpEcho, udpEcho), false, false)
+	if !r2.IMDSBlocked() {
+		t.Error("IMDSBlocked false")
+	}
+}

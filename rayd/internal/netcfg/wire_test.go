@@ -12,9 +12,15 @@ import (
 
 // TestOneTransaction drives a real *nftables.Conn whose netlink socket is
 // replaced by a recorder, and checks that installing a policy is a single
-// send: batch begin, the table deleted and re-created with everything in
-// it, batch end.
+// send: batch begin, the table created exclusively (the first install) or
+// deleted and re-created (later ones) with everything in it, batch end.
 func TestOneTransaction(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		testOneTransaction(t, first)
+	}
+}
+
+func testOneTransaction(t *testing.T, first bool) {
 	var sends [][]netlink.Message
 	c, err := nftables.New(nftables.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
 		if len(req) == 0 { // a Receive with nothing queued
@@ -34,6 +40,9 @@ func TestOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !first {
+		r.want = s // as after an earlier install
+	}
 	if err := r.install(s); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +61,12 @@ func TestOneTransaction(t *testing.T) {
 		seq = append(seq, typ(m))
 		counts[typ(m)]++
 	}
-	if len(seq) < 3 || seq[0] != nft(unix.NFT_MSG_NEWTABLE) || seq[1] != nft(unix.NFT_MSG_DELTABLE) || seq[2] != nft(unix.NFT_MSG_NEWTABLE) {
+	if first {
+		if len(seq) < 1 || seq[0] != nft(unix.NFT_MSG_NEWTABLE) || msgs[1].Header.Flags&netlink.Excl == 0 ||
+			counts[nft(unix.NFT_MSG_DELTABLE)] != 0 || counts[nft(unix.NFT_MSG_NEWTABLE)] != 1 {
+			t.Errorf("first install: batch does not start with an exclusive create table alone: %#x (flags %v)", seq[:min(3, len(seq))], msgs[1].Header.Flags)
+		}
+	} else if len(seq) < 3 || seq[0] != nft(unix.NFT_MSG_NEWTABLE) || seq[1] != nft(unix.NFT_MSG_DELTABLE) || seq[2] != nft(unix.NFT_MSG_NEWTABLE) {
 		t.Errorf("batch does not start with add, delete, add table: %#x", seq[:min(3, len(seq))])
 	}
 	if counts[nft(unix.NFT_MSG_NEWCHAIN)] != len(s.chains) || counts[nft(unix.NFT_MSG_NEWSET)] != len(s.sets) ||
