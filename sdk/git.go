@@ -307,6 +307,10 @@ func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult
 	if !errors.As(err, &exit) {
 		return nil, fmt.Errorf("rayito: git %s: %w", r.op, err)
 	}
+	if r.creds != nil && r.input == "" && out.Status == StatusExited && out.ExitCode == 127 && strings.Contains(out.Stderr, "git: not found") {
+		// sh could not exec git: the same error as a plain git command's.
+		return nil, fmt.Errorf("rayito: git %s: git is not installed in the sandbox: %w", r.op, ErrExecutableNotFound)
+	}
 	return &out, &GitError{Op: r.op, Kind: classifyGit(out.Stderr), ExitCode: out.ExitCode, Status: out.Status,
 		Stdout: out.Stdout, Stderr: out.Stderr}
 }

@@ -333,6 +333,10 @@ func TestGit(t *testing.T) {
 	_, err = git.Push(ctx, "repo", creds)
 	expect(err, rayito.ErrGitConflict, "a non-fast-forward push")
 
+	// No git on the PATH: ErrExecutableNotFound, not a git failure.
+	_, err = git.Push(ctx, "repo", creds, rayito.WithEnvs(map[string]string{"PATH": "/nonexistent"}))
+	expect(err, rayito.ErrExecutableNotFound, "a push without git")
+
 	// A failed push (wrong token) leaves the clean URL.
 	_, err = git.Push(ctx, "repo", rayito.WithGitCredentials("bot", "wrong-token"))
 	expect(err, rayito.ErrGitAuth, "a push with a wrong token")

@@ -114,10 +114,13 @@ type Sandbox struct {
 	Commands *Commands
 	// Files reads and writes files (E2B's sandbox.files).
 	Files *Filesystem
+	// Git runs git (E2B's sandbox.git): Rayito's own, whose credentials
+	// are never written to the repository (see rayito.Git).
+	Git *rayito.Git
 }
 
 func newSandbox(s *rayito.Sandbox, o *options) *Sandbox {
-	return &Sandbox{sbx: s, opts: o, Commands: &Commands{sbx: s}, Files: &Filesystem{sbx: s}}
+	return &Sandbox{sbx: s, opts: o, Commands: &Commands{sbx: s}, Files: &Filesystem{sbx: s}, Git: s.Git}
 }
 
 // Create starts a sandbox (E2B's Sandbox.create) and returns once it
