@@ -24,7 +24,7 @@ import (
 //     repository's config, not the remote URL, not ~/.git-credentials;
 //   - that command runs with -c core.hooksPath=/dev/null (a planted hook
 //     does not run), -c credential.helper= (no configured helper sees or
-//     stores them) and no askpass program;
+//     stores them), no askpass program and no fsmonitor;
 //   - a git configuration that rewrites URLs (url.*.insteadOf,
 //     url.*.pushInsteadOf) is refused before anything is sent
 //     (ErrGitURLRewrite), as is a remote that is not http(s) or whose URL
@@ -141,6 +141,7 @@ var hardening = []string{
 	"-c", "credential.helper=",
 	"-c", "credential.helper=" + credHelper,
 	"-c", "core.askPass=",
+	"-c", "core.fsmonitor=false",
 }
 
 // gitCreds are checked credentials for one remote.
@@ -254,6 +255,10 @@ func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult
 		// The password goes on stdin, so rayd's process table, its List
 		// answers and its logs never hold it.
 		envs["GIT_ASKPASS"] = ""
+		// No start-up file runs before the reader (bash as sh reads
+		// BASH_ENV), and git's traces stay redacted.
+		envs["BASH_ENV"], envs["ENV"] = "", ""
+		envs["GIT_TRACE_REDACT"] = "1"
 		envs["RAYITO_GIT_PROTOCOL"] = r.creds.protocol
 		envs["RAYITO_GIT_HOST"] = r.creds.host
 		argv = append([]string{"sh", "-c", credReader, "rayito-git"}, append(append([]string{}, hardening...), r.args...)...)

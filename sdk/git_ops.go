@@ -2,6 +2,7 @@ package rayito
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -161,6 +162,9 @@ func (g *Git) Status(ctx context.Context, repo string, opts ...GitOption) (*GitS
 		args: []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}})
 	if err != nil {
 		return nil, err
+	}
+	if res.StdoutTruncated {
+		return nil, fmt.Errorf("%w: git status: more than %d bytes of output", ErrResourceExhausted, MaxOutputBytes)
 	}
 	return parseGitStatus(res.Stdout)
 }

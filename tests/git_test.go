@@ -296,7 +296,7 @@ func TestGit(t *testing.T) {
 		t.Fatal("the push's output holds the token")
 	}
 	if out, _ := sh(ctx, t, sbx, "cat ~/hook-ran 2>/dev/null || echo none"); out != "none\n" {
-		t.Fatalf("a planted hook ran: %q", out)
+		t.Fatalf("a planted hook or askpass ran: %q", out)
 	}
 	if got := gitOut(t, bare, "log", "-1", "--format=%s", "feature"); got != "add change" {
 		t.Fatalf("server's feature branch: %q", got)
@@ -317,8 +317,16 @@ func TestGit(t *testing.T) {
 	gitOut(t, work, "add", ".")
 	gitOut(t, work, "commit", "-qm", "upstream")
 	gitOut(t, work, "push", "-q", "origin", "feature")
+	// Planted for the pull: an fsmonitor, which a merge would run.
+	if _, err := sbx.Commands.Run(ctx, "printf '#!/bin/sh\\necho ran >> \"$HOME/fsmon-ran\"\\n' > fsmon.sh && chmod +x fsmon.sh && "+
+		"git -C repo config core.fsmonitor \"$HOME/fsmon.sh\""); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := git.Pull(ctx, "repo", creds); err != nil {
 		t.Fatal(err)
+	}
+	if out, _ := sh(ctx, t, sbx, "cat ~/fsmon-ran 2>/dev/null || echo none; git -C repo config --unset core.fsmonitor"); out != "none\n" {
+		t.Fatalf("a planted fsmonitor ran: %q", out)
 	}
 	if readFile("repo/upstream.txt") != "up\n" {
 		t.Fatal("pull did not bring upstream.txt")
