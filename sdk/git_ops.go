@@ -22,10 +22,8 @@ func (g *Git) Clone(ctx context.Context, rawURL, dir string, opts ...GitOption) 
 	if rawURL == "" || strings.HasPrefix(rawURL, "-") || strings.ContainsFunc(rawURL, isControl) {
 		return nil, gitInvalid(op, "the URL is empty, begins with '-' or holds a control character")
 	}
-	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			return nil, gitInvalid(op, "the URL holds a password: give it with WithGitCredentials, so that it is not stored in the clone")
-		}
+	if urlHoldsCredentials(rawURL) {
+		return nil, gitInvalid(op, "the URL holds credentials: give them with WithGitCredentials, so that they are not stored in the clone")
 	}
 	if creds != nil {
 		if err := creds.bindRemote(op, rawURL); err != nil {
@@ -143,10 +141,8 @@ func (g *Git) checkRemoteArgs(op, repo, name, rawURL string) error {
 	if rawURL == "" || strings.ContainsFunc(rawURL, isControl) {
 		return gitInvalid(op, "the URL is empty or holds a control character")
 	}
-	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			return gitInvalid(op, "the URL holds a password: it would be stored in the repository's config")
-		}
+	if urlHoldsCredentials(rawURL) {
+		return gitInvalid(op, "the URL holds credentials: they would be stored in the repository's config")
 	}
 	return nil
 }
@@ -492,3 +488,18 @@ func (g *Git) DangerouslyAuthenticate(ctx context.Context, username, password st
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// urlHoldsCredentials tells whether a URL carries a password, or for
+// http(s) any user part (a token is often given as the user name); an
+// ssh user (git@host) is not a credential.
+func urlHoldsCredentials(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return false
+	}
+	if _, has := u.User.Password(); has {
+		return true
+	}
+	s := strings.ToLower(u.Scheme)
+	return s == "http" || s == "https"
+}

@@ -89,6 +89,17 @@ func TestGitClassify(t *testing.T) {
 	}
 }
 
+func TestURLHoldsCredentials(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"https://u:p@h/r": true, "https://ghp_token@h/r": true, "HTTP://u@h/r": true, "ssh://git@h/r": false,
+		"ssh://git:pw@h/r": true, "https://h/r": false, "git@h:r.git": false, "/tmp/r": false, "%zz": false,
+	} {
+		if got := urlHoldsCredentials(raw); got != want {
+			t.Errorf("%q: %v", raw, got)
+		}
+	}
+}
+
 func TestGitArgChecks(t *testing.T) {
 	for _, c := range []struct{ what, name string }{{"b", "-x"}, {"b", ""}, {"b", "a\nb"}, {"b", "a\x7fb"}} {
 		if err := checkRef("push", c.what, c.name); !errors.Is(err, ErrInvalidArgument) {

@@ -210,8 +210,12 @@ func TestGit(t *testing.T) {
 			_, err := git.Clone(ctx, "ssh://git@"+gitAddr.String()+"/private.git", "x", creds)
 			return err
 		},
-		"password in the URL": func() error {
+		"credentials in the URL": func() error {
 			_, err := git.Clone(ctx, "http://bot:"+canary+"@"+gitAddr.String()+"/private.git", "x")
+			return err
+		},
+		"a token as the URL's user": func() error {
+			_, err := git.Clone(ctx, "http://"+canary+"@"+gitAddr.String()+"/private.git", "x")
 			return err
 		},
 		"option as URL": func() error { _, err := git.Clone(ctx, "--upload-pack=touch /tmp/x", "x"); return err },
