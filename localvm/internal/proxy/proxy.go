@@ -261,6 +261,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)
 	defer func() {
 		// Runs on ErrAbortHandler panics too (a stream cut mid-way).
+		if !p.log.Enabled(r.Context(), slog.LevelDebug) {
+			return
+		}
 		attrs := []slog.Attr{slog.Int("status", rt.status), slog.Duration("duration", time.Since(start))}
 		if id != "" {
 			attrs = append(attrs, slog.String("microvm", id))
