@@ -4,6 +4,7 @@
 package netlimit
 
 import (
+	"io"
 	"net"
 	"sync"
 )
@@ -44,3 +45,18 @@ func (c *conn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// ReadFrom lets net/http hand a response body that is a file (a file
+// download with a Content-Length) to the connection's own ReadFrom:
+// sendfile(2) on a TCP connection instead of reading the file into memory
+// and writing it out again.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{c.Conn}, r)
+}
+
+// writerOnly hides every method but Write (io.Copy would otherwise call
+// ReadFrom again).
+type writerOnly struct{ io.Writer }
