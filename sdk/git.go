@@ -316,13 +316,14 @@ func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult
 		// sh could not exec git: the same error as a plain git command's.
 		return nil, fmt.Errorf("rayito: git %s: git is not installed in the sandbox: %w", r.op, ErrExecutableNotFound)
 	}
-	return &out, &GitError{Op: r.op, Kind: classifyGit(out.Stderr), ExitCode: out.ExitCode, Status: out.Status,
+	return &out, &GitError{Op: r.op, Kind: classifyGit(out.Stderr + "\n" + out.Stdout), ExitCode: out.ExitCode, Status: out.Status,
 		Stdout: out.Stdout, Stderr: out.Stderr}
 }
 
-// classifyGit reads the cause of a failure from git's stderr.
-func classifyGit(stderr string) error {
-	s := strings.ToLower(stderr)
+// classifyGit reads the cause of a failure from git's output (a merge
+// reports its conflicts on stdout).
+func classifyGit(output string) error {
+	s := strings.ToLower(output)
 	has := func(subs ...string) bool {
 		for _, sub := range subs {
 			if strings.Contains(s, sub) {

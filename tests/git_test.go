@@ -507,3 +507,128 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// TestGitOps: the operations without credentials, against repositories
+// inside the sandbox (a bare one as the remote): init, remotes, branches,
+// reset, restore, scoped config, a rename in status, a merge conflict, a
+// push without upstream and a directory that is no repository, each with
+// its typed error.
+func TestGitOps(t *testing.T) {
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sbx := p.create(ctx)
+	defer func() { _ = sbx.Kill(context.Background()) }()
+	git := sbx.Git
+	must := func(_ *rayito.CommandResult, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, data string) {
+		t.Helper()
+		if _, err := sbx.Files.Write(ctx, path, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(git.Init(ctx, "origin.git", rayito.WithBare(), rayito.WithInitialBranch("trunk")))
+	must(git.Init(ctx, "w", rayito.WithInitialBranch("trunk")))
+	if err := git.ConfigureUser(ctx, "Local", "local@example.com", rayito.WithConfigScope(rayito.GitScopeLocal), rayito.WithRepository("w")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := git.GetConfig(ctx, "user.name", rayito.WithConfigScope(rayito.GitScopeLocal), rayito.WithRepository("w")); err != nil || !ok || v != "Local" {
+		t.Fatalf("local user.name %q %v %v", v, ok, err)
+	}
+	if _, ok, err := git.GetConfig(ctx, "user.nothing"); err != nil || ok {
+		t.Fatalf("an unset key: %v %v", ok, err)
+	}
+	if _, ok, err := git.RemoteGet(ctx, "w", "origin"); err != nil || ok {
+		t.Fatalf("no remote yet: %v %v", ok, err)
+	}
+	must(git.RemoteAdd(ctx, "w", "origin", "/nowhere.git"))
+	must(git.RemoteAdd(ctx, "w", "origin", "../origin.git", rayito.WithForce()))
+	if u, ok, err := git.RemoteGet(ctx, "w", "origin"); err != nil || !ok || u != "../origin.git" {
+		t.Fatalf("remote %q %v %v", u, ok, err)
+	}
+	must(git.RemoteSet(ctx, "w", "origin", "/home/user/origin.git"))
+
+	write("w/a.txt", "a\n")
+	must(git.Add(ctx, "w", rayito.WithPaths("a.txt")))
+	must(git.Commit(ctx, "w", "first"))
+	// A push without an upstream: ErrGitUpstream; with one: fine.
+	if _, err := git.Push(ctx, "w"); !errors.Is(err, rayito.ErrGitUpstream) {
+		t.Fatalf("push without upstream: %v", err)
+	}
+	must(git.Push(ctx, "w", rayito.WithSetUpstream()))
+
+	// Reset and restore.
+	write("w/a.txt", "changed\n")
+	must(git.Add(ctx, "w"))
+	must(git.Reset(ctx, "w", rayito.WithPaths("a.txt")))
+	st, err := git.Status(ctx, "w")
+	if err != nil || len(st.Staged) != 0 || len(st.Unstaged) != 1 {
+		t.Fatalf("after reset of a path: %+v %v", st, err)
+	}
+	must(git.Restore(ctx, "w", rayito.WithPaths("a.txt")))
+	if b, _ := sbx.Files.Read(ctx, "w/a.txt"); string(b) != "a\n" {
+		t.Fatalf("restored %q", b)
+	}
+	if _, err := git.Restore(ctx, "w"); !errors.Is(err, rayito.ErrInvalidArgument) {
+		t.Fatalf("restore without paths: %v", err)
+	}
+	must(git.Commit(ctx, "w", "empty", rayito.WithAllowEmpty()))
+	must(git.Reset(ctx, "w", rayito.WithResetMode(rayito.GitResetHard), rayito.WithTarget("HEAD~1")))
+	if _, err := git.Reset(ctx, "w", rayito.WithResetMode("sideways")); !errors.Is(err, rayito.ErrInvalidArgument) {
+		t.Fatalf("a bad mode: %v", err)
+	}
+
+	// A rename shows with its source.
+	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "git -C w mv a.txt b.txt"); return err }())
+	if st, err = git.Status(ctx, "w"); err != nil || len(st.Staged) != 1 || st.Staged[0] != (rayito.GitFileChange{Path: "b.txt", Change: rayito.GitRenamed, From: "a.txt"}) {
+		t.Fatalf("rename: %+v %v", st, err)
+	}
+	must(git.Commit(ctx, "w", "rename"))
+
+	// Branches: create, check out, delete (unmerged needs WithForce).
+	must(git.CreateBranch(ctx, "w", "side"))
+	write("w/b.txt", "side\n")
+	must(git.Commit(ctx, "w", "side change", rayito.WithAllowEmpty()))
+	must(git.Add(ctx, "w"))
+	must(git.Commit(ctx, "w", "side edit"))
+	must(git.CheckoutBranch(ctx, "w", "trunk"))
+	if b, err := git.Branches(ctx, "w"); err != nil || b.Current != "trunk" || len(b.Branches) != 2 {
+		t.Fatalf("branches %+v %v", b, err)
+	}
+	if _, err := git.DeleteBranch(ctx, "w", "side"); !errors.Is(err, rayito.ErrGit) {
+		t.Fatalf("deleting an unmerged branch: %v", err)
+	}
+	// A conflicting change on trunk, then a merge through pull from the
+	// side branch pushed to the remote: ErrGitConflict, and Status lists
+	// the file as conflicted.
+	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "git -C w push -q origin side"); return err }())
+	write("w/b.txt", "trunk\n")
+	must(git.Add(ctx, "w"))
+	must(git.Commit(ctx, "w", "trunk edit"))
+	if _, err := git.Pull(ctx, "w", rayito.WithBranch("side")); !errors.Is(err, rayito.ErrGitConflict) {
+		var ge *rayito.GitError
+		errors.As(err, &ge)
+		t.Fatalf("a conflicting pull: %v %q %q", err, ge.Stdout, ge.Stderr)
+	}
+	if st, err = git.Status(ctx, "w"); err != nil || len(st.Conflicted) != 1 || st.Conflicted[0] != "b.txt" {
+		t.Fatalf("conflict status %+v %v", st, err)
+	}
+	must(git.Reset(ctx, "w", rayito.WithResetMode(rayito.GitResetMerge)))
+	must(git.DeleteBranch(ctx, "w", "side", rayito.WithForce()))
+
+	// No repository: ErrGitNotRepository (also ErrNotFound).
+	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "mkdir -p /tmp/plain"); return err }())
+	if _, err := git.Status(ctx, "/tmp/plain"); !errors.Is(err, rayito.ErrGitNotRepository) || !errors.Is(err, rayito.ErrNotFound) {
+		t.Fatalf("status outside a repository: %v", err)
+	}
+	// Option injection through names is refused before git runs.
+	if _, err := git.CheckoutBranch(ctx, "w", "--orphan=x"); !errors.Is(err, rayito.ErrInvalidArgument) {
+		t.Fatalf("an option as a branch: %v", err)
+	}
+}
