@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/e2b"
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
@@ -440,6 +441,26 @@ func TestGit(t *testing.T) {
 	if strings.Contains(cliOut.String(), canary) {
 		t.Fatal("the CLI printed the token")
 	}
+
+	// E2B's own SDK: its sandbox.git clones and pushes through the process
+	// API rayd serves (its own rules: the credentialed URL goes into the
+	// config for the command, then back out).
+	t.Run("E2B SDK", func(t *testing.T) {
+		dir := e2bScenarioDir(t)
+		apiKey, err := e2b.NewAPIKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := e2b.New(context.Background(), e2b.Options{SDK: p.opts(), APIKeyHashes: [][32]byte{e2b.HashAPIKey(apiKey)}, Templates: map[string]string{"": "local"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := serveE2B(t, es)
+		runE2BScenario(t, dir, map[string]string{"E2B_API_KEY": apiKey, "E2B_API_URL": url, "E2B_SANDBOX_URL": url, "E2B_GIT_TOKEN": canary}, "--git", srv.url("private.git"))
+		if got := gitOut(t, bare, "log", "-1", "--format=%s", "e2b-branch"); got != "from the e2b sdk" {
+			t.Fatalf("server's e2b-branch: %q", got)
+		}
+	})
 
 	// The canary search: the repository, the sandbox's writable places,
 	// its outputs, errors and logs, the platform's logs and state.

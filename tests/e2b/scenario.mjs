@@ -19,6 +19,9 @@
 //	--rules HOST        run only the network rules (E2B Secrets) steps
 //	                    against HOST, an HTTPS upstream that wants the key
 //	                    in E2B_RULES_KEY as x-api-key (the secrets test's)
+//	--git URL           run only the git steps: clone URL (a private
+//	                    repository: user "bot", token in E2B_GIT_TOKEN),
+//	                    commit and push a branch with the SDK's sandbox.git
 //
 // Each step is named; a failing step prints FAIL <step>: <why> and the run
 // goes on with the steps that do not depend on it; the exit status is 1 if
@@ -65,6 +68,8 @@ const peer = flag('--peer')
 const peerOther = flag('--peer-other')
 const rulesHost = flag('--rules')
 const rulesKey = process.env.E2B_RULES_KEY
+const gitURL = flag('--git')
+const gitToken = process.env.E2B_GIT_TOKEN
 const onlyList = flag('--only')?.split(',').filter(Boolean)
 const only = onlyList?.length ? onlyList : undefined
 
@@ -795,6 +800,37 @@ async function rulesSteps() {
   }, { needs: [made] })
 }
 
+// gitSteps: E2B's own git API (sandbox.git, which runs git through the
+// process API) against a private repository: clone with a token, commit
+// and push a branch, status; the token is not left in the repository.
+async function gitSteps() {
+  check(gitToken, 'E2B_GIT_TOKEN is not set')
+  const creds = { username: 'bot', password: gitToken }
+  const repo = '/home/user/e2b-repo'
+  let sbx
+  const made = 'git: clone with a token'
+  await step(made, async () => {
+    sbx = await track(Sandbox.create({ metadata: { suite: run } }))
+    await sbx.git.clone(gitURL, { path: repo, ...creds })
+    eq(await sbx.files.read(`${repo}/README`), 'hello\n', 'README')
+  })
+  await step('git: commit and push a branch', async () => {
+    await sbx.git.configureUser('E2B', 'e2b@example.com')
+    await sbx.git.createBranch(repo, 'e2b-branch')
+    await sbx.files.write(`${repo}/e2b.txt`, 'from e2b\n')
+    await sbx.git.add(repo, { all: true })
+    await sbx.git.commit(repo, 'from the e2b sdk')
+    await sbx.git.push(repo, { ...creds, remote: 'origin', branch: 'e2b-branch', setUpstream: true })
+    const st = await sbx.git.status(repo)
+    eq(st.currentBranch, 'e2b-branch', 'status currentBranch')
+    const cfg = await sbx.files.read(`${repo}/.git/config`)
+    check(!cfg.includes(gitToken), 'the token is left in .git/config')
+  }, { needs: [made] })
+  await step('git: kill', async () => {
+    if (sbx) eq(await sbx.kill(), true, 'kill')
+  }, { needs: [made] })
+}
+
 async function networkSteps(open, needs) {
   const curl = (addr) => `curl -fsS -m 5 -o /dev/null -w '%{http_code}' http://${addr}/`
   const reaches = async (sbx, addr) => {
@@ -877,6 +913,7 @@ const started = Date.now()
 console.log(`E2B scenario ${run}: ${debugMode ? 'debug mode' : 'full'}; e2b SDK against ${process.env.E2B_API_URL ?? '(no E2B_API_URL)'}, sandboxes at ${process.env.E2B_SANDBOX_URL ?? '(no E2B_SANDBOX_URL)'}`)
 try {
   if (rulesHost) await rulesSteps()
+  else if (gitURL) await gitSteps()
   else if (debugMode) await debug()
   else await full()
 } catch (e) {
