@@ -373,11 +373,19 @@ func TestStdinSignalsAndList(t *testing.T) {
 	if _, err := c.SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: spid, Signal: raydv1.Signal(77)})); code(err) != connect.CodeInvalidArgument {
 		t.Fatalf("unknown signal: %v", err)
 	}
+	// read x gets EOF from /dev/null at once: wait for its echo, so the
+	// SIGTERM lands on the sleep (before it, the shell could die first).
+	var end *raydv1.EndEvent
+	var got strings.Builder
+	for got.String() != "got=\n" && sleeper.Receive() {
+		got.Write(sleeper.Msg().GetData().GetStdout())
+		if e := sleeper.Msg().GetEnd(); e != nil {
+			t.Fatalf("ended before the signal: %v, stdout %q", e, got.String())
+		}
+	}
 	if _, err := c.SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: spid, Signal: raydv1.Signal_SIGNAL_SIGTERM})); err != nil {
 		t.Fatal(err)
 	}
-	var end *raydv1.EndEvent
-	var got strings.Builder
 	for sleeper.Receive() {
 		got.Write(sleeper.Msg().GetData().GetStdout())
 		if e := sleeper.Msg().GetEnd(); e != nil {
