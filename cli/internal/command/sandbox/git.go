@@ -29,8 +29,9 @@ func gitCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "run git in a sandbox: clone, status, commit, push, pull",
 		Description: "rayito sandbox git ID VERB [flags] ...\n\n" +
 			"Credentials serve one clone, push or pull of an http(s) remote and are never stored: the username\n" +
-			"from --username or " + envGitUsername + ", the password or token from " + envGitPassword + " or, with\n" +
-			"--password-stdin, the first line of stdin; never from a flag. Hooks do not run on those commands,\n" +
+			"from " + envGitUsername + " (tokens are sometimes given as the user name), the password or token\n" +
+			"from " + envGitPassword + " or, with --password-stdin, the first line of stdin; never from a flag,\n" +
+			"which the process list and the shell's history would show. Hooks do not run on those commands,\n" +
 			"and a git configuration that rewrites URLs (url.*.insteadOf) is refused before anything is sent.\n" +
 			"Exit codes: 0 ok, 1 git failed (auth, conflict, ...), 2 usage, 124 --timeout passed.",
 		ArgsUsage:    "ID VERB [ARGS...]",
@@ -83,7 +84,6 @@ func gitCommonFlags(more ...cli.Flag) []cli.Flag {
 
 func gitCredFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "username", Usage: "the `NAME` to authenticate as (default: " + envGitUsername + ")"},
 		&cli.BoolFlag{Name: "password-stdin", Usage: "read the password or token from the first line of stdin (default: " + envGitPassword + ")"},
 	}
 }
@@ -103,10 +103,7 @@ func gitOptions(cmd *cli.Command, f *cliutil.Factory, creds bool) ([]rayito.GitO
 	if !creds {
 		return opts, nil
 	}
-	user := cmd.String("username")
-	if user == "" {
-		user = f.Getenv(envGitUsername)
-	}
+	user := f.Getenv(envGitUsername)
 	var pass string
 	if cmd.Bool("password-stdin") {
 		line, err := bufio.NewReader(io.LimitReader(f.IO.In, 64<<10)).ReadString('\n')
@@ -126,7 +123,7 @@ func gitOptions(cmd *cli.Command, f *cliutil.Factory, creds bool) ([]rayito.GitO
 	case pass == "":
 		return nil, cliutil.Usagef("a username without a password: set %s or use --password-stdin", envGitPassword)
 	case user == "":
-		return nil, cliutil.Usagef("a password without a username: use --username or set %s", envGitUsername)
+		return nil, cliutil.Usagef("a password without a username: set %s", envGitUsername)
 	}
 	return append(opts, rayito.WithGitCredentials(user, pass)), nil
 }
