@@ -27,8 +27,8 @@ import (
 //     stores them), no askpass program and no fsmonitor;
 //   - a git configuration that rewrites URLs (url.*.insteadOf,
 //     url.*.pushInsteadOf) is refused before anything is sent
-//     (ErrGitURLRewrite), as is a remote that is not http(s) or whose URL
-//     holds credentials;
+//     (ErrGitURLRewrite), as is a remote that is not http(s), whose URL
+//     holds credentials, or (with WithCredentialHost) on another host;
 //   - errors, outputs and results never hold the password, its encoded
 //     forms or a credentialed URL.
 //
@@ -148,6 +148,8 @@ var hardening = []string{
 type gitCreds struct {
 	username, password string
 	protocol, host     string
+	// pinned: WithCredentialHost named the only remote they may go to.
+	pinProtocol, pinHost string
 }
 
 // checkCreds validates the credentials of cfg (nil when none were given).
@@ -164,7 +166,7 @@ func checkCreds(op string, cfg *gitConfig) (*gitCreds, error) {
 	if strings.ContainsAny(cfg.username, "\n\r\x00") || strings.ContainsAny(cfg.password, "\n\r\x00") {
 		return nil, gitInvalid(op, "credentials may not hold a line break or NUL")
 	}
-	return &gitCreds{username: cfg.username, password: cfg.password}, nil
+	return &gitCreds{username: cfg.username, password: cfg.password, pinProtocol: cfg.protocol, pinHost: cfg.host}, nil
 }
 
 // bindRemote checks the remote URL credentials are to be sent to: http or
@@ -179,6 +181,9 @@ func (c *gitCreds) bindRemote(op, raw string) error {
 	}
 	if u.User != nil {
 		return gitInvalid(op, "the remote URL holds credentials of its own: give them with WithGitCredentials instead")
+	}
+	if c.pinHost != "" && (!strings.EqualFold(u.Host, c.pinHost) || (c.pinProtocol != "" && u.Scheme != c.pinProtocol)) {
+		return gitInvalid(op, "the remote is not the host WithCredentialHost allows the credentials for")
 	}
 	c.protocol, c.host = u.Scheme, u.Host
 	return nil

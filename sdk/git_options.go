@@ -163,9 +163,12 @@ func WithConfigScope(s GitConfigScope) GitOption {
 // GetConfig or ConfigureUser.
 func WithRepository(path string) GitOption { return gitOption(func(c *gitConfig) { c.repo = path }) }
 
-// WithCredentialHost sets the host (host or host:port) and protocol
-// (https or http) DangerouslyAuthenticate stores credentials for (default
-// github.com, https).
+// WithCredentialHost names the host (host or host:port) and protocol
+// (https or http) credentials are for. With WithGitCredentials it pins
+// them: a Clone, Push or Pull whose remote is elsewhere (say, a remote
+// URL that code in the sandbox changed) is ErrInvalidArgument before
+// anything is sent; protocol "" accepts both. For DangerouslyAuthenticate
+// it is where the stored credentials apply (default https, github.com).
 func WithCredentialHost(protocol, host string) GitOption {
 	return gitOption(func(c *gitConfig) { c.protocol, c.host = protocol, host })
 }

@@ -43,6 +43,23 @@ func TestGitCredsChecks(t *testing.T) {
 	if err := cr.bindRemote("push", "https://git.example:8443/o/r.git"); err != nil || cr.protocol != "https" || cr.host != "git.example:8443" {
 		t.Fatalf("%v %+v", err, cr)
 	}
+	// Pinned to one host: another host, port or protocol is refused.
+	pinned, err := checkCreds("push", gitOpts([]GitOption{WithGitCredentials("u", "s3cr3t"), WithCredentialHost("https", "git.example")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"https://evil.example/r", "https://git.example:444/r", "http://git.example/r", "https://git.example.evil/r"} {
+		if err := pinned.bindRemote("push", bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("pinned %q: %v", bad, err)
+		}
+	}
+	if err := pinned.bindRemote("push", "https://GIT.example/o/r"); err != nil {
+		t.Fatal(err)
+	}
+	anyProto, _ := checkCreds("push", gitOpts([]GitOption{WithGitCredentials("u", "s3cr3t"), WithCredentialHost("", "git.example")}))
+	if err := anyProto.bindRemote("push", "http://git.example/r"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestGitRedact(t *testing.T) {

@@ -293,7 +293,7 @@ func TestGit(t *testing.T) {
 		"git -C repo config core.hooksPath \"$HOME/hooks\" && git -C repo config core.askPass \"$HOME/askpass.sh\""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := git.Push(ctx, "repo", creds, rayito.WithSetUpstream())
+	res, err := git.Push(ctx, "repo", creds, rayito.WithSetUpstream(), rayito.WithCredentialHost("http", gitAddr.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,6 +381,17 @@ func TestGit(t *testing.T) {
 		if _, err := sbx.Commands.Run(ctx, "git -C repo config --remove-section url."+evilURL+" 2>/dev/null; git config --global --remove-section url."+evilURL+" 2>/dev/null; rm -rf rewritten; true"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Code in the sandbox points the push URL elsewhere: credentials
+	// pinned to the server's host (WithCredentialHost) are refused before
+	// anything is sent.
+	if _, err := sbx.Commands.Run(ctx, "git -C repo config remote.origin.pushurl "+evilURL+"private.git"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = git.Push(ctx, "repo", creds, rayito.WithCredentialHost("http", gitAddr.String()))
+	expect(err, rayito.ErrInvalidArgument, "a pinned push to another host")
+	if _, err := sbx.Commands.Run(ctx, "git -C repo config --unset remote.origin.pushurl"); err != nil {
+		t.Fatal(err)
 	}
 	if _, _, evil := srv.counts(); len(evil) != 0 {
 		t.Fatalf("the evil server was contacted: %v", evil)
