@@ -219,7 +219,7 @@ func checkRef(op, what, name string) error {
 	if strings.HasPrefix(name, "-") {
 		return gitInvalid(op, what+" may not begin with '-'")
 	}
-	if strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+	if strings.ContainsFunc(name, isControl) {
 		return gitInvalid(op, what+" holds a control character")
 	}
 	return nil

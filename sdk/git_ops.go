@@ -86,7 +86,7 @@ func (g *Git) RemoteAdd(ctx context.Context, repo, name, rawURL string, opts ...
 	if err := g.checkRemoteArgs(op, repo, name, rawURL); err != nil {
 		return nil, err
 	}
-	if cfg.overwrite {
+	if cfg.force {
 		if _, ok, err := g.RemoteGet(ctx, repo, name, opts...); err != nil {
 			return nil, err
 		} else if ok {

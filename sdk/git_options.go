@@ -34,33 +34,32 @@ const (
 )
 
 type gitConfig struct {
-	user      string
-	envs      map[string]string
-	timeout   time.Duration
-	username  string
-	password  string
-	credsSet  bool
-	branch    string
-	depth     int
-	remote    string
-	upstream  bool
-	author    string
-	email     string
-	empty     bool
-	force     bool
-	paths     []string
-	mode      GitResetMode
-	target    string
-	staged    bool
-	worktree  bool
-	source    string
-	bare      bool
-	fetch     bool
-	scope     GitConfigScope
-	repo      string
-	host      string
-	protocol  string
-	overwrite bool
+	user     string
+	envs     map[string]string
+	timeout  time.Duration
+	username string
+	password string
+	credsSet bool
+	branch   string
+	depth    int
+	remote   string
+	upstream bool
+	author   string
+	email    string
+	empty    bool
+	force    bool
+	paths    []string
+	mode     GitResetMode
+	target   string
+	staged   bool
+	worktree bool
+	source   string
+	bare     bool
+	fetch    bool
+	scope    GitConfigScope
+	repo     string
+	host     string
+	protocol string
 }
 
 func gitOpts(opts []GitOption) *gitConfig {
@@ -117,7 +116,7 @@ func WithAllowEmpty() GitOption { return gitOption(func(c *gitConfig) { c.empty 
 // WithForce forces DeleteBranch (-D, an unmerged branch) and lets
 // RemoteAdd replace an existing remote's URL.
 func WithForce() GitOption {
-	return gitOption(func(c *gitConfig) { c.force, c.overwrite = true, true })
+	return gitOption(func(c *gitConfig) { c.force = true })
 }
 
 // WithPaths limits Add, Reset and Restore to these paths (relative to the

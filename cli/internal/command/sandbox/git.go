@@ -230,18 +230,11 @@ func gitStatusCommand(f *cliutil.Factory) *cli.Command {
 		ArgsUsage: "REPO",
 		Flags:     gitCommonFlags(),
 		Action: gitVerb(func(ctx context.Context, cmd *cli.Command, id string) error {
-			if err := cliutil.CheckArgs(cmd, 1, "the repository's directory"); err != nil {
-				return err
-			}
-			opts, err := gitOptions(cmd, f, false)
+			sbx, repo, opts, err := gitRepo(ctx, cmd, f, id, false)
 			if err != nil {
 				return err
 			}
-			sbx, err := connectID(ctx, cmd, f, id)
-			if err != nil {
-				return err
-			}
-			st, err := sbx.Git.Status(ctx, cmd.Args().First(), opts...)
+			st, err := sbx.Git.Status(ctx, repo, opts...)
 			if err != nil {
 				return gitDone(cmd, f, id, nil, err)
 			}
@@ -291,16 +284,13 @@ func gitCommitCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringFlag{Name: "author-email", Usage: "the author's `EMAIL` (with --author-name)"},
 			&cli.BoolFlag{Name: "allow-empty", Usage: "commit even without changes"}),
 		Action: gitVerb(func(ctx context.Context, cmd *cli.Command, id string) error {
-			if err := cliutil.CheckArgs(cmd, 1, "the repository's directory"); err != nil {
-				return err
-			}
-			opts, err := gitOptions(cmd, f, false)
-			if err != nil {
-				return err
-			}
 			name, email := cmd.String("author-name"), cmd.String("author-email")
 			if (name == "") != (email == "") {
 				return cliutil.Usagef("--author-name and --author-email go together")
+			}
+			sbx, repo, opts, err := gitRepo(ctx, cmd, f, id, false)
+			if err != nil {
+				return err
 			}
 			commitOpts := opts
 			if name != "" {
@@ -309,11 +299,6 @@ func gitCommitCommand(f *cliutil.Factory) *cli.Command {
 			if cmd.Bool("allow-empty") {
 				commitOpts = append(commitOpts, rayito.WithAllowEmpty())
 			}
-			sbx, err := connectID(ctx, cmd, f, id)
-			if err != nil {
-				return err
-			}
-			repo := cmd.Args().First()
 			if cmd.Bool("all") {
 				if _, err := sbx.Git.Add(ctx, repo, opts...); err != nil {
 					return gitDone(cmd, f, id, nil, err)
@@ -376,17 +361,28 @@ func gitPullCommand(f *cliutil.Factory) *cli.Command {
 // gitSync is push and pull: the same arguments, credentials and output.
 func gitSync(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string,
 	call func(*rayito.Sandbox, string, []rayito.GitOption) (*rayito.CommandResult, error)) error {
-	if err := cliutil.CheckArgs(cmd, 1, "the repository's directory"); err != nil {
-		return err
-	}
-	opts, err := gitOptions(cmd, f, true)
+	sbx, repo, opts, err := gitRepo(ctx, cmd, f, id, true)
 	if err != nil {
 		return err
+	}
+	res, err := call(sbx, repo, gitRemoteOptions(cmd, opts))
+	return gitDone(cmd, f, id, res, err)
+}
+
+// gitRepo is the start of every verb that acts on a repository: REPO
+// given, the verb's options read (the credentials when creds), nothing
+// sent until then; then the sandbox reached.
+func gitRepo(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string, creds bool) (*rayito.Sandbox, string, []rayito.GitOption, error) {
+	if err := cliutil.CheckArgs(cmd, 1, "the repository's directory"); err != nil {
+		return nil, "", nil, err
+	}
+	opts, err := gitOptions(cmd, f, creds)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	sbx, err := connectID(ctx, cmd, f, id)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
-	res, err := call(sbx, cmd.Args().First(), gitRemoteOptions(cmd, opts))
-	return gitDone(cmd, f, id, res, err)
+	return sbx, cmd.Args().First(), opts, nil
 }
