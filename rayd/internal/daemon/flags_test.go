@@ -106,7 +106,16 @@ func TestUnixListenerFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := unixListenerFD(int(tf.Fd())); err == nil {
+	// The same rule: a duplicate for unixListenerFD to close, and tf
+	// closed here. Handing it tf's own number closed that number twice,
+	// the second time from tf's finalizer at some later GC, when the
+	// number may belong to a listener or connection of the next test.
+	tfd, err := unix.Dup(int(tf.Fd()))
+	tf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := unixListenerFD(tfd); err == nil {
 		l.Close()
 		t.Error("a TCP listener was taken as the hooks' Unix listener")
 	}

@@ -146,7 +146,7 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 		want.WriteString(strconv.Itoa(i) + "\n")
 	}
 	if got.String() != want.String() {
-		t.Fatalf("output across the suspend:\n%q\nwant\n%q", got.String(), want.String())
+		t.Fatalf("output across the suspend (the reconnect from seq %d ended with %v after %d messages):\n%q\nwant\n%q", lastSeq+1, r.end, r.messages, got.String(), want.String())
 	}
 	if r.end.GetStatus() != "exited" || r.end.GetExitCode() != 0 {
 		t.Fatalf("end %v", r.end)
