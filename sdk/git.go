@@ -61,6 +61,9 @@ var (
 	// ErrGitNotRepository: the path is not in a git repository. It also
 	// matches ErrNotFound.
 	ErrGitNotRepository = errors.New("rayito: not a git repository")
+	// ErrGitIdentity: a commit without an author: give one (WithAuthor)
+	// or configure the user (ConfigureUser).
+	ErrGitIdentity = errors.New("rayito: git author identity unknown")
 )
 
 // GitError is a git command that failed. Its message names the operation
@@ -90,6 +93,8 @@ func (e *GitError) Error() string {
 		what = "no upstream branch"
 	case e.Kind == ErrGitNotRepository:
 		what = "not a git repository"
+	case e.Kind == ErrGitIdentity:
+		what = "no author identity: give an author or configure the user's name and email"
 	}
 	if e.Status == StatusExited || e.Status == "" {
 		return fmt.Sprintf("rayito: git %s: %s (exit code %d)", e.Op, what, e.ExitCode)
@@ -344,6 +349,8 @@ func classifyGit(output string) error {
 		return ErrGitAuth
 	case has("not a git repository"):
 		return ErrGitNotRepository
+	case has("author identity unknown", "please tell me who you are", "unable to auto-detect email address", "empty ident name"):
+		return ErrGitIdentity
 	case has("has no upstream branch", "no tracking information", "no upstream configured", "does not point to a branch"):
 		return ErrGitUpstream
 	case has("conflict", "non-fast-forward", "[rejected]", "fetch first", "would be overwritten",

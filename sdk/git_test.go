@@ -87,6 +87,8 @@ func TestGitClassify(t *testing.T) {
 		"fatal: The current branch feature has no upstream branch.":                    ErrGitUpstream,
 		"There is no tracking information for the current branch.":                     ErrGitUpstream,
 		"fatal: not a git repository (or any of the parent directories): .git":         ErrGitNotRepository,
+		"Author identity unknown\n\n*** Please tell me who you are.":                   ErrGitIdentity,
+		"fatal: unable to auto-detect email address (got 'user@h.(none)')":             ErrGitIdentity,
 		"fatal: repository 'http://h/nope/' not found":                                 nil,
 	} {
 		if got := classifyGit(stderr); got != want {

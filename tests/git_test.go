@@ -567,6 +567,11 @@ func TestGitOps(t *testing.T) {
 	}
 	must(git.Init(ctx, "origin.git", rayito.WithBare(), rayito.WithInitialBranch("trunk")))
 	must(git.Init(ctx, "w", rayito.WithInitialBranch("trunk")))
+	// No user configured yet: a commit says so, typed.
+	if _, err := git.Commit(ctx, "w", "nobody", rayito.WithAllowEmpty()); !errors.Is(err, rayito.ErrGitIdentity) ||
+		!strings.Contains(err.Error(), "no author identity") {
+		t.Fatalf("a commit without identity: %v", err)
+	}
 	if err := git.ConfigureUser(ctx, "Local", "local@example.com", rayito.WithConfigScope(rayito.GitScopeLocal), rayito.WithRepository("w")); err != nil {
 		t.Fatal(err)
 	}

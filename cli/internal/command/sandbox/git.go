@@ -140,8 +140,10 @@ type gitResultJSON struct {
 // removed by the SDK), or JSON.
 func gitDone(cmd *cli.Command, f *cliutil.Factory, id string, res *rayito.CommandResult, err error) error {
 	if err != nil {
+		// git's own explanation goes to stderr, with --json too: stdout
+		// stays machine-readable, and the cause is not lost.
 		var ge *rayito.GitError
-		if errors.As(err, &ge) && !cmd.Bool("json") {
+		if errors.As(err, &ge) {
 			fmt.Fprint(f.IO.Err, ge.Stderr)
 		}
 		if errors.Is(err, rayito.ErrTimeout) && cmd.Duration("timeout") > 0 {
