@@ -283,6 +283,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err = Run(ctx, cfg, log)
+	// The stop is over. A late copy of the signal that began it (a
+	// platform may signal both rayd and its process group) must not turn
+	// this clean exit into a death by SIGTERM: from here on both are
+	// ignored, not put back to their default action by stop.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 	switch code := exitCode(err); code {
 	case ExitOK:
 		return code

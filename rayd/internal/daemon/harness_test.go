@@ -33,6 +33,9 @@ import (
 var sharedSupervisor *proc.Supervisor
 
 func TestMain(m *testing.M) {
+	if os.Getenv(lateSignalEnv) == "1" {
+		lateSignalChild()
+	}
 	sup, err := proc.New(proc.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "supervisor:", err)
