@@ -410,6 +410,13 @@ func TestCLIPauseResumeKeepsShell(t *testing.T) {
 	if err := pty.SendInput(ctx, []byte("q")); err != nil {
 		t.Fatal(err)
 	}
+	// Type the next line only at the shell's prompt: top, still reading
+	// the terminal when q arrives, may swallow whatever follows it (a
+	// GOGC=10 run once lost the echo that way).
+	waitFor("the prompt after top", func(s string) bool {
+		i := strings.LastIndex(s, "\x1b[?1l") // top's exit: cursor keys back to normal
+		return i >= 0 && strings.Contains(s[i:], "$ ")
+	})
 	if err := pty.SendInput(ctx, []byte("echo \"kept=$KEPT\"\n")); err != nil {
 		t.Fatal(err)
 	}
