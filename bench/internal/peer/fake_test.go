@@ -113,21 +113,35 @@ func (f *fakeEnvd) start(w http.ResponseWriter, r *http.Request) {
 		writeEnv(w, flagEndStream, json.RawMessage(`{"error":{"code":"invalid_argument","message":"no such file"}}`))
 		return
 	}
+	// A terminal's process exists before its start event is sent: the
+	// client may send input as soon as it has the pid.
+	var in chan []byte
+	if req.Pty != nil {
+		in = make(chan []byte, 16)
+		f.mu.Lock()
+		f.ptys[pid] = in
+		f.mu.Unlock()
+	}
 	writeEnv(w, flagMessage, event(fmt.Sprintf(`{"start":{"pid":%d}}`, pid)))
 	writeEnv(w, flagMessage, event(`{"keepalive":{}}`))
 	exit := 0
 	switch {
 	case req.Pty != nil:
-		in := make(chan []byte, 16)
-		f.mu.Lock()
-		f.ptys[pid] = in
-		f.mu.Unlock()
-		for b := range in { // the tty echoes what it is sent
-			writeEnv(w, flagMessage, event(`{"data":{"pty":"`+base64.StdEncoding.EncodeToString(b)+`"}}`))
+		for { // the tty echoes what it is sent, until killed or abandoned
+			select {
+			case b, ok := <-in:
+				if ok {
+					writeEnv(w, flagMessage, event(`{"data":{"pty":"`+base64.StdEncoding.EncodeToString(b)+`"}}`))
+					continue
+				}
+				writeEnv(w, flagMessage, event(`{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}`))
+				writeEnv(w, flagEndStream, json.RawMessage(`{}`))
+			case <-r.Context().Done():
+				// The client went away (a failed test): end, so that
+				// httptest's Close does not wait forever.
+			}
+			return
 		}
-		writeEnv(w, flagMessage, event(`{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}`))
-		writeEnv(w, flagEndStream, json.RawMessage(`{}`))
-		return
 	case req.Process.Cmd == "/bin/echo":
 		out := strings.Join(req.Process.Args, " ") + "\n"
 		writeEnv(w, flagMessage, event(`{"data":{"stdout":"`+base64.StdEncoding.EncodeToString([]byte(out))+`"}}`))

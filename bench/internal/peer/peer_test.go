@@ -65,7 +65,9 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 func fakeServer(t *testing.T) (*fakeEnvd, *Client) {
 	f := newFake(t)
 	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
+	// A test that fails mid-stream leaves a handler running: cut the
+	// connections first, so that Close does not wait for it forever.
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	c := NewClient(srv.URL, "root")
 	t.Cleanup(c.Close)
 	return f, c
