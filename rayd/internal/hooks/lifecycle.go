@@ -326,6 +326,9 @@ func (s *Server) reopenStale(gen uint64) {
 		return
 	}
 	s.watchStop = nil // this watchdog is ending
+	// Counted before the gate reopens, so that whoever sees the phase
+	// back at running also sees the count.
+	n := s.stale.Add(1)
 	s.mu.Unlock()
 	_, inTime := s.within(s.resumeBdg, func(ctx context.Context) int {
 		s.lc.Resume(ctx)
@@ -335,7 +338,6 @@ func (s *Server) reopenStale(gen uint64) {
 		s.mu.Unlock()
 		return 0
 	})
-	n := s.stale.Add(1)
 	s.log.Warn("hooks: no snapshot followed /suspend: the API reopened",
 		slog.Uint64("suspend_generation", gen), slog.Duration("after", s.staleAfter), slog.Uint64("stale_suspends", n), slog.Bool("in_time", inTime))
 }
