@@ -130,17 +130,17 @@ func (f *fakeEnvd) start(w http.ResponseWriter, r *http.Request) {
 		for { // the tty echoes what it is sent, until killed or abandoned
 			select {
 			case b, ok := <-in:
-				if ok {
-					writeEnv(w, flagMessage, event(`{"data":{"pty":"`+base64.StdEncoding.EncodeToString(b)+`"}}`))
-					continue
+				if !ok { // killed
+					writeEnv(w, flagMessage, event(`{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}`))
+					writeEnv(w, flagEndStream, json.RawMessage(`{}`))
+					return
 				}
-				writeEnv(w, flagMessage, event(`{"end":{"exitCode":-1,"status":"signal: killed","error":"signal: killed"}}`))
-				writeEnv(w, flagEndStream, json.RawMessage(`{}`))
+				writeEnv(w, flagMessage, event(`{"data":{"pty":"`+base64.StdEncoding.EncodeToString(b)+`"}}`))
 			case <-r.Context().Done():
 				// The client went away (a failed test): end, so that
 				// httptest's Close does not wait forever.
+				return
 			}
-			return
 		}
 	case req.Process.Cmd == "/bin/echo":
 		out := strings.Join(req.Process.Args, " ") + "\n"
