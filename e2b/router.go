@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rayito-dev/rayito/gateway/duplex"
 	"github.com/rayito-dev/rayito/proto/limits"
 )
 
@@ -219,8 +220,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 	if addToken {
 		out.Header.Set(headerAccessToken, token)
 	}
-	fullDuplex(w, r)
-	proxy.ServeHTTP(w, out)
+	// In full duplex: without it the server consumes and closes the body
+	// when the sandbox's answer starts first (a streaming call answers at
+	// once), so the transport, still reading the body to its end, fails
+	// to write the request and drops the upstream connection (the client
+	// saw its answer cut, now and then under load). Through
+	// duplex.Forward, so that no body is read after this handler returns
+	// (net/http panics on that, in a goroutine nothing recovers).
+	duplex.Forward(w, out, proxy)
 }
 
 func (c *conn) checkedAt() time.Time {
@@ -279,16 +286,4 @@ func (c *conn) proxy(s *Server, id string, port int) (*httputil.ReverseProxy, er
 	}
 	c.proxies[port] = p
 	return p, nil
-}
-
-// fullDuplex lets an HTTP/1.1 request body still be read after the
-// response has begun. Without it the server consumes and closes the body
-// when the sandbox's answer starts first (a streaming call answers at
-// once), so the proxy's transport, still reading the body to its end,
-// fails to write the request and drops the upstream connection: the
-// client saw its answer cut ("terminated"), now and then under load.
-func fullDuplex(w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor == 1 {
-		_ = http.NewResponseController(w).EnableFullDuplex()
-	}
 }

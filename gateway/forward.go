@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rayito-dev/rayito/gateway/duplex"
 )
 
 // Error classes: the closed set that status, logs and refusal bodies carry.
@@ -116,14 +118,16 @@ func fwdFrom(ctx context.Context) *fwd {
 // implementation of both modes.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, f *fwd) {
 	ctx := context.WithValue(r.Context(), fwdKey{}, f)
-	if r.ProtoMajor == 1 {
-		// The upstream may answer before it has read the whole body (a
-		// 401 to an upload): without full duplex the server would then
-		// consume and close the body under the transport still sending
-		// it, which drops the connection and cuts the answer.
-		_ = http.NewResponseController(w).EnableFullDuplex()
-	}
-	g.proxy.ServeHTTP(no1xxWriter{w}, r.WithContext(ctx))
+	// In full duplex: the upstream may answer before it has read the whole
+	// body (a 401 to an upload); without it the server would consume and
+	// close the body under the transport still sending it, which drops
+	// the connection and cuts the answer. Through duplex.Forward, so that
+	// the transport never reads the body after this handler returns (an
+	// upstream that fails mid-body would otherwise make net/http panic in
+	// a goroutine nothing recovers: rayd itself would die).
+	duplex.Forward(w, r.WithContext(ctx), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.proxy.ServeHTTP(no1xxWriter{w}, r)
+	}))
 }
 
 func (g *Gateway) newProxy() *httputil.ReverseProxy {

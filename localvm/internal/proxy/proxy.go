@@ -44,6 +44,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rayito-dev/rayito/gateway/duplex"
 	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/localvm/internal/authtoken"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
@@ -349,12 +350,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.EqualFold(strings.TrimSpace(r.Header.Get(microvmsapi.ProxyForceH2Header)), "true") {
 		rp = p.rpH2C
 	}
-	if r.ProtoMajor == 1 {
-		// Let an HTTP/1.1 client keep sending its body while the response
-		// streams back (bidirectional streams). Harmless otherwise.
-		_ = http.NewResponseController(w).EnableFullDuplex()
-	}
-	rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)))
+	// In full duplex (an HTTP/1.1 client keeps sending its body while the
+	// response streams back), through a body the transport can no longer
+	// read once this handler returns: a guest that fails or answers before
+	// taking the whole body must not leave a reader behind (net/http
+	// panics on it, in a goroutine nothing recovers).
+	duplex.Forward(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)), rp)
 }
 
 // parsePort parses the values of x-aws-proxy-port: none means

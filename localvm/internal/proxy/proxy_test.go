@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -287,6 +288,7 @@ func newEnv(t *testing.T, verifier Verifier) *env {
 		"down" + suffix:          {id: "microvm-down", running: true, addr: downAddr},
 		"unreachable" + suffix:   {id: "microvm-unreachable", running: true, err: errors.New("no route")},
 		"other-vm-down" + suffix: {id: "microvm-other", running: true, addr: downAddr},
+		"full" + suffix:          {id: "microvm-full", running: true, addr: closingListener(t)},
 	}
 	e.proxy = New(Options{
 		Lookup: func(ep string) (Target, bool) {
@@ -305,6 +307,9 @@ func newEnv(t *testing.T, verifier Verifier) *env {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	e.srv.Config.Protocols = &p
+	// net/http's own messages (a recovered panic among them) land in the
+	// logs too.
+	e.srv.Config.ErrorLog = log.New(e.logs, "server: ", 0)
 	e.srv.Start()
 	t.Cleanup(func() {
 		e.srv.Close()
@@ -1104,5 +1109,71 @@ func TestActivityMeter(t *testing.T) {
 			t.Fatalf("upgraded connection still in flight: %+v", e.vm.meter.Read())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// closingListener accepts connections and closes each at once, as rayd
+// does over its connection cap; it returns its address.
+func closingListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A guest that drops connections while clients are still sending their
+// streams' bodies gets each call a 502, and the proxy's server never
+// panics (net/http's "invalid concurrent Body.Read call" under full
+// duplex, golang/go#68560, which took the platform down).
+func TestGuestDropsMidBody(t *testing.T) {
+	e := newEnv(t, allowAll{})
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				pr, pw := io.Pipe()
+				go func() {
+					_, _ = pw.Write(make([]byte, 40))
+					time.Sleep(time.Duration(i%3) * time.Millisecond)
+					_ = pw.Close()
+				}()
+				req := e.request(t, http.MethodPost, "full"+suffix, "/rayito.rayd.v1.ProcessService/Start", pr,
+					map[string]string{microvmsapi.ProxyAuthHeader: "x", "Content-Type": "application/connect+proto"})
+				res, err := c.Do(req)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusBadGateway {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if strings.Contains(e.logs.String(), "panic") {
+		line, _, _ := strings.Cut(e.logs.String()[strings.Index(e.logs.String(), "panic"):], "\n")
+		t.Fatalf("the proxy's server panicked: %s", line)
+	}
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d of 900 calls did not get a 502", n)
 	}
 }
