@@ -36,12 +36,17 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/service/unimplemented"
+	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 )
 
 // Limits of the API port.
 const (
 	// MaxConns bounds concurrent connections; more are closed at accept.
-	MaxConns = 256
+	// It is well above the streams a sandbox serves at once
+	// ([Options].Streams, streamlimit.Default): a client that holds one
+	// connection per stream (HTTP/1.1) and has every stream slot taken
+	// still has connections for its unary control calls.
+	MaxConns = 1024
 	// MaxStreams bounds concurrent HTTP/2 streams per connection.
 	MaxStreams = 256
 	// MaxMessageBytes bounds one decoded request message.
@@ -72,6 +77,10 @@ type Options struct {
 	Holds func() bool
 	// Quiesce is the suspend gate; nil: none.
 	Quiesce *quiesce.Gate
+	// Streams bounds the streams (streaming RPCs and the plain HTTP
+	// endpoints in Extra) open at once; share one Limit between the
+	// handlers of one sandbox. Nil: no bound. Unary RPCs are not counted.
+	Streams *streamlimit.Limit
 }
 
 // Handler returns the API's HTTP handler: the built services, and every
@@ -106,6 +115,7 @@ func handler(opts Options, health string, withUnimplemented bool) http.Handler {
 		raydv1connect.LifecycleServiceSetTimeoutProcedure: true,
 	}}
 	suspend := suspendGate{g: opts.Quiesce, exempt: map[string]bool{health: true}}
+	streams := streamGate{limit: opts.Streams, exempt: map[string]bool{health: true}}
 	recoverPanic := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, _ any) error {
 		// The panic value may hold user data: log only where it happened.
 		log.Error("panic in RPC handler", "procedure", spec.Procedure)
@@ -121,7 +131,7 @@ func handler(opts Options, health string, withUnimplemented bool) http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, m := range opts.Services {
-		mux.Handle(m(append(common, connect.WithInterceptors(gate, hold, suspend))...))
+		mux.Handle(m(append(common, connect.WithInterceptors(gate, hold, suspend, streams))...))
 	}
 	for _, u := range unimplemented.Services() {
 		if !withUnimplemented {
@@ -130,7 +140,7 @@ func handler(opts Options, health string, withUnimplemented bool) http.Handler {
 		mux.Handle(u.Mount(append(common, connect.WithInterceptors(gate, hold, suspend, unimplemented.Interceptor(u.Feature)))...))
 	}
 	for pattern, h := range opts.Extra {
-		mux.Handle(pattern, gate.Handler(hold.handler(suspend.handler(h))))
+		mux.Handle(pattern, gate.Handler(hold.handler(suspend.handler(streams.handler(h)))))
 	}
 	return mux
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/deadline"
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
+	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 )
 
 // holdGate refuses every call but the exempt ones while the sandbox's
@@ -124,5 +125,57 @@ func (g suspendGate) handler(next http.Handler) http.Handler {
 		}
 		defer leave()
 		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// streamGate holds a slot of the sandbox's stream limit for each stream
+// (after the token, timeout and suspend gates: a refused caller takes no
+// slot) and refuses a stream over it with ResourceExhausted. Unary calls
+// pass untouched.
+type streamGate struct {
+	limit  *streamlimit.Limit
+	exempt map[string]bool
+}
+
+func (g streamGate) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (g streamGate) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (g streamGate) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	if g.limit == nil {
+		return next
+	}
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if g.exempt[conn.Spec().Procedure] {
+			return next(ctx, conn)
+		}
+		release, err := g.limit.Acquire()
+		if err != nil {
+			return rpcerr.From(err)
+		}
+		defer release()
+		return next(ctx, conn)
+	}
+}
+
+// handler counts the plain HTTP endpoints (file transfers) as streams.
+func (g streamGate) handler(next http.Handler) http.Handler {
+	if g.limit == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.exempt[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		release, err := g.limit.Acquire()
+		if err != nil {
+			rpcerr.WriteHTTP(w, err)
+			return
+		}
+		defer release()
+		next.ServeHTTP(w, r)
 	})
 }

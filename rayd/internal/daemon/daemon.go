@@ -53,6 +53,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/network"
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
+	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
@@ -554,11 +555,14 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)
 	lifecycleSvc := lifecycle.New(d.deadline)
+	// One stream budget for the sandbox, whichever port a stream comes by.
+	streams := streamlimit.New(streamlimit.Default)
 	d.API = apiserver.Handler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,
 		Holds:      d.deadline.Holds,
 		Quiesce:    d.quiesce,
+		Streams:    streams,
 		Services: []apiserver.Mount{
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return raydv1connect.NewHealthServiceHandler(healthSvc, o...)
@@ -595,6 +599,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Logger:     log,
 		Holds:      d.deadline.Holds,
 		Quiesce:    d.quiesce,
+		Streams:    streams,
 		Services: []apiserver.Mount{
 			func(o ...connect.HandlerOption) (string, http.Handler) {
 				return processconnect.NewProcessHandler(envdProcessSvc, o...)
@@ -610,6 +615,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Logger:     log,
 		Holds:      d.deadline.Holds,
 		Quiesce:    d.quiesce,
+		Streams:    streams,
 		Extra:      envdcode.New(d.Code).Routes(),
 	})
 	if !d.privileged {

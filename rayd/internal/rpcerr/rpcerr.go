@@ -26,6 +26,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
+	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 )
 
 // Reason is the contract's closed reason enum.
@@ -97,6 +98,9 @@ var rules = []rule{
 	{deadline.ErrUnmanaged, raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED, "the sandbox's lifetime is not managed: its run payload has no lifecycle block"},
 	{deadline.ErrPastCap, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms reaches past the sandbox's cap"},
 	{deadline.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms must be positive and mode EXACT or AT_LEAST"},
+
+	// streamlimit: streams open at once.
+	{streamlimit.ErrTooMany, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many open streams: at most 256 at once (unary calls still answer); close a stream or follow fewer processes"},
 
 	// launch: request policy.
 	{launch.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid request"},
