@@ -3,6 +3,7 @@ package rayito
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
 	"strconv"
@@ -143,7 +144,10 @@ type dataPlane struct {
 	// base and http1 are the transports (base carries the RPCs; http1 the
 	// file endpoints, and the sandbox's own ports).
 	base, http1 http.RoundTripper
-	client      *http.Client
+	// own: base and http1 are this sandbox's alone (close closes their
+	// idle connections); otherwise they are the process's shared ones.
+	own    bool
+	client *http.Client
 	// files carries the HTTP/1.1 file endpoints.
 	files   *http.Client
 	health  raydv1connect.HealthServiceClient
@@ -168,25 +172,13 @@ type dataPlane struct {
 // few connections per microVM), file transfers over HTTP/1.1 (an h2 upload
 // through the AWS proxy is held to a 64 KiB window per round trip).
 func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken string) *dataPlane {
-	var base, http1 http.RoundTripper
 	baseURL := "https://" + endpoint
-	var h1 http.Protocols
-	h1.SetHTTP1(true)
 	local := cfg.backend == BackendLocal
 	if local {
-		// No gzip: here compressing costs more than sending.
-		http1 = &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
-			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}
-		base = http1
 		baseURL = strings.TrimRight(cfg.endpoint, "/")
-	} else {
-		var p http.Protocols
-		p.SetHTTP1(true)
-		p.SetHTTP2(true)
-		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.aws.endpointCAs}
-		base = &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, HTTP2: h2Config()}
-		http1 = &http.Transport{Protocols: &h1, TLSClientConfig: tlsCfg.Clone()}
 	}
+	tr := transportsFor(local, cfg.aws.endpointCAs)
+	base, http1 := tr.base, tr.http1
 	tokens := portTokens(mv, id, microvmsapi.DefaultProxyPort)
 	hc := &http.Client{Transport: &proxyTransport{base: base, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken, forceH2: !local}}
 	fc := &http.Client{Transport: &proxyTransport{base: http1, host: endpoint, port: microvmsapi.DefaultProxyPort, tokens: tokens, accessToken: accessToken}}
@@ -199,6 +191,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 	}
 	return &dataPlane{
 		baseURL: baseURL,
+		own:     tr.own,
 		base:    base,
 		http1:   http1,
 		client:  hc,
@@ -220,13 +213,67 @@ func h2Config() *http.HTTP2Config {
 	return &http.HTTP2Config{MaxReadFrameSize: 1 << 20}
 }
 
+// close closes the idle connections of the sandbox's own transports; the
+// process's shared ones are left to their idle timeout (their connections
+// serve every sandbox).
 func (d *dataPlane) close() {
-	for _, c := range []*http.Client{d.client, d.files} {
-		if t, ok := c.Transport.(*proxyTransport); ok {
-			if b, ok := t.base.(*http.Transport); ok {
-				b.CloseIdleConnections()
-			}
+	if !d.own {
+		return
+	}
+	for _, t := range []http.RoundTripper{d.base, d.http1} {
+		if b, ok := t.(*http.Transport); ok {
+			b.CloseIdleConnections()
 		}
+	}
+}
+
+// transports are the data plane's two transports: base carries the RPCs,
+// http1 the file endpoints and the sandbox's own ports.
+type transports struct {
+	base, http1 http.RoundTripper
+	own         bool
+}
+
+// The process's shared transports: one pool of connections for every
+// sandbox (locally every sandbox is reached through the platform's one
+// address, so its connections serve them all), instead of a pool per
+// sandbox that stayed open, idle, for 90 s after the sandbox was gone.
+var (
+	sharedLocal = sync.OnceValue(func() transports { return newTransports(true, nil) })
+	sharedAWS   = sync.OnceValue(func() transports { return newTransports(false, nil) })
+)
+
+// transportsFor returns the shared transports, or a sandbox's own when it
+// trusts a CA pool of its own (WithEndpointCAs).
+func transportsFor(local bool, cas *x509.CertPool) transports {
+	switch {
+	case local:
+		return sharedLocal()
+	case cas == nil:
+		return sharedAWS()
+	}
+	t := newTransports(false, cas)
+	t.own = true
+	return t
+}
+
+// newTransports builds the transports of a backend (see newDataPlane).
+func newTransports(local bool, cas *x509.CertPool) transports {
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	if local {
+		// No gzip: here compressing costs more than sending.
+		t := &http.Transport{Protocols: &h1, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+			WriteBufferSize: 256 << 10, ReadBufferSize: 256 << 10}
+		return transports{base: t, http1: t}
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cas}
+	return transports{
+		base:  &http.Transport{Protocols: &p, TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true, HTTP2: h2Config(), IdleConnTimeout: 90 * time.Second},
+		http1: &http.Transport{Protocols: &h1, TLSClientConfig: tlsCfg.Clone(), IdleConnTimeout: 90 * time.Second},
 	}
 }
 

@@ -178,3 +178,31 @@ func TestConnectionsAreReused(t *testing.T) {
 		t.Fatalf("80 sequential calls opened %d new connections, want at most 2", n)
 	}
 }
+
+// Create/kill cycles share the process's connections to the platform: the
+// SDK made a control-plane client and data-plane transports per sandbox,
+// each keeping its connections open, idle, for 90 s (300 cycles took a
+// platform from 16 to 197 descriptors).
+func TestCreateKillCyclesShareConnections(t *testing.T) {
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx := context.Background()
+	cycle := func() {
+		sbx := p.create(ctx)
+		if _, err := sbx.Commands.Exec(ctx, []string{"true"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sbx.Kill(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	before := p.accepted.Load()
+	const n = 30
+	for range n {
+		cycle()
+	}
+	if got := p.accepted.Load() - before; got > 4 {
+		t.Fatalf("%d create/exec/kill cycles opened %d new connections to the platform, want at most 4", n, got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,7 +93,7 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 		sleep:       s.sleep,
 	}
 	if c.http == nil {
-		c.http = defaultHTTPClient()
+		c.http = sharedHTTPClient()
 	}
 	if !s.unsigned {
 		c.creds = s.creds
@@ -148,11 +149,15 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Signed reports whether the client signs its requests.
 func (c *Client) Signed() bool { return c.creds != nil }
 
-func defaultHTTPClient() *http.Client {
+// sharedHTTPClient is the HTTP client of every Client made without
+// WithHTTPClient in this process: one pool of connections to each
+// endpoint, however many Clients (a program that made one per sandbox kept
+// one idle connection per sandbox for 90 s).
+var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &http.Client{Transport: t, Timeout: 60 * time.Second, CheckRedirect: noRedirects}
-}
+})
 
 func validRegion(r string) bool {
 	if r == "" || len(r) > 64 {
