@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -75,8 +76,9 @@ const logRingSize = 1024
 // Config is rayd's configuration from flags and environment.
 type Config struct {
 	APIAddr string
-	// HooksAddr is the TCP address of the hooks. With HooksFD it is only a
-	// decoy where every caller counts as sandbox code ("" for none).
+	// HooksAddr is the TCP address of the hooks (without -hooks-addr: the
+	// host of -api-addr, port 9000). With HooksFD it is only a decoy where
+	// every caller counts as sandbox code ("" for none).
 	HooksAddr string
 	// HooksFD, when above 2 (the flag's default is -1; 0, the zero
 	// value, means none too), is a listening Unix socket (inherited from
@@ -140,7 +142,9 @@ type Config struct {
 	// the API (-e2b, default on). E2BAddrSet tells that -e2b-addr was
 	// given: only then is a failure to listen there fatal (the default
 	// port may be taken where several rayds share a network namespace;
-	// rayd then serves without it and says so).
+	// rayd then serves without it and says so). Without -e2b-addr it is
+	// the host of -api-addr with the envd port: rayd never listens on an
+	// address the operator did not give it (see defaultAddrs).
 	E2B        bool
 	E2BAddr    string
 	E2BAddrSet bool
@@ -159,21 +163,21 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
 	fs.BoolVar(&cfg.E2B, "e2b", true, "serve E2B's envd protocol (process.Process and filesystem.Filesystem over Connect, /files, /health) on -e2b-addr for the official e2b SDKs, behind the same access token as the API")
-	fs.Func("e2b-addr", fmt.Sprintf("address of E2B's envd protocol (default \":%d\")", limits.E2BEnvdPort), func(v string) error {
+	fs.Func("e2b-addr", fmt.Sprintf("address of E2B's envd protocol (default: the host of -api-addr, port %d)", limits.E2BEnvdPort), func(v string) error {
 		if v == "" {
 			return errors.New("empty address (use -e2b=false to turn the E2B protocol off)")
 		}
 		cfg.E2BAddr, cfg.E2BAddrSet = v, true
 		return nil
 	})
-	fs.Func("e2b-code-addr", fmt.Sprintf("address of the E2B code interpreter's HTTP API (/execute, /contexts) with -e2b (default \":%d\")", limits.E2BCodePort), func(v string) error {
+	fs.Func("e2b-code-addr", fmt.Sprintf("address of the E2B code interpreter's HTTP API (/execute, /contexts) with -e2b (default: the host of -api-addr, port %d)", limits.E2BCodePort), func(v string) error {
 		if v == "" {
 			return errors.New("empty address (use -e2b=false to turn the E2B protocol off)")
 		}
 		cfg.E2BCodeAddr, cfg.E2BCodeAddrSet = v, true
 		return nil
 	})
-	fs.StringVar(&cfg.HooksAddr, "hooks-addr", fmt.Sprintf(":%d", limits.HooksPort), "address of the platform's lifecycle hooks (HTTP/1.1)")
+	fs.StringVar(&cfg.HooksAddr, "hooks-addr", "", fmt.Sprintf("address of the platform's lifecycle hooks (HTTP/1.1) (default: the host of -api-addr, port %d)", limits.HooksPort))
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
 	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
@@ -200,14 +204,11 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if cfg.E2BAddr == "" {
-		cfg.E2BAddr = fmt.Sprintf(":%d", limits.E2BEnvdPort)
-	}
-	if cfg.E2BCodeAddr == "" {
-		cfg.E2BCodeAddr = fmt.Sprintf(":%d", limits.E2BCodePort)
-	}
 	if *showVersion {
 		return cfg, errVersion
+	}
+	if err := cfg.defaultAddrs(fs); err != nil {
+		return cfg, err
 	}
 	switch *kernelStart {
 	case "eager":
@@ -253,6 +254,34 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 }
 
 var errVersion = errors.New("version requested")
+
+// defaultAddrs fills in the listeners' addresses that were not given
+// (fs is the parsed flag set) from the host of -api-addr: with -api-addr
+// 127.0.0.1:8080 rayd listens on 127.0.0.1 only (hooks on 127.0.0.1:9000,
+// the E2B ports 127.0.0.1:49983 and 127.0.0.1:49999), never on every
+// interface because a flag was left out. -api-addr's default, ":8080",
+// keeps the others on every interface, as a microVM image wants them.
+// Only the egress proxy and the secret gateway, which serve the sandbox's
+// own code on its loopback, listen elsewhere.
+func (c *Config) defaultAddrs(fs *flag.FlagSet) error {
+	host, port, err := net.SplitHostPort(c.APIAddr)
+	if err != nil || port == "" {
+		return errors.New("-api-addr must be HOST:PORT or :PORT")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	at := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+	if !set["hooks-addr"] {
+		c.HooksAddr = at(limits.HooksPort)
+	}
+	if !c.E2BAddrSet {
+		c.E2BAddr = at(limits.E2BEnvdPort)
+	}
+	if !c.E2BCodeAddrSet {
+		c.E2BCodeAddr = at(limits.E2BCodePort)
+	}
+	return nil
+}
 
 // hooksOverUnix reports whether the platform calls the hooks on the Unix
 // listener HooksFD, and only there.

@@ -142,3 +142,40 @@ func TestParseFlagsE2B(t *testing.T) {
 		}
 	}
 }
+
+// Every listener whose address was not given follows the host of
+// -api-addr: -api-addr 127.0.0.1:… never leaves the hooks or the E2B ports
+// on every interface. Explicit addresses win; -api-addr's default keeps
+// the wildcard everywhere (a microVM image).
+func TestParseFlagsAddrsFollowAPIAddr(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	for _, tc := range []struct {
+		args                []string
+		api, hooks, e2b, cd string
+	}{
+		{nil, ":8080", ":9000", ":49983", ":49999"},
+		{[]string{"-api-addr", "127.0.0.1:7000"}, "127.0.0.1:7000", "127.0.0.1:9000", "127.0.0.1:49983", "127.0.0.1:49999"},
+		{[]string{"-api-addr", "127.0.0.1:0"}, "127.0.0.1:0", "127.0.0.1:9000", "127.0.0.1:49983", "127.0.0.1:49999"},
+		{[]string{"-api-addr", "[::1]:7000"}, "[::1]:7000", "[::1]:9000", "[::1]:49983", "[::1]:49999"},
+		{[]string{"-api-addr", "localhost:7000"}, "localhost:7000", "localhost:9000", "localhost:49983", "localhost:49999"},
+		{[]string{"-api-addr", ":7000"}, ":7000", ":9000", ":49983", ":49999"},
+		{[]string{"-api-addr", "127.0.0.1:7000", "-hooks-addr", "10.0.0.1:1", "-e2b-addr", "10.0.0.1:2", "-e2b-code-addr", "10.0.0.1:3"},
+			"127.0.0.1:7000", "10.0.0.1:1", "10.0.0.1:2", "10.0.0.1:3"},
+		{[]string{"-api-addr", "127.0.0.1:7000", "-hooks-fd", "5", "-hooks-addr", ""}, "127.0.0.1:7000", "", "127.0.0.1:49983", "127.0.0.1:49999"},
+	} {
+		cfg, err := ParseFlags(tc.args, getenv, io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if cfg.APIAddr != tc.api || cfg.HooksAddr != tc.hooks || cfg.E2BAddr != tc.e2b || cfg.E2BCodeAddr != tc.cd {
+			t.Errorf("%q: api %q hooks %q e2b %q code %q, want %q %q %q %q", tc.args, cfg.APIAddr, cfg.HooksAddr, cfg.E2BAddr, cfg.E2BCodeAddr, tc.api, tc.hooks, tc.e2b, tc.cd)
+		}
+	}
+	for _, bad := range []string{"", "8080", "127.0.0.1", "127.0.0.1:", "[::1"} {
+		if _, err := ParseFlags([]string{"-api-addr", bad}, getenv, io.Discard); err == nil {
+			t.Errorf("-api-addr %q accepted", bad)
+		}
+	}
+}

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(lateSignalEnv) == "1" {
 		lateSignalChild()
 	}
+	if os.Getenv(listenChildEnv) == "1" {
+		listenChild()
+	}
 	sup, err := proc.New(proc.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "supervisor:", err)
