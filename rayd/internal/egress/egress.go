@@ -15,7 +15,11 @@
 //     own addresses, or an IPv6 form embedding an IPv4 address, the
 //     request is refused (see the guard list on [Proxy]);
 //   - only guarded addresses are dialed, directly or through the
-//     operator's SOCKS5 [Upstream];
+//     operator's SOCKS5 [Upstream], whose own address is guarded the
+//     same way (resolved by rayd, every address checked, a localhost
+//     name never resolved) before each dial: the operator's proxy
+//     cannot point rayd, which the sandbox's rules do not hold, at its
+//     own loopback, the metadata service or a link-local neighbour;
 //   - the bytes are spliced unchanged, except in the absolute-form
 //     http:// case, the only one where the Host header is rewritten (to
 //     the URL's authority).
@@ -87,7 +91,9 @@ type Interceptor interface {
 // Upstream is an operator SOCKS5 proxy that every tunnel is chained
 // through. Its credentials arrive only by RPC: the proxy never logs
 // them nor puts them in errors, and String, GoString and LogValue leave
-// them out.
+// them out. Its address must pass [BlockedUpstreamHost] (the network
+// service refuses it otherwise), and at every dial its host is resolved
+// and each address guarded like a destination's (see [Proxy]).
 type Upstream struct {
 	Address  string // host:port of the SOCKS5 proxy
 	Username string // RFC 1929 username/password authentication when either is set
@@ -113,13 +119,14 @@ func (u Upstream) LogValue() slog.Value {
 // Refusal reason classes, used in [Stats.Refused], in logs and as the
 // body of the HTTP refusals.
 const (
-	ReasonNotAllowed     = "not_allowed"         // the policy does not allow the name (or IP) and port
-	ReasonBlockedAddress = "blocked_address"     // a resolved address failed the guard
-	ReasonBadRequest     = "bad_request"         // malformed, oversized, unsupported or timed-out request
-	ReasonResolveFailed  = "resolve_failed"      // the name did not resolve
-	ReasonDialFailed     = "dial_failed"         // no guarded address (or the upstream) could be reached
-	ReasonMaxConns       = "max_conns"           // MaxConns connections were already being served
-	ReasonPlaceholder    = "placeholder_blocked" // a plain-HTTP request carried a secret placeholder
+	ReasonNotAllowed      = "not_allowed"         // the policy does not allow the name (or IP) and port
+	ReasonBlockedAddress  = "blocked_address"     // a resolved address failed the guard
+	ReasonBadRequest      = "bad_request"         // malformed, oversized, unsupported or timed-out request
+	ReasonResolveFailed   = "resolve_failed"      // the name did not resolve
+	ReasonDialFailed      = "dial_failed"         // no guarded address (or the upstream) could be reached
+	ReasonUpstreamBlocked = "upstream_blocked"    // the upstream's address is a localhost name or resolved to a guarded address
+	ReasonMaxConns        = "max_conns"           // MaxConns connections were already being served
+	ReasonPlaceholder     = "placeholder_blocked" // a plain-HTTP request carried a secret placeholder
 )
 
 // Default limits.
@@ -192,8 +199,8 @@ type Stats struct {
 //     CONNECT only, ATYP domain, IPv4 or IPv6. Refusals are SOCKS5
 //     replies: 0x02 (not allowed by ruleset) for not_allowed and
 //     blocked_address, 0x04 (host unreachable) for resolve_failed, 0x05
-//     (connection refused) for dial_failed, 0x07/0x08 for an unsupported
-//     command/address type, 0x01 otherwise.
+//     (connection refused) for dial_failed and upstream_blocked,
+//     0x07/0x08 for an unsupported command/address type, 0x01 otherwise.
 //  3. HTTP CONNECT host:port (first byte an upper-case letter and method
 //     CONNECT), answered "HTTP/1.1 200 Connection established".
 //  4. Absolute-form HTTP ("GET http://host[:port]/path HTTP/1.1", any
@@ -206,8 +213,8 @@ type Stats struct {
 //
 // HTTP refusals (CONNECT, absolute-form and transparent HTTP) are
 // "400 Bad Request" for bad_request, "403 Forbidden" for not_allowed and
-// blocked_address, "502 Bad Gateway" for resolve_failed and dial_failed,
-// each with the reason class as the whole body.
+// blocked_address, "502 Bad Gateway" for resolve_failed, dial_failed and
+// upstream_blocked, each with the reason class as the whole body.
 //
 // Every request is, in this order: parsed strictly (heads and
 // ClientHellos at most 16 KiB, names at most 253 bytes of letters,
@@ -225,8 +232,11 @@ type Stats struct {
 // not refused. Then it is dialed, trying
 // the guarded addresses in order until one answers (through the
 // Upstream when one is set, which is then given the guarded IP address,
-// never the name); re-checked against the policy in force at that
-// moment; and spliced both ways with half-close.
+// never the name; the Upstream's own host is resolved with
+// Options.Resolve and refused, upstream_blocked, when it is a localhost
+// name or ANY of its addresses fails the same guard, and otherwise its
+// guarded addresses are dialed in order); re-checked against the policy
+// in force at that moment; and spliced both ways with half-close.
 type Proxy struct {
 	opts   Options
 	log    *slog.Logger
@@ -237,6 +247,7 @@ type Proxy struct {
 	mu          sync.Mutex
 	policy      HostPolicy
 	upstream    *Upstream
+	upWarned    bool // a blocked upstream was logged since SetPolicy
 	interceptor Interceptor
 	closed      bool
 	listeners   map[net.Listener]struct{}
@@ -394,6 +405,7 @@ func (p *Proxy) SetPolicy(pol HostPolicy, upstream *Upstream) {
 	p.mu.Lock()
 	p.policy = pol
 	p.upstream = up
+	p.upWarned = false
 	n := 0
 	for c := range p.conns {
 		if c.tunnel && !allows(pol, c.t) {

@@ -66,6 +66,9 @@ func FuzzParseConnect(f *testing.F) {
 		"CONNECT a:443 HTTP/1.1\r\n X: folded\r\n\r\n",
 		"CONNECT a:443 HTTP/1.1\r\nX:\x00\r\n\r\n",
 		"CONNECT a:443",
+		"CONNECT x.localhost:443 HTTP/1.1\r\n\r\n",
+		"CONNECT LOCALHOST.:1080 HTTP/1.1\r\n\r\n",
+		"CONNECT [::ffff:127.0.0.1]:443 HTTP/1.1\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -90,6 +93,7 @@ func FuzzParseAbsoluteURI(f *testing.F) {
 		"http://allowed.test/", "http://Allowed.test:8080/a/b?c=d", "HTTP://a.test", "http://a.test?x",
 		"https://a.test/", "http://u:p@a.test/", "http://[::1]:80/", "http://a.test/#frag",
 		"http://a.test%2f.evil/", "http://a.test:0/", "http://127.1/", "http://a.test:/",
+		"http://x.localhost/", "http://localhost:8080/", "http://[fd00:ec2::254]/", "http://169.254.169.254/latest/",
 	} {
 		f.Add(s)
 	}

@@ -1,8 +1,13 @@
 package egress
 
 import (
+	"context"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/rayito-dev/rayito/rayd/internal/netpolicy"
 )
 
 var (
@@ -90,3 +95,74 @@ func interfaceAddrs() []netip.Addr {
 // guest's own interface addresses included: the secret gateway guards its
 // upstreams with it.
 func Blocked(a netip.Addr) bool { return blockedAddress(a.Unmap(), interfaceAddrs()) }
+
+// BlockedUpstreamHost reports whether host, the host part of an operator
+// SOCKS5 proxy's address, is refused before anything is resolved: an IP
+// literal the guard refuses ([Blocked]: loopback, unspecified, link-local,
+// the IMDS addresses, IPv4-mapped and other IPv4-embedding IPv6 forms,
+// multicast, reserved, the guest's own addresses, any zone), "localhost"
+// or a name under ".localhost", or a name that looks like a numeric IPv4
+// form some resolvers take for an address ("127.1", "2130706433",
+// "0x7f.1": a last label of digits only or starting with "0x"). A name
+// that passes is resolved and guarded again at every dial.
+func BlockedUpstreamHost(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return Blocked(a) || a.Zone() != ""
+	}
+	return badUpstreamName(host)
+}
+
+// badUpstreamName reports whether name is a localhost name or looks like
+// a numeric IPv4 form (see BlockedUpstreamHost).
+func badUpstreamName(name string) bool {
+	if netpolicy.LocalhostName(name) {
+		return true
+	}
+	name = strings.TrimSuffix(name, ".")
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	if last == "" {
+		return true
+	}
+	if len(last) >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X') {
+		return true
+	}
+	return strings.Trim(last, "0123456789") == ""
+}
+
+// guardUpstream resolves the host of the upstream's address (an IP
+// literal is taken as it is; a localhost name is never resolved) and
+// guards every address like a destination's: it returns the addresses to
+// dial, in order, or a reason class (upstream_blocked when any address is
+// refused, dial_failed when the address is malformed or does not resolve).
+func (p *Proxy) guardUpstream(ctx context.Context, address string) ([]netip.AddrPort, string) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, ReasonDialFailed
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 {
+		return nil, ReasonDialFailed
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		if badUpstreamName(host) {
+			return nil, ReasonUpstreamBlocked
+		}
+		addrs, err = p.opts.Resolve(ctx, host)
+		if err != nil || len(addrs) == 0 {
+			return nil, ReasonDialFailed
+		}
+	}
+	local := p.opts.LocalAddrs()
+	out := make([]netip.AddrPort, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		if blockedAddress(a, local) {
+			return nil, ReasonUpstreamBlocked
+		}
+		out = append(out, netip.AddrPortFrom(a, uint16(port)))
+	}
+	return out, ""
+}

@@ -145,6 +145,19 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, string) {
 		}
 		guarded = append(guarded, a)
 	}
+	// The upstream's own address goes through the same guard, resolved
+	// afresh for every tunnel (a name that now resolves to loopback is
+	// refused, and nothing is dialed).
+	var upAddrs []netip.AddrPort
+	if up != nil {
+		var reason string
+		if upAddrs, reason = p.guardUpstream(ctx, up.Address); reason != "" {
+			if reason == ReasonUpstreamBlocked {
+				p.warnUpstreamBlocked()
+			}
+			return nil, reason
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
 	defer cancel()
 	for _, a := range guarded {
@@ -152,7 +165,7 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, string) {
 		var oc net.Conn
 		var err error
 		if up != nil {
-			oc, err = p.dialUpstream(dctx, up, dst)
+			oc, err = p.dialUpstream(dctx, up, upAddrs, dst)
 		} else {
 			oc, err = p.opts.Dial(dctx, "tcp", dst)
 		}
@@ -164,6 +177,18 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, string) {
 		}
 	}
 	return nil, ReasonDialFailed
+}
+
+// warnUpstreamBlocked logs, once per SetPolicy (the sandbox's code could
+// otherwise fill the log), that the upstream is refused by the guard.
+func (p *Proxy) warnUpstreamBlocked() {
+	p.mu.Lock()
+	warn := !p.upWarned
+	p.upWarned = true
+	p.mu.Unlock()
+	if warn {
+		p.log.Warn("egress: the operator's upstream proxy is a localhost name or resolves to a blocked address; it is never dialed")
+	}
 }
 
 // dialerFunc adapts a dial function to proxy.Dialer and
@@ -179,17 +204,25 @@ func (f dialerFunc) DialContext(ctx context.Context, network, address string) (n
 }
 
 // dialUpstream opens a tunnel to dst (a guarded IP:port) through the
-// upstream SOCKS5 proxy and returns the raw connection to the upstream
-// (after the SOCKS5 handshake the wrapper only passes bytes through, and
-// the raw connection supports half-close).
-func (p *Proxy) dialUpstream(ctx context.Context, up *Upstream, dst string) (net.Conn, error) {
+// upstream SOCKS5 proxy, reached at the first of upAddrs (its guarded
+// addresses, from guardUpstream) that answers, and returns the raw
+// connection to the upstream (after the SOCKS5 handshake the wrapper only
+// passes bytes through, and the raw connection supports half-close). The
+// upstream's name is never handed to the dialer.
+func (p *Proxy) dialUpstream(ctx context.Context, up *Upstream, upAddrs []netip.AddrPort, dst string) (net.Conn, error) {
 	var raw net.Conn
-	fwd := dialerFunc(func(ctx context.Context, network, address string) (net.Conn, error) {
-		c, err := p.opts.Dial(ctx, network, address)
-		if err == nil {
-			raw = c
+	fwd := dialerFunc(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		for _, a := range upAddrs {
+			c, err := p.opts.Dial(ctx, network, a.String())
+			if err == nil {
+				raw = c
+				return c, nil
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		return c, err
+		return nil, errUpstream
 	})
 	var auth *proxy.Auth
 	if up.Username != "" || up.Password != "" {
@@ -297,7 +330,7 @@ func httpRefusal(c net.Conn, reason string) {
 	switch reason {
 	case ReasonBadRequest:
 		status = "400 Bad Request"
-	case ReasonResolveFailed, ReasonDialFailed:
+	case ReasonResolveFailed, ReasonDialFailed, ReasonUpstreamBlocked:
 		status = "502 Bad Gateway"
 	}
 	body := reason + "\n"
@@ -499,7 +532,7 @@ func (p *Proxy) serveSOCKS(ctx context.Context, c *proxyConn, in *inbuf) {
 			rep = socksRepNotAllowed
 		case ReasonResolveFailed:
 			rep = socksRepHostUnr
-		case ReasonDialFailed:
+		case ReasonDialFailed, ReasonUpstreamBlocked:
 			rep = socksRepConnRefuse
 		}
 		socksReply(c.client, rep)

@@ -684,11 +684,15 @@ func TestUpstreamSOCKS5Chaining(t *testing.T) {
 		}
 		return net.Dial("tcp", echo)
 	}}
-	upAddr := up.serve(t)
+	upReal := up.serve(t)
 	e := newEnv(t, nil)
 	e.route("allowed.test", 443, echo)
+	// The upstream is a name the proxy resolves and guards itself; its
+	// public address is mapped to the loopback test server.
+	const upAddr, upPublic = "socks.corp.test:1080", "203.0.113.20:1080"
 	e.mu.Lock()
-	e.ports[upAddr] = upAddr // the proxy may dial the upstream itself
+	e.names["socks.corp.test"] = []netip.Addr{netip.MustParseAddr("203.0.113.20")}
+	e.ports[upPublic] = upReal
 	e.mu.Unlock()
 	e.p.SetPolicy(allowList{"allowed.test:443": true}, &Upstream{Address: upAddr, Username: user, Password: pass})
 
@@ -706,8 +710,8 @@ func TestUpstreamSOCKS5Chaining(t *testing.T) {
 	if !slices.Equal(targets, []string{"203.0.113.10:443"}) {
 		t.Errorf("upstream was asked %v", targets)
 	}
-	if d := e.dialed(); !slices.Equal(d, []string{upAddr}) {
-		t.Errorf("proxy dialed %v (only the upstream expected)", d)
+	if d := e.dialed(); !slices.Equal(d, []string{upPublic}) {
+		t.Errorf("proxy dialed %v (only the upstream's guarded address expected)", d)
 	}
 
 	// Wrong credentials: dial_failed, and the error text carries nothing.
@@ -728,8 +732,126 @@ func TestUpstreamSOCKS5Chaining(t *testing.T) {
 		}
 	}
 	logs := e.logs.String()
-	if strings.Contains(logs, "allowed.test") || strings.Contains(logs, "203.0.113") || logs == "" {
+	if strings.Contains(logs, "allowed.test") || strings.Contains(logs, "203.0.113") || strings.Contains(logs, "socks.corp") || logs == "" {
 		t.Errorf("logs hold a host or nothing: %s", logs)
+	}
+}
+
+// The operator's upstream is guarded like a destination before every
+// dial: a localhost name is never resolved, a name is resolved by the
+// proxy (Options.Resolve) and refused when ANY of its addresses is
+// loopback, link-local, an IMDS address, an IPv4-embedding form or one of
+// the guest's own addresses, and an IP literal likewise. Nothing is
+// dialed then: not the upstream, not the destination.
+func TestUpstreamGuardedAtDial(t *testing.T) {
+	echo := echoServer(t)
+	up := &socksServer{user: "u", pass: "p", dial: func(string) (net.Conn, error) { return net.Dial("tcp", echo) }}
+	upReal := up.serve(t)
+	e := newEnv(t, nil)
+	e.route("allowed.test", 443, echo)
+	e.mu.Lock()
+	e.ports["203.0.113.20:1080"] = upReal
+	e.ports["[2001:db8::20]:1080"] = upReal
+	e.mu.Unlock()
+	names := map[string][]string{
+		"loop.corp.test":    {"127.0.0.1"},
+		"loop8.corp.test":   {"127.9.9.9"},
+		"loop6.corp.test":   {"::1"},
+		"mapped.corp.test":  {"::ffff:127.0.0.1"},
+		"imds.corp.test":    {"169.254.169.254"},
+		"imds6.corp.test":   {"fd00:ec2::254"},
+		"ll.corp.test":      {"169.254.1.1"},
+		"ll6.corp.test":     {"fe80::1"},
+		"zero.corp.test":    {"0.0.0.0"},
+		"unspec6.corp.test": {"::"},
+		"nat64.corp.test":   {"64:ff9b::7f00:1"},
+		"own.corp.test":     {"198.51.100.7"}, // newEnv's LocalAddrs
+		"mixed.corp.test":   {"203.0.113.20", "127.0.0.1"},
+	}
+	e.mu.Lock()
+	for n, as := range names {
+		for _, a := range as {
+			e.names[n] = append(e.names[n], netip.MustParseAddr(a))
+		}
+	}
+	e.names["ok.corp.test"] = []netip.Addr{netip.MustParseAddr("203.0.113.20")}
+	e.names["ok6.corp.test"] = []netip.Addr{netip.MustParseAddr("2001:db8::20")}
+	e.names["localhost"] = []netip.Addr{netip.MustParseAddr("203.0.113.20")}   // never asked
+	e.names["x.localhost"] = []netip.Addr{netip.MustParseAddr("203.0.113.20")} // never asked
+	e.mu.Unlock()
+
+	var blocked []string
+	for n := range names {
+		blocked = append(blocked, n+":1080")
+	}
+	slices.Sort(blocked)
+	blocked = append(blocked, "localhost:1080", "LocalHost.:1080", "x.localhost:1080", "a.b.LOCALHOST:1080",
+		"127.0.0.1:1080", "[::1]:1080", "[::ffff:127.0.0.1]:1080", "169.254.169.254:1080", "[fd00:ec2::254]:1080",
+		"[fe80::1%25eth0]:1080", "0.0.0.0:1080", "127.1:1080", "2130706433:1080", "0x7f000001:1080")
+	for _, addr := range blocked {
+		e.mu.Lock()
+		e.resolve, e.dials = nil, nil
+		e.mu.Unlock()
+		e.p.SetPolicy(allowList{"allowed.test:443": true}, &Upstream{Address: addr, Username: "u", Password: "p"})
+		_, br, status := e.connect("allowed.test:443")
+		body, _ := io.ReadAll(br)
+		if !strings.Contains(status, " 502 ") || string(body) != "upstream_blocked\n" {
+			t.Errorf("upstream %s: %q %q", addr, status, body)
+		}
+		if d := e.dialed(); len(d) != 0 {
+			t.Errorf("upstream %s: dialed %v", addr, d)
+		}
+		for _, r := range e.resolved() {
+			if strings.Contains(strings.ToLower(r), "localhost") {
+				t.Errorf("upstream %s: the localhost name was resolved", addr)
+			}
+		}
+	}
+	if up.targets != nil {
+		t.Errorf("a blocked upstream was reached: %v", up.targets)
+	}
+	if n := e.p.Stats().Refused[ReasonUpstreamBlocked]; n != uint64(len(blocked)) {
+		t.Errorf("refused upstream_blocked %d, want %d", n, len(blocked))
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "corp.test") || strings.Contains(logs, "localhost:") || !strings.Contains(logs, "never dialed") {
+		t.Errorf("logs name an upstream, or do not say it is blocked: %s", logs)
+	}
+
+	// Names resolving to public addresses are dialed at those addresses.
+	for _, addr := range []string{"ok.corp.test:1080", "ok6.corp.test:1080", "203.0.113.20:1080"} {
+		e.mu.Lock()
+		e.dials = nil
+		e.mu.Unlock()
+		e.p.SetPolicy(allowList{"allowed.test:443": true}, &Upstream{Address: addr, Username: "u", Password: "p"})
+		c, br, status := e.connect("allowed.test:443")
+		if !strings.Contains(status, " 200 ") {
+			t.Fatalf("upstream %s: status %q", addr, status)
+		}
+		if err := echoLine(c, br, "via "+addr); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if d := e.dialed(); len(d) != 1 || (d[0] != "203.0.113.20:1080" && d[0] != "[2001:db8::20]:1080") {
+			t.Errorf("upstream %s: dialed %v", addr, d)
+		}
+	}
+}
+
+func TestBlockedUpstreamHost(t *testing.T) {
+	for _, h := range []string{
+		"127.0.0.1", "127.8.9.10", "::1", "::", "0.0.0.0", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::127.0.0.1",
+		"169.254.169.254", "169.254.0.1", "fe80::1", "fe80::1%eth0", "fd00:ec2::254", "64:ff9b::a9fe:a9fe", "224.0.0.1",
+		"localhost", "LOCALHOST", "localhost.", "x.localhost", "a.b.localhost.", "127.1", "2130706433", "0x7f000001",
+		"0x7f.0.0.1", "0177.0.0.1", "10.0.0.0x1", "", ".",
+	} {
+		if !BlockedUpstreamHost(h) {
+			t.Errorf("BlockedUpstreamHost(%q) = false", h)
+		}
+	}
+	for _, h := range []string{"proxy.corp", "socks", "10.255.254.253", "192.168.254.253", "203.0.113.9", "2001:db8::1", "localhost.example.com", "x1.example"} {
+		if BlockedUpstreamHost(h) {
+			t.Errorf("BlockedUpstreamHost(%q) = true", h)
+		}
 	}
 }
 

@@ -34,10 +34,16 @@
 // '-', 253 bytes at most, last label not all digits so that nothing that
 // looks like an IPv4 address is taken for a name); internationalized names
 // must already be punycode ("xn--..."); the only wildcard is a leading
-// "*.". CIDRs are masked; IPv4-mapped IPv6 prefixes (::ffff:0:0/96 and
-// below) are rejected because they are ambiguous between the two families;
-// zones are rejected; duplicates are removed. Every problem is reported as
-// an [*Error] wrapping [ErrInvalid]; Parse never panics.
+// "*."; "localhost" and every name under ".localhost" (and so the wildcard
+// "*.localhost") are refused before anything is resolved: they name the
+// sandbox's own loopback (RFC 6761), never a destination out. CIDRs are
+// masked; IPv4-mapped IPv6 prefixes (::ffff:0:0/96 and below) are
+// rejected because they are ambiguous between the two families; zones
+// are rejected; duplicates are removed. Every problem is reported as an
+// [*Error] wrapping [ErrInvalid], which names the list and the index of
+// the entry ("allow_out[3]: ...") but never the entry itself (an entry may
+// be an internal name its author would rather not see echoed in logs or
+// errors); Parse never panics.
 package netpolicy
 
 import (
@@ -61,29 +67,78 @@ const AllTraffic = "ALL_TRAFFIC"
 // ErrInvalid is wrapped by every error Parse returns.
 var ErrInvalid = errors.New("invalid egress policy")
 
-// Error describes an invalid entry (or a limit exceeded, with Entry empty).
+// The lists an [Error] names.
+const (
+	ListAllowOut = "allow_out"
+	ListDenyOut  = "deny_out"
+)
+
+// Error describes an invalid entry by its list and index, or a limit on
+// the whole policy (List empty). It never holds the entry: Reason is one
+// of the package's fixed texts.
 type Error struct {
-	Entry  string // the offending entry, truncated to 100 bytes
+	List   string // ListAllowOut, ListDenyOut, or "" for the whole policy
+	Index  int    // the entry's index in List (0 when List is empty)
 	Reason string
 }
 
-func (e *Error) Error() string {
-	if e.Entry == "" {
-		return "netpolicy: " + e.Reason
+func (e *Error) Error() string { return "netpolicy: " + e.Where() }
+
+// Where is the error without the package's prefix: "allow_out[3]: a host
+// name under .localhost is not allowed", or the reason alone for a limit
+// on the whole policy.
+func (e *Error) Where() string {
+	if e.List == "" {
+		return e.Reason
 	}
-	return fmt.Sprintf("netpolicy: invalid entry %q: %s", e.Entry, e.Reason)
+	return e.List + "[" + strconv.Itoa(e.Index) + "]: " + e.Reason
 }
 
 // Unwrap returns ErrInvalid.
 func (e *Error) Unwrap() error { return ErrInvalid }
 
-const maxEntryInError = 100
+func invalid(list string, index int, reason string) *Error {
+	return &Error{List: list, Index: index, Reason: reason}
+}
 
-func invalid(entry, reason string) *Error {
-	if len(entry) > maxEntryInError {
-		entry = entry[:maxEntryInError]
+// Reasons of an [Error] (besides reasonTooManyHosts and the limit on the
+// whole policy).
+const (
+	reasonEmpty        = "empty entry"
+	reasonCIDR         = "not a valid CIDR"
+	reasonMappedPrefix = "IPv4-mapped IPv6 prefix (write the IPv4 form)"
+	reasonZone         = "IP address with a zone"
+	reasonMappedAddr   = "IPv4-mapped IPv6 address (write the IPv4 form)"
+	reasonIP           = "not a valid IP address"
+	reasonDenyHost     = "deny_out takes only CIDRs, IP addresses or " + AllTraffic
+	reasonPort         = "port must be 1-65535"
+	reasonEmptyName    = "empty host name"
+	reasonLongName     = "host name longer than 253 bytes"
+	reasonLocalhost    = "a host name under .localhost is not allowed"
+	reasonOneLabel     = "host name needs at least two labels"
+	reasonLabelLen     = "host name label must be 1-63 bytes"
+	reasonLabelHyphen  = "host name label starts or ends with '-'"
+	reasonWildcard     = "wildcard only as a leading \"*.\""
+	reasonNonASCII     = "non-ASCII host name (use its punycode xn-- form)"
+	reasonNameChar     = "invalid character in host name"
+	reasonNumericLabel = "host name ends with a numeric label (IP addresses are written without a port)"
+)
+
+// reasonTooManyHosts is the reason of the first host entry past
+// MaxHostEntries.
+var reasonTooManyHosts = fmt.Sprintf("more than %d host entries", MaxHostEntries)
+
+// LocalhostName reports whether name is "localhost" or a name under
+// ".localhost" (any case, one trailing dot ignored): names that resolve to
+// loopback (RFC 6761), which no policy may allow and rayd never dials for
+// anyone but the sandbox's own code on its own loopback.
+func LocalhostName(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	const l = "localhost"
+	if len(name) < len(l) || !strings.EqualFold(name[len(name)-len(l):], l) {
+		return false
 	}
-	return &Error{Entry: entry, Reason: reason}
+	return len(name) == len(l) || name[len(name)-len(l)-1] == '.'
 }
 
 // HostRule allows a host name (Wildcard false) or any name strictly below
@@ -140,7 +195,7 @@ var (
 // Parse validates allow_out and deny_out and returns their canonical policy.
 func Parse(allowOut, denyOut []string) (Policy, error) {
 	if n := len(allowOut) + len(denyOut); n > MaxEntries {
-		return Policy{}, invalid("", fmt.Sprintf("%d entries, at most %d allowed", n, MaxEntries))
+		return Policy{}, invalid("", 0, fmt.Sprintf("%d entries, at most %d allowed", n, MaxEntries))
 	}
 	var p Policy
 	nhosts := 0
@@ -149,11 +204,11 @@ func Parse(allowOut, denyOut []string) (Policy, error) {
 		wildcard bool
 	}
 	hosts := map[hostKey]map[uint16]bool{}
-	for _, raw := range allowOut {
+	for i, raw := range allowOut {
 		e := strings.TrimSpace(raw)
-		pfx, isIP, err := parseIPEntry(e, raw)
-		if err != nil {
-			return Policy{}, err
+		pfx, isIP, reason := parseIPEntry(e)
+		if reason != "" {
+			return Policy{}, invalid(ListAllowOut, i, reason)
 		}
 		if isIP {
 			p.allow = append(p.allow, pfx...)
@@ -161,11 +216,11 @@ func Parse(allowOut, denyOut []string) (Policy, error) {
 		}
 		nhosts++
 		if nhosts > MaxHostEntries {
-			return Policy{}, invalid("", fmt.Sprintf("more than %d host entries", MaxHostEntries))
+			return Policy{}, invalid(ListAllowOut, i, reasonTooManyHosts)
 		}
-		h, ports, herr := parseHost(e, raw)
-		if herr != nil {
-			return Policy{}, herr
+		h, ports, reason := parseHost(e)
+		if reason != "" {
+			return Policy{}, invalid(ListAllowOut, i, reason)
 		}
 		k := hostKey{h.Pattern, h.Wildcard}
 		if hosts[k] == nil {
@@ -175,14 +230,14 @@ func Parse(allowOut, denyOut []string) (Policy, error) {
 			hosts[k][port] = true
 		}
 	}
-	for _, raw := range denyOut {
+	for i, raw := range denyOut {
 		e := strings.TrimSpace(raw)
-		pfx, isIP, err := parseIPEntry(e, raw)
-		if err != nil {
-			return Policy{}, err
+		pfx, isIP, reason := parseIPEntry(e)
+		if reason != "" {
+			return Policy{}, invalid(ListDenyOut, i, reason)
 		}
 		if !isIP {
-			return Policy{}, invalid(raw, "deny_out takes only CIDRs, IP addresses or "+AllTraffic)
+			return Policy{}, invalid(ListDenyOut, i, reasonDenyHost)
 		}
 		p.deny = append(p.deny, pfx...)
 	}
@@ -212,49 +267,51 @@ func Parse(allowOut, denyOut []string) (Policy, error) {
 }
 
 // parseIPEntry parses e as ALL_TRAFFIC, a CIDR or an IP address. isIP is
-// false (and err nil) when e is none of them and may be a host entry.
-func parseIPEntry(e, raw string) (pfx []netip.Prefix, isIP bool, err error) {
+// false (and reason empty) when e is none of them and may be a host
+// entry; reason is the problem otherwise.
+func parseIPEntry(e string) (pfx []netip.Prefix, isIP bool, reason string) {
 	if e == "" {
-		return nil, false, invalid(raw, "empty entry")
+		return nil, false, reasonEmpty
 	}
 	if strings.EqualFold(e, AllTraffic) {
-		return []netip.Prefix{all4, all6}, true, nil
+		return []netip.Prefix{all4, all6}, true, ""
 	}
 	if strings.Contains(e, "/") {
 		p, perr := netip.ParsePrefix(e)
 		if perr != nil {
-			return nil, false, invalid(raw, "not a valid CIDR")
+			return nil, false, reasonCIDR
 		}
 		p = p.Masked()
 		if p.Addr().Is4In6() {
-			return nil, false, invalid(raw, "IPv4-mapped IPv6 prefix (write the IPv4 form)")
+			return nil, false, reasonMappedPrefix
 		}
-		return []netip.Prefix{p}, true, nil
+		return []netip.Prefix{p}, true, ""
 	}
 	if a, aerr := netip.ParseAddr(e); aerr == nil {
 		if a.Zone() != "" {
-			return nil, false, invalid(raw, "IP address with a zone")
+			return nil, false, reasonZone
 		}
 		if a.Is4In6() {
-			return nil, false, invalid(raw, "IPv4-mapped IPv6 address (write the IPv4 form)")
+			return nil, false, reasonMappedAddr
 		}
-		return []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}, true, nil
+		return []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}, true, ""
 	}
 	if strings.Count(e, ":") > 1 || strings.ContainsAny(e, "[]%") {
-		return nil, false, invalid(raw, "not a valid IP address")
+		return nil, false, reasonIP
 	}
-	return nil, false, nil
+	return nil, false, ""
 }
 
 var defaultPorts = []uint16{80, 443}
 
-// parseHost parses "name", "name:port", "*.suffix" or "*.suffix:port".
-func parseHost(e, raw string) (HostRule, []uint16, error) {
+// parseHost parses "name", "name:port", "*.suffix" or "*.suffix:port";
+// reason is the problem, empty when there is none.
+func parseHost(e string) (HostRule, []uint16, string) {
 	name, ports := e, defaultPorts
 	if i := strings.LastIndexByte(e, ':'); i >= 0 {
 		n, err := strconv.ParseUint(e[i+1:], 10, 16)
 		if err != nil || n == 0 || !isDigits(e[i+1:]) {
-			return HostRule{}, nil, invalid(raw, "port must be 1-65535")
+			return HostRule{}, nil, reasonPort
 		}
 		name, ports = e[:i], []uint16{uint16(n)}
 	}
@@ -265,10 +322,10 @@ func parseHost(e, raw string) (HostRule, []uint16, error) {
 	}
 	norm, reason := normalizeName(name)
 	if reason != "" {
-		return HostRule{}, nil, invalid(raw, reason)
+		return HostRule{}, nil, reason
 	}
 	h.Pattern = norm
-	return h, ports, nil
+	return h, ports, ""
 }
 
 func isDigits(s string) bool {
@@ -288,10 +345,13 @@ func isDigits(s string) bool {
 func normalizeName(name string) (norm, reason string) {
 	name = strings.TrimSuffix(name, ".")
 	if name == "" {
-		return "", "empty host name"
+		return "", reasonEmptyName
 	}
 	if len(name) > 253 {
-		return "", "host name longer than 253 bytes"
+		return "", reasonLongName
+	}
+	if LocalhostName(name) {
+		return "", reasonLocalhost
 	}
 	b := []byte(name)
 	for i, c := range b {
@@ -302,30 +362,30 @@ func normalizeName(name string) (norm, reason string) {
 	name = string(b)
 	labels := strings.Split(name, ".")
 	if len(labels) < 2 {
-		return "", "host name needs at least two labels"
+		return "", reasonOneLabel
 	}
 	for _, l := range labels {
 		if l == "" || len(l) > 63 {
-			return "", "host name label must be 1-63 bytes"
+			return "", reasonLabelLen
 		}
 		if l[0] == '-' || l[len(l)-1] == '-' {
-			return "", "host name label starts or ends with '-'"
+			return "", reasonLabelHyphen
 		}
 		for i := 0; i < len(l); i++ {
 			c := l[i]
 			switch {
 			case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-':
 			case c == '*':
-				return "", "wildcard only as a leading \"*.\""
+				return "", reasonWildcard
 			case c >= 0x80:
-				return "", "non-ASCII host name (use its punycode xn-- form)"
+				return "", reasonNonASCII
 			default:
-				return "", "invalid character in host name"
+				return "", reasonNameChar
 			}
 		}
 	}
 	if isDigits(labels[len(labels)-1]) {
-		return "", "host name ends with a numeric label (IP addresses are written without a port)"
+		return "", reasonNumericLabel
 	}
 	return name, ""
 }

@@ -26,7 +26,6 @@ package network
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -367,20 +366,23 @@ func (s *Service) stateLocked() *raydv1.NetworkState {
 	return st
 }
 
-// policyErr is InvalidArgument naming the entry and the rule it breaks.
+// policyErr is InvalidArgument naming the list, the index of the entry
+// and the rule it breaks ("network policy: allow_out[3]: ..."), never the
+// entry itself.
 func policyErr(err error) error {
 	var pe *netpolicy.Error
 	if errors.As(err, &pe) {
-		if pe.Entry == "" {
-			return rpcerr.Invalid("network policy: " + pe.Reason)
-		}
-		return rpcerr.Invalid(fmt.Sprintf("network policy: entry %q: %s", pe.Entry, pe.Reason))
+		return rpcerr.Invalid("network policy: " + pe.Where())
 	}
 	return rpcerr.Invalid("network policy: invalid")
 }
 
-// validUpstream checks an operator SOCKS5 proxy: host:port, and SOCKS5's
-// 255-byte bounds on the credentials.
+// validUpstream checks an operator SOCKS5 proxy: host:port whose host is
+// neither an internal address nor a localhost name
+// (egress.BlockedUpstreamHost: rayd, which the sandbox's rules do not
+// hold, would dial it), and SOCKS5's 255-byte bounds on the credentials.
+// Its errors never hold the address or the credentials. A name that
+// passes is resolved and guarded again by the proxy at every dial.
 func validUpstream(m *raydv1.EgressProxy) (*egress.Upstream, error) {
 	if m == nil {
 		return nil, nil
@@ -388,6 +390,9 @@ func validUpstream(m *raydv1.EgressProxy) (*egress.Upstream, error) {
 	host, port, err := splitHostPort(m.GetAddress())
 	if err != nil || host == "" || port == 0 {
 		return nil, rpcerr.Invalid("egress_proxy.address must be host:port")
+	}
+	if egress.BlockedUpstreamHost(host) {
+		return nil, rpcerr.Invalid("egress_proxy.address: loopback, unspecified, link-local and metadata addresses, the sandbox's own addresses and localhost names are not allowed")
 	}
 	if len(m.GetUsername()) > 255 || len(m.GetPassword()) > 255 || (m.GetPassword() != "" && m.GetUsername() == "") {
 		return nil, rpcerr.Invalid("egress_proxy credentials: at most 255 bytes each, and a password needs a username")

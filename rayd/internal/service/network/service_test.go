@@ -3,6 +3,8 @@ package network
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -164,3 +166,103 @@ func TestInstallPayload(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// UpdateNetwork refuses, as InvalidArgument and before anything is
+// installed, an operator proxy that rayd would dial at an internal
+// address (every literal form of loopback, unspecified, link-local and
+// the IMDS, IPv4-mapped and embedded ones included, and every localhost
+// name), and allow_out entries under .localhost; its errors name the list
+// and the index, never the entry or the address.
+func TestUpdateNetworkRefusesInternalDestinations(t *testing.T) {
+	e := &fakeEnforcer{}
+	s, hosts, _ := newTestService(t, e)
+	for _, addr := range []string{
+		"127.0.0.1:1080", "127.0.0.2:1080", "127.255.255.254:1080", "[::1]:1080",
+		"0.0.0.0:1080", "[::]:1080", "169.254.169.254:1080", "169.254.0.1:1080", "[fe80::1]:1080",
+		"[fe80::1%eth0]:1080", "[fd00:ec2::254]:1080", "[::ffff:127.0.0.1]:1080", "[::ffff:169.254.169.254]:1080",
+		"[::ffff:7f00:1]:1080", "[::127.0.0.1]:1080", "[64:ff9b::a9fe:a9fe]:1080", "[2002:7f00:1::]:1080",
+		"localhost:1080", "LOCALHOST:1080", "localhost.:1080", "x.localhost:1080", "a.b.LocalHost.:1080",
+		"127.1:1080", "2130706433:1080", "0x7f000001:1080", "0177.0.0.1:1080",
+	} {
+		_, err := update(s, []string{"api.example.com"}, nil, &raydv1.EgressProxy{Address: addr, Username: ptr("op"), Password: ptr("pw-Zq8")})
+		if reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+			t.Errorf("egress_proxy %s: %v", addr, err)
+			continue
+		}
+		// One fixed text: the address is never echoed.
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Message() != "egress_proxy.address: loopback, unspecified, link-local and metadata addresses, the sandbox's own addresses and localhost names are not allowed" {
+			t.Errorf("egress_proxy %s: error %v", addr, err)
+		}
+	}
+	for _, tc := range []struct {
+		allow []string
+		want  string
+	}{
+		{[]string{"10.0.0.0/8", "api.example.com", "*.example.org", "x.localhost"}, "network policy: allow_out[3]: a host name under .localhost is not allowed"},
+		{[]string{"localhost"}, "network policy: allow_out[0]: a host name under .localhost is not allowed"},
+		{[]string{"api.example.com", "*.localhost"}, "network policy: allow_out[1]: a host name under .localhost is not allowed"},
+		{[]string{"db-internal-Zq8.X.LOCALHOST.:5432"}, "network policy: allow_out[0]: a host name under .localhost is not allowed"},
+		{[]string{"db-internal-Zq8.corp:99999"}, "network policy: allow_out[0]: port must be 1-65535"},
+	} {
+		_, err := update(s, tc.allow, nil, nil)
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || ce.Message() != tc.want {
+			t.Errorf("allow_out %q: %v, want %q", tc.allow, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "Zq8") {
+			t.Errorf("allow_out %q: the error echoes the entry: %v", tc.allow, err)
+		}
+	}
+	// The payload's policy: the same refusal, deny-all left in force.
+	err := s.Install(context.Background(), &runpayload.Network{Enforce: true, AllowOut: []string{"api.example.com", "x.localhost"}})
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Message() != "network policy: allow_out[1]: a host name under .localhost is not allowed" {
+		t.Errorf("payload with x.localhost: %v", err)
+	}
+	if n := len(e.sets); n != 2 || !e.sets[1].DenyAll() {
+		t.Fatalf("installs: %d (only the boot policy and the payload's deny-all expected)", n)
+	}
+	if hosts.upstream != nil {
+		t.Fatal("a refused upstream reached the proxy")
+	}
+	// A proxy in the VPC or on the Internet is fine.
+	for _, addr := range []string{"proxy.corp:1080", "socks:1080", "10.0.0.5:1080", "[2001:db8::5]:1080", "localhost.example.com:1080"} {
+		if _, err := update(s, nil, nil, &raydv1.EgressProxy{Address: addr}); err != nil {
+			t.Errorf("egress_proxy %s: %v", addr, err)
+		}
+	}
+}
+
+// FuzzValidUpstream: validUpstream never panics, never takes an address
+// the proxy's guard would refuse, and its errors never hold the address
+// or the credentials.
+func FuzzValidUpstream(f *testing.F) {
+	for _, s := range []string{"proxy.corp:1080", "127.0.0.1:1080", "[::1]:1080", "localhost:1080", "x.localhost:1080",
+		"169.254.169.254:1080", "[fd00:ec2::254]:1080", "[::ffff:127.0.0.1]:1080", "[fe80::1%eth0]:1080", "127.1:1080",
+		"0x7f000001:1080", "no-port", ":1080", "a:0", "a:65536", "[::1]", "a b:1"} {
+		f.Add(s, "user", "pass")
+	}
+	f.Fuzz(func(t *testing.T, addr, user, pass string) {
+		up, err := validUpstream(&raydv1.EgressProxy{Address: addr, Username: &user, Password: &pass})
+		if err != nil {
+			if up != nil {
+				t.Fatal("an upstream with an error")
+			}
+			msg := err.Error()
+			for _, s := range []string{addr, user, pass} {
+				if len(s) >= 12 && strings.Contains(msg, s) {
+					t.Fatalf("error %q echoes input", msg)
+				}
+			}
+			return
+		}
+		host, _, serr := net.SplitHostPort(up.Address)
+		if serr != nil || egress.BlockedUpstreamHost(host) || netpolicy.LocalhostName(host) {
+			t.Fatalf("accepted %q", addr)
+		}
+		if a, aerr := netip.ParseAddr(host); aerr == nil && egress.Blocked(a) {
+			t.Fatalf("accepted a guarded address %q", addr)
+		}
+	})
+}
