@@ -225,6 +225,47 @@ func leftovers(t *testing.T, scope, dir, id string, pids []int) []string {
 	return left
 }
 
+// scopeLeftovers lists what is left on the machine of a platform's scope
+// once it closed with no sandbox: its nftables table and the table's lock
+// file, its scope claim, its cgroup parents, its veths.
+func scopeLeftovers(t *testing.T, scope string) []string {
+	t.Helper()
+	var left []string
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tbl := range tables {
+		if tbl.Name == "rayito_localvm_"+scope {
+			left = append(left, "nftables table "+tbl.Name)
+		}
+	}
+	for _, p := range []string{"/run/rayito/localvm/nft/rayito_localvm_" + scope + ".lock", "/run/rayito/localvm/scopes/" + scope} {
+		if _, err := os.Lstat(p); err == nil {
+			left = append(left, p)
+		}
+	}
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/rayito-localvm-" + scope)
+	if _, err := os.Stat("/sys/fs/cgroup/rayito-localvm-" + scope); err == nil {
+		cgroups = append(cgroups, "/sys/fs/cgroup/rayito-localvm-"+scope)
+	}
+	left = append(left, cgroups...)
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, "rs"+scope+"-") {
+			left = append(left, "veth "+l.Attrs().Name)
+		}
+	}
+	return left
+}
+
 // waitGone waits until nothing of the sandboxes is left.
 func waitGone(t *testing.T, scope, dir string, pids map[string][]int) {
 	t.Helper()
@@ -505,6 +546,29 @@ func TestPrebootedCloseLeavesNothing(t *testing.T) {
 	waitGone(t, scope, p.dir, pids) // Close waited: nothing to wait for
 	if ids := sandboxIDs(scope); len(ids) != 0 {
 		t.Fatalf("cgroups left: %v", ids)
+	}
+	if left := scopeLeftovers(t, scope); len(left) > 0 {
+		t.Fatalf("the closed platform left %v", left)
+	}
+}
+
+// TestCloseLeavesNothingOfTheScope: a platform that ran a sandbox, ended
+// it and closed (what `rayito local down` does) leaves nothing
+// machine-wide: no nftables table or its lock file, no scope claim, no
+// cgroup parent, no veth.
+func TestCloseLeavesNothingOfTheScope(t *testing.T) {
+	p := newRealPlatform(t, "", "10.219.14.0/24", 0)
+	scope := p.s.Scope()
+	v := p.runVM(t, microvmsapi.RunMicrovmInput{}, nil)
+	if out, _ := p.exec(t, v, "echo ok"); out != "ok\n" {
+		t.Fatalf("echo ok: %q", out)
+	}
+	if left := scopeLeftovers(t, scope); len(left) == 0 {
+		t.Fatal("a running platform shows nothing of its scope: the check sees nothing")
+	}
+	p.close(t, false)
+	if left := scopeLeftovers(t, scope); len(left) > 0 {
+		t.Fatalf("the closed platform left %v", left)
 	}
 }
 

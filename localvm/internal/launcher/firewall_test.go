@@ -3,7 +3,9 @@
 package launcher
 
 import (
+	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -364,5 +366,69 @@ func TestVethListAndDelete(t *testing.T) {
 	}
 	if err := hn.deleteVeth("rl-00000001"); err != nil {
 		t.Errorf("deleting a missing veth: %v", err)
+	}
+}
+
+// TestFirewallLockFileRemoved: a firewall waiting on the lock file while
+// its holder removes it (Release) locks the file made anew at the same
+// path, so it still excludes every later firewall of the table; the new
+// file's generation is not the removed one's, so a cache made before the
+// removal is not trusted.
+func TestFirewallLockFileRemoved(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := fakeFirewall(t, newFakeNFT(), dir)
+	b, _ := fakeFirewall(t, newFakeNFT(), dir)
+	c, _ := fakeFirewall(t, newFakeNFT(), dir)
+	ha := a.lock()
+	if ha.f == nil || ha.gen == "gen:" {
+		t.Fatalf("lock file %v, generation %q", ha.f, ha.gen)
+	}
+	removed := ha.gen
+	got := make(chan *fwLock)
+	go func() { got <- b.lock() }()
+	time.Sleep(50 * time.Millisecond) // b waits on a's file
+	if err := ha.removeFile(); err != nil {
+		t.Fatal(err)
+	}
+	ha.unlock()
+	if _, err := os.Stat(a.lockPath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("lock file after removeFile: %v", err)
+	}
+	var hb *fwLock
+	select {
+	case hb = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting firewall did not get the lock")
+	}
+	if hb.f == nil {
+		t.Fatal("the waiting firewall went on without a lock file")
+	}
+	var held, at unix.Stat_t
+	if err := unix.Fstat(int(hb.f.Fd()), &held); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(b.lockPath, &at); err != nil || held.Ino != at.Ino {
+		t.Fatalf("the waiting firewall holds a file no longer at %s: %v", b.lockPath, err)
+	}
+	if hb.gen == removed || hb.gen == "gen:" {
+		t.Fatalf("generation %q after the removal of %q", hb.gen, removed)
+	}
+	// c excludes b: they lock the same file.
+	cgot := make(chan struct{})
+	go func() {
+		hc := c.lock()
+		close(cgot)
+		hc.unlock()
+	}()
+	select {
+	case <-cgot:
+		t.Fatal("a third firewall took the lock while the second held it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	hb.unlock()
+	select {
+	case <-cgot:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third firewall did not get the lock")
 	}
 }

@@ -1048,7 +1048,8 @@ func (l *Launcher) Sweep(keep []Record) error {
 }
 
 // Release removes the machine-wide state of this launcher's scope, its
-// nftables table and its cgroup parent directories, when no sandbox of the
+// nftables table (and the lock file that serializes its changes) and its
+// cgroup parent directories, when no sandbox of the
 // scope is left: none in this Launcher, and no cgroup or veth of the scope
 // on the machine (another platform may share the scope). Otherwise it
 // leaves everything as it is, so that a platform that stops and leaves
@@ -1078,6 +1079,10 @@ func (l *Launcher) Release() error {
 	}
 	var errs []error
 	if err := l.fw.dropTableLocked(h); err != nil {
+		errs = append(errs, err)
+	} else if err := h.removeFile(); err != nil {
+		// The table is gone: its lock file goes too, so that nothing of
+		// the scope stays on the machine.
 		errs = append(errs, err)
 	}
 	if l.cg != nil {

@@ -469,7 +469,8 @@ func tableExists(t *testing.T) bool {
 }
 
 // TestRelease checks that Release keeps the scope's table while a sandbox
-// lives, removes it (and the cgroup parents) once none is left, and that
+// lives, removes it (and its lock file and the cgroup parents) once none
+// is left, and that
 // the next launch brings it back with its static rules. Not parallel: any
 // sandbox of the scope keeps the table.
 func TestRelease(t *testing.T) {
@@ -481,6 +482,9 @@ func TestRelease(t *testing.T) {
 	if !tableExists(t) {
 		t.Fatal("Release removed the table of a live sandbox")
 	}
+	if !exists(l.fw.lockPath) {
+		t.Fatalf("Release removed the lock file %s of a live sandbox's table", l.fw.lockPath)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := inst.Terminate(ctx); err != nil {
@@ -491,6 +495,9 @@ func TestRelease(t *testing.T) {
 	}
 	if tableExists(t) {
 		t.Fatal("the table outlived the scope's last sandbox")
+	}
+	if exists(l.fw.lockPath) {
+		t.Errorf("the table's lock file %s outlived it", l.fw.lockPath)
 	}
 	for _, d := range l.cg.roots() {
 		if exists(d) {

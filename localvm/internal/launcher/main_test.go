@@ -50,9 +50,10 @@ var testSubnet = netip.MustParsePrefix("10.214.0.0/16")
 
 var testNames, _ = namesFor(testScope)
 
-// removeTestScope removes the test scope's table and cgroup parents, which
-// a real platform keeps for its lifetime.
+// removeTestScope removes the test scope's table, its lock file and its
+// cgroup parents, which a real platform keeps for its lifetime.
 func removeTestScope() {
+	_ = os.Remove(filepath.Join(nftLockDir, testNames.table+".lock"))
 	if c, err := nftables.New(); err == nil {
 		if tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err == nil {
 			for _, tbl := range tables {

@@ -2,12 +2,13 @@ package launcher
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,12 +96,17 @@ const nftLockDir = "/run/rayito/localvm/nft"
 //     not slip between the two. Each change is also one atomic batch, so a
 //     concurrent one never sees half of it.
 //
-// The lock file holds a generation, bumped when the table is dropped: the
-// cache of ensureBase (checked) is only trusted while the generation is the
-// one it was made at, so a drop by another Launcher invalidates it as the
-// process-wide map it replaces did. When the lock file cannot be used
-// (lockPath empty, or /run not writable) only mu serializes, and ensureBase
-// never trusts its cache.
+// The lock file holds a generation, a random value written when the file
+// is made and replaced when the table is dropped: the cache of ensureBase
+// (checked) is only trusted while the generation is the one it was made
+// at, so a drop by another Launcher invalidates it as the process-wide map
+// it replaces did. Release removes the lock file with the table (nothing
+// of the scope is left on the machine then), under the flock; a Launcher
+// that waited on the removed file sees that it is no longer at lockPath and
+// locks the new one (see lock), whose fresh generation never matches a
+// cache made before. When the lock file cannot be used (lockPath empty, or
+// /run not writable) only mu serializes, and ensureBase never trusts its
+// cache.
 type firewall struct {
 	n        names
 	dial     func() (NFT, error) // a connection per operation
@@ -135,19 +141,44 @@ type fwLock struct {
 	gen string   // the lock file's generation ("" without one)
 }
 
-// lock takes the firewall's lock: mu, then the lock file's flock.
+// maxLockTries bounds how often lock starts over on a lock file that was
+// removed while it waited.
+const maxLockTries = 16
+
+// lock takes the firewall's lock: mu, then the lock file's flock. The file
+// may be removed by the Launcher that held it (removeFile) while this one
+// waited on it: the flock is then on a file nobody else opens, so lock
+// starts over on the file now at lockPath (as a scope claim does).
 func (fw *firewall) lock() *fwLock {
 	fw.mu.Lock()
 	h := &fwLock{fw: fw}
 	if fw.lockPath == "" {
 		return h
 	}
-	if err := os.MkdirAll(filepath.Dir(fw.lockPath), 0o700); err != nil {
-		return h
+	for range maxLockTries {
+		f, again := fw.lockFile()
+		if f != nil {
+			h.f = f
+			h.gen = "gen:" + readGeneration(f)
+			return h
+		}
+		if !again {
+			return h
+		}
 	}
-	f, err := os.OpenFile(fw.lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	return h
+}
+
+// lockFile opens and flocks the lock file: nil and again true when the
+// locked file is no longer the one at lockPath (try again), nil and false
+// when the file cannot be used.
+func (fw *firewall) lockFile() (f *os.File, again bool) {
+	if err := os.MkdirAll(filepath.Dir(fw.lockPath), 0o700); err != nil {
+		return nil, false
+	}
+	f, err := os.OpenFile(fw.lockPath, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return h
+		return nil, false
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
@@ -157,12 +188,35 @@ func (fw *firewall) lock() *fwLock {
 	}
 	if err != nil {
 		f.Close()
-		return h
+		return nil, false
 	}
-	var b [32]byte
+	var held, now unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &held) != nil || unix.Stat(fw.lockPath, &now) != nil || held.Ino != now.Ino || held.Dev != now.Dev {
+		f.Close()
+		return nil, true
+	}
+	return f, false
+}
+
+// readGeneration returns the lock file's generation, giving a new file
+// (empty) one first. The caller holds the file's flock.
+func readGeneration(f *os.File) string {
+	var b [64]byte
 	n, _ := f.ReadAt(b[:], 0)
-	h.f, h.gen = f, "gen:"+strings.TrimSpace(string(b[:n]))
-	return h
+	if g := strings.TrimSpace(string(b[:n])); g != "" {
+		return g
+	}
+	g := newGeneration()
+	_, _ = f.WriteAt([]byte(g+"\n"), 0)
+	return g
+}
+
+// newGeneration is a random generation: a file made after another was
+// removed never repeats the removed one's.
+func newGeneration() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // unlock releases the lock (closing the file releases its flock).
@@ -178,12 +232,23 @@ func (h *fwLock) bumpGeneration() {
 	if h.f == nil {
 		return
 	}
-	old, _ := strconv.ParseUint(strings.TrimPrefix(h.gen, "gen:"), 10, 64)
-	s := strconv.FormatUint(old+1, 10)
+	g := newGeneration()
 	if err := h.f.Truncate(0); err == nil {
-		_, _ = h.f.WriteAt([]byte(s+"\n"), 0)
+		_, _ = h.f.WriteAt([]byte(g+"\n"), 0)
 	}
-	h.gen = "gen:" + s
+	h.gen = "gen:" + g
+}
+
+// removeFile removes the lock file, still locked (see lock): Release does
+// it once the table is gone and nothing of the scope is left.
+func (h *fwLock) removeFile() error {
+	if h.f == nil {
+		return nil
+	}
+	if err := os.Remove(h.fw.lockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("launcher: nftables: removing the lock file: %w", err)
+	}
+	return nil
 }
 
 // baseCheckFor is how long a check of the static rules is trusted.
