@@ -60,12 +60,13 @@ func TestHostIdentity(t *testing.T) {
 		t.Fatalf("ids inside: %q", out)
 	}
 	// On the host, rayd is the range's base, the user base+1000, and so is
-	// the owner of /home/user's directory.
+	// the owner of /home/user's directory (the sandbox's own tmpfs, seen
+	// through rayd's root).
 	for _, r := range []Record{ra, rb} {
 		if got := procUIDs(t, r)[r.Pid]; got != int(r.UIDBase) {
 			t.Errorf("rayd of %s runs as host uid %d, want %d", r.ID, got, r.UIDBase)
 		}
-		fi, err := os.Stat(filepath.Join(launcherDir(r.Dir), "home"))
+		fi, err := os.Stat(filepath.Join("/proc", strconv.Itoa(r.Pid), "root", "home", "user"))
 		if err != nil {
 			t.Fatal(err)
 		}

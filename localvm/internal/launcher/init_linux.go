@@ -31,7 +31,7 @@ import (
 //
 // In isolated and rootless modes the go byte carries (SCM_RIGHTS) a
 // descriptor of the sandbox's launcher directory, which RootDir and
-// HomeDir are relative to, then the descriptors initConfig.ExtraFDs
+// is relative to, then the descriptors initConfig.ExtraFDs
 // names, in that order: in rootless mode with Internet access, the write
 // end of its slirp4netns's exit pipe, which rayd keeps (close-on-exec) for
 // as long as it lives; in isolated mode, rayd's memory events and
@@ -77,9 +77,6 @@ type initConfig struct {
 	// RootDir is the (empty) directory the new root is mounted on, in the
 	// init's private mount namespace, relative to the launcher directory.
 	RootDir string `json:"root_dir,omitempty"`
-	// HomeDir is the directory that becomes /home/user, relative to the
-	// launcher directory.
-	HomeDir string `json:"home_dir,omitempty"`
 	// Tmpfs are the size bounds of the sandbox's writable tmpfs mounts.
 	Tmpfs tmpfsLimits `json:"tmpfs"`
 	// RaydArgs are rayd's command-line flags.

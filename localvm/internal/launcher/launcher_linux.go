@@ -582,26 +582,16 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		}
 		inst.rec.UIDBase = base
 	}
-	rootDir, homeDir := filepath.Join(ld, "root"), filepath.Join(ld, "home")
+	rootDir := filepath.Join(ld, "root")
 	if err := os.Mkdir(rootDir, 0o700); err != nil {
 		return inst, err
 	}
-	if err := os.Mkdir(homeDir, 0o750); err != nil {
-		return inst, err
-	}
 	// The init reaches them through a descriptor of ld (see release): ld
-	// and the root mount point belong to the sandbox's root, the home to
-	// its user.
-	for _, o := range []struct {
-		path string
-		id   int
-	}{{ld, int(base)}, {rootDir, int(base)}, {homeDir, int(base) + 1000}} {
-		if err := os.Lchown(o.path, o.id, o.id); err != nil {
+	// and the root mount point belong to the sandbox's root.
+	for _, p := range []string{ld, rootDir} {
+		if err := os.Lchown(p, int(base), int(base)); err != nil {
 			return inst, err
 		}
-	}
-	if err := os.Chmod(homeDir, 0o750); err != nil {
-		return inst, err
 	}
 	dirs, cgfd, err := l.cg.create(spec.ID, spec.MemoryBytes, spec.PidsMax)
 	if err != nil {
@@ -623,7 +613,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	}
 	cfg := &initConfig{
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
-		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
+		RootDir: "root", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
 		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
 			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.raydArgs()...),
 	}

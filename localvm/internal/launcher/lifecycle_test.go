@@ -422,7 +422,7 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 	l := privileged(t, "")
 	spec := newSpec(t, l)
 	// A file where the launcher's directory would go makes prepareDir fail
-	// early; a home that cannot be bound makes the init fail late.
+	// early; a hostname the kernel refuses makes the init fail late.
 	ctx := context.Background()
 	bad := spec
 	bad.Dir = filepath.Join(l.opts.StateDir, "missing", "dir")
@@ -430,11 +430,11 @@ func TestLaunchFailureCleansUp(t *testing.T) {
 		t.Fatal("Launch into a missing dir succeeded")
 	}
 	before := snapshot(t, l, map[string]bool{spec.ID: true})
-	failInit = func(cfg *initConfig) { cfg.HomeDir = "/nonexistent/home" }
+	failInit = func(cfg *initConfig) { cfg.Hostname = strings.Repeat("h", 100) }
 	defer func() { failInit = nil }()
 	_, err := l.Launch(ctx, spec)
-	if err == nil || !strings.Contains(err.Error(), "sandbox setup failed") || !strings.Contains(err.Error(), "home") {
-		t.Fatalf("Launch with a broken home: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "sandbox setup failed") || !strings.Contains(err.Error(), "hostname") {
+		t.Fatalf("Launch with a broken hostname: %v", err)
 	}
 	failInit = nil
 	after := snapshot(t, l, map[string]bool{spec.ID: true})

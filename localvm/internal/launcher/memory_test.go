@@ -11,14 +11,14 @@ import (
 
 func TestTmpfsSizes(t *testing.T) {
 	got := tmpfsSizes(DefaultMemoryBytes)
-	if want := (tmpfsLimits{Tmp: 512 << 20, VarTm: 256 << 20, Run: 64 << 20, Shm: 64 << 20}); got != want {
+	if want := (tmpfsLimits{Home: 1 << 30, Tmp: 512 << 20, VarTm: 256 << 20, Run: 64 << 20, Shm: 64 << 20}); got != want {
 		t.Fatalf("2 GiB: %+v, want %+v", got, want)
 	}
 	got = tmpfsSizes(256 << 20)
-	if want := (tmpfsLimits{Tmp: 64 << 20, VarTm: 32 << 20, Run: 16 << 20, Shm: 16 << 20}); got != want {
+	if want := (tmpfsLimits{Home: 128 << 20, Tmp: 64 << 20, VarTm: 32 << 20, Run: 16 << 20, Shm: 16 << 20}); got != want {
 		t.Fatalf("256 MiB: %+v, want %+v", got, want)
 	}
-	if got := tmpfsSizes(1 << 20); got.Run < 1<<20 || got.Shm < 1<<20 || got.Tmp < 1<<20 {
+	if got := tmpfsSizes(1 << 20); got.Run < 1<<20 || got.Shm < 1<<20 || got.Tmp < 1<<20 || got.Home < 1<<20 {
 		t.Fatalf("1 MiB: %+v", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 // bytes. /etc (16 MiB) and the root (64 MiB, only mount points and
 // symlinks) are fixed, /dev is 64 KiB.
 type tmpfsLimits struct {
+	Home  int64 `json:"home"`
 	Tmp   int64 `json:"tmp"`
 	Run   int64 `json:"run"`
 	Shm   int64 `json:"shm"`
@@ -30,16 +31,17 @@ type tmpfsLimits struct {
 
 // tmpfsSizes bounds the writable tmpfs mounts of a sandbox with memBytes of
 // memory (tmpfs pages are charged to its memory cgroup, so that a full
-// tmpfs is ENOSPC well before the memory limit): /tmp a quarter of the
-// memory, /var/tmp an eighth, /run and /dev/shm a sixteenth each, at most
-// 64 MiB (2 GiB: 512, 256, 64, 64 MiB).
+// tmpfs is ENOSPC rather than an OOM kill while the rest of the memory is
+// free): /home/user half the memory, /tmp a quarter, /var/tmp an eighth,
+// /run and /dev/shm a sixteenth each, at most 64 MiB (2 GiB: 1024, 512,
+// 256, 64, 64 MiB).
 func tmpfsSizes(memBytes int64) tmpfsLimits {
 	if memBytes <= 0 {
 		memBytes = DefaultMemoryBytes
 	}
 	const mib = 1 << 20
 	small := min(memBytes/16, 64*mib)
-	return tmpfsLimits{Tmp: max(memBytes/4, mib), VarTm: max(memBytes/8, mib), Run: max(small, mib), Shm: max(small, mib)}
+	return tmpfsLimits{Home: max(memBytes/2, mib), Tmp: max(memBytes/4, mib), VarTm: max(memBytes/8, mib), Run: max(small, mib), Shm: max(small, mib)}
 }
 
 func sizeOpt(n int64) string {
@@ -53,7 +55,7 @@ func sizeOpt(n int64) string {
 // user, pid, uts, ipc and net namespaces): it builds the sandbox's root
 // filesystem on cfg.RootDir, pivots into it and sets the hostname. The
 // init enters the launcher's directory (dirFD, opened in its own mount
-// namespace), which RootDir and HomeDir are relative to.
+// namespace), which RootDir is relative to.
 func setupSandbox(cfg *initConfig, dirFD int) error {
 	err := unix.Fchdir(dirFD)
 	_ = unix.Close(dirFD)
@@ -103,16 +105,16 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname, cfg.DNS); err != nil {
 		return err
 	}
-	// /home/user: on disk, owned by 1000:1000 (the launcher made it).
+	// /home/user: a private tmpfs of bounded size owned by the sandbox's
+	// user, like /tmp: a sandbox that fills it gets ENOSPC, and nothing it
+	// writes there reaches the host's disk (a home on disk had no bound).
 	home := filepath.Join(root, "home", "user")
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount(cfg.HomeDir, home, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("binding /home/user: %w", err)
-	}
-	if err := remountBind(home, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-		return fmt.Errorf("remounting /home/user: %w", err)
+	homeOpts := fmt.Sprintf("mode=0750,uid=%d,gid=%d,%s", sandboxUID, sandboxUID, sizeOpt(cfg.Tmpfs.Home))
+	if err := unix.Mount("tmpfs", home, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, homeOpts); err != nil {
+		return fmt.Errorf("mounting /home/user: %w", err)
 	}
 	// /tmp and /var/tmp (1777) and /run (0755, rayd's state is /run/rayd):
 	// private tmpfs of bounded size.

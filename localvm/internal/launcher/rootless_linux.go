@@ -124,13 +124,9 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 	if err := os.Mkdir(filepath.Join(ld, "root"), 0o700); err != nil {
 		return inst, err
 	}
-	// The caller's uid is the sandbox's 1000: home/ is already the user's.
-	if err := os.Mkdir(filepath.Join(ld, "home"), 0o750); err != nil {
-		return inst, err
-	}
 	cfg := &initConfig{
 		Mode: modeRootless, ID: spec.ID, Hostname: hostnameFor(spec.ID),
-		RootDir: "root", HomeDir: "home", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
+		RootDir: "root", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
 		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationRootless)}, l.raydArgs()...),
 	}
 	var slirpBin string

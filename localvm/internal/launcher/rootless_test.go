@@ -217,6 +217,9 @@ echo "== rayd =="; cat /proc/1/environ >/dev/null 2>&1 && echo environ-readable;
 	if !strings.Contains(section(out, "home"), "nohosthome") {
 		t.Errorf("the sandbox sees the user's real home: %q", section(out, "home"))
 	}
+	// Its home is bounded too (half the default memory: no cgroup
+	// limits here, so the size is the only bound).
+	checkHomeBounded(t, inst, token, spec, tmpfsSizes(0).Home)
 	// Another user is refused with a clear error.
 	if msg := startError(t, inst.APIAddr(), token, "nobody"); !strings.Contains(msg, "own user") {
 		t.Errorf("running as nobody: %q, want a refusal naming rayd's own user", msg)
