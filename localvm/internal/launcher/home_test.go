@@ -56,4 +56,3 @@ echo "wrote=$(stat -c %s /home/user/big)"; rm -f /home/user/big`)
 		t.Fatalf("the sandbox's directory holds %d bytes on the host", onDisk)
 	}
 }
-
