@@ -24,11 +24,14 @@ type Metrics struct {
 	MemCache  uint64
 	DiskUsed  uint64
 	DiskTotal uint64
-	// Processes counts the processes and terminals rayd supervises (not
-	// their descendants).
+	// Processes counts every process in the sandbox but its daemon: the
+	// commands, terminals and kernels it started and all their
+	// descendants, background ones that outlived their command included.
+	// (A daemon older than this SDK counted only the commands and
+	// terminals it supervises.)
 	Processes int
-	// Tasks counts every task in the sandbox, descendants included; 0 when
-	// rayd cannot see them.
+	// Tasks counts the same processes and the daemon; 0 when the daemon
+	// cannot see them.
 	Tasks int
 }
 

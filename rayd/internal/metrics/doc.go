@@ -27,8 +27,14 @@
 //     /proc/meminfo.
 //   - Disk: statfs of /home/user (/ where there is none): used and total
 //     bytes of that file system.
-//   - Processes: the processes and PTYs rayd supervises (Options.Processes);
-//     tasks: the number of processes in the sandbox (rayd included).
+//   - Processes: the number of processes in the sandbox other than rayd:
+//     every process rayd started (commands, terminals, kernels) and all
+//     their descendants, those that outlived their parent too (rayd, PID
+//     1 or a child subreaper, adopts them: a command's background
+//     "sleep 100 &" counts after the command ended). Only when /proc
+//     cannot be read is it the processes and PTYs rayd supervises
+//     (Options.Processes), a lower bound. Tasks: the same processes with
+//     rayd (0 when /proc cannot be read).
 //
 // # Sampling
 //

@@ -29,7 +29,9 @@ type Options struct {
 	// MemoryLimit is the sandbox's memory limit in bytes as the platform
 	// set it; 0: unknown (the kernel's memory is the sandbox's).
 	MemoryLimit uint64
-	// Processes counts the processes and PTYs rayd supervises; nil: 0.
+	// Processes counts the processes and PTYs rayd supervises: the
+	// Processes figure when /proc cannot be read (a lower bound then, as
+	// their descendants and orphans are not among them); nil: 0.
 	Processes func() int
 	// Interval between background samples (5 s) and Capacity of the ring
 	// (5760).
@@ -51,7 +53,7 @@ type Sample struct {
 	MemCache   uint64
 	DiskUsed   uint64
 	DiskTotal  uint64
-	Processes  uint32 // supervised processes and PTYs
+	Processes  uint32 // processes in the sandbox other than rayd (see the package doc)
 	Tasks      uint32 // processes in the sandbox, rayd included
 }
 
@@ -266,6 +268,7 @@ func (s *Sampler) sample(base, cur reading) Sample {
 		DiskUsed:   cur.disk.used,
 		DiskTotal:  cur.disk.total,
 		Tasks:      uint32(min(cur.tasks, math.MaxUint32)),
+		Processes:  uint32(min(cur.procs, math.MaxUint32)),
 	}
 	if lim := s.opts.MemoryLimit; lim != 0 {
 		smp.MemTotal = lim
@@ -275,7 +278,7 @@ func (s *Sampler) sample(base, cur reading) Sample {
 		smp.MemUsed = cur.mem.used()
 		smp.MemCache = cur.mem.cached
 	}
-	if s.opts.Processes != nil {
+	if !cur.self && s.opts.Processes != nil {
 		smp.Processes = uint32(min(max(s.opts.Processes(), 0), math.MaxUint32))
 	}
 	return smp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -68,8 +69,9 @@ func TestScanSandboxOnly(t *testing.T) {
 	if err := sc.scan(&r); err != nil {
 		t.Fatal(err)
 	}
-	if r.tasks != 4 {
-		t.Errorf("tasks %d, want 4", r.tasks)
+	// rayd, sh, python and the orphan; the processes are those but rayd.
+	if r.tasks != 4 || r.procs != 3 || !r.self {
+		t.Errorf("tasks %d, processes %d, self %v: want 4, 3, true", r.tasks, r.procs, r.self)
 	}
 	if want := uint64(10 + 20 + 300 + 400 + 1 + 2 + 30 + 40 + 5 + 5 + 7); r.ticks != want {
 		t.Errorf("ticks %d, want %d", r.ticks, want)
@@ -106,7 +108,7 @@ func TestScanAsPID1(t *testing.T) {
 	if err := newScanner(fakeProc(t, 1, tasks, ""), false, nil).scan(&r); err != nil {
 		t.Fatal(err)
 	}
-	if r.tasks != 2 || r.ticks != 4 || r.memOK {
+	if r.tasks != 2 || r.procs != 1 || !r.self || r.ticks != 4 || r.memOK {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -175,7 +177,7 @@ func (f *fakeSandbox) read() reading {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
-	return reading{at: f.at, ticks: f.ticks, tasks: 3, rssBytes: 5 << 20, disk: diskUsage{used: 1, total: 2}}
+	return reading{at: f.at, ticks: f.ticks, tasks: 3, procs: 2, self: true, rssBytes: 5 << 20, disk: diskUsage{used: 1, total: 2}}
 }
 
 // advance moves both clocks by d (the wall one by wall) and the CPU time
@@ -237,7 +239,7 @@ func TestStepAcrossFreeze(t *testing.T) {
 		t.Errorf("times %d, %d (oldest %d)", got[0].UnixMilli, got[1].UnixMilli, oldest)
 	}
 	smp := got[0]
-	if smp.MemTotal != 1<<30 || smp.MemUsed != 5<<20 || smp.MemCache != 0 || smp.Tasks != 3 || smp.CPUCount != 1 || smp.DiskTotal != 2 {
+	if smp.MemTotal != 1<<30 || smp.MemUsed != 5<<20 || smp.MemCache != 0 || smp.Tasks != 3 || smp.Processes != 2 || smp.CPUCount != 1 || smp.DiskTotal != 2 {
 		t.Errorf("sample %+v", smp)
 	}
 
@@ -387,13 +389,38 @@ func waitReads(t *testing.T, f *fakeSandbox, n int) {
 	t.Fatalf("fewer than %d readings", n)
 }
 
+// Processes counts the processes the scan saw (all of them but rayd), not
+// the supervised ones; only a reading that did not see rayd (/proc could
+// not be read) falls back to Options.Processes.
+func TestSampleProcesses(t *testing.T) {
+	t.Parallel()
+	s := New(Options{Processes: func() int { return 1 }})
+	if smp := s.sample(reading{}, reading{tasks: 4, procs: 3, self: true}); smp.Processes != 3 || smp.Tasks != 4 {
+		t.Errorf("a scan that saw rayd: %+v", smp)
+	}
+	if smp := s.sample(reading{}, reading{tasks: 1, self: true}); smp.Processes != 0 || smp.Tasks != 1 {
+		t.Errorf("rayd alone: %+v", smp)
+	}
+	if smp := s.sample(reading{}, reading{}); smp.Processes != 1 || smp.Tasks != 0 {
+		t.Errorf("no scan: %+v", smp)
+	}
+}
+
 // The real thing: Start samples in the background until Stop, which
-// leaves no goroutine behind; the figures describe this process.
+// leaves no goroutine behind; the figures describe this process, whose
+// children (two sleeps) are its processes.
 func TestSamplerLive(t *testing.T) {
 	before := runtime.NumGoroutine()
-	s := New(Options{Interval: 20 * time.Millisecond, Processes: func() int { return 2 }, DiskPath: t.TempDir()})
+	for range 2 {
+		sleep := exec.Command("sleep", "30")
+		if err := sleep.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	}
+	s := New(Options{Interval: 20 * time.Millisecond, Processes: func() int { return 7 }, DiskPath: t.TempDir()})
 	s.Stop() // before Start: nothing to stop
-	s = New(Options{Interval: 20 * time.Millisecond, Processes: func() int { return 2 }, DiskPath: t.TempDir()})
+	s = New(Options{Interval: 20 * time.Millisecond, Processes: func() int { return 7 }, DiskPath: t.TempDir()})
 	s.Start()
 	s.Start()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -428,7 +455,7 @@ func TestSamplerLive(t *testing.T) {
 	if smp.CPUPercent <= 1 || smp.CPUPercent > 100 {
 		t.Errorf("CPU %v %% while a goroutine spins", smp.CPUPercent)
 	}
-	if smp.CPUCount != uint32(runtime.NumCPU()) || smp.Processes != 2 || smp.Tasks < 1 ||
+	if smp.CPUCount != uint32(runtime.NumCPU()) || smp.Processes != 2 || smp.Tasks != 3 ||
 		smp.MemTotal == 0 || smp.MemUsed == 0 || smp.MemUsed > smp.MemTotal || smp.DiskTotal == 0 || smp.DiskUsed > smp.DiskTotal {
 		t.Errorf("sample %+v", smp)
 	}

@@ -12,7 +12,9 @@ import (
 type reading struct {
 	at       stamp
 	ticks    uint64 // the sandbox's CPU time, in clock ticks
-	tasks    int
+	tasks    int    // processes in the sandbox, rayd included
+	procs    int    // processes in the sandbox other than rayd
+	self     bool   // the scan saw rayd (tasks and procs are known)
 	rssBytes uint64
 	mem      meminfo
 	memOK    bool
@@ -101,6 +103,11 @@ func (sc *scanner) scan(r *reading) error {
 			continue
 		}
 		r.tasks++
+		if t.pid == sc.self {
+			r.self = true
+		} else {
+			r.procs++
+		}
 		r.ticks += t.ticks
 		r.rssBytes += t.rssPages * sc.pageSize
 	}

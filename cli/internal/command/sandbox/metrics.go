@@ -180,15 +180,10 @@ func (p *metricsPrinter) print(m *rayito.Metrics) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	procs := fmt.Sprint(m.Processes)
-	switch {
-	case m.Tasks == 1:
-		procs += " (1 task)"
-	case m.Tasks > 1:
-		procs += fmt.Sprintf(" (%d tasks)", m.Tasks)
-	}
+	// PROCESSES is every process of the sandbox but its daemon (what
+	// ps would list besides it), background ones included.
 	_, err := fmt.Fprintf(p.w, metricsRow, at.Local().Format(time.TimeOnly), fmt.Sprintf("%.1f%% of %d", m.CPUPercent, m.CPUCount),
-		bytesText(m.MemUsed)+" / "+bytesText(m.MemTotal), bytesText(m.DiskUsed)+" / "+bytesText(m.DiskTotal), procs)
+		bytesText(m.MemUsed)+" / "+bytesText(m.MemTotal), bytesText(m.DiskUsed)+" / "+bytesText(m.DiskTotal), fmt.Sprint(m.Processes))
 	return err
 }
 

@@ -540,7 +540,8 @@ type MetricsResponse struct {
 	DiskUsedBytes   uint64                 `protobuf:"varint,6,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	DiskTotalBytes  uint64                 `protobuf:"varint,7,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
 	TimestampUnixMs int64                  `protobuf:"varint,8,opt,name=timestamp_unix_ms,json=timestampUnixMs,proto3" json:"timestamp_unix_ms,omitempty"`
-	// Live processes and PTYs rayd supervises (not their descendants).
+	// Processes in the sandbox other than rayd: those it started (commands,
+	// PTYs, kernels) and all their descendants, orphans it adopted included.
 	ProcessCount uint32 `protobuf:"varint,9,opt,name=process_count,json=processCount,proto3" json:"process_count,omitempty"`
 	// Number of tasks in the sandbox (descendants included), when rayd can
 	// see its cgroup or its own pid namespace; 0 when unknown.
