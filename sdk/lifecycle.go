@@ -362,7 +362,7 @@ func byID(ctx context.Context, id string, opts []Option) (*Sandbox, error) {
 		return nil, err
 	}
 	if ended(vm.State) {
-		return nil, endedErr(vm)
+		return nil, endedErr(cfg, vm)
 	}
 	return newSandbox(cfg, mv, vm, ""), nil
 }
@@ -400,7 +400,7 @@ func transition(ctx context.Context, cfg *config, mv *microvms.Client, id, verb 
 		case vm.State == want:
 			return nil
 		case ended(vm.State):
-			return endedErr(vm)
+			return endedErr(cfg, vm)
 		case vm.State == from && (asked.IsZero() || time.Since(asked) > reaskAfter):
 			if err := ask(ctx, id); err != nil {
 				var ae *APIError

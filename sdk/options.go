@@ -251,7 +251,10 @@ func WithAccessToken(token string) Option {
 func WithoutTokenStore() Option { return sandboxOption(func(c *config) { c.noTokens = true }) }
 
 // WithTokenStoreDir puts the token store in dir instead of the default
-// $XDG_STATE_HOME/rayito/tokens (or ~/.local/state/rayito/tokens).
+// $XDG_STATE_HOME/rayito/tokens (or ~/.local/state/rayito/tokens). Give
+// it a directory of its own: Create removes from it the token files saved
+// more than 9 hours ago (regular files named like a sandbox id that hold
+// an access token; nothing else).
 func WithTokenStoreDir(dir string) Option {
 	return sandboxOption(func(c *config) { c.tokenDir = dir })
 }

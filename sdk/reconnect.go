@@ -145,7 +145,7 @@ func (s *Sandbox) awaitReachable(ctx context.Context, r *reconnect) error {
 		running := err == nil && vm.State == microvmsapi.StateRunning
 		switch {
 		case err == nil && ended(vm.State):
-			return endedErr(vm)
+			return endedErr(s.cfg, vm)
 		case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
 			return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
 		case err == nil && !running:
@@ -194,7 +194,7 @@ func (s *Sandbox) endOf(ctx context.Context) error {
 	vm, err := s.mv.GetMicrovm(ctx, s.id)
 	switch {
 	case err == nil && ended(vm.State):
-		return endedErr(vm)
+		return endedErr(s.cfg, vm)
 	case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
 		return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
 	}

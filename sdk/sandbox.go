@@ -106,7 +106,11 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 // token store shared with the rayito CLI (one 0600 file per sandbox under
 // $XDG_STATE_HOME/rayito/tokens, else ~/.local/state/rayito/tokens), so
 // that Connect works from another process; WithoutTokenStore keeps it
-// out. Once the daemon is
+// out. A token leaves the store when its sandbox is killed, when any call
+// learns from the platform that the sandbox ended (List, GetInfo, Info,
+// Connect, Pause, Resume, a command's reconnect), and at the latest when
+// Create finds it saved more than 9 hours ago (no sandbox lives past 8).
+// Once the daemon is
 // ready its version is checked against this SDK's (see checkAgent): an
 // incompatible one is an *IncompatibleAgentError. If the sandbox does not
 // become ready, or its daemon is incompatible, it is terminated, unless
@@ -173,7 +177,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	if ended(vm.State) {
 		// The local platform answers once the boot is over, failed or not.
-		return nil, endedErr(vm)
+		return nil, endedErr(cfg, vm)
 	}
 	s := newSandbox(cfg, mv, vm, token)
 	if !cfg.noTokens {
@@ -183,6 +187,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			}
 			return nil, newError(ReasonInternal, "sandbox "+s.id+": cannot store its access token", err)
 		}
+		cfg.sweepTokens()
 	}
 	if err := s.waitReady(ctx); err != nil {
 		if !cfg.keepOnFailure {
@@ -247,7 +252,7 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 			lastGet = time.Now()
 			vm, gerr := s.mv.GetMicrovm(ctx, s.id)
 			if gerr == nil && ended(vm.State) {
-				return endedErr(vm)
+				return endedErr(s.cfg, vm)
 			}
 		}
 		select {
@@ -358,7 +363,7 @@ func Connect(ctx context.Context, id string, opts ...Option) (*Sandbox, error) {
 		return nil, controlPlaneErr(cfg, id, err)
 	}
 	if ended(vm.State) {
-		return nil, endedErr(vm)
+		return nil, endedErr(cfg, vm)
 	}
 	token := cfg.accessToken
 	if token == "" && !cfg.noTokens {
@@ -402,8 +407,10 @@ func paused(st microvmsapi.State) bool {
 	return st == microvmsapi.StateSuspending || st == microvmsapi.StateSuspended
 }
 
-// endedErr describes an ended microVM.
-func endedErr(vm *microvmsapi.Microvm) error {
+// endedErr describes an ended microVM, and removes its token from the
+// store (see sawEnded).
+func endedErr(cfg *config, vm *microvmsapi.Microvm) error {
+	cfg.sawEnded(vm.MicrovmID, vm.State)
 	e := &SandboxEndedError{ID: vm.MicrovmID}
 	e.Reason, e.Detail = parseEndReason(vm.StateReason)
 	if vm.TerminatedAt != nil {
@@ -425,7 +432,10 @@ func (s *Sandbox) Kill(ctx context.Context) error {
 
 // Kill terminates the sandbox with the given id and removes its token
 // from the store. An unknown id is "sandbox X not found" (errors.Is
-// ErrNotFound); its stored token, if any, is removed too.
+// ErrNotFound); its stored token, if any, is kept: the store is shared by
+// every platform (local ones at other endpoints, AWS), and a sandbox of
+// that id may live on another. Create sweeps it once no sandbox can be
+// that old (see sweepTokens).
 func Kill(ctx context.Context, id string, opts ...Option) error {
 	cfg := newConfig(opts)
 	if !tokenstore.ValidID(id) {
@@ -436,11 +446,7 @@ func Kill(ctx context.Context, id string, opts ...Option) error {
 		return err
 	}
 	if err := mv.TerminateMicrovm(ctx, id); err != nil {
-		err = controlPlaneErr(cfg, id, err)
-		if errors.Is(err, ErrNotFound) {
-			cfg.forget(id)
-		}
-		return err
+		return controlPlaneErr(cfg, id, err)
 	}
 	cfg.forget(id)
 	return nil
@@ -463,6 +469,44 @@ func (c *config) tokens() tokenstore.Store {
 func (c *config) forget(id string) {
 	if !c.noTokens {
 		_ = c.tokens().Remove(id)
+	}
+}
+
+// sawEnded removes id's token when the platform says the sandbox ended
+// (TERMINATING or TERMINATED: it can never run again). Sandbox ids are
+// UUIDs, so a platform that reports id ended is the one that ran it; a
+// sandbox the platform does not know is another matter (see Kill).
+func (c *config) sawEnded(id string, st microvmsapi.State) {
+	if ended(st) {
+		c.forget(id)
+	}
+}
+
+// tokenMaxAge is how long after it was saved a token may still serve a
+// live sandbox: the longest a sandbox lives (the platform's maximum
+// duration, 8 hours, running and paused time, on AWS and locally alike;
+// the token is saved after the sandbox started), plus a margin for clock
+// adjustments.
+const tokenMaxAge = maxLifetime + time.Hour
+
+// validToken reports whether a stored value is an access token.
+func validToken(tok string) bool {
+	_, err := accesstoken.Decode(tok)
+	return err == nil
+}
+
+// sweepTokens removes the tokens of sandboxes that cannot be alive any
+// more, whichever way they ended (a deadline, their maximum duration, out
+// of memory, idle, a platform shut down) and whichever platform ran them:
+// those saved longer ago than tokenMaxAge. Create calls it, so a store
+// stays as small as the sandboxes of the last 9 hours. Errors are ignored:
+// it is housekeeping.
+func (c *config) sweepTokens() {
+	if c.noTokens {
+		return
+	}
+	if st := c.tokens(); st.Dir != "" {
+		_, _ = st.Sweep(time.Now(), tokenMaxAge, validToken)
 	}
 }
 
@@ -552,6 +596,7 @@ func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 	if err != nil {
 		return nil, controlPlaneErr(s.cfg, s.id, err)
 	}
+	s.cfg.sawEnded(vm.MicrovmID, vm.State)
 	info := infoOf(vm)
 	if vm.State == microvmsapi.StateRunning {
 		if h, err := s.dp.health.Health(ctx, connect.NewRequest(&raydv1.HealthRequest{})); err == nil {
@@ -593,10 +638,11 @@ func infoOf(vm *microvmsapi.Microvm) *Info {
 // and never wakes one. An unknown id is "sandbox X not found" (errors.Is
 // ErrNotFound).
 func GetInfo(ctx context.Context, id string, opts ...Option) (*Info, error) {
-	_, _, vm, err := lookup(ctx, id, opts)
+	cfg, _, vm, err := lookup(ctx, id, opts)
 	if err != nil {
 		return nil, err
 	}
+	cfg.sawEnded(vm.MicrovmID, vm.State)
 	return infoOf(vm), nil
 }
 
@@ -633,6 +679,7 @@ func List(ctx context.Context, opts ...Option) ([]Info, error) {
 		if err != nil {
 			return nil, controlPlaneErr(cfg, "", err)
 		}
+		cfg.sawEnded(item.MicrovmID, item.State)
 		if cfg.states != nil && !cfg.states[string(item.State)] {
 			continue
 		}

@@ -8,9 +8,12 @@ package tokenstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // ErrNoToken is returned by Load when no token is stored for the id.
@@ -83,7 +86,7 @@ func (s Store) Save(id, token string) error {
 			return fmt.Errorf("token store: %w", err)
 		}
 	}
-	f, err := os.CreateTemp(s.Dir, ".tmp-")
+	f, err := os.CreateTemp(s.Dir, tmpPrefix)
 	if err != nil {
 		return fmt.Errorf("token store: %w", err)
 	}
@@ -136,4 +139,80 @@ func (s Store) Remove(id string) error {
 		return fmt.Errorf("token store: %w", err)
 	}
 	return nil
+}
+
+// tmpPrefix names Save's temporary files.
+const tmpPrefix = ".tmp-"
+
+// TmpMaxAge is how old a temporary file of Save must be before Sweep
+// removes it: a Save takes milliseconds, so an older one was interrupted
+// (its process died between the write and the rename).
+const TmpMaxAge = time.Hour
+
+// maxTokenFile bounds what Sweep reads of a file to tell a token.
+const maxTokenFile = 1024
+
+// Sweep removes what the store holds for sandboxes that cannot be alive
+// any more: the tokens saved more than maxAge before now (Save's write
+// sets the file's modification time; pass the longest a sandbox can live,
+// plus a margin), and the temporary files of interrupted saves older than
+// TmpMaxAge. It removes only regular files (never through a symbolic
+// link) named by a valid id whose content isToken accepts, so a directory
+// shared with other files by mistake loses nothing else. It returns how
+// many files it removed; a missing directory is not an error.
+func (s Store) Sweep(now time.Time, maxAge time.Duration, isToken func(string) bool) (int, error) {
+	if s.Dir == "" {
+		return 0, errors.New("token store has no directory")
+	}
+	ents, err := os.ReadDir(s.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("token store: %w", err)
+	}
+	removed := 0
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		tmp := strings.HasPrefix(name, tmpPrefix)
+		if !tmp && !ValidID(name) {
+			continue
+		}
+		fi, err := e.Info() // lstat: a symbolic link is not a regular file
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		age := now.Sub(fi.ModTime())
+		p := filepath.Join(s.Dir, name)
+		switch {
+		case tmp && age > TmpMaxAge:
+		case !tmp && age > maxAge && fi.Size() <= maxTokenFile && isToken(readToken(p)):
+		default:
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("token store: %w", err))
+			}
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+// readToken reads a small file without following a symbolic link: ""
+// when it cannot.
+func readToken(p string) string {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil || len(b) > maxTokenFile {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
