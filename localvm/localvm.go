@@ -22,10 +22,14 @@
 // processes of the current user, and features that need privileges fail
 // with an error (see [Server.Privileged]).
 //
-// The API has no authentication, so it listens on loopback only: New
-// refuses any other address unless [Options.AllowRemote] is set, and the
-// API refuses requests from web pages (an Origin header) and, unless
-// AllowRemote, requests whose Host is not a loopback name.
+// The API has no credentials of its own, so it listens on loopback only
+// and serves only its owner: New refuses any other address unless
+// [Options.AllowRemote] is set; every connection's client is looked up in
+// the kernel when it is accepted, and a client of another user (or one
+// that cannot be told) gets 403 NotOwnerException on every request, API
+// and endpoint proxy alike; the API refuses requests from web pages (an
+// Origin header) and, unless AllowRemote, requests whose Host is not a
+// loopback name. AllowRemote turns the owner check off.
 //
 // Sandboxes outlive the Server: [Server.Close] leaves them running and the
 // next Server on the same state directory re-adopts them (or records them
@@ -55,9 +59,11 @@ import (
 
 	"github.com/rayito-dev/rayito/localvm/internal/api"
 	"github.com/rayito-dev/rayito/localvm/internal/registry"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 )
 
-// DefaultAddr is the default listen address of the platform.
+// DefaultAddr is the default listen address of the platform (that of
+// localplatform.DefaultEndpoint).
 const DefaultAddr = "127.0.0.1:7450"
 
 // MaxPrebooted bounds Options.Prebooted.
@@ -95,9 +101,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxSandboxes bounds the microVMs that are not TERMINATED; default 64.
 	MaxSandboxes int
-	// AllowRemote lets the server listen on a non-loopback address and
-	// accept any Host header. The API has no authentication: anyone who
-	// can reach the port can run sandboxes. Leave it off.
+	// AllowRemote lets the server listen on a non-loopback address, accept
+	// any Host header and serve any client: the owner check (only the
+	// user the platform runs as) needs a local client to look up. The API
+	// has no authentication: anyone who can reach the port can run
+	// sandboxes. Leave it off.
 	AllowRemote bool
 	// Subnet is the private IPv4 pool sandboxes take their /30s from;
 	// zero means 10.213.0.0/16. Addresses already on the host are skipped.
@@ -171,6 +179,7 @@ type Server struct {
 	proxy proxy
 	lock  *os.File    // the state directory's lock
 	claim *scopeClaim // the machine-wide claim on the platform's scope
+	owner uint32      // the uid the platform serves (its effective uid)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -372,11 +381,15 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		_ = reg.Close(ctx)
 		return nil, err
 	}
-	return &Server{opts: opts, log: opts.Logger, deps: d, reg: reg, api: h, proxy: d.newProxy(reg.Lookup)}, nil
+	return &Server{opts: opts, log: opts.Logger, deps: d, reg: reg, api: h, proxy: d.newProxy(reg.Lookup), owner: uint32(os.Geteuid())}, nil
 }
 
-// route sends endpoint requests to the proxy and the rest to the API.
+// route refuses every user but the owner (see owner.go), then sends
+// endpoint requests to the proxy and the rest to the API.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if !s.ownerOnly(w, r) {
+		return
+	}
 	if s.proxy.Match(r) {
 		s.proxy.ServeHTTP(w, r)
 		return
@@ -409,6 +422,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext: connClient,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -426,15 +440,32 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ListenAndServe listens on Options.Addr and serves until ctx ends; see
-// Serve.
-func (s *Server) ListenAndServe(ctx context.Context) error {
+// ListenAndServe listens on Options.Addr (port 0: any free port) and
+// serves until ctx ends; see Serve. While it serves, the endpoint it
+// serves (http://HOST:PORT) is recorded in the state directory
+// (localplatform.EndpointFile), where the CLI and the SDK of the user find
+// it when it is not the default one; ready, if not nil, is called with it
+// once the record is written and the port accepts connections.
+func (s *Server) ListenAndServe(ctx context.Context, ready ...func(endpoint string)) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("localvm: %w", err)
 	}
+	endpoint := "http://" + ln.Addr().String()
+	if localplatform.CheckEndpoint(endpoint) == nil { // not beyond loopback (AllowRemote)
+		if err := localplatform.WriteEndpoint(s.opts.StateDir, endpoint); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer localplatform.RemoveEndpoint(s.opts.StateDir, endpoint)
+	}
 	s.log.Info("localvm: serving", "addr", ln.Addr().String(), "state_dir", s.opts.StateDir, "privileged", s.Privileged(), "isolation", string(s.Isolation()))
+	for _, f := range ready {
+		if f != nil {
+			f(endpoint)
+		}
+	}
 	return s.Serve(ctx, ln)
 }
 

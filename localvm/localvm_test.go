@@ -23,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeRunInit() // wire_test.go launches real sandboxes from this binary
+	if os.Getenv(asClientEnv) != "" {
+		runAsClient() // TestOwnerOnly's other user
+	}
 	if os.Getenv(poolChildDirEnv) != "" {
 		runPoolChild() // TestPrebootedKilledPlatformSwept's platform
 	}

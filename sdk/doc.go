@@ -13,7 +13,8 @@
 //
 // The backend is chosen by option (WithBackend), else by RAYITO_BACKEND
 // ("local" or "aws"), else local. The local platform is reached at
-// RAYITO_ENDPOINT (default http://127.0.0.1:7450); AWS through the usual AWS
+// RAYITO_ENDPOINT, else where the user's own platform recorded it serves,
+// else http://127.0.0.1:7450 (see WithEndpoint); AWS through the usual AWS
 // configuration (region, credentials) and a template (image ARN) from
 // WithTemplate or RAYITO_TEMPLATE.
 //

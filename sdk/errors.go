@@ -11,6 +11,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/compat"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
@@ -58,6 +59,12 @@ var (
 	// ErrPlatformUnavailable: nothing answers at the local platform's
 	// address (see WithEndpoint); start one with `rayito local up`.
 	ErrPlatformUnavailable = errors.New("rayito: local platform unavailable")
+	// ErrNotPlatformOwner: the local platform at the endpoint belongs to
+	// another user of the machine, and serves only its owner. Start your
+	// own (`rayito local up`, on another address when that one is taken)
+	// and point WithEndpoint or RAYITO_ENDPOINT at it. It also matches
+	// ErrPermissionDenied.
+	ErrNotPlatformOwner = errors.New("rayito: the local platform belongs to another user")
 	// ErrNoAccessToken: Connect got no token (WithAccessToken) and none is
 	// stored for the sandbox on this machine. It also matches
 	// ErrUnauthenticated.
@@ -132,6 +139,7 @@ const (
 	ReasonSandboxEnded        Reason = "sandbox_ended"
 	ReasonNotReady            Reason = "not_ready"
 	ReasonPlatformUnavailable Reason = "platform_unavailable"
+	ReasonNotPlatformOwner    Reason = "not_platform_owner"
 	ReasonIncompatibleAgent   Reason = "incompatible_agent"
 	ReasonQuotaExceeded       Reason = "quota_exceeded"
 	ReasonRateLimited         Reason = "rate_limited"
@@ -199,6 +207,7 @@ var sentinelOf = map[Reason]error{
 	ReasonSandboxEnded:        ErrSandboxEnded,
 	ReasonNotReady:            ErrNotReady,
 	ReasonPlatformUnavailable: ErrPlatformUnavailable,
+	ReasonNotPlatformOwner:    ErrNotPlatformOwner,
 	ReasonIncompatibleAgent:   ErrIncompatibleAgent,
 	ReasonQuotaExceeded:       ErrResourceExhausted,
 	ReasonRateLimited:         ErrResourceExhausted,
@@ -477,6 +486,10 @@ func controlPlaneErr(cfg *config, id string, err error) error {
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
+		if ae.Exception == microvmsapi.NotOwnerException {
+			return newError(ReasonNotPlatformOwner, "the local platform at "+cfg.endpoint+
+				" belongs to another user; start your own with `rayito local up` (on another address) and point RAYITO_ENDPOINT at it", err, ErrPermissionDenied)
+		}
 		switch ae.Kind {
 		case microvms.KindNotFound:
 			return newError(ReasonNotFound, what+" not found", err)

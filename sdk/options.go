@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/rayito-dev/rayito/proto/compat"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 )
 
@@ -28,7 +29,7 @@ const (
 
 // Defaults.
 const (
-	DefaultLocalEndpoint = "http://127.0.0.1:7450"
+	DefaultLocalEndpoint = localplatform.DefaultEndpoint
 	DefaultTimeout       = 5 * time.Minute
 	DefaultReadyTimeout  = 90 * time.Second
 	// MaxOutputBytes caps the output a command result stores per stream.
@@ -172,10 +173,10 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	if c.endpoint == "" && c.backend == BackendLocal {
-		c.endpoint = c.getenv("RAYITO_ENDPOINT")
-		if c.endpoint == "" {
-			c.endpoint = DefaultLocalEndpoint
-		}
+		// RAYITO_ENDPOINT, else the endpoint the user's own platform
+		// recorded (another user's may hold the default address), else
+		// DefaultLocalEndpoint.
+		c.endpoint, _ = localplatform.Endpoint(c.getenv, os.Geteuid())
 	}
 	if c.template == "" {
 		c.template = c.getenv("RAYITO_TEMPLATE")
@@ -200,7 +201,11 @@ func (f sandboxOption) applySandbox(c *config) { f(c) }
 func WithBackend(b Backend) Option { return sandboxOption(func(c *config) { c.backend = b }) }
 
 // WithEndpoint sets the control plane's URL (for the local platform, the
-// address of localvm; default RAYITO_ENDPOINT or http://127.0.0.1:7450).
+// address of localvm; default RAYITO_ENDPOINT, else the address the
+// user's own platform recorded in its default state directory when it
+// serves elsewhere than the default, else http://127.0.0.1:7450). A local
+// platform serves only the user it runs as: another user's answers every
+// call with ErrNotPlatformOwner.
 func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.endpoint = url }) }
 
 // WithTemplate sets the image: on AWS an image ARN or the name of an

@@ -212,7 +212,16 @@ const (
 	AccessDeniedException         = "AccessDeniedException"         // 403
 	InsufficientCapacityException = "InsufficientCapacityException" // 503 (our assumption)
 	InternalServerException       = "InternalServerException"       // 500
+
+	// NotOwnerException is the local platform's answer (403) to a client
+	// that is not its owner: another user of the machine. A Rayito
+	// extension: the service never sends it.
+	NotOwnerException = "NotOwnerException" // 403
 )
+
+// OwnerHeader carries, with NotOwnerException, the uid of the user the
+// local platform serves.
+const OwnerHeader = "X-Rayito-Platform-Owner"
 
 // StatusOf returns the HTTP status the service uses for an exception.
 func StatusOf(exception string) int {
@@ -227,7 +236,7 @@ func StatusOf(exception string) int {
 		return 402
 	case ThrottlingException:
 		return 429
-	case AccessDeniedException:
+	case AccessDeniedException, NotOwnerException:
 		return 403
 	case InsufficientCapacityException:
 		return 503

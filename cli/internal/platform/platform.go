@@ -1,7 +1,9 @@
 // Package platform finds the control plane a CLI command talks to: AWS
-// when RAYITO_BACKEND=aws, else the local platform at RAYITO_ENDPOINT when
-// one answers, else a local platform started in this process for the
-// duration of the command.
+// when RAYITO_BACKEND=aws, else the user's local platform (at
+// RAYITO_ENDPOINT, else where the user's platform recorded it serves, else
+// the default address) when it answers, else a local platform started in
+// this process for the duration of the command. A local platform serves
+// only the user it runs as; another user's is never used.
 package platform
 
 import (
@@ -15,11 +17,12 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/localvm"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
@@ -73,29 +76,76 @@ func (t *Target) Close(ctx context.Context) error {
 	return t.stop(ctx)
 }
 
-// Endpoint returns the configured local endpoint.
+// Endpoint returns the configured local endpoint: RAYITO_ENDPOINT, else
+// the one the user's own platform recorded in its default state directory
+// (it serves elsewhere than the default when another user's platform holds
+// that), else the default (localplatform.Endpoint, as the SDK reads it).
 func Endpoint(getenv func(string) string) string {
-	if e := getenv("RAYITO_ENDPOINT"); e != "" {
-		return strings.TrimRight(e, "/")
-	}
-	return rayito.DefaultLocalEndpoint
+	ep, _ := localplatform.Endpoint(getenv, os.Geteuid())
+	return ep
 }
 
-// Answers reports whether a local platform answers at endpoint.
-func Answers(ctx context.Context, endpoint string) bool {
+// Probe is what answers at a local platform's endpoint.
+type Probe struct {
+	// Mine: a local platform answers there and serves this user.
+	Mine bool
+	// OtherUser: a local platform of another user answers there (it
+	// serves only its owner); Owner is its uid, -1 when not said.
+	OtherUser bool
+	Owner     int
+}
+
+// ProbeEndpoint asks the local platform at endpoint for one sandbox of
+// its list (2 s at most).
+func ProbeEndpoint(ctx context.Context, endpoint string) Probe {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+microvmsapi.PathMicrovms+"?maxResults=1", nil)
 	if err != nil {
-		return false
+		return Probe{Owner: -1}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false
+		return Probe{Owner: -1}
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode == http.StatusForbidden && resp.Header.Get(microvmsapi.ErrorTypeHeader) == microvmsapi.NotOwnerException {
+		owner, err := strconv.Atoi(resp.Header.Get(microvmsapi.OwnerHeader))
+		if err != nil || owner < 0 {
+			owner = -1
+		}
+		return Probe{OtherUser: true, Owner: owner}
+	}
+	return Probe{Mine: resp.StatusCode == http.StatusOK, Owner: -1}
+}
+
+// Answers reports whether a local platform of this user answers at
+// endpoint.
+func Answers(ctx context.Context, endpoint string) bool { return ProbeEndpoint(ctx, endpoint).Mine }
+
+// OtherUserText says whose platform answers at endpoint.
+func (p Probe) OtherUserText(endpoint string) string {
+	who := "another user"
+	if p.Owner >= 0 {
+		who = "another user (uid " + strconv.Itoa(p.Owner) + ")"
+	}
+	return "the local platform at " + endpoint + " belongs to " + who + " and serves only them"
+}
+
+// notOwnerError: the platform at the endpoint is another user's. errors.Is
+// matches rayito.ErrNotPlatformOwner (and so ErrPermissionDenied).
+type notOwnerError struct {
+	endpoint string
+	probe    Probe
+}
+
+func (e notOwnerError) Error() string {
+	return e.probe.OtherUserText(e.endpoint) + "; start your own with `rayito local up`"
+}
+
+func (e notOwnerError) Is(target error) bool {
+	return target == rayito.ErrNotPlatformOwner || target == rayito.ErrPermissionDenied
 }
 
 // Backend is RAYITO_BACKEND: local (the default) or aws; anything else is
@@ -133,7 +183,8 @@ func ListenAddr(getenv func(string) string) (string, error) {
 }
 
 // Existing returns the configured platform without starting one: an error
-// when the local platform does not answer.
+// when no local platform of this user answers (another user's platform at
+// the endpoint is a notOwnerError).
 func Existing(ctx context.Context, getenv func(string) string) (*Target, error) {
 	if err := Check(getenv); err != nil {
 		return nil, err
@@ -142,7 +193,10 @@ func Existing(ctx context.Context, getenv func(string) string) (*Target, error) 
 		return &Target{Options: []rayito.Option{rayito.WithBackend(rayito.BackendAWS)}}, nil
 	}
 	ep := Endpoint(getenv)
-	if !Answers(ctx, ep) {
+	switch p := ProbeEndpoint(ctx, ep); {
+	case p.OtherUser:
+		return nil, notOwnerError{ep, p}
+	case !p.Mine:
 		return nil, unavailableError{ep}
 	}
 	return &Target{Endpoint: ep, Options: []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(ep)}}, nil
@@ -156,8 +210,16 @@ func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer, a
 	if err := Check(getenv); err != nil {
 		return nil, err
 	}
-	if t, err := Existing(ctx, getenv); err == nil {
+	t, err := Existing(ctx, getenv)
+	switch {
+	case err == nil:
 		return t, nil
+	case errors.Is(err, rayito.ErrNotPlatformOwner):
+		// Say which platform the command runs on: not the one at the
+		// endpoint, which is another user's.
+		var ne notOwnerError
+		errors.As(err, &ne)
+		fmt.Fprintf(stderr, "rayito: %s; this command runs on a platform of its own, started in this process\n", ne.probe.OtherUserText(ne.endpoint))
 	}
 	stateDir, err := os.MkdirTemp("", "rayito-run-")
 	if err != nil {

@@ -148,6 +148,7 @@ import (
 
 	"github.com/rayito-dev/rayito/localvm/internal/activity"
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
@@ -985,19 +986,9 @@ func cloneStrings(s []string) []string {
 	return append([]string(nil), s...)
 }
 
-// DefaultStateDir is the platform's state directory: /var/lib/rayito/localvm
-// for root, else $XDG_STATE_HOME/rayito/localvm when XDG_STATE_HOME is an
-// absolute path, else ~/.local/state/rayito/localvm.
-func DefaultStateDir() string {
-	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "rayito", "localvm")
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/rayito/localvm"
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".local", "state", "rayito", "localvm")
-}
+// DefaultStateDir is the platform's state directory:
+// $XDG_STATE_HOME/rayito/localvm when XDG_STATE_HOME is an absolute path,
+// else /var/lib/rayito/localvm for root, else
+// ~/.local/state/rayito/localvm (the contract its clients share:
+// proto/localplatform).
+func DefaultStateDir() string { return localplatform.DefaultStateDir(os.Getenv, os.Geteuid()) }

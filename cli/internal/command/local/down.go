@@ -54,10 +54,18 @@ func statusCommand(f *cliutil.Factory) *cli.Command {
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			dir := stateDir(cmd)
 			ep := platform.Endpoint(f.Getenv)
-			out := statusOut{Endpoint: ep, StateDir: dir, Running: platform.Answers(ctx, ep), Pid: readPid(dir)}
+			probe := platform.ProbeEndpoint(ctx, ep)
+			out := statusOut{Endpoint: ep, StateDir: dir, Running: probe.Mine}
 			text := "not running at " + ep
-			if out.Running {
+			switch {
+			case out.Running:
 				text = "running at " + ep
+				out.Pid = readPid(dir)
+			case probe.OtherUser:
+				// Another user's platform is not this user's: never report
+				// it (or the pid file of a platform that is gone) as ours.
+				text = "not running: " + probe.OtherUserText(ep)
+				out.OtherUser, out.OwnerUID = true, probe.Owner
 			}
 			if err := report(io, cmd, out, text); err != nil {
 				return err

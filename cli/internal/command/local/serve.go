@@ -116,12 +116,21 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			addr := cmd.String("addr")
+			otherUser := ""
 			if addr == "" {
 				a, err := listenAddr(f)
 				if err != nil {
 					return err
 				}
 				addr = a
+				// Another user's platform at the default address: serve
+				// on a free port instead (recorded in the state dir, where
+				// this user's CLI and SDK look), unless RAYITO_ENDPOINT
+				// pins the address.
+				ep := platform.Endpoint(f.Getenv)
+				if p := platform.ProbeEndpoint(ctx, ep); p.OtherUser && f.Getenv("RAYITO_ENDPOINT") == "" {
+					addr, otherUser = "127.0.0.1:0", p.OtherUserText(ep)
+				}
 			} else if _, _, err := net.SplitHostPort(addr); err != nil {
 				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
 			}
@@ -169,16 +178,27 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			case localvm.IsolationRootless:
 				log.Warn("not root: rootless isolation (user namespaces; one host uid for all sandboxes, loopback-only network, no Internet access, no cgroup limits)")
 			}
-			log.Info("local platform serving", "endpoint", "http://"+addr, "state_dir", stateDir(cmd))
+			if otherUser != "" {
+				log.Warn(otherUser + ": serving on a free port instead")
+			}
+			served := make(chan string, 1)
 			e2bDone := make(chan error, 1)
 			e2bCtx, e2bStop := context.WithCancel(ctx)
 			defer e2bStop()
 			if e2bLn != nil {
 				url := "http://" + e2bLn.Addr().String()
-				log.Info("E2B gateway serving", "E2B_API_URL", url, "E2B_SANDBOX_URL", url, "keys", len(e2bKeys))
 				go func() {
+					// Once the platform serves (its port may be a free one).
+					var endpoint string
+					select {
+					case endpoint = <-served:
+					case <-e2bCtx.Done():
+						e2bDone <- nil
+						return
+					}
+					log.Info("E2B gateway serving", "E2B_API_URL", url, "E2B_SANDBOX_URL", url, "keys", len(e2bKeys))
 					e2bDone <- e2bcmd.Serve(e2bCtx, e2bLn, e2b.Options{
-						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint("http://" + addr), rayito.WithTokenStoreDir(e2bTokens)},
+						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(endpoint), rayito.WithTokenStoreDir(e2bTokens)},
 						APIKeyHashes: e2bKeys,
 						Logger:       log,
 						SnapshotDir:  e2bSnapshots,
@@ -187,7 +207,10 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			} else {
 				e2bDone <- nil
 			}
-			serveErr := srv.ListenAndServe(ctx)
+			serveErr := srv.ListenAndServe(ctx, func(endpoint string) {
+				log.Info("local platform serving", "endpoint", endpoint, "state_dir", stateDir(cmd))
+				served <- endpoint
+			})
 			e2bStop()
 			if err := <-e2bDone; err != nil && serveErr == nil {
 				log.Error("E2B gateway", "err", err)

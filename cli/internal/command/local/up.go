@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/platform"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 )
 
 type statusOut struct {
@@ -22,6 +24,10 @@ type statusOut struct {
 	Pid      int    `json:"pid,omitempty"`
 	StateDir string `json:"state_dir"`
 	Log      string `json:"log,omitempty"`
+	// OtherUser: the platform at Endpoint is another user's (OwnerUID,
+	// -1 when it did not say).
+	OtherUser bool `json:"other_user,omitempty"`
+	OwnerUID  int  `json:"owner_uid,omitempty"`
 }
 
 func upCommand(f *cliutil.Factory) *cli.Command {
@@ -50,9 +56,26 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			ep := platform.Endpoint(f.Getenv)
 			dir := stateDir(cmd)
 			out := statusOut{Endpoint: ep, StateDir: dir, Log: filepath.Join(dir, "serve.log")}
-			if platform.Answers(ctx, ep) {
+			probe := platform.ProbeEndpoint(ctx, ep)
+			if probe.Mine {
+				// A running platform keeps the options it started with: a
+				// start-time flag given now would be silently ignored.
+				if set := startFlagsSet(cmd); len(set) > 0 {
+					return fmt.Errorf("a local platform already runs at %s; %s applies only when it starts: stop it first (`rayito local down`)", ep, strings.Join(set, ", "))
+				}
 				out.Running, out.Pid = true, readPid(dir)
 				return report(io, cmd, out, "already running at "+ep)
+			}
+			note := ""
+			if probe.OtherUser {
+				// The address is another user's platform: this user's own
+				// starts on a free port, recorded in its state dir (where
+				// the CLI and the SDK look), unless RAYITO_ENDPOINT pins it.
+				if f.Getenv("RAYITO_ENDPOINT") != "" {
+					return fmt.Errorf("%s; set RAYITO_ENDPOINT to another address (or unset it)", probe.OtherUserText(ep))
+				}
+				addr = "127.0.0.1:0"
+				note = probe.OtherUserText(ep) + "; "
 			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
@@ -94,8 +117,13 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- child.Wait() }()
+			// The platform records the endpoint it serves once it listens.
 			deadline := time.Now().Add(30 * time.Second)
-			for !platform.Answers(ctx, ep) {
+			for {
+				if rec, ok := localplatform.ReadEndpoint(dir); ok && platform.Answers(ctx, rec) {
+					out.Endpoint = rec
+					break
+				}
 				select {
 				case <-exited:
 					_ = os.Remove(pidFile(dir))
@@ -109,9 +137,25 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			}
 			_ = child.Process.Release()
 			out.Running = true
-			return report(io, cmd, out, "local platform up at "+ep)
+			text := "local platform up at " + out.Endpoint
+			if note != "" {
+				text = note + "yours is up at " + out.Endpoint + " (recorded in " + filepath.Join(dir, localplatform.EndpointFile) + ", where rayito and the SDK find it)"
+			}
+			return report(io, cmd, out, text)
 		},
 	}
+}
+
+// startFlagsSet names the flags of up given on the command line that
+// only apply when a platform starts.
+func startFlagsSet(cmd *cli.Command) []string {
+	var set []string
+	for _, name := range []string{e2bAddrFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name} {
+		if cmd.IsSet(name) {
+			set = append(set, "--"+name)
+		}
+	}
+	return set
 }
 
 func report(io cliutil.IO, cmd *cli.Command, out statusOut, text string) error {
