@@ -3,7 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
+	"io"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
@@ -38,15 +39,28 @@ var environment = []envVar{
 	{"GODEBUG, GOTRACEBACK, GORACE, GOCOVERDIR", "passed on to the sandboxes' init and rayd (Go runtime knobs)"},
 }
 
+// envNameWidth is the widest name that shares its line with its
+// meaning in `help environment`; a longer one has a line of its own.
+const envNameWidth = 24
+
 func printEnvironment(f *cliutil.Factory) error {
-	w := f.IO.Out
-	fmt.Fprintln(w, "Environment variables read by rayito, the SDK and the local platform:")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var b strings.Builder
+	b.WriteString("Environment variables read by rayito, the SDK and the local platform:\n\n")
+	col := 0
 	for _, v := range environment {
-		fmt.Fprintf(tw, "  %s\t%s\n", v.name, v.what)
+		if n := len(v.name); n <= envNameWidth && n > col {
+			col = n
+		}
 	}
-	return tw.Flush()
+	for _, v := range environment {
+		if len(v.name) > col {
+			fmt.Fprintf(&b, "  %s\n%*s%s\n", v.name, col+4, "", v.what)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-*s  %s\n", col, v.name, v.what)
+	}
+	_, err := io.WriteString(f.IO.Out, fitWidth(b.String(), HelpWidth))
+	return err
 }
 
 // helpTopics are help pages that are not commands.

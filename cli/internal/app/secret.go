@@ -43,7 +43,7 @@ func secretCommand(f *cliutil.Factory) *cli.Command {
 
 func secretStoreFlags(more ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "store", Usage: "the secret store: local or aws (default: aws when RAYITO_BACKEND is aws, else local)"},
+		&cli.StringFlag{Name: "store", Usage: "the secret `STORE`: local or aws (default: aws when RAYITO_BACKEND is aws, else local)"},
 		&cli.StringFlag{Name: "dir", Usage: "the local store's `DIR` (default: RAYITO_SECRETS_DIR, else ~/.config/rayito/secrets)"},
 		cliutil.JSONFlag(),
 	}, more...)

@@ -13,7 +13,7 @@ import (
 func SecretFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "secret", Usage: "`ENV=NAME[@VERSION]`: every command gets the secret NAME of the store in ENV (readable by the sandbox's code; repeatable)"},
-		&cli.StringSliceFlag{Name: "gateway", Usage: "a secret gateway route (repeatable): `preset:PROVIDER=SECRET[,model=M...][,region=R]` (anthropic, openai, openrouter, groq, mistral, deepseek, xai, gemini, bedrock), or name=N,upstream=https://HOST,header=NAME:SECRET,allow=METHOD:PATH[,env=VAR]; the sandbox calls http://127.0.0.1:PORT and never sees the secret"},
+		&cli.StringSliceFlag{Name: "gateway", Usage: "a secret gateway `ROUTE` (repeatable): preset:PROVIDER=SECRET, PROVIDER one of anthropic, openai, openrouter, groq, mistral, deepseek, xai, gemini (with ,model=M...) or bedrock (with ,model=M...,region=R); or name=N,upstream=https://HOST,allow=METHOD:PATH with ,header=NAME:SECRET or ,bearer=SECRET, more ,allow=... and ,env=VAR. The sandbox calls http://127.0.0.1:PORT and never sees the secret"},
 		&cli.StringSliceFlag{Name: "placeholder", Usage: "`ENV=SECRET@HOST`: the sandbox sees a placeholder in ENV, which rayd replaces with the secret in requests to https://HOST only (repeatable)"},
 	}
 }

@@ -30,7 +30,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 }
 
 func stateDirFlag() cli.Flag {
-	return &cli.StringFlag{Name: "state-dir", Usage: "the platform's state directory (default: " + localvm.DefaultStateDir() + ")"}
+	return &cli.StringFlag{Name: "state-dir", Usage: "the platform's state `DIR`ectory (default: " + localvm.DefaultStateDir() + ")"}
 }
 
 func stateDir(cmd *cli.Command) string {

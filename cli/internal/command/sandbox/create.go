@@ -22,7 +22,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			"which `rayito sandbox timeout` moves up to --max-lifetime: then it is killed (kill) or kept\n" +
 			"for a pause (pause). --idle lets the platform pause it after that long without traffic.",
 		Flags: append([]cli.Flag{
-			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout, 1s to 8h"},
+			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout: a `DURATION`, 1s to 8h"},
 			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
 			&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
 			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},

@@ -142,7 +142,7 @@ func info(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito.In
 }
 
 func tokenFlag() cli.Flag {
-	return &cli.StringFlag{Name: "token", Usage: "the sandbox's access token (default: RAYITO_ACCESS_TOKEN, else the one stored by create)"}
+	return &cli.StringFlag{Name: "token", Usage: "the sandbox's access `TOKEN` (default: RAYITO_ACCESS_TOKEN, else the one stored by create)"}
 }
 
 // connect reaches the sandbox named by the first argument.

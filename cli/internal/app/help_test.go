@@ -1,0 +1,110 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+)
+
+// helpOf renders what `rayito ARGS...` prints, in a fresh command tree.
+func helpOf(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, Env: func(string) string { return "" }}
+	if err := NewRoot(f).Run(context.Background(), append([]string{"rayito"}, args...)); err != nil {
+		t.Fatalf("rayito %s: %v (stderr %q)", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String()
+}
+
+// commandPaths lists the path (names below the root) of every command of
+// the tree, hidden ones included, the root first.
+func commandPaths() [][]string {
+	root := NewRoot(&cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, Env: func(string) string { return "" }})
+	// A run sets the tree up (urfave adds the completion command then).
+	_ = root.Run(context.Background(), []string{"rayito", "--help"})
+	var paths [][]string
+	var walk func(path []string, c *cli.Command)
+	walk = func(path []string, c *cli.Command) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands {
+			walk(append(append([]string(nil), path...), sub.Name), sub)
+		}
+	}
+	walk(nil, root)
+	return paths
+}
+
+// Every help screen of every command, and `help environment`, fits in
+// HelpWidth columns.
+func TestHelpFitsWidth(t *testing.T) {
+	t.Parallel()
+	paths := commandPaths()
+	if len(paths) < 40 {
+		t.Fatalf("only %d commands found in the tree", len(paths))
+	}
+	check := func(name, help string) {
+		t.Helper()
+		for i, line := range strings.Split(help, "\n") {
+			if n := utf8.RuneCountInString(line); n > HelpWidth {
+				t.Errorf("%s: line %d is %d columns wide (over %d):\n%s", name, i+1, n, HelpWidth, line)
+			}
+		}
+	}
+	for _, path := range paths {
+		name := strings.Join(append([]string{"rayito"}, path...), " ")
+		help := helpOf(t, append(append([]string(nil), path...), "--help")...)
+		if !strings.Contains(help, "NAME:\n   "+name) {
+			t.Errorf("%s --help did not print its help:\n%s", name, help)
+		}
+		check(name+" --help", help)
+	}
+	check("rayito help environment", helpOf(t, "help", "environment"))
+}
+
+// A flag that takes a value names it in capitals (`--token TOKEN`), not
+// by its Go type (`--token string`).
+func TestHelpNamesFlagValues(t *testing.T) {
+	t.Parallel()
+	for _, path := range commandPaths() {
+		help := helpOf(t, append(append([]string(nil), path...), "--help")...)
+		for _, line := range strings.Split(help, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 || !strings.HasPrefix(f[0], "--") {
+				continue
+			}
+			switch strings.TrimSuffix(f[1], ",") {
+			case "string", "duration", "int", "uint", "float", "value", "bool":
+				t.Errorf("rayito %s --help: %q names its value by type", strings.Join(path, " "), strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+func TestFitWidth(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"short", "short"},
+		// A flag's usage goes on under itself.
+		{"   --x V  aaa bbb ccc ddd", "   --x V  aaa bbb\n          ccc ddd"},
+		// A paragraph goes on at its indent.
+		{"   aaa bbb ccc ddd eee fff", "   aaa bbb ccc ddd\n   eee fff"},
+		// A word longer than the room stays whole.
+		{"   --x V  aaaaaaaaaaaaaaaaaaaaaaaaa b", "   --x V  aaaaaaaaaaaaaaaaaaaaaaaaa\n          b"},
+		// A default and a backend mark stay whole.
+		{"   --x V  aaa bbbbb (default: 2)", "   --x V  aaa bbbbb\n          (default: 2)"},
+		{"   --x V  aaa bbbbb (AWS only)", "   --x V  aaa bbbbb\n          (AWS only)"},
+		// A first column wider than half: the usage goes under it.
+		{"   --xxxxxxxxxx V  aaa bbb", "   --xxxxxxxxxx V\n         aaa bbb"},
+	} {
+		if got := fitWidth(tc.in, 20); got != tc.want {
+			t.Errorf("fitWidth(%q, 20) =\n%s\nwant\n%s", tc.in, got, tc.want)
+		}
+	}
+}
