@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -92,11 +93,15 @@ func helpFor(ctx context.Context, root *cli.Command, path []string) error {
 	for _, name := range path {
 		next := c.Command(name)
 		if next == nil || next.Hidden && name != "completion" {
-			where := c.FullName()
 			if c == root {
-				return &cliutil.UsageError{Err: fmt.Errorf("unknown help topic %q", name), Command: "rayito help"}
+				topics := cliutil.CommandNames(root)
+				for t := range helpTopics {
+					topics = append(topics, t)
+				}
+				return &cliutil.UsageError{Err: fmt.Errorf("unknown help topic %q%s", name, cliutil.DidYouMean(name, topics, cliutil.Quoted)), Command: "rayito help"}
 			}
-			return &cliutil.UsageError{Err: fmt.Errorf("unknown command %q for %q", name, where), Command: where}
+			err := cliutil.UnknownCommand(c, name)
+			return &cliutil.UsageError{Err: errors.Unwrap(err), Command: c.FullName()}
 		}
 		c = next
 	}

@@ -38,7 +38,7 @@ func prepare(cmd *cli.Command) {
 }
 
 func onUsageError(_ context.Context, cmd *cli.Command, err error, _ bool) error {
-	return &cliutil.UsageError{Err: cliutil.FlagMessage(err), Command: cmd.FullName()}
+	return &cliutil.UsageError{Err: cliutil.FlagError(cmd, err), Command: cmd.FullName()}
 }
 
 // attach names cmd in a usage error that does not name its command yet.
@@ -62,7 +62,7 @@ func groupAction(ctx context.Context, cmd *cli.Command) error {
 	if strings.HasPrefix(first, "-") {
 		return cliutil.Usagef("unknown flag %s", first)
 	}
-	return cliutil.Usagef("unknown command %q for %q", first, cmd.FullName())
+	return cliutil.UnknownCommand(cmd, first)
 }
 
 // configureCompletion makes urfave's `completion` command visible and
@@ -73,7 +73,8 @@ func configureCompletion(c *cli.Command) {
 	c.ArgsUsage = "SHELL"
 	c.Action = func(_ context.Context, cmd *cli.Command) error {
 		if cmd.Args().Present() {
-			return fmt.Errorf("unknown shell %q (bash, zsh, fish, pwsh)", cmd.Args().First())
+			shell := cmd.Args().First()
+			return fmt.Errorf("unknown shell %q (bash, zsh, fish, pwsh)%s", shell, cliutil.DidYouMean(shell, cliutil.CommandNames(cmd), cliutil.Quoted))
 		}
 		return errors.New("missing the shell (bash, zsh, fish, pwsh)")
 	}

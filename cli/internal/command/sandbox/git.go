@@ -54,7 +54,7 @@ func gitCommand(f *cliutil.Factory) *cli.Command {
 			}
 			sub := cmd.Command(args[1])
 			if sub == nil {
-				return cliutil.Usagef("unknown git verb %q: clone, status, commit, push or pull", args[1])
+				return cliutil.Usagef("unknown git verb %q: clone, status, commit, push or pull%s", args[1], cliutil.DidYouMean(args[1], cliutil.CommandNames(cmd), cliutil.Quoted))
 			}
 			return sub.Run(context.WithValue(ctx, gitIDKey{}, args[0]), args[1:])
 		},
