@@ -53,7 +53,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 		HideHelpCommand:           true,
 		EnableShellCompletion:     true,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "endpoint", Usage: "the local platform's `URL` (default: RAYITO_ENDPOINT, else " + rayito.DefaultLocalEndpoint + ")"},
+			&cli.StringFlag{Name: "endpoint", Usage: "the local platform's `URL` (default: RAYITO_ENDPOINT, else " + rayito.DefaultLocalEndpoint + ") " + cliutil.LocalOnly},
 		},
 		Before: func(ctx context.Context, cmd *cli.Command) (context.Context, error) {
 			f.Endpoint = cmd.String("endpoint")

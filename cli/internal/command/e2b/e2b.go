@@ -300,7 +300,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "serve E2B's control-plane API and sandbox router in front of the configured platform (RAYITO_BACKEND, RAYITO_ENDPOINT, AWS)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: DefaultAddr, Usage: "listen on `HOST:PORT` (E2B_API_URL and E2B_SANDBOX_URL are both http://HOST:PORT)"},
-			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default)"},
+			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has one template, local)"},
 			keysFlag(),
 			snapshotDirFlag(),
 			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (E2B_DEBUG=true)"},
@@ -324,6 +324,20 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			}
 			templates, err := parseTemplates(cmd.StringSlice("template"))
 			if err != nil {
+				return err
+			}
+			// The local platform honours no template but its own: one
+			// mapped to another would be reported and not run.
+			backend, err := platform.Backend(f.Getenv)
+			if err != nil {
+				return err
+			}
+			for _, t := range templates {
+				if err := cliutil.CheckTemplate(backend, "--template", t); err != nil {
+					return err
+				}
+			}
+			if err := cliutil.CheckTemplate(backend, "RAYITO_TEMPLATE", f.Getenv("RAYITO_TEMPLATE")); err != nil {
 				return err
 			}
 			path, err := keysPath(f, cmd)

@@ -22,7 +22,7 @@ import (
 func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:     "image",
-		Usage:    "build, publish, list and prune MicroVM images",
+		Usage:    "build the image artifact; publish, list and prune the MicroVM images of your AWS account",
 		Commands: []*cli.Command{zipCommand(f), publishCommand(f), listCommand(f), pruneCommand(f)},
 	}
 }

@@ -30,7 +30,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Flags: append(append(append(append(cliutil.ExecFlags(), cliutil.NetworkFlags()...), cliutil.SecretFlags()...), cliutil.PlacementFlags()...),
 			&cli.StringFlag{Name: "code", Usage: "run `CODE` in the sandbox's code interpreter (Python unless --language) instead of a command; - reads it from stdin; the value of its last expression is printed, images it shows are saved in the current directory"},
 			&cli.StringFlag{Name: "language", Usage: "the `LANGUAGE` of --code (default python)"},
-			&cli.BoolFlag{Name: "unisolated", Usage: "where the local platform this command starts cannot isolate sandboxes (not root, no unprivileged user namespaces), run the command anyway, NOT isolated (also " + platform.UnisolatedEnv + "=1)"}),
+			&cli.BoolFlag{Name: "unisolated", Usage: "where the local platform this command starts cannot isolate sandboxes (not root, no unprivileged user namespaces), run the command anyway, NOT isolated (also " + platform.UnisolatedEnv + "=1) " + cliutil.LocalOnly}),
 		StopOnNthArg: cliutil.IntPtr(1),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return runAction(ctx, cmd, f)
@@ -60,6 +60,11 @@ func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error 
 		return err
 	}
 	if err := platform.Check(f.Getenv); err != nil {
+		return err
+	}
+	// What the backend cannot honour is refused before anything starts.
+	backend, _ := platform.Backend(f.Getenv) // Check accepted it
+	if err := cliutil.CheckCreateOptions(cmd, backend, f.Getenv); err != nil {
 		return err
 	}
 	// Ctrl-C or SIGTERM cancels ctx; the sandbox is killed on every path.

@@ -28,7 +28,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
 			&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
 			&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
-			&cli.StringFlag{Name: "template", Usage: "`IMAGE` (on AWS an image ARN or name; default: RAYITO_TEMPLATE)"},
+			&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: an image ARN or name (default: RAYITO_TEMPLATE) " + cliutil.AWSOnly},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},
@@ -51,8 +51,17 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if b, err := platform.Backend(f.Getenv); err == nil && b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
+			b, err := platform.Backend(f.Getenv)
+			if err != nil {
+				return err
+			}
+			if b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
 				return cliutil.Usagef("the aws backend needs an image: pass --template or set RAYITO_TEMPLATE")
+			}
+			// What the backend cannot honour is refused before anything
+			// is created, never dropped or merely recorded.
+			if err := cliutil.CheckCreateOptions(cmd, b, f.Getenv); err != nil {
+				return err
 			}
 			opts, err := options(ctx, f)
 			if err != nil {

@@ -26,7 +26,7 @@ const followPoll = 250 * time.Millisecond
 func logsCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "logs",
-		Usage: "print a sandbox's daemon (rayd) log",
+		Usage: "print a sandbox's daemon (rayd) log " + cliutil.LocalOnly,
 		Description: "The local platform keeps rayd's output in its state directory; this command reads it\n" +
 			"there, so it works on the machine that runs `rayito local serve` (give --state-dir when\n" +
 			"the platform uses another one). --follow prints new output until the sandbox ends or Ctrl-C.",

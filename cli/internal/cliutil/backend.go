@@ -1,0 +1,93 @@
+package cliutil
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+// The marks that end the usage of a flag (or a command) meaningful on one
+// backend only (RAYITO_BACKEND), so that every help screen says it the
+// same way.
+const (
+	AWSOnly   = "(AWS only)"
+	LocalOnly = "(local only)"
+)
+
+// LocalTemplate is the local platform's one template (image): the SDK's
+// default there. --template and RAYITO_TEMPLATE may name it on the local
+// backend; any other name is refused there.
+const LocalTemplate = "local"
+
+// OnlyOn is the backend whose mark ends fl's usage ("" for none).
+func OnlyOn(fl cli.Flag) rayito.Backend {
+	df, ok := fl.(cli.DocGenerationFlag)
+	if !ok {
+		return ""
+	}
+	switch u := strings.TrimSpace(df.GetUsage()); {
+	case strings.HasSuffix(u, " "+AWSOnly):
+		return rayito.BackendAWS
+	case strings.HasSuffix(u, " "+LocalOnly):
+		return rayito.BackendLocal
+	}
+	return ""
+}
+
+// CheckCreateOptions refuses, before anything is created, what the
+// backend b cannot honour among the options of a command that creates a
+// sandbox (create, run): every flag of cmd the user set whose usage is
+// marked for the other backend, and on the local backend a template
+// (--template, else RAYITO_TEMPLATE from getenv) other than
+// LocalTemplate. The errors are usage errors naming the flag or variable.
+func CheckCreateOptions(cmd *cli.Command, b rayito.Backend, getenv func(string) string) error {
+	for _, fl := range cmd.Flags {
+		name := fl.Names()[0]
+		if !cmd.IsSet(name) {
+			continue
+		}
+		switch only := OnlyOn(fl); {
+		case only == rayito.BackendAWS && b == rayito.BackendLocal:
+			if v := cmd.String(name); name == "template" {
+				if v == LocalTemplate {
+					continue
+				}
+				return CheckTemplate(b, "--template", v)
+			}
+			return Usagef("--%s is AWS only: the local platform cannot honour it (RAYITO_BACKEND is local)", name)
+		case only == rayito.BackendLocal && b == rayito.BackendAWS:
+			return Usagef("--%s is for the local platform only (RAYITO_BACKEND is aws)", name)
+		}
+	}
+	if !cmd.IsSet("template") {
+		return CheckTemplate(b, "RAYITO_TEMPLATE", getenv("RAYITO_TEMPLATE"))
+	}
+	return nil
+}
+
+// CheckTemplate refuses, on the local backend, a template t other than
+// LocalTemplate (or none): a usage error naming where it came from, a
+// flag ("--template") or an environment variable ("RAYITO_TEMPLATE").
+func CheckTemplate(b rayito.Backend, from, t string) error {
+	if b != rayito.BackendLocal || t == "" || t == LocalTemplate {
+		return nil
+	}
+	if strings.HasPrefix(from, "-") {
+		return Usagef("%s %s: the local platform has one template, %s; other templates are AWS only (RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate)
+	}
+	return EnvUsagef("%s=%s: the local platform has one template, %s; other templates are AWS only (unset it, or set RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate)
+}
+
+// quoteShort quotes s for a message, cut to a readable length.
+func quoteShort(s string) string {
+	if len(s) > maxShownID {
+		s = s[:maxShownID] + "…"
+	}
+	if plainID.MatchString(s) {
+		return s
+	}
+	return strconv.Quote(s)
+}
