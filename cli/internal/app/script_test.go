@@ -99,6 +99,19 @@ func TestScripts(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 				}
 			},
+			// idprefix VAR ID N: $VAR is the first N characters of the
+			// UUID of sandbox id ID.
+			"idprefix": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: idprefix VAR ID N")
+				}
+				n, err := strconv.Atoi(args[2])
+				uuid := strings.TrimPrefix(args[1], "microvm-")
+				if err != nil || n < 1 || n > len(uuid) {
+					ts.Fatalf("idprefix: bad N %q", args[2])
+				}
+				ts.Setenv(args[0], uuid[:n])
+			},
 			// sandbox VAR [FLAGS...]: create a sandbox (with create's
 			// FLAGS), its id in $VAR.
 			"sandbox": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -245,7 +245,10 @@ func EndText(r rayito.EndReason, detail string) string {
 }
 
 func describeSandbox(se *SandboxError) string {
+	var ambiguous *AmbiguousIDError
 	switch {
+	case errors.As(se.Err, &ambiguous):
+		return ambiguous.Error()
 	case errors.Is(se.Err, errMalformedID):
 		return "sandbox " + se.ID + " not found (sandbox ids look like microvm-<uuid>)"
 	case errors.Is(se.Err, ErrNoSandbox):

@@ -303,7 +303,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has one template, local)"},
 			keysFlag(),
 			snapshotDirFlag(),
-			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (E2B_DEBUG=true)"},
+			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (or a unique prefix of it; E2B_DEBUG=true)"},
 			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback (plain HTTP: keys and tokens travel in clear)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			cliutil.JSONFlag(),
@@ -356,6 +356,13 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
+			debugID := cmd.String("debug-sandbox")
+			if debugID != "" {
+				// An id or a unique prefix of one, as everywhere.
+				if debugID, err = cliutil.ResolveID(ctx, debugID, cliutil.PlatformCandidates(t.Options)); err != nil {
+					return err
+				}
+			}
 			dir, err := rayito.TokenStoreDir(f.Getenv)
 			if err != nil {
 				return err
@@ -382,7 +389,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				APIKeyHashes:   keys,
 				Templates:      templates,
 				Logger:         log,
-				DebugSandboxID: cmd.String("debug-sandbox"),
+				DebugSandboxID: debugID,
 				SnapshotDir:    snaps,
 			})
 		},

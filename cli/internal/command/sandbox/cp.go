@@ -60,7 +60,7 @@ func cpCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			c := &copier{ctx: ctx, id: id, files: sbx.Files, parents: cmd.Bool("parents"),
+			c := &copier{ctx: ctx, id: sbx.ID(), files: sbx.Files, parents: cmd.Bool("parents"),
 				bars: !cmd.Bool("json") && cliutil.IsTerminal(f.IO.Err), errw: f.IO.Err}
 			if dremote {
 				err = c.upload(src, dpath)

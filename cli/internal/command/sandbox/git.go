@@ -191,7 +191,7 @@ func gitCloneCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			res, err := sbx.Git.Clone(ctx, cmd.Args().Get(0), cmd.Args().Get(1), opts...)
-			return gitDone(cmd, f, id, res, err)
+			return gitDone(cmd, f, sbx.ID(), res, err)
 		}),
 	}
 }
@@ -238,10 +238,10 @@ func gitStatusCommand(f *cliutil.Factory) *cli.Command {
 			}
 			st, err := sbx.Git.Status(ctx, repo, opts...)
 			if err != nil {
-				return gitDone(cmd, f, id, nil, err)
+				return gitDone(cmd, f, sbx.ID(), nil, err)
 			}
 			if cmd.Bool("json") {
-				return cliutil.PrintJSON(f.IO.Out, gitStatusJSON{ID: id, Branch: st.Branch, Detached: st.Detached, Upstream: st.Upstream,
+				return cliutil.PrintJSON(f.IO.Out, gitStatusJSON{ID: sbx.ID(), Branch: st.Branch, Detached: st.Detached, Upstream: st.Upstream,
 					Ahead: st.Ahead, Behind: st.Behind, Staged: gitChanges(st.Staged), Unstaged: gitChanges(st.Unstaged),
 					Untracked: append([]string{}, st.Untracked...), Conflicted: append([]string{}, st.Conflicted...), Clean: st.Clean()})
 			}
@@ -303,11 +303,11 @@ func gitCommitCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if cmd.Bool("all") {
 				if _, err := sbx.Git.Add(ctx, repo, opts...); err != nil {
-					return gitDone(cmd, f, id, nil, err)
+					return gitDone(cmd, f, sbx.ID(), nil, err)
 				}
 			}
 			res, err := sbx.Git.Commit(ctx, repo, cmd.String("message"), commitOpts...)
-			return gitDone(cmd, f, id, res, err)
+			return gitDone(cmd, f, sbx.ID(), res, err)
 		}),
 	}
 }
@@ -368,7 +368,7 @@ func gitSync(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id strin
 		return err
 	}
 	res, err := call(sbx, repo, gitRemoteOptions(cmd, opts))
-	return gitDone(cmd, f, id, res, err)
+	return gitDone(cmd, f, sbx.ID(), res, err)
 }
 
 // gitRepo is the start of every verb that acts on a repository: REPO

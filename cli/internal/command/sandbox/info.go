@@ -120,12 +120,16 @@ func limitsLine(memory uint64, processes int) string {
 	return strings.Join(parts, ", ")
 }
 
-// info describes the sandbox named by the first argument: through its
-// daemon while it runs (Connect, then Info), through the control plane
-// alone once it has ended (GetInfo: no token needed).
+// info describes the sandbox named by the first argument (an id or a
+// unique prefix of one): through its daemon while it runs (Connect, then
+// Info), through the control plane alone once it has ended (GetInfo: no
+// token needed).
 func info(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito.Info, error) {
-	id := cmd.Args().First()
-	sbx, err := connect(ctx, cmd, f)
+	id, err := resolveID(ctx, f, cmd.Args().First())
+	if err != nil {
+		return nil, err
+	}
+	sbx, err := connectResolved(ctx, cmd, f, id)
 	if errors.Is(err, rayito.ErrSandboxEnded) {
 		opts, oerr := options(ctx, f)
 		if oerr != nil {
@@ -150,11 +154,22 @@ func connect(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito
 	return connectID(ctx, cmd, f, cmd.Args().First())
 }
 
-// connectID reaches sandbox id with the token from --token,
+// connectID reaches the sandbox arg names: an id or a unique prefix of
+// one, resolved first (the token store knows sandboxes by their whole
+// id), then reached as connectResolved does.
+func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, arg string) (*rayito.Sandbox, error) {
+	id, err := resolveID(ctx, f, arg)
+	if err != nil {
+		return nil, err
+	}
+	return connectResolved(ctx, cmd, f, id)
+}
+
+// connectResolved reaches sandbox id with the token from --token,
 // RAYITO_ACCESS_TOKEN or the token store. A malformed id is refused here,
 // before any call; every error names the sandbox (the SDK says "not
 // found" and "ended at T (reason)" before it looks for a token).
-func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
+func connectResolved(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
 	sbx, err := connectToken(ctx, cmd, f, id)
 	return sbx, cliutil.OnSandbox(id, err)
 }

@@ -29,8 +29,11 @@ func killCommand(f *cliutil.Factory) *cli.Command {
 			case !all && len(ids) == 0:
 				return cliutil.Usagef("missing the sandbox id (or --all)")
 			}
-			for _, id := range ids {
-				if err := cliutil.CheckID(id); err != nil {
+			// Every id or prefix is resolved before the first kill: an
+			// ambiguous one kills nothing.
+			if len(ids) > 0 {
+				var err error
+				if ids, err = resolveIDs(ctx, f, ids); err != nil {
 					return err
 				}
 			}

@@ -3,10 +3,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -39,18 +41,22 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err
 			}
-			id := cmd.Args().First()
-			if err := cliutil.CheckID(id); err != nil {
-				return err
-			}
+			arg := cmd.Args().First()
 			if b, err := platform.Backend(f.Getenv); err != nil {
 				return err
 			} else if b == rayito.BackendAWS {
-				return cliutil.OnSandbox(id, errors.New("logs are only kept by the local platform (on AWS, see the microVM's CloudWatch logs)"))
+				return cliutil.OnSandbox(arg, errors.New("logs are only kept by the local platform (on AWS, see the microVM's CloudWatch logs)"))
 			}
 			dir := cmd.String("state-dir")
 			if dir == "" {
 				dir = localvm.DefaultStateDir()
+			}
+			// The sandboxes whose logs the state dir holds, running or
+			// not, are what a prefix is resolved against: the platform
+			// need not run.
+			id, err := cliutil.ResolveID(ctx, arg, loggedSandboxes(dir))
+			if err != nil {
+				return err
 			}
 			fh, err := os.Open(localvm.LogPath(dir, id))
 			if errors.Is(err, fs.ErrNotExist) {
@@ -112,4 +118,27 @@ func ended(ctx context.Context, f *cliutil.Factory, id string) bool {
 	}
 	i := slices.IndexFunc(infos, func(in rayito.Info) bool { return in.ID == id })
 	return i < 0 || infos[i].State == string(microvmsapi.StateTerminated)
+}
+
+// loggedSandboxes lists the sandboxes whose rayd log the local platform
+// with state directory dir keeps.
+func loggedSandboxes(dir string) cliutil.Candidates {
+	return func(context.Context) ([]cliutil.Candidate, error) {
+		vms := filepath.Dir(filepath.Dir(localvm.LogPath(dir, "x")))
+		ents, err := os.ReadDir(vms)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, fmt.Errorf("cannot list the sandbox logs in %s: %w", vms, err)
+		}
+		var out []cliutil.Candidate
+		for _, e := range ents {
+			if _, err := os.Stat(localvm.LogPath(dir, e.Name())); err == nil {
+				out = append(out, cliutil.Candidate{ID: e.Name()})
+			}
+		}
+		return out, nil
+	}
 }

@@ -42,17 +42,18 @@ func resumeCommand(f *cliutil.Factory) *cli.Command {
 
 // changeState runs do (rayito.Pause or rayito.Resume) on each id given,
 // in order, and prints the ids (or {"<key>": [...], "state": ...} with
-// --json). Every id is checked before the first call.
+// --json). Every id (or unique prefix of one) is resolved before the
+// first call.
 func changeState(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, key, state string,
 	do func(context.Context, string, ...rayito.Option) error) error {
 	ids := cmd.Args().Slice()
 	if len(ids) == 0 {
 		return cliutil.Usagef("missing the sandbox id")
 	}
-	for _, id := range ids {
-		if err := cliutil.CheckID(id); err != nil {
-			return err
-		}
+	// Every id or prefix is resolved before the first call.
+	ids, err := resolveIDs(ctx, f, ids)
+	if err != nil {
+		return err
 	}
 	opts, err := options(ctx, f)
 	if err != nil {

@@ -21,6 +21,9 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Name:    "sandbox",
 		Aliases: []string{"sbx"},
 		Usage:   "manage sandboxes",
+		Description: "Wherever a command takes a sandbox ID, a unique prefix of one will do, as with docker:\n" +
+			"microvm-3f2a, or 3f2a (the UUID's first digits). A prefix that names several sandboxes\n" +
+			"is refused with a few of them named (exit 1).",
 		Commands: []*cli.Command{
 			createCommand(f),
 			listCommand(f),
