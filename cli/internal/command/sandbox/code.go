@@ -26,7 +26,8 @@ func codeCommand(f *cliutil.Factory) *cli.Command {
 			"saved in --image-dir (default: the current directory) and their paths printed. Ctrl-D ends.\n" +
 			"Not on a terminal: stdin is one cell, or several separated by lines that hold only '%%'.\n" +
 			"Exit codes: 0; 1 when the last cell raised; 124 when it ran past --timeout; 2 usage.",
-		ArgsUsage: "ID",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "language", Usage: "the cells' `LANGUAGE` (default python)"},
 			&cli.DurationFlag{Name: "timeout", Usage: "interrupt a cell after this `DURATION`"},

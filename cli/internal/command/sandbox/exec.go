@@ -17,9 +17,10 @@ func execCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "run a command in a sandbox and exit with its code",
 		Description: "stdin is passed to the command, and closed at its end, when it is not a terminal (or with -i).\n" +
 			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
-		ArgsUsage:    "ID [flags] -- CMD [ARGS...]",
-		Flags:        append(cliutil.ExecFlags(), tokenFlag()),
-		StopOnNthArg: cliutil.IntPtr(2),
+		ArgsUsage:     "ID [flags] -- CMD [ARGS...]",
+		ShellComplete: completeIDs(f, firstArg),
+		Flags:         append(cliutil.ExecFlags(), tokenFlag()),
+		StopOnNthArg:  cliutil.IntPtr(2),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err

@@ -34,9 +34,10 @@ func gitCommand(f *cliutil.Factory) *cli.Command {
 			"which the process list and the shell's history would show. Hooks do not run on those commands,\n" +
 			"and a git configuration that rewrites URLs (url.*.insteadOf) is refused before anything is sent.\n" +
 			"Exit codes: 0 ok, 1 git failed (auth, conflict, ...), 2 usage, 124 --timeout passed.",
-		ArgsUsage:    "ID VERB [ARGS...]",
-		StopOnNthArg: cliutil.IntPtr(1),
-		Flags:        []cli.Flag{tokenFlag()},
+		ArgsUsage:     "ID VERB [ARGS...]",
+		ShellComplete: completeIDs(f, firstArg),
+		StopOnNthArg:  cliutil.IntPtr(1),
+		Flags:         []cli.Flag{tokenFlag()},
 		Commands: []*cli.Command{
 			gitCloneCommand(f),
 			gitStatusCommand(f),

@@ -34,10 +34,11 @@ type infoOut struct {
 
 func infoCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:      "info",
-		Usage:     "describe a sandbox",
-		ArgsUsage: "ID",
-		Flags:     []cli.Flag{tokenFlag(), cliutil.JSONFlag()},
+		Name:          "info",
+		Usage:         "describe a sandbox",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
+		Flags:         []cli.Flag{tokenFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
 				return err

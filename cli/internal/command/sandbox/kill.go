@@ -13,9 +13,10 @@ import (
 
 func killCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:      "kill",
-		Usage:     "terminate sandboxes",
-		ArgsUsage: "ID [ID...] | --all",
+		Name:          "kill",
+		Usage:         "terminate sandboxes",
+		ArgsUsage:     "ID [ID...] | --all",
+		ShellComplete: completeIDs(f, everyArg),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "all", Usage: "terminate every sandbox that has not ended"},
 			cliutil.JSONFlag(),

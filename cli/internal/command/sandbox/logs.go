@@ -32,7 +32,8 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 		Description: "The local platform keeps rayd's output in its state directory; this command reads it\n" +
 			"there, so it works on the machine that runs `rayito local serve` (give --state-dir when\n" +
 			"the platform uses another one). --follow prints new output until the sandbox ends or Ctrl-C.",
-		ArgsUsage: "ID",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new output"},
 			&cli.StringFlag{Name: "state-dir", Usage: "the local platform's state `DIR` (default: " + localvm.DefaultStateDir() + ")"},

@@ -42,7 +42,8 @@ func metricsCommand(f *cliutil.Factory) *cli.Command {
 		Description: "--follow prints a sample every --interval until the sandbox ends or Ctrl-C; while the\n" +
 			"sandbox is paused it waits without waking it (but each sample crosses the sandbox's\n" +
 			"endpoint, so a followed sandbox does not go idle). --json prints one JSON object per line.",
-		ArgsUsage: "ID",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing samples"},
 			&cli.DurationFlag{Name: "interval", Value: 5 * time.Second, Usage: "`DURATION` between samples with --follow (at least 1s)"},

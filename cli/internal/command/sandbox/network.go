@@ -29,7 +29,8 @@ func networkCommand(f *cliutil.Factory) *cli.Command {
 			"--unrestricted it replaces the whole policy at once: live connections the new one forbids are\n" +
 			"cut. --allow denies everything else; host names go through the sandbox's egress proxy.\n" +
 			"The instance metadata service stays unreachable whatever --allow says.",
-		ArgsUsage: "ID",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: append(cliutil.NetworkFlags(),
 			&cli.BoolFlag{Name: "unrestricted", Usage: "allow all outbound traffic (the metadata service excepted)"},
 			tokenFlag(),

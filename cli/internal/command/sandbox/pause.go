@@ -18,8 +18,9 @@ func pauseCommand(f *cliutil.Factory) *cli.Command {
 			"sandbox costs no compute; its paused time counts towards its maximum lifetime. Commands,\n" +
 			"shells and watches attached to it wait and carry on after `rayito sandbox resume`.\n" +
 			"No access token is needed.",
-		ArgsUsage: "ID [ID...]",
-		Flags:     []cli.Flag{cliutil.JSONFlag()},
+		ArgsUsage:     "ID [ID...]",
+		ShellComplete: completeIDs(f, everyArg),
+		Flags:         []cli.Flag{cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return changeState(ctx, cmd, f, "paused", "SUSPENDED", rayito.Pause)
 		},
@@ -32,8 +33,9 @@ func resumeCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "resume paused sandboxes",
 		Description: "Waits until each sandbox's daemon answers again; resuming a running sandbox only waits\n" +
 			"for that. No access token is needed.",
-		ArgsUsage: "ID [ID...]",
-		Flags:     []cli.Flag{cliutil.JSONFlag()},
+		ArgsUsage:     "ID [ID...]",
+		ShellComplete: completeIDs(f, everyArg),
+		Flags:         []cli.Flag{cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return changeState(ctx, cmd, f, "resumed", "RUNNING", rayito.Resume)
 		},

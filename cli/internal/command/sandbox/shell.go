@@ -27,7 +27,8 @@ func shellCommand(f *cliutil.Factory) *cli.Command {
 		Description: "On a terminal: a login shell on a remote terminal (raw mode, window size followed).\n" +
 			"With stdin not a terminal: the login shell reads the commands from stdin, without a\n" +
 			"terminal, so its output has no prompts or escape codes (-t forces a terminal).",
-		ArgsUsage: "ID",
+		ArgsUsage:     "ID",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as this `USER`"},
 			&cli.StringFlag{Name: "workdir", Aliases: []string{"w", "cwd"}, Usage: "working `DIR`ectory (relative to HOME)"},

@@ -44,7 +44,8 @@ func timeoutCommand(f *cliutil.Factory) *cli.Command {
 		Description: "Only a sandbox created with a deadline (create --on-timeout or --max-lifetime) has one;\n" +
 			"the deadline cannot pass the sandbox's maximum lifetime. --at-least keeps a later deadline.\n" +
 			"An expired sandbox (past its deadline, paused or waiting) answers again once moved.",
-		ArgsUsage: "ID DURATION",
+		ArgsUsage:     "ID DURATION",
+		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "at-least", Usage: "only move the deadline later, never sooner"},
 			tokenFlag(),
