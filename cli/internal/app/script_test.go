@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -99,6 +100,19 @@ func TestScripts(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 				}
 			},
+			// mode PATH PERM: PATH (not followed) has the permission bits
+			// PERM (octal) less the umask, and no set-id bit.
+			"mode": cmdMode,
+			// symlinkto PATH TARGET: PATH is a symbolic link to TARGET.
+			"symlinkto": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: symlinkto PATH TARGET")
+				}
+				got, err := os.Readlink(ts.MkAbs(args[0]))
+				if err != nil || got != args[1] {
+					ts.Fatalf("%s: link to %q (%v), want %q", args[0], got, err, args[1])
+				}
+			},
 			// idprefix VAR ID N: $VAR is the first N characters of the
 			// UUID of sandbox id ID.
 			"idprefix": func(ts *testscript.TestScript, neg bool, args []string) {
@@ -185,5 +199,34 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("exit status %d, want %d", got, want)
+	}
+}
+
+// cmdMode is the scripts' `mode PATH PERM`.
+func cmdMode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mode PATH PERM")
+	}
+	perm, err := strconv.ParseUint(args[1], 8, 32)
+	if err != nil {
+		ts.Fatalf("mode: %v", err)
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		ts.Fatalf("mode: %v", err)
+	}
+	var mask uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			mask, _ = strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+		}
+	}
+	fi, err := os.Lstat(ts.MkAbs(args[0]))
+	if err != nil {
+		ts.Fatalf("mode: %v", err)
+	}
+	want := fs.FileMode(perm &^ mask)
+	if got := fi.Mode() &^ fs.ModeType; got != want {
+		ts.Fatalf("%s: mode %v, want %v (%s less the umask %03o)", args[0], got, want, args[1], mask)
 	}
 }

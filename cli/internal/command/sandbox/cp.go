@@ -25,6 +25,10 @@ const progressMin = 1 << 20
 type cpOut struct {
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
+	// Links: symbolic links recreated (out of a sandbox).
+	Links int `json:"links,omitempty"`
+	// Skipped: what was not copied (each also said on stderr).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 func cpCommand(f *cliutil.Factory) *cli.Command {
@@ -33,7 +37,12 @@ func cpCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "copy files and directories into or out of a sandbox",
 		Description: "Like docker cp and scp: a DST that is a directory, or ends in '/', receives SRC inside it;\n" +
 			"otherwise SRC is copied to DST. A directory SRC is copied recursively (SRC/. copies its\n" +
-			"contents). DST's parent directory must exist unless -p is given.",
+			"contents). DST's parent directory must exist unless -p is given. An ID may be a unique\n" +
+			"prefix of one. A SRC that is a symbolic link is followed. Inside a directory copied out of\n" +
+			"a sandbox, symbolic links are recreated as links, as docker cp does; copied in, they are\n" +
+			"skipped (a sandbox's files cannot be links). FIFOs, sockets and devices are skipped; what\n" +
+			"is skipped is said on stderr (and listed by --json). Files keep their mode, less the umask\n" +
+			"and any set-id bit. Nothing is written through a symbolic link found below DST.",
 		ArgsUsage: "SRC DST (one of them ID:PATH)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "parents", Aliases: []string{"p"}, Usage: "create DST's missing parent directories"},
@@ -180,11 +189,17 @@ func (c *copier) remoteParent(dir string) (string, error) {
 	return e.Path, nil
 }
 
-// upload copies a local file or directory tree to remote path dst.
+// upload copies a local file or directory tree to remote path dst. A
+// SRC that is a symbolic link is followed; inside a directory, symbolic
+// links (which a sandbox's files cannot be made into), FIFOs, sockets and
+// devices are skipped and said so on stderr.
 func (c *copier) upload(src, dst string) error {
 	st, err := os.Stat(src)
 	if err != nil {
 		return localErr(src, err)
+	}
+	if !st.IsDir() && !st.Mode().IsRegular() {
+		return &cpError{src, "not a regular file or directory"}
 	}
 	target, err := c.remoteTarget(dst, filepath.Base(filepath.Clean(src)), st.IsDir() && contentsOf(src))
 	if err != nil {
@@ -211,8 +226,11 @@ func (c *copier) upload(src, dst string) error {
 				return localErr(p, err)
 			}
 			return c.uploadFile(p, to, info)
+		case d.Type()&fs.ModeSymlink != 0:
+			c.skip(p, "a symbolic link (not followed, and a sandbox's files cannot be links)")
+			return nil
 		default:
-			fmt.Fprintf(c.errw, "rayito: cp: skipping %s: not a regular file\n", p)
+			c.skip(p, "not a regular file, directory or symbolic link")
 			return nil
 		}
 	})
@@ -250,11 +268,16 @@ func (c *copier) remoteTarget(dst, base string, contents bool) (string, error) {
 }
 
 func (c *copier) uploadFile(src, dst string, st fs.FileInfo) error {
-	f, err := os.Open(src)
+	// O_NONBLOCK: a FIFO put in the file's place does not block the open
+	// (and is refused below); reads of a regular file ignore it.
+	f, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return localErr(src, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return &cpError{src, "not a regular file"}
+	}
 	r := io.TeeReader(f, c.bar(st.Size(), path.Base(dst)))
 	if _, err := c.files.WriteStream(c.ctx, dst, r, rayito.WithMode(uint32(st.Mode().Perm()))); err != nil {
 		return c.remoteErr(dst, err)
@@ -264,32 +287,36 @@ func (c *copier) uploadFile(src, dst string, st fs.FileInfo) error {
 	return nil
 }
 
-// localTarget is remoteTarget for a local DST.
-func (c *copier) localTarget(dst, base string, contents bool) (string, error) {
+// localTarget is where a source named base lands for a local DST dst,
+// as the directory the user named (dst or its parent, which may be
+// reached through symbolic links) and the slash path below it ("" when
+// a directory's contents go into dst itself). contents copies a
+// directory's contents into an existing dst.
+func (c *copier) localTarget(dst, base string, contents bool) (dir, rel string, err error) {
 	trailing := strings.HasSuffix(dst, "/") || strings.HasSuffix(dst, string(filepath.Separator))
 	clean := filepath.Clean(dst)
 	st, err := os.Stat(clean)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", localErr(clean, err)
+		return "", "", localErr(clean, err)
 	}
 	switch {
 	case exists && st.IsDir() && contents:
-		return clean, nil
+		return clean, "", nil
 	case exists && st.IsDir():
-		return filepath.Join(clean, base), nil
+		return clean, base, nil
 	case exists && trailing:
-		return "", &cpError{dst, "not a directory"}
+		return "", "", &cpError{dst, "not a directory"}
 	case !exists && trailing:
 		if err := c.localParent(clean); err != nil {
-			return "", err
+			return "", "", err
 		}
-		return filepath.Join(clean, base), nil
+		return clean, base, nil
 	}
 	if err := c.localParent(filepath.Dir(clean)); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return clean, nil
+	return filepath.Dir(clean), filepath.Base(clean), nil
 }
 
 func (c *copier) localParent(dir string) error {
@@ -310,7 +337,55 @@ func (c *copier) localParent(dir string) error {
 	return nil
 }
 
-// download copies a remote file or directory tree to local path dst.
+// maxLinkHops bounds the symbolic links followed for one path, as the
+// kernel's ELOOP does.
+const maxLinkHops = 40
+
+// remoteRealPath resolves the symbolic links of the sandbox path p (an
+// absolute path, as Stat gives it) one component at a time, as the
+// kernel does for a read in the sandbox, and returns the path of what it
+// leads to.
+func (c *copier) remoteRealPath(p string) (string, error) {
+	resolved, rest, hops := "/", strings.Split(strings.TrimPrefix(p, "/"), "/"), 0
+	for len(rest) > 0 {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			resolved = path.Dir(resolved)
+			continue
+		}
+		next := path.Join(resolved, comp)
+		e, err := c.files.Stat(c.ctx, next)
+		if err != nil {
+			return "", err
+		}
+		if e.Type != "symlink" {
+			resolved = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", errTooManyLinks
+		}
+		if path.IsAbs(e.SymlinkTarget) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(e.SymlinkTarget, "/"), rest...)
+	}
+	return resolved, nil
+}
+
+var errTooManyLinks = errors.New("too many levels of symbolic links")
+
+// download copies a remote file or directory tree to local path dst. A
+// SRC that is a symbolic link is followed, as cat and scp do: the content
+// and the mode are those of the file it leads to (or it is the directory
+// it leads to). Inside a directory, symbolic links are recreated as
+// links, as docker cp does, never followed on either side; anything
+// else that is neither a regular file nor a directory (a FIFO, a socket,
+// a device) is skipped and said so on stderr.
 func (c *copier) download(src, dst string) error {
 	contents := contentsOf(src)
 	src = path.Clean(src)
@@ -318,80 +393,111 @@ func (c *copier) download(src, dst string) error {
 	if err != nil {
 		return c.remoteErr(src, err)
 	}
-	target, err := c.localTarget(dst, e.Name, e.Type == "dir" && contents)
+	name := e.Name
+	if e.Type == "symlink" {
+		real, err := c.remoteRealPath(e.Path)
+		if errors.Is(err, errTooManyLinks) {
+			return &cpError{c.id + ":" + src, err.Error()}
+		}
+		if err == nil {
+			e, err = c.files.Stat(c.ctx, real)
+		}
+		if err != nil {
+			return c.remoteErr(src, err)
+		}
+	}
+	if e.Type != "file" && e.Type != "dir" {
+		return &cpError{c.id + ":" + src, "not a regular file or directory"}
+	}
+	dir, rel, err := c.localTarget(dst, name, e.Type == "dir" && contents)
 	if err != nil {
 		return err
 	}
-	if e.Type != "dir" {
-		return c.downloadFile(e, target)
+	l, err := openLocalDir(dir)
+	if err != nil {
+		return err
 	}
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		return localErr(target, err)
+	if e.Type == "file" {
+		err = c.downloadFile(l, e, rel)
+	} else {
+		err = l.mkdirs(rel, fs.FileMode(e.Mode))
+		if err == nil {
+			err = c.downloadTree(l, e.Path, rel)
+		}
 	}
-	entries, err := c.files.List(c.ctx, src, 64)
+	if cerr := l.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// listDepth is how deep one listing goes; a directory at that depth is
+// listed again.
+const listDepth = 64
+
+// downloadTree copies the contents of remote directory src into slash
+// path rel of l.
+func (c *copier) downloadTree(l *localDir, src, rel string) error {
+	entries, err := c.files.List(c.ctx, src, listDepth)
 	if err != nil {
 		return c.remoteErr(src, err)
 	}
-	base := strings.TrimSuffix(e.Path, "/") + "/"
+	base := strings.TrimSuffix(src, "/") + "/"
 	for i := range entries {
 		en := &entries[i]
-		rel := strings.TrimPrefix(en.Path, base)
-		if rel == en.Path || rel == "" || strings.Contains("/"+rel+"/", "/../") {
+		sub := strings.TrimPrefix(en.Path, base)
+		if sub == en.Path || sub == "" || path.Clean(sub) != sub || strings.HasPrefix(sub, "../") || sub == ".." || path.IsAbs(sub) {
 			continue // not under src: refuse rather than write outside dst
 		}
-		local := filepath.Join(target, filepath.FromSlash(rel))
+		to := path.Join(rel, sub)
 		switch en.Type {
 		case "dir":
-			if err := os.MkdirAll(local, 0o755); err != nil {
-				return localErr(local, err)
-			}
-		case "file":
-			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-				return localErr(filepath.Dir(local), err)
-			}
-			if err := c.downloadFile(en, local); err != nil {
+			if err := l.mkdirs(to, fs.FileMode(en.Mode)); err != nil {
 				return err
 			}
+			if strings.Count(sub, "/")+1 == listDepth {
+				if err := c.downloadTree(l, en.Path, to); err != nil {
+					return err
+				}
+			}
+		case "file":
+			if err := c.downloadFile(l, en, to); err != nil {
+				return err
+			}
+		case "symlink":
+			if err := l.symlink(to, en.SymlinkTarget); err != nil {
+				return err
+			}
+			c.out.Links++
+		default:
+			c.skip(c.id+":"+en.Path, "not a regular file, directory or symbolic link")
 		}
 	}
 	return nil
 }
 
-// downloadFile writes remote file e to dst through a temporary file in
-// dst's directory, renamed into place; errors name dst, never the
-// temporary file.
-func (c *copier) downloadFile(e *rayito.Entry, dst string) error {
+// skip says on stderr that p was not copied, and why.
+func (c *copier) skip(p, why string) {
+	fmt.Fprintf(c.errw, "rayito: cp: skipping %s: %s\n", p, why)
+	c.out.Skipped = append(c.out.Skipped, p)
+}
+
+// downloadFile writes remote file e to slash path rel of l with e's mode
+// (set-id bits dropped, the umask applied); errors name the destination,
+// never the temporary file.
+func (c *copier) downloadFile(l *localDir, e *rayito.Entry, rel string) error {
 	r, err := c.files.ReadStream(c.ctx, e.Path)
 	if err != nil {
 		return c.remoteErr(e.Path, err)
 	}
 	defer r.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".rayito-cp-*")
+	n, err := l.writeFile(rel, io.TeeReader(r, c.bar(e.Size, e.Name)), fs.FileMode(e.Mode))
 	if err != nil {
-		return localErr(filepath.Dir(dst), err)
-	}
-	defer os.Remove(tmp.Name())
-	n, err := io.Copy(io.MultiWriter(tmp, c.bar(e.Size, e.Name)), r)
-	if err != nil {
-		_ = tmp.Close()
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return localErr(dst, err)
+		var ce *cpError
+		if errors.As(err, &ce) {
+			return err
 		}
 		return c.remoteErr(e.Path, err)
-	}
-	err = tmp.Sync()
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), fs.FileMode(e.Mode).Perm())
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		return localErr(dst, err)
 	}
 	c.out.Files++
 	c.out.Bytes += n
