@@ -210,7 +210,8 @@ func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.
 
 // WithTemplate sets the image: on AWS an image ARN or the name of an
 // image in the caller's account and region (looked up once per Create);
-// locally any name.
+// locally "local", the local platform's one image (the default there),
+// which refuses any other with ErrInvalidArgument.
 func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for
