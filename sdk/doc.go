@@ -40,10 +40,11 @@
 // # Deadlines
 //
 // By default a sandbox lives until the platform's maximum duration
-// (WithTimeout, default 5 minutes) and nothing can move that. With
-// WithOnTimeout (or WithMaxLifetime) it gets a deadline instead, enforced
-// by its daemon: at WithTimeout from its start it is killed (TimeoutKill)
-// or kept for a pause (TimeoutPause). SetTimeout moves the deadline
+// (DefaultTimeout, 5 minutes; end reason EndMaxDuration) and nothing can
+// move that. With WithTimeout (or WithOnTimeout, WithMaxLifetime) it gets
+// a deadline instead, enforced by its daemon: at WithTimeout from its
+// start it is killed (TimeoutKill, the default; end reason EndTimeout) or
+// kept for a pause (TimeoutPause). SetTimeout moves the deadline
 // (AtLeast: only later), up to the maximum lifetime (WithMaxLifetime:
 // default the timeout plus a minute when killing, 8 hours when pausing);
 // Info.Lifecycle reports it. Past its deadline a sandbox answers only

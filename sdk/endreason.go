@@ -14,11 +14,13 @@ type EndReason string
 const (
 	// EndKilledByUser: Kill (or the platform's terminate call) ended it.
 	EndKilledByUser EndReason = "killed_by_user"
-	// EndTimeout: its deadline passed (WithTimeout with WithOnTimeout,
-	// SetTimeout) and rayd ended it (exit status 124).
+	// EndTimeout: its deadline passed (WithTimeout, SetTimeout) and rayd
+	// ended it (exit status 124).
 	EndTimeout EndReason = "timeout"
 	// EndMaxDuration: the platform ended it at its maximum duration
-	// (running plus paused time).
+	// (running plus paused time): the default lifetime of a sandbox
+	// created without WithTimeout, or its maximum lifetime
+	// (WithMaxLifetime) when paused time ran it out before its deadline.
 	EndMaxDuration EndReason = "max_duration"
 	// EndOutOfMemory: the sandbox ran out of memory.
 	EndOutOfMemory EndReason = "out_of_memory"

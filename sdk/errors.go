@@ -79,8 +79,8 @@ var (
 	// too.
 	ErrSandboxTimeout = errors.New("rayito: sandbox timeout")
 	// ErrLifecycleUnmanaged: the sandbox has no deadline to change: it was
-	// created without WithOnTimeout or WithMaxLifetime, so only the
-	// platform's maximum duration (WithTimeout) ends it.
+	// created without WithTimeout, WithOnTimeout or WithMaxLifetime, so
+	// only the platform's maximum duration (DefaultTimeout) ends it.
 	ErrLifecycleUnmanaged = errors.New("rayito: sandbox lifecycle not managed")
 	// ErrUnimplemented: the sandbox (or its daemon's version) does not
 	// support this, e.g. a network policy where the daemon cannot program

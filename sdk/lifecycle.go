@@ -38,9 +38,9 @@ type LifecyclePhase string
 
 // The phases.
 const (
-	// PhaseUnmanaged: created without a deadline (no WithOnTimeout,
-	// WithMaxLifetime or WithAutoResume); SetTimeout answers
-	// ErrLifecycleUnmanaged.
+	// PhaseUnmanaged: created without a deadline (no WithTimeout,
+	// WithOnTimeout, WithMaxLifetime or WithAutoResume); SetTimeout
+	// answers ErrLifecycleUnmanaged.
 	PhaseUnmanaged LifecyclePhase = "unmanaged"
 	// PhaseActive: the deadline is ahead.
 	PhaseActive LifecyclePhase = "active"
@@ -107,9 +107,10 @@ func lifecycleOf(st *raydv1.LifecycleState) *Lifecycle {
 // start (default 5 minutes), that rayd enforces with action: TimeoutKill
 // ends the sandbox then, TimeoutPause keeps it for a pause (see
 // TimeoutPause). SetTimeout moves the deadline, up to the sandbox's
-// maximum lifetime (WithMaxLifetime). Without it (and without
-// WithMaxLifetime and WithAutoResume) the sandbox has no deadline, only
-// the platform's maximum duration, WithTimeout.
+// maximum lifetime (WithMaxLifetime). WithTimeout alone gives a deadline
+// with TimeoutKill; without any of WithTimeout, WithOnTimeout,
+// WithMaxLifetime and WithAutoResume the sandbox has no deadline, only the
+// platform's maximum duration (DefaultTimeout).
 func WithOnTimeout(action TimeoutAction) Option {
 	return sandboxOption(func(c *config) { c.onTimeout = action })
 }
@@ -200,7 +201,12 @@ func planRun(cfg *config) (runPlan, error) {
 			AutoResumeEnabled:        ip.autoResume,
 		}
 	}
-	if cfg.onTimeout == "" && !cfg.autoResume && cfg.maxLifetime == 0 {
+	// A timeout the caller set is a deadline (rayd ends the sandbox then,
+	// reason timeout), unless it leaves no room for one under the
+	// platform's maximum. The default lifetime is the platform's maximum
+	// duration alone (reason max_duration).
+	deadline := cfg.timeoutSet && cfg.timeout <= maxLifetime-capMargin
+	if cfg.onTimeout == "" && !cfg.autoResume && cfg.maxLifetime == 0 && !deadline {
 		p.maxDuration = int(cfg.timeout / time.Second)
 		return p, nil
 	}

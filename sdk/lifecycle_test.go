@@ -26,7 +26,16 @@ func TestCreateSendsTheLifecycle(t *testing.T) {
 		maxDur    int
 		idle      *microvmsapi.IdlePolicy
 	}{
-		{"unmanaged", []Option{WithTimeout(10 * time.Minute)}, nil, 600, nil},
+		{"a timeout set is a deadline: kill, default cap", []Option{WithTimeout(10 * time.Minute)},
+			&runpayload.Lifecycle{TimeoutS: 600, CapS: 600, OnTimeout: "kill"}, 660, nil},
+		{"the default timeout set explicitly is a deadline", []Option{WithTimeout(DefaultTimeout)},
+			&runpayload.Lifecycle{TimeoutS: 300, CapS: 300, OnTimeout: "kill"}, 360, nil},
+		{"a short timeout set: the cap's minimum", []Option{WithTimeout(30 * time.Second)},
+			&runpayload.Lifecycle{TimeoutS: 30, CapS: 120, OnTimeout: "kill"}, 180, nil},
+		{"the longest deadline", []Option{WithTimeout(8*time.Hour - time.Minute)},
+			&runpayload.Lifecycle{TimeoutS: 28740, CapS: 28740, OnTimeout: "kill"}, 28800, nil},
+		{"no room for a deadline: the platform's maximum duration", []Option{WithTimeout(8*time.Hour - 30*time.Second)}, nil, 28770, nil},
+		{"8h: the platform's maximum duration", []Option{WithTimeout(8 * time.Hour)}, nil, 28800, nil},
 		{"default timeout, unmanaged", nil, nil, 300, nil},
 		{"kill, default cap", []Option{WithTimeout(10 * time.Minute), WithOnTimeout(TimeoutKill)},
 			&runpayload.Lifecycle{TimeoutS: 600, CapS: 600, OnTimeout: "kill"}, 660, nil},
@@ -39,6 +48,9 @@ func TestCreateSendsTheLifecycle(t *testing.T) {
 		{"longest timeout", []Option{WithTimeout(8*time.Hour - time.Minute), WithOnTimeout(TimeoutKill)},
 			&runpayload.Lifecycle{TimeoutS: 28740, CapS: 28740, OnTimeout: "kill"}, 28800, nil},
 		{"idle policy", []Option{WithIdlePolicy(5*time.Minute, time.Hour, true)}, nil, 300,
+			&microvmsapi.IdlePolicy{MaxIdleDurationSeconds: 300, SuspendedDurationSeconds: 3600, AutoResumeEnabled: true}},
+		{"idle policy and a timeout set", []Option{WithTimeout(time.Hour), WithIdlePolicy(5*time.Minute, time.Hour, true)},
+			&runpayload.Lifecycle{TimeoutS: 3600, CapS: 3600, OnTimeout: "kill"}, 3660,
 			&microvmsapi.IdlePolicy{MaxIdleDurationSeconds: 300, SuspendedDurationSeconds: 3600, AutoResumeEnabled: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -109,6 +109,7 @@ type config struct {
 	endpoint      string
 	template      string
 	timeout       time.Duration
+	timeoutSet    bool // WithTimeout was given: the sandbox gets a deadline
 	envs          map[string]string
 	metadata      map[string]string
 	user          string
@@ -360,18 +361,26 @@ func WithCwd(dir string) RunOption { return cwdOption(dir) }
 // timeoutOption is WithTimeout.
 type timeoutOption time.Duration
 
-func (o timeoutOption) applySandbox(c *config)        { c.timeout = time.Duration(o) }
+func (o timeoutOption) applySandbox(c *config) {
+	c.timeout, c.timeoutSet = time.Duration(o), true
+}
 func (o timeoutOption) applyCommand(c *commandConfig) { c.timeout = time.Duration(o) }
 func (o timeoutOption) applyPty(c *ptyConfig)         { c.timeout = time.Duration(o) }
 func (o timeoutOption) applyCode(c *codeConfig)       { c.timeout = time.Duration(o) }
 
-// WithTimeout bounds a lifetime. For Create, the sandbox's (1 s to 8 h;
-// default 5 minutes): the platform terminates it then; with WithOnTimeout
-// (or WithMaxLifetime, WithAutoResume) it is instead the sandbox's
-// deadline, which rayd enforces and SetTimeout moves (see WithOnTimeout).
-// For a command or a terminal, its own: it is ended (SIGTERM, SIGKILL 5 s
-// later) after d. For a cell of code, its own: the kernel is interrupted
-// after d, and restarted when it does not stop within 5 s.
+// WithTimeout bounds a lifetime. For Create, the sandbox's deadline (1 s
+// to 8 h), d after its start: rayd ends the sandbox then (TimeoutKill,
+// unless WithOnTimeout says otherwise) and its end reason is EndTimeout;
+// SetTimeout moves the deadline up to its maximum lifetime (see
+// WithMaxLifetime: by default d plus a minute, at least 3 minutes). The
+// one exception is a d within a minute of 8 hours without WithOnTimeout or
+// WithMaxLifetime: no deadline fits under the platform's 8-hour maximum,
+// so the platform ends the sandbox at d (EndMaxDuration). Without
+// WithTimeout a sandbox has no deadline: the platform ends it after
+// DefaultTimeout (EndMaxDuration). For a command or a terminal, its own:
+// it is ended (SIGTERM, SIGKILL 5 s later) after d. For a cell of code,
+// its own: the kernel is interrupted after d, and restarted when it does
+// not stop within 5 s.
 func WithTimeout(d time.Duration) RunOption { return timeoutOption(d) }
 
 // metadataOption is WithMetadata.

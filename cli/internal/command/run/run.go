@@ -76,12 +76,13 @@ func runAction(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error 
 	}
 	defer func() { _ = target.Close(context.Background()) }()
 
-	// The sandbox outlives the command's own timeout by a minute.
-	life := rayito.DefaultTimeout
-	if d := spec.Timeout + time.Minute; spec.Timeout > 0 && d > life {
-		life = d
+	// The sandbox outlives the command's own timeout by a minute. Without
+	// --timeout it lives the SDK's default lifetime (a deadline only when
+	// the user set a timeout: see rayito.WithTimeout).
+	opts := append([]rayito.Option(nil), target.Options...)
+	if spec.Timeout > 0 {
+		opts = append(opts, rayito.WithTimeout(max(rayito.DefaultTimeout, spec.Timeout+time.Minute)))
 	}
-	opts := append([]rayito.Option{rayito.WithTimeout(life)}, target.Options...)
 	opts = append(opts, cliutil.NetworkOptions(cmd)...)
 	opts = append(opts, cliutil.PlacementOptions(cmd)...)
 	secretOpts, err := cliutil.SecretOptions(cmd)

@@ -17,10 +17,11 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "create",
 		Usage: "create a sandbox and print its id (its access token is stored for later commands)",
-		Description: "Without --on-timeout (or --max-lifetime) the platform ends the sandbox --timeout after its\n" +
-			"start, and nothing moves that. With it the sandbox gets a deadline --timeout after its start,\n" +
-			"which `rayito sandbox timeout` moves up to --max-lifetime: then it is killed (kill) or kept\n" +
-			"for a pause (pause). --idle lets the platform pause it after that long without traffic.",
+		Description: "With --timeout (or --on-timeout, --max-lifetime) the sandbox gets a deadline --timeout after its\n" +
+			"start, which `rayito sandbox timeout` moves up to --max-lifetime: then it is killed (kill, the\n" +
+			"default: its end reason is timeout) or kept for a pause (pause). Without any of them the\n" +
+			"platform ends it " + rayito.DefaultTimeout.String() + " after its start (max_duration), and nothing moves that.\n" +
+			"--idle lets the platform pause it after that long without traffic.",
 		Flags: append([]cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout: a `DURATION`, 1s to 8h"},
 			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
@@ -67,7 +68,12 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			opts = append(opts, rayito.WithTimeout(cmd.Duration("timeout")), rayito.WithEnvs(envs), rayito.WithMetadata(md))
+			opts = append(opts, rayito.WithEnvs(envs), rayito.WithMetadata(md))
+			if cmd.IsSet("timeout") || cmd.IsSet("on-timeout") || cmd.IsSet("max-lifetime") {
+				// A timeout the user set is a deadline; without one, the
+				// SDK's default lifetime.
+				opts = append(opts, rayito.WithTimeout(life))
+			}
 			opts = append(opts, lifeOpts...)
 			if t := cmd.String("template"); t != "" {
 				opts = append(opts, rayito.WithTemplate(t))
@@ -133,7 +139,9 @@ func lifetimeOptions(cmd *cli.Command, timeout time.Duration) ([]rayito.Option, 
 	default:
 		return nil, cliutil.Usagef("--on-timeout must be kill or pause, got %q", cmd.String("on-timeout"))
 	}
-	managed := action != "" || cmd.IsSet("max-lifetime")
+	// As the SDK does: a timeout the user set is a deadline (killed then),
+	// unless no deadline fits under the platform's maximum duration.
+	managed := action != "" || cmd.IsSet("max-lifetime") || cmd.IsSet("timeout") && timeout <= maxLifetime-capMargin
 	life := timeout
 	if cmd.IsSet("max-lifetime") {
 		life = cmd.Duration("max-lifetime")

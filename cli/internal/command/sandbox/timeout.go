@@ -41,7 +41,7 @@ func timeoutCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "timeout",
 		Usage: "move a sandbox's deadline to DURATION from now and print it",
-		Description: "Only a sandbox created with a deadline (create --on-timeout or --max-lifetime) has one;\n" +
+		Description: "Only a sandbox created with a deadline (create --timeout, --on-timeout or --max-lifetime) has one;\n" +
 			"the deadline cannot pass the sandbox's maximum lifetime. --at-least keeps a later deadline.\n" +
 			"An expired sandbox (past its deadline, paused or waiting) answers again once moved.",
 		ArgsUsage:     "ID DURATION",
@@ -86,7 +86,7 @@ func timeoutCommand(f *cliutil.Factory) *cli.Command {
 			case errors.As(err, &ce):
 				return cliutil.OnSandbox(sbx.ID(), fmt.Errorf("%s from now is past its maximum lifetime", d))
 			case errors.Is(err, rayito.ErrLifecycleUnmanaged):
-				return cliutil.OnSandbox(sbx.ID(), errors.New("it has no deadline to move: it was created without --on-timeout or --max-lifetime"))
+				return cliutil.OnSandbox(sbx.ID(), errors.New("it has no deadline to move: it was created without --timeout, --on-timeout or --max-lifetime"))
 			case err != nil:
 				return cliutil.OnSandbox(sbx.ID(), err)
 			}
