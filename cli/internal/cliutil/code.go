@@ -43,7 +43,8 @@ type CodeResult struct {
 // RunCell runs one cell in sbx: its output streams to stdout and stderr as
 // it comes (unless JSON), the value of its last expression is printed
 // after it, the images it shows are saved and their paths printed. A cell
-// that raised exits 1 (its traceback on stderr), one past the timeout 124.
+// that raised exits 1 (its traceback on stderr), one past the timeout 124;
+// a sandbox that ended under it is a *SandboxEndError (see EndedUnder).
 func RunCell(ctx context.Context, sbx *rayito.Sandbox, spec CodeSpec, s IO, code string) error {
 	opts := []rayito.CodeOption{}
 	if spec.Language != "" {
@@ -60,6 +61,13 @@ func RunCell(ctx context.Context, sbx *rayito.Sandbox, spec CodeSpec, s IO, code
 			rayito.OnStderr(func(b []byte) { _, _ = s.Err.Write(b) }))
 	}
 	ex, err := sbx.RunCode(ctx, code, opts...)
+	if err != nil {
+		// The kernel died, or the stream was lost: the sandbox may have
+		// ended under the cell.
+		if ended := EndedUnder(ctx, sbx, 0, "", err); ended != nil {
+			return ended
+		}
+	}
 	if ex == nil {
 		return Interrupted(ctx, err)
 	}

@@ -60,17 +60,20 @@ type ExecResult struct {
 	Status    string `json:"status"`
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
+	// SandboxEnded is why the sandbox ended under the command ("" when
+	// it did not).
+	SandboxEnded string `json:"sandbox_ended,omitempty"`
 }
 
 // Exec runs argv in sbx as spec says, streaming its output to io (or
 // printing one JSON result with --json) and its stdin from io.In, and
 // returns an *ExitCodeError carrying a non-zero remote exit code, a
-// *TimeoutError past --timeout, a *CommandEndError when the OOM killer or
-// the sandbox's deadline ended it (exit 137 and 124), and an *ExecError
-// when argv[0] cannot be started. A sandbox that ended under the command
-// is its *SandboxEndedError ("sandbox X ended: timeout", exit 124 for a
-// deadline). When ctx ends first (Ctrl-C) the command is killed and the
-// CLI exits 130.
+// *TimeoutError past --timeout, a *CommandEndError when the OOM killer
+// ended it (exit 137), and an *ExecError when argv[0] cannot be started.
+// A sandbox that ended under the command is a *SandboxEndError (see
+// EndedUnder: "sandbox X ended: REASON", exit 124 when its time ran out,
+// 137 otherwise), with --json too. When ctx ends first (Ctrl-C) the
+// command is killed and the CLI exits 130.
 func Exec(ctx context.Context, spec ExecSpec, io IO, sbx *rayito.Sandbox, argv []string) error {
 	opts := []rayito.CommandOption{rayito.WithEnvs(spec.Envs)}
 	if spec.User != "" {
@@ -106,22 +109,40 @@ func Exec(ctx context.Context, spec ExecSpec, io IO, sbx *rayito.Sandbox, argv [
 		_ = h.Kill(context.WithoutCancel(ctx))
 		return Interrupted(ctx, err)
 	case err != nil:
-		return OnSandbox(sbx.ID(), err)
+		ended := EndedUnder(ctx, sbx, 0, "", err)
+		var se *SandboxEndError
+		if !errors.As(ended, &se) {
+			return OnSandbox(sbx.ID(), err)
+		}
+		if spec.JSON {
+			// No result came: the output streamed so far is lost with
+			// the sandbox; exit_code is the CLI's.
+			out := ExecResult{SandboxID: sbx.ID(), Pid: h.Pid(), ExitCode: se.ExitCode(), SandboxEnded: EndText(se.Reason, se.Detail)}
+			if err := PrintJSON(io.Out, out); err != nil {
+				return err
+			}
+		}
+		return ended
 	}
+	ended := EndedUnder(ctx, sbx, res.ExitCode, res.Status, nil)
 	if spec.JSON {
 		out := ExecResult{SandboxID: sbx.ID(), Pid: res.Pid, ExitCode: res.ExitCode, Status: string(res.Status), Stdout: res.Stdout, Stderr: res.Stderr}
+		var se *SandboxEndError
+		if errors.As(ended, &se) {
+			out.SandboxEnded = EndText(se.Reason, se.Detail)
+		}
 		if err := PrintJSON(io.Out, out); err != nil {
 			return err
 		}
+	}
+	if ended != nil {
+		return ended
 	}
 	code := res.ExitCode
 	var end error
 	switch res.Status {
 	case rayito.StatusTimeout:
 		code, end = ExitTimeout, &TimeoutError{Program: argv[0], After: spec.Timeout.String()}
-	case rayito.StatusSandboxTimeout:
-		code = ExitTimeout
-		end = &CommandEndError{Program: argv[0], Why: "ended by the sandbox's timeout", Code: code}
 	case rayito.StatusOOMKilled:
 		end = &CommandEndError{Program: argv[0], Why: "killed by the OOM killer (out of memory)", Code: code}
 	}

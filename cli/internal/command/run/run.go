@@ -25,7 +25,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Description: "The sandbox lives as long as the command (at most the SDK's default lifetime, " + rayito.DefaultTimeout.String() + ",\n" +
 			"or --timeout plus a minute) and is killed when it ends, also on Ctrl-C (exit 130).\n" +
 			"stdin is passed to the command when it is not a terminal (or with -i).\n" +
-			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
+			cliutil.ExitCodesHelp,
 		ArgsUsage: "[flags] -- CMD [ARGS...]  |  --code CODE",
 		Flags: append(append(append(append(cliutil.ExecFlags(), cliutil.NetworkFlags()...), cliutil.SecretFlags()...), cliutil.PlacementFlags()...),
 			&cli.StringFlag{Name: "code", Usage: "run `CODE` in the sandbox's code interpreter (Python unless --language) instead of a command; - reads it from stdin; the value of its last expression is printed, images it shows are saved in the current directory"},

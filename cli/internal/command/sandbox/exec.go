@@ -16,7 +16,7 @@ func execCommand(f *cliutil.Factory) *cli.Command {
 		Name:  "exec",
 		Usage: "run a command in a sandbox and exit with its code",
 		Description: "stdin is passed to the command, and closed at its end, when it is not a terminal (or with -i).\n" +
-			"Exit codes: the command's own; 124 past --timeout; 126 not executable; 127 not found; 2 usage.",
+			cliutil.ExitCodesHelp,
 		ArgsUsage:     "ID [flags] -- CMD [ARGS...]",
 		ShellComplete: completeIDs(f, firstArg),
 		Flags:         append(cliutil.ExecFlags(), tokenFlag()),

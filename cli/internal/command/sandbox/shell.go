@@ -26,7 +26,8 @@ func shellCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "open an interactive shell in a sandbox and exit with its code",
 		Description: "On a terminal: a login shell on a remote terminal (raw mode, window size followed).\n" +
 			"With stdin not a terminal: the login shell reads the commands from stdin, without a\n" +
-			"terminal, so its output has no prompts or escape codes (-t forces a terminal).",
+			"terminal, so its output has no prompts or escape codes (-t forces a terminal).\n" +
+			"Exits with the shell's code; 124 or 137 when the sandbox ended under it (as for exec).",
 		ArgsUsage:     "ID",
 		ShellComplete: completeIDs(f, firstArg),
 		Flags: []cli.Flag{
@@ -123,6 +124,9 @@ func shell(ctx context.Context, cmd *cli.Command, io cliutil.IO, sbx *rayito.San
 		}
 	}()
 	code, err := h.Wait(ctx)
+	if ended := cliutil.EndedUnder(ctx, sbx, code, "", err); ended != nil {
+		return ended
+	}
 	if err != nil {
 		return cliutil.OnSandbox(sbx.ID(), err)
 	}
