@@ -147,7 +147,7 @@ func (s *Sandbox) awaitReachable(ctx context.Context, r *reconnect) error {
 		case err == nil && ended(vm.State):
 			return endedErr(s.cfg, vm)
 		case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
-			return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
+			return s.gone()
 		case err == nil && !running:
 			r.sawPaused = true
 			fallthrough
@@ -196,9 +196,18 @@ func (s *Sandbox) endOf(ctx context.Context) error {
 	case err == nil && ended(vm.State):
 		return endedErr(s.cfg, vm)
 	case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
-		return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
+		return s.gone()
 	}
 	return nil
+}
+
+// gone is the end of a sandbox its own control plane no longer knows (it
+// ended and the platform dropped its record): this Sandbox was made from
+// that platform's answer, so the sandbox is not on another one, and its
+// token leaves the store.
+func (s *Sandbox) gone() error {
+	s.cfg.forget(s.id)
+	return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
 }
 
 // sleep waits d or until ctx ends.

@@ -125,3 +125,31 @@ func TestCreateSweepsStaleTokens(t *testing.T) {
 		t.Errorf("Create removed a file that is no token: %v", err)
 	}
 }
+
+// A Sandbox whose own control plane no longer knows it (the platform
+// dropped the record of the ended sandbox) loses its token too: it was
+// made from that platform's answer, so no other platform holds it.
+func TestTokenOfPurgedSandboxIsForgotten(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t)
+	opts, st := tokenOpts(t, p)
+	cfg := newConfig(opts)
+	mv, err := controlPlane(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const purged = "microvm-purged"
+	tok := testToken(t)
+	if err := st.Save(purged, tok); err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(cfg, mv, &microvmsapi.Microvm{MicrovmID: purged, State: microvmsapi.StateRunning, Endpoint: "x.microvms.localhost"}, tok)
+	defer s.dp.close()
+	var ee *SandboxEndedError
+	if err := s.endOf(t.Context()); !errors.As(err, &ee) || ee.Reason != EndUnknown {
+		t.Fatalf("endOf = %v", err)
+	}
+	if hasToken(st, purged) {
+		t.Error("the token of a sandbox its platform no longer knows stayed")
+	}
+}
