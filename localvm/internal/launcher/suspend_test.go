@@ -167,8 +167,9 @@ func TestExitStatusSignal(t *testing.T) {
 
 // TestOOMKills: the sandbox cgroup's OOM kill counter counts a hog killed
 // at the memory limit (rayd lives on); with rayd made the likelier victim
-// (its oom_score_adj 1000, the hog's -1000, set from the host), the OOM
-// killer kills rayd itself: SIGKILL and the counter up.
+// (its oom_score_adj 1000, the hog's -1000, set from the host: it needs
+// CAP_SYS_RESOURCE, and is skipped without), the OOM killer kills rayd
+// itself: SIGKILL and the counter up.
 func TestOOMKills(t *testing.T) {
 	l := privileged(t, "")
 	spec := newSpec(t, l)
@@ -191,44 +192,48 @@ func TestOOMKills(t *testing.T) {
 	health(t, inst.APIAddr())
 
 	// Now rayd is the victim. The hog waits for /tmp/go; its shell (and so
-	// its children) gets -1000 before.
-	_, body := startedPid(t, inst.APIAddr(), token, "sh", "-c", `while [ ! -e /tmp/go ]; do sleep 0.02; done; head -c 400000000 /dev/zero | tail > /dev/null`)
-	defer body.Close()
-	time.Sleep(100 * time.Millisecond)
-	dir := ""
-	for _, d := range rec.Cgroups {
-		if exists(filepath.Join(d, "cgroup.procs")) {
-			dir = d
-			break
+	// its children) gets -1000 before. Lowering a score takes
+	// CAP_SYS_RESOURCE, which the launcher also needs to protect rayd
+	// (protectFromOOM): without it the kernel keeps each process's floor,
+	// and the test cannot be sure to make rayd the OOM killer's choice.
+	t.Run("rayd", func(t *testing.T) {
+		if err := protectFromOOM(rec.Pid); err != nil {
+			t.Skipf("needs CAP_SYS_RESOURCE, which this machine lacks: %v", err)
 		}
-	}
-	pids, err := cgroupPids(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// -1000 needs CAP_SYS_RESOURCE; without it 0 (the floor the platform
-	// left) still makes rayd, at 1000, the OOM killer's choice.
-	for _, p := range pids {
-		if p == rec.Pid {
-			continue
-		}
-		path := "/proc/" + strconv.Itoa(p) + "/oom_score_adj"
-		if err := os.WriteFile(path, []byte("-1000"), 0); err != nil {
-			if err := os.WriteFile(path, []byte("0"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Skipf("cannot lower a process's oom_score_adj: %v", err)
+		_, body := startedPid(t, inst.APIAddr(), token, "sh", "-c", `while [ ! -e /tmp/go ]; do sleep 0.02; done; head -c 400000000 /dev/zero | tail > /dev/null`)
+		defer body.Close()
+		time.Sleep(100 * time.Millisecond)
+		dir := ""
+		for _, d := range rec.Cgroups {
+			if exists(filepath.Join(d, "cgroup.procs")) {
+				dir = d
+				break
 			}
 		}
-	}
-	if err := os.WriteFile("/proc/"+strconv.Itoa(rec.Pid)+"/oom_score_adj", []byte("1000"), 0); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _, _ = runQuiet(inst.APIAddr(), token, "touch /tmp/go") }()
-	waitDone(t, inst, 30*time.Second)
-	st, ok := inst.ExitStatus()
-	n2, _ := inst.OOMKills()
-	if !ok || st.Signal != syscall.SIGKILL || n2 <= n1 {
-		t.Fatalf("rayd ended with %+v (%v), OOM kills %d then %d", st, ok, n1, n2)
-	}
+		pids, err := cgroupPids(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pids {
+			if p == rec.Pid {
+				continue
+			}
+			path := "/proc/" + strconv.Itoa(p) + "/oom_score_adj"
+			if err := os.WriteFile(path, []byte("-1000"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("lowering the hog's oom_score_adj with CAP_SYS_RESOURCE: %v", err)
+			}
+		}
+		if err := os.WriteFile("/proc/"+strconv.Itoa(rec.Pid)+"/oom_score_adj", []byte("1000"), 0); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = runQuiet(inst.APIAddr(), token, "touch /tmp/go") }()
+		waitDone(t, inst, 30*time.Second)
+		st, ok := inst.ExitStatus()
+		n2, _ := inst.OOMKills()
+		if !ok || st.Signal != syscall.SIGKILL || n2 <= n1 {
+			t.Fatalf("rayd ended with %+v (%v), OOM kills %d then %d", st, ok, n1, n2)
+		}
+	})
 }
 
 // TestRaydDescriptors: rayd holds its cgroup's memory events file and the
