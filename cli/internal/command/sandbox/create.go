@@ -23,7 +23,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			"platform ends it " + rayito.DefaultTimeout.String() + " after its start (max_duration), and nothing moves that.\n" +
 			"--idle lets the platform pause it after that long without traffic.",
 		Flags: append([]cli.Flag{
-			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's lifetime, or its deadline with --on-timeout: a `DURATION`, 1s to 8h"},
+			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's deadline, a `DURATION` after its start (1s to 8h): killed then unless --on-timeout says otherwise (not set: no deadline, the platform ends it after the default)"},
 			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
 			&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
 			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
