@@ -432,3 +432,51 @@ func TestFirewallLockFileRemoved(t *testing.T) {
 		t.Fatal("the third firewall did not get the lock")
 	}
 }
+
+// TestSweepLockFiles: the lock files of tables that no longer exist go;
+// a live table's, one somebody holds, and anything that is not a
+// launcher's lock file (another name, a symbolic link) stay.
+func TestSweepLockFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeNFT()
+	f.AddTable(&nftables.Table{Name: "rayito_localvm_live", Family: nftables.TableFamilyINet})
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rayito_localvm_live.lock", "rayito_localvm_dead.lock", "rayito_localvm.lock",
+		"rayito_localvm_held.lock", "other.lock", "rayito_localvm_dead.txt", "rayito_localvm_BAD!.lock", "target"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("gen\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "rayito_localvm_lnk.lock")); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(filepath.Join(dir, "rayito_localvm_held.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweepLockFiles(dir, func() (NFT, error) { return f, nil }); n != 2 {
+		t.Errorf("swept %d files, want 2", n)
+	}
+	var left []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	want := []string{"other.lock", "rayito_localvm_BAD!.lock", "rayito_localvm_dead.txt", "rayito_localvm_held.lock", "rayito_localvm_live.lock", "rayito_localvm_lnk.lock", "target"}
+	if !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+	// Without a table listing nothing goes.
+	if err := os.WriteFile(filepath.Join(dir, "rayito_localvm_dead.lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweepLockFiles(dir, func() (NFT, error) { return nil, errors.New("no netlink") }); n != 0 {
+		t.Errorf("swept %d files without a table listing", n)
+	}
+}

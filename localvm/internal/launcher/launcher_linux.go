@@ -130,6 +130,9 @@ func New(opts Options) (*Launcher, error) {
 		log.Warn("launcher: unisolated mode (opted in): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine", "why", why)
 		return l, nil
 	}
+	if swept := sweepLockFiles(nftLockDir, l.fw.dial); swept > 0 {
+		log.Debug("launcher: removed stale nftables lock files", "files", swept)
+	}
 	l.cg, l.cgErr = detectCgroups(n.cgroupParent)
 	if l.cgErr != nil {
 		log.Error("launcher: no usable cgroups: privileged launches will fail", "err", l.cgErr.Error())

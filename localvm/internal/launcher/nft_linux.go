@@ -251,6 +251,86 @@ func (h *fwLock) removeFile() error {
 	return nil
 }
 
+// sweepLockFiles removes from dir the lock files of tables that no longer
+// exist: a platform that stopped without its Release (killed, or a
+// version from before Release removed them) leaves its file behind, one
+// per state dir ever used, until the machine reboots. A file is removed
+// only when it is named like a launcher table's lock, is a regular file
+// (not a symbolic link), nobody holds its flock (taken without waiting:
+// a Launcher changing its table holds it), it is still the file at its
+// path once locked, and its table is absent (every live sandbox's launch
+// made its table). A Launcher that opened it meanwhile locks the new one
+// (see lock). It returns how many it removed; any doubt keeps a file.
+func sweepLockFiles(dir string, dial func() (NFT, error)) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	c, err := dial()
+	if err != nil {
+		return 0
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return 0
+	}
+	live := map[string]bool{}
+	for _, t := range tables {
+		live[t.Name] = true
+	}
+	removed := 0
+	for _, e := range ents {
+		table, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !e.Type().IsRegular() || !lockTableName(table) || live[table] {
+			continue
+		}
+		if removeUnusedLock(filepath.Join(dir, e.Name())) {
+			removed++
+		}
+	}
+	return removed
+}
+
+// lockTableName reports whether table is a launcher's table name
+// (namesFor): rayito_localvm, or rayito_localvm_ and a scope.
+func lockTableName(table string) bool {
+	scope, ok := strings.CutPrefix(table, "rayito_localvm")
+	if !ok {
+		return false
+	}
+	if scope == "" {
+		return true
+	}
+	scope, ok = strings.CutPrefix(scope, "_")
+	if !ok || scope == "" || len(scope) > 4 {
+		return false
+	}
+	for _, c := range scope {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// removeUnusedLock removes the lock file at p if nobody holds its flock
+// and it is still the file at p once locked.
+func removeUnusedLock(p string) bool {
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return false
+	}
+	var held, now unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &held) != nil || unix.Lstat(p, &now) != nil || held.Ino != now.Ino || held.Dev != now.Dev {
+		return false
+	}
+	return os.Remove(p) == nil
+}
+
 // baseCheckFor is how long a check of the static rules is trusted.
 const baseCheckFor = time.Second
 
