@@ -22,9 +22,11 @@ type envVar struct{ name, what string }
 // calls.
 var environment = []envVar{
 	{"RAYITO_BACKEND", "the platform: local (default) or aws (CLI and SDK)"},
-	{"RAYITO_ENDPOINT", "the local platform's URL, default http://127.0.0.1:7450 (CLI and SDK; --endpoint wins; `local serve` listens there)"},
+	{"RAYITO_ENDPOINT", "the local platform's URL (CLI and SDK; --endpoint wins; `local serve` listens there); default: the endpoint the user's own platform recorded in its state dir (rayito/localvm/endpoint), else http://127.0.0.1:7450"},
 	{"RAYITO_TEMPLATE", "the image of new sandboxes: on aws an image name or ARN, required there (CLI and SDK; create --template wins); `doctor --aws` checks it. The local platform has one, local: the CLI refuses any other there"},
 	{"RAYITO_ARTIFACT_BUCKET", "the S3 bucket of the image artifacts: `image publish` without --bucket, `doctor --aws`"},
+	{"RAYITO_GIT_USERNAME", "`sandbox git` clone/push/pull: the user name of the git credentials (never a flag: it is often the token)"},
+	{"RAYITO_GIT_PASSWORD", "`sandbox git` clone/push/pull: the password or token of the git credentials (or --password-stdin); both or neither"},
 	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},
 	{"RAYITO_DEBUG", "1: the platform that `run` starts in its own process logs at debug level to stderr"},
 	{"RAYITO_ALLOW_ROOT", "1 in rayd's own environment (inside the sandbox): lets clients run commands as root"},

@@ -3,6 +3,10 @@ package app
 import (
 	"bytes"
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -105,6 +109,42 @@ func TestFitWidth(t *testing.T) {
 	} {
 		if got := fitWidth(tc.in, 20); got != tc.want {
 			t.Errorf("fitWidth(%q, 20) =\n%s\nwant\n%s", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestEnvironmentListsEveryVariable: every RAYITO_* variable the CLI, the
+// SDK, the local platform or the E2B gateway names in its code is in
+// `rayito help environment` (RAYITO_GIT_USERNAME and _PASSWORD were
+// missing), except the ones the SDK sets inside a sandbox for git's
+// credential helper.
+func TestEnvironmentListsEveryVariable(t *testing.T) {
+	internal := map[string]bool{"RAYITO_GIT_PROTOCOL": true, "RAYITO_GIT_HOST": true}
+	listed := map[string]bool{}
+	for _, v := range environment {
+		for _, name := range strings.Split(v.name, ", ") {
+			listed[name] = true
+		}
+	}
+	re := regexp.MustCompile(`"(RAYITO_[A-Z0-9_]+)"`)
+	for _, dir := range []string{"../../../cli", "../../../sdk", "../../../localvm", "../../../e2b", "../../../proto/localplatform"} {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				if name := string(m[1]); !listed[name] && !internal[name] {
+					t.Errorf("%s reads %s, which `rayito help environment` does not list", p, name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
