@@ -3,6 +3,7 @@ module github.com/rayito-dev/rayito/e2b
 go 1.26.0
 
 require (
+	github.com/rayito-dev/rayito/gateway v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
 )

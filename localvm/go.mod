@@ -7,6 +7,7 @@ require (
 	github.com/google/nftables v0.3.0
 	github.com/google/uuid v1.6.0
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42
+	github.com/rayito-dev/rayito/gateway v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/rayd v0.1.0
 	github.com/vishvananda/netlink v1.3.1
@@ -21,7 +22,6 @@ require (
 	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
-	github.com/rayito-dev/rayito/gateway v0.1.0 // indirect
 	github.com/valyala/fastjson v1.6.10 // indirect
 	golang.org/x/sync v0.10.0 // indirect
 	golang.org/x/text v0.21.0 // indirect
