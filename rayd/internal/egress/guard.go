@@ -146,22 +146,18 @@ func (p *Proxy) guardUpstream(ctx context.Context, address string) ([]netip.Addr
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
-	} else {
-		if badUpstreamName(host) {
-			return nil, ReasonUpstreamBlocked
-		}
-		addrs, err = p.opts.Resolve(ctx, host)
-		if err != nil || len(addrs) == 0 {
-			return nil, ReasonDialFailed
-		}
+	} else if badUpstreamName(host) {
+		return nil, ReasonUpstreamBlocked
 	}
-	local := p.opts.LocalAddrs()
-	out := make([]netip.AddrPort, 0, len(addrs))
-	for _, a := range addrs {
-		a = a.Unmap()
-		if blockedAddress(a, local) {
-			return nil, ReasonUpstreamBlocked
-		}
+	guarded, ok, err := p.resolveGuarded(ctx, host, addrs)
+	switch {
+	case err != nil:
+		return nil, ReasonDialFailed
+	case !ok:
+		return nil, ReasonUpstreamBlocked
+	}
+	out := make([]netip.AddrPort, 0, len(guarded))
+	for _, a := range guarded {
 		out = append(out, netip.AddrPortFrom(a, uint16(port)))
 	}
 	return out, ""

@@ -119,6 +119,35 @@ func (p *Proxy) refuse(kind, reason string) {
 // library's errors may name the upstream or the destination.
 var errUpstream = errors.New("egress: upstream proxy dial failed")
 
+// resolveGuarded resolves host (unless addrs, an IP literal's address,
+// are given) and puts every address through the guard: the addresses,
+// unmapped, in order, or ok false when any of them is blocked (nothing of
+// a name that resolves to one blocked address is dialed), or the resolve
+// error (also for an empty answer).
+func (p *Proxy) resolveGuarded(ctx context.Context, host string, addrs []netip.Addr) (_ []netip.Addr, ok bool, err error) {
+	if addrs == nil {
+		if addrs, err = p.opts.Resolve(ctx, host); err == nil && len(addrs) == 0 {
+			err = errNoAddress
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	local := p.opts.LocalAddrs()
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		if blockedAddress(a, local) {
+			return nil, false, nil
+		}
+		out = append(out, a)
+	}
+	return out, true, nil
+}
+
+// errNoAddress: a name resolved to no address.
+var errNoAddress = errors.New("egress: no address")
+
 // connect checks t against the policy, resolves, guards and dials it.
 // It returns the origin connection or a reason class.
 func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, string) {
@@ -129,21 +158,13 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, string) {
 	var addrs []netip.Addr
 	if t.isIP {
 		addrs = []netip.Addr{t.addr}
-	} else {
-		var err error
-		addrs, err = p.opts.Resolve(ctx, t.host)
-		if err != nil || len(addrs) == 0 {
-			return nil, ReasonResolveFailed
-		}
 	}
-	local := p.opts.LocalAddrs()
-	guarded := make([]netip.Addr, 0, len(addrs))
-	for _, a := range addrs {
-		a = a.Unmap()
-		if blockedAddress(a, local) {
-			return nil, ReasonBlockedAddress
-		}
-		guarded = append(guarded, a)
+	guarded, ok, err := p.resolveGuarded(ctx, t.host, addrs)
+	switch {
+	case err != nil:
+		return nil, ReasonResolveFailed
+	case !ok:
+		return nil, ReasonBlockedAddress
 	}
 	// The upstream's own address goes through the same guard, resolved
 	// afresh for every tunnel (a name that now resolves to loopback is
