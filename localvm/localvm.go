@@ -66,10 +66,6 @@ import (
 // localplatform.DefaultEndpoint).
 const DefaultAddr = "127.0.0.1:7450"
 
-// Image is the one image (template) of the local platform: sandboxes run
-// the host's own /usr. RunMicrovm refuses any other imageIdentifier.
-const Image = "local"
-
 // MaxPrebooted bounds Options.Prebooted.
 const MaxPrebooted = registry.MaxPrebooted
 
@@ -380,7 +376,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 			rates[op] *= localRateFactor
 		}
 	}
-	h, err := api.New(api.Options{Backend: reg, Logger: opts.Logger, AllowAnyHost: opts.AllowRemote, Rates: rates, Images: []string{Image}})
+	h, err := api.New(api.Options{Backend: reg, Logger: opts.Logger, AllowAnyHost: opts.AllowRemote, Rates: rates})
 	if err != nil {
 		_ = reg.Close(ctx)
 		return nil, err

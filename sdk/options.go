@@ -30,8 +30,12 @@ const (
 // Defaults.
 const (
 	DefaultLocalEndpoint = localplatform.DefaultEndpoint
-	DefaultTimeout       = 5 * time.Minute
-	DefaultReadyTimeout  = 90 * time.Second
+	// LocalTemplate is the local platform's one template (its sandboxes
+	// run the host's own /usr), the default there; Create refuses any
+	// other on the local backend.
+	LocalTemplate       = "local"
+	DefaultTimeout      = 5 * time.Minute
+	DefaultReadyTimeout = 90 * time.Second
 	// MaxOutputBytes caps the output a command result stores per stream.
 	MaxOutputBytes = 64 << 20
 	// DefaultReconnectTimeout is how long a command, terminal or watch
@@ -211,8 +215,8 @@ func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.
 
 // WithTemplate sets the image: on AWS an image ARN or the name of an
 // image in the caller's account and region (looked up once per Create);
-// locally "local", the local platform's one image (the default there),
-// which refuses any other with ErrInvalidArgument.
+// locally LocalTemplate, the local platform's one image (the default
+// there): Create refuses any other there with ErrInvalidArgument.
 func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for

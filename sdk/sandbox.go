@@ -129,7 +129,12 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		if cfg.backend == BackendAWS {
 			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
 		}
-		template = "local"
+		template = LocalTemplate
+	}
+	if cfg.backend == BackendLocal && template != LocalTemplate {
+		// The platform would run the host's /usr whatever the name and
+		// report that name: refuse what it does not have.
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has one template, %q: %q is not available there", LocalTemplate, template))
 	}
 	token, err := accesstoken.New()
 	if err != nil {

@@ -43,7 +43,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,9 +113,6 @@ type Options struct {
 	// loopback addresses are accepted, which defeats DNS rebinding; set it
 	// only when the server deliberately listens beyond loopback.
 	AllowAnyHost bool
-	// Images are the imageIdentifiers RunMicrovm accepts; any other is a
-	// ValidationException naming them. Empty: any.
-	Images []string
 }
 
 // Handler is the API's http.Handler.
@@ -125,7 +121,6 @@ type Handler struct {
 	log          *slog.Logger
 	buckets      map[string]*bucket
 	allowAnyHost bool
-	images       []string
 }
 
 // New returns the handler.
@@ -133,7 +128,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Backend == nil {
 		return nil, errors.New("api: Backend is required")
 	}
-	h := &Handler{be: opts.Backend, log: opts.Logger, buckets: map[string]*bucket{}, allowAnyHost: opts.AllowAnyHost, images: opts.Images}
+	h := &Handler{be: opts.Backend, log: opts.Logger, buckets: map[string]*bucket{}, allowAnyHost: opts.AllowAnyHost}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -336,10 +331,6 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) (any, error) {
 				return nil, validation("idlePolicy must set maxIdleDurationSeconds, suspendedDurationSeconds and autoResumeEnabled.")
 			}
 		}
-	}
-	if len(h.images) > 0 && in.ImageIdentifier != "" && !slices.Contains(h.images, in.ImageIdentifier) {
-		// Never echo the request's identifier.
-		return nil, validation(fmt.Sprintf("imageIdentifier is not an image of this platform; it has %s.", strings.Join(h.images, ", ")))
 	}
 	return h.be.Run(r.Context(), in)
 }
