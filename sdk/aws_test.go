@@ -28,8 +28,8 @@ func TestCreatePlacement(t *testing.T) {
 	}{
 		{"default: no role, logging disabled, internet egress", nil, "", microvmsapi.Logging{Disabled: &struct{}{}}, "", nil, []string{conn("INTERNET_EGRESS")}},
 		{"no internet: no egress connector", []Option{WithAllowInternetAccess(false)}, "", microvmsapi.Logging{Disabled: &struct{}{}}, "", nil, nil},
-		{"a role turns logging on", []Option{WithExecutionRole("arn:aws:iam::123456789012:role/sbx"), WithTemplate("py")},
-			"arn:aws:iam::123456789012:role/sbx", microvmsapi.Logging{CloudWatch: &microvmsapi.CloudWatchLogging{LogGroup: "/rayito/py"}}, "", nil, []string{conn("INTERNET_EGRESS")}},
+		{"a role turns logging on", []Option{WithExecutionRole("arn:aws:iam::123456789012:role/sbx"), WithTemplate(LocalTemplate)},
+			"arn:aws:iam::123456789012:role/sbx", microvmsapi.Logging{CloudWatch: &microvmsapi.CloudWatchLogging{LogGroup: "/rayito/local"}}, "", nil, []string{conn("INTERNET_EGRESS")}},
 		{"connectors by name and ARN, a version", []Option{WithIngressConnectors("NO_INGRESS"), WithEgressConnectors(vpc, "INTERNET_EGRESS"), WithTemplateVersion("3")},
 			"", microvmsapi.Logging{Disabled: &struct{}{}}, "3", []string{conn("NO_INGRESS")}, []string{vpc, conn("INTERNET_EGRESS")}},
 		{"an explicit VPC-only egress replaces the internet", []Option{WithEgressConnectors(vpc)},
