@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,6 +75,28 @@ func sandboxTarget(r *http.Request) (id string, port string, ok bool) {
 	return id, port, true
 }
 
+// signedTarget finds the sandbox of a presigned file link that names
+// none (E2B's SDKs make their links on E2B_SANDBOX_URL when it is set:
+// the gateway's own address, without a sandbox header or host): the
+// connected sandbox whose access token made its signature, if any.
+func (s *Server) signedTarget(r *http.Request) (string, bool) {
+	if r.URL.Path != "/files" || !r.URL.Query().Has("signature") || r.Header.Get("X-Api-Key") != "" {
+		return "", false
+	}
+	s.mu.Lock()
+	conns := make(map[string]*conn, len(s.conns))
+	maps.Copy(conns, s.conns)
+	s.mu.Unlock()
+	now := time.Now()
+	for id, c := range conns {
+		// Expired counts: the sandbox then answers as envd does.
+		if check := checkFileSignature(r, c.sbx.AccessToken(), now); check == sigValid || check == sigExpired {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 func (s *Server) addConn(id string, sbx sandbox) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,9 +134,28 @@ func (s *Server) connFor(ctx context.Context, id string) (*conn, error) {
 	return s.addConn(id, sbx), nil
 }
 
-// gone answers 502, which E2B's SDKs read as "the sandbox is not running".
+// E2B's proxy messages, which programs and E2B's own tests compare.
+const (
+	msgSandboxNotFound = "The sandbox was not found"
+	msgTrafficMissing  = "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing"
+	msgTrafficInvalid  = "Sandbox is secured with traffic access token. Provided token in header 'e2b-traffic-access-token' is invalid"
+)
+
+// routeErrorBody is the shape of the router's own answers (not the
+// sandbox's): E2B's proxy's {sandboxId, message, code}, and the
+// gateway's reason, which says more than E2B's fixed message.
+type routeErrorBody struct {
+	SandboxID string `json:"sandboxId"`
+	Message   string `json:"message"`
+	Code      int    `json:"code"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// gone answers 502, which E2B's SDKs read as "the sandbox is not running"
+// (isRunning() false), with E2B's proxy's body.
 func gone(w http.ResponseWriter, id, why string) {
-	writeError(w, http.StatusBadGateway, fmt.Sprintf("sandbox %q %s", id, why))
+	writeJSON(w, http.StatusBadGateway, routeErrorBody{SandboxID: id, Message: msgSandboxNotFound,
+		Code: http.StatusBadGateway, Reason: fmt.Sprintf("sandbox %q %s", id, why)})
 }
 
 // route forwards a request to a port of a sandbox.
@@ -196,15 +238,37 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 	switch port {
 	case EnvdPort:
 		// A presigned file URL (uploadUrl, downloadUrl) carries a
-		// signature instead of the token.
-		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validFileSignature(r, token, time.Now()))
+		// signature instead of the token: the router, which holds the
+		// token, checks it and answers a bad one as envd does.
+		if r.Header.Get(headerAccessToken) == "" {
+			switch {
+			case debug || !secure:
+				addToken = true
+			default:
+				switch checkFileSignature(r, token, time.Now()) {
+				case sigValid:
+					addToken = true
+				case sigInvalid:
+					writeError(w, http.StatusUnauthorized, msgInvalidSignature)
+					return
+				case sigExpired:
+					writeError(w, http.StatusUnauthorized, msgExpiredSignature)
+					return
+				}
+			}
+		}
 	case CodePort:
 		// The code interpreter's /contexts carries no X-Access-Token but
 		// the traffic token.
 		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validTraffic(traffic, id, token))
 	default:
 		if !public && !validTraffic(traffic, id, token) {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("sandbox %q accepts traffic only with its E2B-Traffic-Access-Token (allowPublicTraffic is false)", id))
+			msg := msgTrafficInvalid
+			if traffic == "" {
+				msg = msgTrafficMissing
+			}
+			writeJSON(w, http.StatusForbidden, routeErrorBody{SandboxID: id, Message: msg, Code: http.StatusForbidden,
+				Reason: fmt.Sprintf("sandbox %q accepts traffic only with its E2B-Traffic-Access-Token (allowPublicTraffic is false)", id)})
 			return
 		}
 	}

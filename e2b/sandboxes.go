@@ -254,7 +254,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) sandboxOut(rec *record, sbx sandbox) sandboxOut {
 	out := sandboxOut{SandboxID: rec.id, TemplateID: rec.templateID, ClientID: ClientID, EnvdVersion: EnvdVersion,
-		TrafficAccessToken: trafficToken(rec.id, sbx.AccessToken())}
+		TrafficAccessToken: trafficToken(rec.id, sbx.AccessToken()), Domain: s.opts.Domain}
 	if rec.secure {
 		out.EnvdAccessToken = sbx.AccessToken()
 	}
@@ -507,7 +507,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := s.learn(ctx, info)
 	out := detailOut{listedOut: listed(rec, info), AllowInternetAccess: rec.allowInternet, Network: rec.network,
-		Lifecycle: lifecycleOut{OnTimeout: string(rec.onTimeout), AutoResume: rec.autoResume}}
+		Lifecycle: lifecycleOut{OnTimeout: string(rec.onTimeout), AutoResume: rec.autoResume}, Domain: s.opts.Domain}
 	if info.State == "RUNNING" {
 		if c, err := s.connFor(ctx, id); err == nil {
 			if rec.secure {

@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +69,13 @@ type Options struct {
 	// sandbox id): never keys, tokens, headers, envs, bodies, commands or
 	// URLs. nil discards.
 	Logger *slog.Logger
+	// Domain is the domain the sandboxes' hosts are under, reported as
+	// E2B's `domain` by create, connect and getInfo: E2B's SDKs build
+	// getHost(port) and the presigned file links from it, as
+	// <port>-<id>.<Domain> (a Domain may end with :PORT, which the links
+	// then carry). The router serves that host form (under any domain).
+	// Empty: no domain is reported, and the SDKs use their E2B_DOMAIN.
+	Domain string
 	// DebugSandboxID, when set, is the sandbox E2B's debug-mode id
 	// "debug_sandbox_id" routes to (E2B_DEBUG=true with E2B_SANDBOX_URL);
 	// the router adds its access token, which the debug SDK never sends.
@@ -119,6 +128,9 @@ func newServer(_ context.Context, opts Options, p platform) (*Server, error) {
 		if h == zero {
 			return nil, errors.New("e2b: an API key hash is all zeros")
 		}
+	}
+	if opts.Domain != "" && !ValidDomain(opts.Domain) {
+		return nil, fmt.Errorf("e2b: invalid domain %q: a DNS name (lower-case letters, digits, dots and hyphens), optionally with :PORT", opts.Domain)
 	}
 	if opts.DebugSandboxID != "" && !validID(opts.DebugSandboxID) {
 		return nil, fmt.Errorf("e2b: invalid debug sandbox id %q", opts.DebugSandboxID)
@@ -218,6 +230,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.route(sw, r, id, port)
 		return
 	}
+	if id, ok := s.signedTarget(r); ok {
+		sw.route = "router"
+		sw.sandbox = id
+		s.route(sw, r, id, strconv.Itoa(EnvdPort))
+		return
+	}
 	_, pattern := s.mux.Handler(r)
 	sw.route = pattern
 	if pattern == "" {
@@ -271,6 +289,35 @@ func validID(id string) bool {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
 		default:
 			return false
+		}
+	}
+	return true
+}
+
+// ValidDomain says whether d is a domain Options.Domain accepts: a DNS
+// name of lower-case letters, digits, hyphens and dots (labels of 1 to 63
+// characters, not starting or ending with a hyphen; 253 at most),
+// optionally followed by :PORT (1 to 65535).
+func ValidDomain(d string) bool {
+	host := d
+	if h, port, ok := strings.Cut(d, ":"); ok {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return false
+		}
+		host = h
+	}
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
 		}
 	}
 	return true

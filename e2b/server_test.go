@@ -70,6 +70,21 @@ func (r resp) errBody(t *testing.T, code int, want string) {
 	}
 }
 
+// goneBody checks the router's 502 for a sandbox that does not run:
+// E2B's proxy body (its fixed message, the sandbox id, the code) and the
+// gateway's reason containing why.
+func (r resp) goneBody(t *testing.T, id, why string) {
+	t.Helper()
+	if r.code != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502 (%s)", r.code, r.body)
+	}
+	var e routeErrorBody
+	r.json(t, &e)
+	if e.Code != 502 || e.Message != "The sandbox was not found" || e.SandboxID != id || !strings.Contains(e.Reason, why) {
+		t.Fatalf("error body %+v, want E2B's not-found body for %q and a reason with %q", e, id, why)
+	}
+}
+
 func (e *env) do(method, path string, body any, hdr ...string) resp {
 	e.t.Helper()
 	var rd io.Reader
@@ -453,12 +468,14 @@ func TestRouter(t *testing.T) {
 	if err := e.f.pause(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	e.routed("GET", "/health", id, "49983").errBody(t, 502, "paused")
+	e.routed("GET", "/health", id, "49983").goneBody(t, id, "paused")
 	if err := e.f.kill(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	e.routed("GET", "/health", id, "49983").errBody(t, 502, "not running")
-	e.routed("GET", "/health", "nosuch", "49983").errBody(t, 502, "not running")
+	e.routed("GET", "/health", id, "49983").goneBody(t, id, "not running")
+	e.routed("GET", "/health", "nosuch", "49983").goneBody(t, "nosuch", "not running")
+	// The host form gets the same body.
+	e.do("GET", "/", nil, "Host", "3000-"+id+".e2b.local:3000").goneBody(t, id, "not running")
 }
 
 func TestRouterInsecurePrivateDebug(t *testing.T) {
@@ -472,7 +489,8 @@ func TestRouterInsecurePrivateDebug(t *testing.T) {
 	if r := e.routed("GET", "/health", sb.SandboxID, "49983"); r.header.Get("X-Seen-Access-Token") != token {
 		t.Fatalf("secure:false: %v", r.header)
 	}
-	e.routed("GET", "/", sb.SandboxID, "8080").errBody(t, 403, "E2B-Traffic-Access-Token")
+	e.routed("GET", "/", sb.SandboxID, "8080").errBody(t, 403, "Token header 'e2b-traffic-access-token' is missing")
+	e.routed("GET", "/", sb.SandboxID, "8080", headerTraffic, "wrong").errBody(t, 403, "Provided token in header 'e2b-traffic-access-token' is invalid")
 	if r := e.routed("GET", "/", sb.SandboxID, "8080", headerTraffic, sb.TrafficAccessToken); r.code != 200 || r.header.Get("X-Seen-Traffic") != "" {
 		t.Fatalf("private port with token: %d %v", r.code, r.header)
 	}
@@ -678,4 +696,47 @@ func TestLogs(t *testing.T) {
 	}
 	e.do("GET", "/sandboxes/"+id+"/logs", nil).errBody(t, 409, "paused")
 	e.do("GET", "/v2/sandboxes/nosuch/logs", nil).errBody(t, 404, "")
+}
+
+// Options.Domain is E2B's `domain` of every sandbox (create, connect,
+// getInfo), which E2B's SDKs build getHost(port) and file links from; no
+// domain, no field.
+func TestDomain(t *testing.T) {
+	for _, d := range []string{"e2b.localhost:3443", "sandboxes.example.com", "localhost"} {
+		if !ValidDomain(d) {
+			t.Errorf("ValidDomain(%q) is false", d)
+		}
+	}
+	for _, d := range []string{"", "E2B.localhost", "a..b", "-a.b", "a-.b", "a.b:0", "a.b:65536", "a.b:01", "a.b:", "a_b.c", "a.b/c", "https://a.b", strings.Repeat("a", 64) + ".b"} {
+		if ValidDomain(d) {
+			t.Errorf("ValidDomain(%q) is true", d)
+		}
+		if d != "" {
+			if _, err := New(context.Background(), Options{APIKeyHashes: [][32]byte{HashAPIKey(testKey)}, Domain: d}); err == nil {
+				t.Errorf("New accepted the domain %q", d)
+			}
+		}
+	}
+	e := newEnv(t, func(o *Options) { o.Domain = "e2b.localhost:3443" })
+	sb := e.create(nil)
+	if sb.Domain != "e2b.localhost:3443" {
+		t.Fatalf("create: domain %q", sb.Domain)
+	}
+	var info detailOut
+	e.do("GET", "/sandboxes/"+sb.SandboxID, nil).json(t, &info)
+	if info.Domain != "e2b.localhost:3443" {
+		t.Fatalf("getInfo: domain %q", info.Domain)
+	}
+	var conn sandboxOut
+	e.do("POST", "/sandboxes/"+sb.SandboxID+"/connect", map[string]any{"timeout": 60}).json(t, &conn)
+	if conn.Domain != "e2b.localhost:3443" {
+		t.Fatalf("connect: domain %q", conn.Domain)
+	}
+	if r := e.do("GET", "/app", nil, "X-API-KEY", "", "Host", "8080-"+sb.SandboxID+".e2b.localhost:3443"); r.code != 200 || r.header.Get("X-Seen-Port") != "8080" {
+		t.Fatalf("getHost(8080): %d %v", r.code, r.header)
+	}
+	plain := newEnv(t)
+	if r := plain.do("POST", "/v2/sandboxes", nil); strings.Contains(string(r.body), `"domain"`) {
+		t.Fatalf("no domain configured, yet the create says one: %s", r.body)
+	}
 }

@@ -21,6 +21,7 @@ type sandboxOut struct {
 	EnvdVersion        string `json:"envdVersion"`
 	EnvdAccessToken    string `json:"envdAccessToken,omitempty"`
 	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
+	Domain             string `json:"domain,omitempty"`
 }
 
 type listedOut struct {
@@ -41,6 +42,7 @@ type detailOut struct {
 	listedOut
 	AllowInternetAccess *bool        `json:"allowInternetAccess,omitempty"`
 	EnvdAccessToken     string       `json:"envdAccessToken,omitempty"`
+	Domain              string       `json:"domain,omitempty"`
 	Lifecycle           lifecycleOut `json:"lifecycle"`
 	Network             *networkOut  `json:"network,omitempty"`
 }
