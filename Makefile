@@ -69,10 +69,10 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	else echo "deps: installing slirp4netns"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slirp4netns; fi
 	@if [ -c /dev/net/tun ] && [ "$$(id -u)" = 0 ] && [ "$$(stat -c %a /dev/net/tun)" != 666 ]; then \
 		echo "deps: chmod 0666 /dev/net/tun (as udev does; slirp4netns opens it as an ordinary user)"; chmod 0666 /dev/net/tun; fi
-	@if /usr/bin/python3 -c 'import ipykernel, matplotlib' 2>/dev/null; then echo "deps: python3-ipykernel and python3-matplotlib are installed"; \
-	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping python3-ipykernel python3-matplotlib: not root (the code interpreter tests skip)"; \
-	elif ! command -v apt-get >/dev/null; then echo "deps: skipping python3-ipykernel python3-matplotlib: no apt-get (the code interpreter tests skip)"; \
-	else echo "deps: installing python3-ipykernel python3-matplotlib"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-ipykernel python3-matplotlib >/dev/null; fi
+	@if /usr/bin/python3 -c 'import ipykernel, matplotlib, pandas' 2>/dev/null; then echo "deps: python3-ipykernel, python3-matplotlib and python3-pandas are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping python3-ipykernel python3-matplotlib python3-pandas: not root (the code interpreter tests skip)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping python3-ipykernel python3-matplotlib python3-pandas: no apt-get (the code interpreter tests skip)"; \
+	else echo "deps: installing python3-ipykernel python3-matplotlib python3-pandas"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-ipykernel python3-matplotlib python3-pandas >/dev/null; fi
 	@if command -v curl >/dev/null; then echo "deps: curl is installed"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping curl: not root (the network tests need root anyway)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping curl: no apt-get (the network tests fail without it)"; \

@@ -338,7 +338,7 @@ func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Ker
 	}
 	if cc.language == "python" {
 		// Reseeded too: a preloaded interpreter seeded random before /run.
-		if _, err := k.Execute(ctx, pythonSetup+reseedCode, true, func(kernel.Output) {}); err != nil {
+		if _, err := k.Execute(ctx, pythonSetup+pythonFormatters+reseedCode, true, func(kernel.Output) {}); err != nil {
 			k.Close()
 			return nil, err
 		}

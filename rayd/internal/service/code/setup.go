@@ -2,10 +2,13 @@ package code
 
 // pythonSetup runs silently in every new Python kernel. Under the Agg
 // backend (matplotlib.use('Agg'), common in scripts) plt.show() does
-// nothing; this makes it display each open figure as image/png (base64)
-// and close it, as the inline backend does at the end of a cell. pyplot is
-// patched when it is first imported (a one-shot import hook), so a kernel
-// that never plots never loads matplotlib.
+// nothing; this makes it display each open figure as image/png (base64),
+// with its e2b/chart (pythonFormatters), and close it, as the inline
+// backend does at the end of a cell. And, as in E2B's code interpreter,
+// saving a PIL image to a file (Image.save with a path) also displays it.
+// pyplot and PIL.Image are patched when first imported (an import hook
+// that leaves once both are), so a kernel that never plots never loads
+// matplotlib.
 //
 // It also starts a watchdog thread: when rayd dies without stopping its
 // kernels (SIGKILL, a crash), the kernel is reparented, sees its parent
@@ -56,7 +59,7 @@ const pythonSetup = `def _rayito_setup():
             kernel.log.setLevel(logging.WARNING)
     except Exception:
         pass
-    def patch(plt):
+    def patch_pyplot(plt):
         orig = plt.show
         def show(*args, **kwargs):
             import matplotlib
@@ -64,30 +67,60 @@ const pythonSetup = `def _rayito_setup():
                 return orig(*args, **kwargs)
             import base64, io
             from IPython.display import display
+            chart = get_ipython().display_formatter.formatters.get('e2b/chart')
             for num in plt.get_fignums():
                 fig = plt.figure(num)
                 buf = io.BytesIO()
                 fig.savefig(buf, format='png', bbox_inches='tight')
-                display({'image/png': base64.b64encode(buf.getvalue()).decode('ascii'), 'text/plain': repr(fig)}, raw=True)
+                bundle = {'image/png': base64.b64encode(buf.getvalue()).decode('ascii'), 'text/plain': repr(fig)}
+                c = chart(fig) if chart is not None else None
+                if c:
+                    bundle['e2b/chart'] = c
+                display(bundle, raw=True)
             plt.close('all')
         show.__wrapped__ = orig
         plt.show = show
-    if 'matplotlib.pyplot' in sys.modules:
-        patch(sys.modules['matplotlib.pyplot'])
+    def patch_pil(image):
+        orig = image.Image.save
+        def save(self, fp, *args, **kwargs):
+            result = orig(self, fp, *args, **kwargs)
+            if isinstance(fp, (str, os.PathLike)):
+                from IPython.display import display
+                display(self)
+            return result
+        save.__wrapped__ = orig
+        image.Image.save = save
+    pending = {}
+    for name, patch in (('matplotlib.pyplot', patch_pyplot), ('PIL.Image', patch_pil)):
+        if name in sys.modules:
+            patch(sys.modules[name])
+        else:
+            pending[name] = patch
+    if not pending:
         return
     class _Finder(importlib.abc.MetaPathFinder):
+        busy = False
         def find_spec(self, name, path, target=None):
-            if name != 'matplotlib.pyplot':
+            patch = pending.get(name)
+            if patch is None or self.busy:
                 return None
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
+            self.busy = True
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                self.busy = False
             if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
                 return spec
+            del pending[name]
+            if not pending and self in sys.meta_path:
+                sys.meta_path.remove(self)
             exec_module = spec.loader.exec_module
             def exec_and_patch(module):
                 exec_module(module)
-                patch(module)
+                try:
+                    patch(module)
+                except Exception:
+                    pass
             spec.loader.exec_module = exec_and_patch
             return spec
     sys.meta_path.insert(0, _Finder())
