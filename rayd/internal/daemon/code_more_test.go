@@ -96,7 +96,8 @@ func TestCodeContextsAndEnvs(t *testing.T) {
 		t.Fatalf("exec envs not restored: %v", c.results)
 	}
 	list, err := h.code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
-	if err != nil || len(list.Msg.GetContexts()) != 2 {
+	// a and b, after default-python (listed from the start).
+	if err != nil || len(list.Msg.GetContexts()) != 3 {
 		t.Fatalf("list: %v %v", list, err)
 	}
 	// Restart loses state, keeps the id.

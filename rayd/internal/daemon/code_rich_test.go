@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 )
 
@@ -207,5 +211,78 @@ func TestCodeJSONAndImageResults(t *testing.T) {
 	c = h.exec(nil, "from PIL import Image\nImage.new('RGB', (4, 4)).save('/tmp/rayd-test-save.png')\nprint('saved')", 0)
 	if len(c.results) != 1 || c.results[0].Png == nil || c.stdout != "saved\n" {
 		t.Fatalf("save: results %v, stdout %q, stderr %q", c.results, c.stdout, c.stderr)
+	}
+}
+
+// TestCodeContextsListedFromTheStart: the default Python context is
+// listed before any cell ran (its kernel not started yet), with the
+// directory its kernel then runs in; contexts are listed in the order
+// they were made, so the last is the newest.
+func TestCodeContextsListedFromTheStart(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t)
+	h.run(nil)
+	ctx := context.Background()
+	list := func() []*raydv1.CodeContext {
+		t.Helper()
+		resp, err := h.code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetContexts()
+	}
+	got := list()
+	if len(got) == 0 || got[0].GetContextId() != "default-python" || got[0].GetLanguage() != "python" || got[0].GetCwd() == "" {
+		t.Fatalf("before any cell: %v", got)
+	}
+	if n := len(h.d.Code.Kernels()); n != 0 {
+		t.Errorf("listing started %d kernels", n)
+	}
+	if c := h.exec(nil, "import os; os.getcwd()", 0); c.main().GetText() != "'"+got[0].GetCwd()+"'" {
+		t.Errorf("default-python runs in %s, listed with cwd %q", c.main().GetText(), got[0].GetCwd())
+	}
+	var made []string
+	for range 3 {
+		made = append(made, h.createContext(nil))
+	}
+	got = list()
+	var ids []string
+	for _, c := range got {
+		ids = append(ids, c.GetContextId())
+	}
+	if len(ids) != 4 || ids[0] != "default-python" || !reflect.DeepEqual(ids[1:], made) {
+		t.Errorf("listed %v, want default-python then %v", ids, made)
+	}
+	if got[3].GetCwd() != got[0].GetCwd() {
+		t.Errorf("a context made without cwd lists %q, default-python %q", got[3].GetCwd(), got[0].GetCwd())
+	}
+}
+
+// TestCodeMissingKernelsNamed: R and Java are languages; without their
+// kernels, a context or a cell of them is refused as unimplemented naming
+// the kernel (as bash and JavaScript are); an unknown language is an
+// invalid argument naming the languages.
+func TestCodeMissingKernelsNamed(t *testing.T) {
+	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{kernelSpecDirs: []string{t.TempDir()}} })
+	h.run(nil)
+	ctx := context.Background()
+	for lang, name := range map[string]string{"r": "R kernel (IRkernel)", "R": "R kernel (IRkernel)", "java": "Java kernel (IJava)", "bash": "bash kernel", "js": "JavaScript kernel"} {
+		_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: lang}))
+		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
+			t.Errorf("create %s: %v", lang, err)
+		}
+		s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "1"}))
+		if err == nil {
+			for s.Receive() {
+			}
+			err = s.Err()
+		}
+		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
+			t.Errorf("execute %s: %v", lang, err)
+		}
+	}
+	_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "cobol"}))
+	if code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "r or java") {
+		t.Errorf("create cobol: %v", err)
 	}
 }

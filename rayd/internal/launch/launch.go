@@ -87,6 +87,17 @@ func (b *Builder) Spec(boot *sandbox.Boot, req Request) (proc.Spec, error) {
 	return b.spec(boot, req, nil)
 }
 
+// Workdir returns the working directory Spec would give a process of
+// boot's default user with cwd (nil: the default one), under the same
+// rules, without building the rest of the spec.
+func (b *Builder) Workdir(boot *sandbox.Boot, cwd *string) (string, error) {
+	id, err := b.identity(boot.User)
+	if err != nil {
+		return "", err
+	}
+	return workdir(boot, id, cwd)
+}
+
 // CommandPTYSpec is Spec for a command on a PTY of cols x rows (zero
 // fields: 80x24) instead of pipes: the command and its args as given (not
 // a login shell, unlike PTYSpec), with TERM=xterm-256color unless the

@@ -21,6 +21,7 @@ type codeContext struct {
 	language string
 	cwd      *string
 	envs     map[string]string
+	seq      uint64 // creation order
 	// slot admits one execution at a time.
 	slot chan struct{}
 
@@ -31,10 +32,13 @@ type codeContext struct {
 	destroyed   bool
 	execs       map[string]*execution
 	ended       []string // ids of ended executions, oldest first
+	workdir     string   // the kernel's working directory, once known
 }
 
+// newContext makes a context; the caller holds s.mu.
 func newContext(s *Service, id, language string, cwd *string, envs map[string]string) *codeContext {
-	return &codeContext{s: s, id: id, language: language, cwd: cwd, envs: maps.Clone(envs), slot: make(chan struct{}, 1), execs: map[string]*execution{}}
+	s.ctxSeq++
+	return &codeContext{s: s, id: id, language: language, cwd: cwd, envs: maps.Clone(envs), seq: s.ctxSeq, slot: make(chan struct{}, 1), execs: map[string]*execution{}}
 }
 
 func randomHex(n int) string {
@@ -43,12 +47,25 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// info renders the context.
+// info renders the context. Its cwd is the one it was created with, else
+// the directory its kernel starts in (the sandbox's workdir or the user's
+// home, as for processes), known before the kernel starts.
 func (cc *codeContext) info() *raydv1.CodeContext {
 	c := &raydv1.CodeContext{ContextId: cc.id, Language: cc.language}
 	if cc.cwd != nil {
 		c.Cwd = *cc.cwd
+		return c
 	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.workdir == "" {
+		if boot := cc.s.opts.State.Boot(); boot != nil {
+			if dir, err := cc.s.opts.Builder.Workdir(boot, nil); err == nil {
+				cc.workdir = dir
+			}
+		}
+	}
+	c.Cwd = cc.workdir
 	return c
 }
 

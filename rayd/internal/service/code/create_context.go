@@ -21,7 +21,7 @@ func (s *Service) CreateContext(ctx context.Context, req *connect.Request[raydv1
 	m := req.Msg
 	language, ok := normLanguage(m.GetLanguage())
 	if !ok {
-		return nil, rpcerr.Invalid("language must be python, bash, javascript or typescript")
+		return nil, rpcerr.Invalid(languagesText)
 	}
 	if err := validEnvs(m.GetEnvs()); err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ func (s *Service) resolve(ctx context.Context, m *raydv1.ExecuteRequest) (*codeC
 	}
 	l, ok := normLanguage(m.GetLanguage())
 	if !ok {
-		return nil, rpcerr.Invalid("language must be python, bash, javascript or typescript")
+		return nil, rpcerr.Invalid(languagesText)
 	}
 	return s.defaultContextFor(ctx, l)
 }

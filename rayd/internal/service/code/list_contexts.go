@@ -1,37 +1,39 @@
 package code
 
 import (
+	"cmp"
 	"context"
 	"slices"
-	"strings"
 
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 )
 
-// ListContexts lists the contexts, default ones first, then by id.
-// default-python is listed once it exists (started eagerly after /run, or
-// on first use).
-func (s *Service) ListContexts(_ context.Context, _ *connect.Request[raydv1.ListContextsRequest]) (*connect.Response[raydv1.ListContextsResponse], error) {
+// ListContexts lists the contexts in the order they were made. The
+// default contexts of defaultLanguages whose kernels are installed are
+// there from the start (made here if no cell made them yet; their kernels
+// start on first use); other default contexts once used.
+func (s *Service) ListContexts(ctx context.Context, _ *connect.Request[raydv1.ListContextsRequest]) (*connect.Response[raydv1.ListContextsResponse], error) {
 	if _, err := s.boot(); err != nil {
 		return nil, err
 	}
+	for _, l := range defaultLanguages {
+		if _, err := s.kernelArgv(ctx, l); err == nil {
+			// At the cap of contexts it is just not listed.
+			_, _ = s.defaultContext(l)
+		}
+	}
 	s.mu.Lock()
-	out := make([]*raydv1.CodeContext, 0, len(s.contexts))
+	ccs := make([]*codeContext, 0, len(s.contexts))
 	for _, cc := range s.contexts {
-		out = append(out, cc.info())
+		ccs = append(ccs, cc)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b *raydv1.CodeContext) int {
-		da, db := isDefault(a.GetContextId()), isDefault(b.GetContextId())
-		if da != db {
-			if da {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.GetContextId(), b.GetContextId())
-	})
+	slices.SortFunc(ccs, func(a, b *codeContext) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]*raydv1.CodeContext, 0, len(ccs))
+	for _, cc := range ccs {
+		out = append(out, cc.info())
+	}
 	return connect.NewResponse(&raydv1.ListContextsResponse{Contexts: out}), nil
 }

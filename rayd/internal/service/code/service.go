@@ -106,6 +106,7 @@ type Service struct {
 	preStarted bool          // Preload ran
 	preReady   chan struct{} // closed once the preload loaded or failed (Options.Preload)
 
+	ctxSeq     uint64                 // contexts made so far (under mu): their order
 	python     atomic.Pointer[string] // the interpreter that has ipykernel
 	readyFail  atomic.Bool            // the last default-kernel start failed
 	execSeq    atomic.Uint64
@@ -152,9 +153,23 @@ func normLanguage(l string) (string, bool) {
 		return "javascript", true
 	case "typescript", "ts":
 		return "typescript", true
+	case "r":
+		return "r", true
+	case "java":
+		return "java", true
 	}
 	return "", false
 }
+
+// languagesText names the languages for refusals of another one.
+const languagesText = "language must be python, javascript, typescript, bash, r or java"
+
+// defaultLanguages are the languages whose default contexts exist from
+// the start (listed before any cell ran, as E2B's code interpreter lists
+// its default Python and JavaScript contexts) when their kernels are
+// installed; their kernels still start on first use. The other
+// languages' default contexts appear on first use.
+var defaultLanguages = []string{"python", "javascript"}
 
 func defaultID(language string) string { return "default-" + language }
 
@@ -164,12 +179,17 @@ func isDefault(id string) bool { return strings.HasPrefix(id, "default-") }
 // live (Options.KernelSpecDirs).
 var DefaultKernelSpecDirs = []string{"/usr/local/share/jupyter/kernels", "/usr/share/jupyter/kernels"}
 
-// kernelSpecs names the kernelspec of each non-Python language and what to
-// install when it is missing.
-var kernelSpecs = map[string]struct{ spec, missing string }{
-	"bash":       {"bash", "the bash kernel (bash_kernel, in the rayito-base-poly image)"},
-	"javascript": {"deno", "the JavaScript kernel (Deno, in the rayito-base-poly image)"},
-	"typescript": {"deno", "the TypeScript kernel (Deno, in the rayito-base-poly image)"},
+// kernelSpecs names the kernelspecs of each non-Python language, in the
+// order tried, and what to install when none is there.
+var kernelSpecs = map[string]struct {
+	specs   []string
+	missing string
+}{
+	"bash":       {[]string{"bash"}, "the bash kernel (bash_kernel, in the rayito-base-poly image)"},
+	"javascript": {[]string{"deno"}, "the JavaScript kernel (Deno, in the rayito-base-poly image)"},
+	"typescript": {[]string{"deno"}, "the TypeScript kernel (Deno, in the rayito-base-poly image)"},
+	"r":          {[]string{"ir", "r"}, "the R kernel (IRkernel)"},
+	"java":       {[]string{"java"}, "the Java kernel (IJava)"},
 }
 
 // pythonCandidates are the interpreters tried for ipykernel, in order.
@@ -180,16 +200,18 @@ var pythonCandidates = []string{"/usr/bin/python3", "/usr/local/bin/python3", "/
 func (s *Service) kernelArgv(ctx context.Context, language string) ([]string, error) {
 	if language != "python" {
 		ks := kernelSpecs[language]
-		for _, dir := range s.opts.KernelSpecDirs {
-			b, err := os.ReadFile(filepath.Join(dir, ks.spec, "kernel.json"))
-			if err != nil {
-				continue
-			}
-			var spec struct {
-				Argv []string `json:"argv"`
-			}
-			if json.Unmarshal(b, &spec) == nil && len(spec.Argv) > 0 && slices.Contains(spec.Argv, "{connection_file}") {
-				return spec.Argv, nil
+		for _, name := range ks.specs {
+			for _, dir := range s.opts.KernelSpecDirs {
+				b, err := os.ReadFile(filepath.Join(dir, name, "kernel.json"))
+				if err != nil {
+					continue
+				}
+				var spec struct {
+					Argv []string `json:"argv"`
+				}
+				if json.Unmarshal(b, &spec) == nil && len(spec.Argv) > 0 && slices.Contains(spec.Argv, "{connection_file}") {
+					return spec.Argv, nil
+				}
 			}
 		}
 		return nil, &kernel.MissingError{Missing: ks.missing}
