@@ -392,6 +392,25 @@ func TestE2BFilesHTTP(t *testing.T) {
 	if raw := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("10 MiB multipart: %d %s", resp.StatusCode, raw)
 	}
+	// A plain form field named "file" (no filename: the form E2B's
+	// presigned upload links are posted with, FormData.append("file",
+	// text)) is the file when the path query names the target, as on
+	// envd; without a path it has no target.
+	var field bytes.Buffer
+	fmw := multipart.NewWriter(&field)
+	_ = fmw.WriteField("file", "field content")
+	_ = fmw.Close()
+	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/field.txt"}}, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
+	if raw := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("a file sent as a form field: %d %s", resp.StatusCode, raw)
+	}
+	if b, err := os.ReadFile(dir + "/field.txt"); err != nil || string(b) != "field content" {
+		t.Fatalf("field.txt: %q %v", b, err)
+	}
+	resp = h.envdDo(t, http.MethodPost, "/files", nil, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
+	if raw := readAll(t, resp); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a form field without a path: %d %s", resp.StatusCode, raw)
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		for off := 0; off < len(tenMiB); off += 1 << 20 {

@@ -10,7 +10,9 @@ const MaxFilenameLen = 8192
 // returns its form field name and its filename exactly as sent: unlike
 // multipart.Part.FileName it keeps the directories, since the e2b SDKs
 // send the full target path there. ok is false unless the header is a
-// form-data disposition with a filename.
+// form-data disposition; filename is "" when it has none (a plain form
+// field, which envd takes as the file when the path query names the
+// target: E2B's presigned upload links are posted so).
 //
 // Values may be tokens or quoted strings; in a quoted string a backslash
 // escapes '"' and '\' (anything else keeps the backslash, so Windows-like
@@ -61,7 +63,7 @@ func FormFile(h string) (name, filename string, ok bool) {
 		}
 		filename, haveFile = f, true
 	}
-	if !haveFile || len(filename) > MaxFilenameLen {
+	if len(filename) > MaxFilenameLen {
 		return "", "", false
 	}
 	for i := 0; i < len(filename); i++ {

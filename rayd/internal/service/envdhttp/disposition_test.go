@@ -19,7 +19,7 @@ func TestFormFile(t *testing.T) {
 		{`form-data; name="file"; filename="C:\dir\f"`, "file", `C:\dir\f`, true},
 		{`form-data; name="file"; filename*=UTF-8''%2Ftmp%2F%C3%A9.txt`, "file", "/tmp/é.txt", true},
 		{`form-data; name="file"; filename="/a"; filename*=UTF-8''%2Fb`, "file", "/a", true},
-		{`form-data; name="file"`, "file", "", false},
+		{`form-data; name="file"`, "file", "", true},
 		{`attachment; filename="/x"`, "", "", false},
 		{`form-data; name="file"; filename="/x`, "", "", false},
 		{`form-data; name="file"; filename="/x%0Ay"`, "", "", false},
