@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -247,8 +248,9 @@ func IsLoopback(addr string) bool {
 // NonLoopbackWarning is printed when the gateway listens beyond loopback.
 const NonLoopbackWarning = "rayito: WARNING: the E2B gateway listens beyond loopback on plain HTTP: E2B's SDKs send the API key and sandbox tokens in clear; put TLS in front of it"
 
-// Serve serves the E2B API on ln until ctx ends.
-func Serve(ctx context.Context, ln net.Listener, opts e2bapi.Options) error {
+// Serve serves the E2B API on ln until ctx ends: over TLS with tlsCfg,
+// else plain HTTP.
+func Serve(ctx context.Context, ln net.Listener, opts e2bapi.Options, tlsCfg *tls.Config) error {
 	srv, err := e2bapi.New(ctx, opts)
 	if err != nil {
 		return err
@@ -260,6 +262,10 @@ func Serve(ctx context.Context, ln net.Listener, opts e2bapi.Options) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(slog.DiscardHandler, slog.LevelError),
+	}
+	if tlsCfg != nil {
+		hs.TLSConfig = tlsCfg
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
@@ -277,9 +283,9 @@ func Serve(ctx context.Context, ln net.Listener, opts e2bapi.Options) error {
 	return nil
 }
 
-// parseTemplates reads --template E2B_ID=RAYITO_TEMPLATE (E2B_ID may be
+// ParseTemplates reads --template E2B_ID=RAYITO_TEMPLATE (E2B_ID may be
 // empty: the default).
-func parseTemplates(specs []string) (map[string]string, error) {
+func ParseTemplates(specs []string) (map[string]string, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -303,8 +309,12 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has one template, local)"},
 			keysFlag(),
 			snapshotDirFlag(),
+			&cli.StringFlag{Name: "domain", Usage: "report `DOMAIN` (a DNS name, optionally :PORT) as the sandboxes' domain: getHost(port) and presigned file links are <port>-<id>.DOMAIN, which the gateway routes (default with --tls: " + LocalDomain + ":PORT)"},
+			&cli.BoolFlag{Name: "tls", Usage: "serve HTTPS with a certificate for DOMAIN and *.DOMAIN from the gateway's own CA, made once under $XDG_STATE_HOME/rayito/e2b-tls (or ~/.local/state/rayito/e2b-tls), which can sign for nothing else; trust its ca.pem (NODE_EXTRA_CA_CERTS)"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "serve HTTPS with the certificate in `FILE` (PEM, for DOMAIN and *.DOMAIN; with --tls-key and --domain)"},
+			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert, in `FILE` (PEM)"},
 			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (or a unique prefix of it; E2B_DEBUG=true)"},
-			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback (plain HTTP: keys and tokens travel in clear)"},
+			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback without TLS (keys and tokens travel in clear)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			cliutil.JSONFlag(),
 		},
@@ -316,13 +326,17 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			if _, _, err := net.SplitHostPort(addr); err != nil {
 				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
 			}
-			if !IsLoopback(addr) {
+			exp, err := NewExposure(f.Getenv, "", addr, cmd.String("domain"), cmd.Bool("tls"), cmd.String("tls-cert"), cmd.String("tls-key"))
+			if err != nil {
+				return err
+			}
+			if !IsLoopback(addr) && exp.TLS == nil {
 				if !cmd.Bool("allow-non-loopback") {
-					return cliutil.Usagef("--addr %s is not loopback: E2B's SDKs send the API key in clear over plain HTTP; pass --allow-non-loopback to do it anyway", addr)
+					return cliutil.Usagef("--addr %s is not loopback: E2B's SDKs send the API key in clear over plain HTTP; serve TLS (--tls, --tls-cert) or pass --allow-non-loopback to do it anyway", addr)
 				}
 				fmt.Fprintln(f.IO.Err, NonLoopbackWarning)
 			}
-			templates, err := parseTemplates(cmd.StringSlice("template"))
+			templates, err := ParseTemplates(cmd.StringSlice("template"))
 			if err != nil {
 				return err
 			}
@@ -382,8 +396,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			url := "http://" + ln.Addr().String()
-			log.Info("E2B gateway serving", "E2B_API_URL", url, "E2B_SANDBOX_URL", url, "keys", len(keys))
+			log.Info("E2B gateway serving", append(exp.Env(ln.Addr().String()), "keys", len(keys))...)
 			return Serve(ctx, ln, e2bapi.Options{
 				SDK:            append(t.Options, rayito.WithTokenStoreDir(dir)),
 				APIKeyHashes:   keys,
@@ -391,7 +404,8 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				Logger:         log,
 				DebugSandboxID: debugID,
 				SnapshotDir:    snaps,
-			})
+				Domain:         exp.Domain,
+			}, exp.TLS)
 		},
 	}
 }

@@ -57,7 +57,7 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Serve(ctx, ln, e2bapi.Options{SDK: []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint("http://127.0.0.1:1")},
-			APIKeyHashes: [][32]byte{e2bapi.HashAPIKey("e2b_k")}})
+			APIKeyHashes: [][32]byte{e2bapi.HashAPIKey("e2b_k")}}, nil)
 	}()
 	base := "http://" + ln.Addr().String()
 	var res *http.Response

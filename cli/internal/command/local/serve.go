@@ -25,6 +25,58 @@ func e2bAddrFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "e2b-addr", Usage: "also serve E2B's API (as rayito e2b serve does) on `HOST:PORT`, a loopback address (keys: the E2B keys file or " + e2bcmd.KeyEnv + "; snapshots: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
 }
 
+// The gateway's other flags: its domain, its TLS and its templates.
+func e2bDomainFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "e2b-domain", Usage: "the E2B gateway reports `DOMAIN` as the sandboxes' domain: getHost(port) and file links are <port>-<id>.DOMAIN (default with --e2b-tls: " + e2bcmd.LocalDomain + ":PORT)"}
+}
+
+func e2bTLSFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "e2b-tls", Usage: "the E2B gateway serves HTTPS, as rayito e2b serve --tls does (its own CA, under $XDG_STATE_HOME/rayito/e2b-tls; clients trust its ca.pem)"}
+}
+
+func e2bTemplateFlag() *cli.StringSliceFlag {
+	return &cli.StringSliceFlag{Name: "e2b-template", Usage: "the E2B gateway maps E2B's templateID to a template of the platform: `E2B_ID=TEMPLATE` (repeatable, as rayito e2b serve --template)"}
+}
+
+// e2bGateway is the configuration of the gateway beside the platform.
+type e2bGateway struct {
+	keys      [][32]byte
+	exposure  e2bcmd.Exposure
+	templates map[string]string
+}
+
+// e2bGatewayFor checks the gateway's flags (all of them need
+// --e2b-addr) and loads its keys and TLS.
+func e2bGatewayFor(f *cliutil.Factory, cmd *cli.Command) (*e2bGateway, error) {
+	addr := cmd.String(e2bAddrFlag().Name)
+	if addr == "" {
+		for _, name := range []string{e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name} {
+			if cmd.IsSet(name) {
+				return nil, cliutil.Usagef("--%s needs --e2b-addr", name)
+			}
+		}
+		return nil, nil
+	}
+	keys, err := e2bKeysFor(f, addr)
+	if err != nil {
+		return nil, err
+	}
+	templates, err := e2bcmd.ParseTemplates(cmd.StringSlice(e2bTemplateFlag().Name))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range templates {
+		if err := cliutil.CheckTemplate(rayito.BackendLocal, "--e2b-template", t); err != nil {
+			return nil, err
+		}
+	}
+	exp, err := e2bcmd.NewExposure(f.Getenv, "e2b-", addr, cmd.String(e2bDomainFlag().Name), cmd.Bool(e2bTLSFlag().Name), "", "")
+	if err != nil {
+		return nil, err
+	}
+	return &e2bGateway{keys: keys, exposure: exp, templates: templates}, nil
+}
+
 // e2bKeysFor checks --e2b-addr and loads the gateway's keys.
 func e2bKeysFor(f *cliutil.Factory, addr string) ([][32]byte, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -108,6 +160,9 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			unisolatedFlag(),
 			e2bAddrFlag(),
+			e2bDomainFlag(),
+			e2bTLSFlag(),
+			e2bTemplateFlag(),
 			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -135,13 +190,13 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
 			}
 			e2bAddr := cmd.String(e2bAddrFlag().Name)
-			var e2bKeys [][32]byte
+			gw, err := e2bGatewayFor(f, cmd)
+			if err != nil {
+				return err
+			}
 			var e2bLn net.Listener
 			var e2bTokens, e2bSnapshots string
-			if e2bAddr != "" {
-				if e2bKeys, err = e2bKeysFor(f, e2bAddr); err != nil {
-					return err
-				}
+			if gw != nil {
 				if e2bTokens, err = rayito.TokenStoreDir(f.Getenv); err != nil {
 					return err
 				}
@@ -186,7 +241,6 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			e2bCtx, e2bStop := context.WithCancel(ctx)
 			defer e2bStop()
 			if e2bLn != nil {
-				url := "http://" + e2bLn.Addr().String()
 				go func() {
 					// Once the platform serves (its port may be a free one).
 					var endpoint string
@@ -196,13 +250,15 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 						e2bDone <- nil
 						return
 					}
-					log.Info("E2B gateway serving", "E2B_API_URL", url, "E2B_SANDBOX_URL", url, "keys", len(e2bKeys))
+					log.Info("E2B gateway serving", append(gw.exposure.Env(e2bLn.Addr().String()), "keys", len(gw.keys))...)
 					e2bDone <- e2bcmd.Serve(e2bCtx, e2bLn, e2b.Options{
 						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(endpoint), rayito.WithTokenStoreDir(e2bTokens)},
-						APIKeyHashes: e2bKeys,
+						APIKeyHashes: gw.keys,
+						Templates:    gw.templates,
 						Logger:       log,
 						SnapshotDir:  e2bSnapshots,
-					})
+						Domain:       gw.exposure.Domain,
+					}, gw.exposure.TLS)
 				}()
 			} else {
 				e2bDone <- nil

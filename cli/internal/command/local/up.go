@@ -28,6 +28,9 @@ type statusOut struct {
 	// -1 when it did not say).
 	OtherUser bool `json:"other_user,omitempty"`
 	OwnerUID  int  `json:"owner_uid,omitempty"`
+	// E2BEnv is what an E2B program exports to use the gateway started
+	// with --e2b-addr (never a key).
+	E2BEnv map[string]string `json:"e2b_env,omitempty"`
 }
 
 func upCommand(f *cliutil.Factory) *cli.Command {
@@ -35,7 +38,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), e2bAddrFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), e2bAddrFlag(), e2bDomainFlag(), e2bTLSFlag(), e2bTemplateFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			pool, err := prebooted(cmd)
 			if err != nil {
@@ -46,12 +49,11 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			e2bAddr := cmd.String(e2bAddrFlag().Name)
-			if e2bAddr != "" {
-				// Checked here too, so a bad address or a missing key fails
-				// now rather than in the background.
-				if _, err := e2bKeysFor(f, e2bAddr); err != nil {
-					return err
-				}
+			// Checked here too, so that a bad address, a missing key or a
+			// bad TLS directory fails now rather than in the background.
+			gw, err := e2bGatewayFor(f, cmd)
+			if err != nil {
+				return err
 			}
 			ep := platform.Endpoint(f.Getenv)
 			dir := stateDir(cmd)
@@ -102,6 +104,15 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			if e2bAddr != "" {
 				args = append(args, "--e2b-addr", e2bAddr)
 			}
+			if cmd.IsSet(e2bDomainFlag().Name) {
+				args = append(args, "--e2b-domain", cmd.String(e2bDomainFlag().Name))
+			}
+			if cmd.Bool(e2bTLSFlag().Name) {
+				args = append(args, "--e2b-tls")
+			}
+			for _, t := range cmd.StringSlice(e2bTemplateFlag().Name) {
+				args = append(args, "--e2b-template", t)
+			}
 			if cmd.IsSet(kernelStartFlag().Name) {
 				args = append(args, "--kernel-start", cmd.String(kernelStartFlag().Name))
 			}
@@ -141,6 +152,17 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			if note != "" {
 				text = note + "yours is up at " + out.Endpoint + " (recorded in " + filepath.Join(dir, localplatform.EndpointFile) + ", where rayito and the SDK find it)"
 			}
+			if gw != nil {
+				env := gw.exposure.Env(e2bAddr)
+				out.E2BEnv = map[string]string{}
+				var line []string
+				for i := 0; i+1 < len(env); i += 2 {
+					k, v := env[i].(string), env[i+1].(string)
+					out.E2BEnv[k] = v
+					line = append(line, k+"="+v)
+				}
+				text += "\nE2B gateway: export " + strings.Join(line, " ") + " E2B_API_KEY=<a key of rayito e2b key create>"
+			}
 			return report(io, cmd, out, text)
 		},
 	}
@@ -150,7 +172,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 // only apply when a platform starts.
 func startFlagsSet(cmd *cli.Command) []string {
 	var set []string
-	for _, name := range []string{e2bAddrFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name} {
+	for _, name := range []string{e2bAddrFlag().Name, e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name} {
 		if cmd.IsSet(name) {
 			set = append(set, "--"+name)
 		}
