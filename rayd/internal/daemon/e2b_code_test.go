@@ -3,10 +3,12 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
 	"github.com/rayito-dev/rayito/rayd/internal/service/envdcode"
@@ -173,5 +175,43 @@ func TestE2BCodeInterpreterNeedsToken(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		t.Errorf("/health: %d", resp.StatusCode)
+	}
+}
+
+// TestE2BCodeInterruptsWhenTheClientGoes: an /execute whose client goes
+// away mid-cell interrupts the cell at once (E2B's clients never
+// reattach), long before the detach grace rayd's own API gives a dropped
+// stream: the next cell runs right away, in the same kernel.
+func TestE2BCodeInterruptsWhenTheClientGoes(t *testing.T) {
+	requireIPyKernel(t)
+	h := newHarness(t) // the default detach grace: 60 s
+	h.run(nil)
+	ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "kept = 1"}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body, _ := json.Marshal(envdcode.ExecuteRequest{Code: "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.codeURL+"/execute", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(auth.Header, h.token)
+	resp, err := http1.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.Contains(sc.Text(), "sleeping") {
+	}
+	cancel()
+	resp.Body.Close()
+
+	start := time.Now()
+	lines := ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "kept + 1"}))
+	if got := mainText(lines); got != "2" {
+		t.Fatalf("the next cell: %q (%v)", got, lines)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("the next cell waited %v behind the abandoned one", el)
 	}
 }

@@ -22,13 +22,23 @@ import (
 // it again; see stream for how long a dropped one waits); Interrupt stops
 // it. Executions of one context queue.
 func (s *Service) Execute(ctx context.Context, req *connect.Request[raydv1.ExecuteRequest], stream *connect.ServerStream[raydv1.ExecuteEvent]) error {
-	return s.ExecuteTo(ctx, req.Msg, stream.Send)
+	return s.ExecuteTo(ctx, req.Msg, ExecuteOptions{}, stream.Send)
+}
+
+// ExecuteOptions change how ExecuteTo treats its stream.
+type ExecuteOptions struct {
+	// InterruptOnDrop interrupts the cell as soon as its stream ends
+	// before it does (the client went away, timed out, or the stream was
+	// cut by /suspend), unless another follower is on it: the semantics
+	// of E2B's code interpreter, whose clients cannot reattach. Without
+	// it the cell runs on for Reattach (see stream).
+	InterruptOnDrop bool
 }
 
 // ExecuteTo is Execute over a send function: the E2B code-interpreter
 // endpoint (service/envdcode) shares it. An error returned before the
 // first send is the call's refusal.
-func (s *Service) ExecuteTo(ctx context.Context, m *raydv1.ExecuteRequest, send func(*raydv1.ExecuteEvent) error) error {
+func (s *Service) ExecuteTo(ctx context.Context, m *raydv1.ExecuteRequest, opts ExecuteOptions, send func(*raydv1.ExecuteEvent) error) error {
 	if _, err := s.boot(); err != nil {
 		return err
 	}
@@ -69,7 +79,7 @@ func (s *Service) ExecuteTo(ctx context.Context, m *raydv1.ExecuteRequest, send 
 		cc.endExecution(e)
 		<-cc.slot
 	}()
-	return s.stream(ctx, e, 0, send)
+	return s.stream(ctx, e, 0, opts, send)
 }
 
 // resolve finds the context of an Execute: context_id, or the default
@@ -120,14 +130,19 @@ func (s *Service) defaultContextFor(ctx context.Context, language string) (*code
 // otherwise, when nobody follows it again within detachGrace (the SDK's
 // reconnect budget), it is interrupted, so an abandoned cell does not hold
 // its context. Clients that mean to stop a cell call Interrupt (the SDK
-// does when its context is cancelled).
-func (s *Service) stream(ctx context.Context, e *execution, fromSeq uint64, send func(*raydv1.ExecuteEvent) error) error {
+// does when its context is cancelled). With opts.InterruptOnDrop (E2B's
+// clients, which never reattach) any early end interrupts the cell at
+// once, unless someone else follows it.
+func (s *Service) stream(ctx context.Context, e *execution, fromSeq uint64, opts ExecuteOptions, send func(*raydv1.ExecuteEvent) error) error {
 	ka := keepalive.Start(keepaliveAfter, send, func() *raydv1.ExecuteEvent {
 		return &raydv1.ExecuteEvent{Event: &raydv1.ExecuteEvent_Keepalive{Keepalive: &raydv1.KeepAlive{}}}
 	})
 	defer ka.Stop()
 	if err := e.follow(ctx, fromSeq, ka.Send); err != nil {
-		if !errors.Is(context.Cause(ctx), quiesce.ErrSuspending) {
+		switch {
+		case opts.InterruptOnDrop:
+			e.detached(0)
+		case !errors.Is(context.Cause(ctx), quiesce.ErrSuspending):
 			e.detached(s.opts.DetachGrace)
 		}
 		if ctx.Err() != nil {

@@ -26,5 +26,5 @@ func (s *Service) Reattach(ctx context.Context, req *connect.Request[raydv1.Reat
 	if err != nil {
 		return rpcerr.From(err)
 	}
-	return s.stream(ctx, e, m.GetFromSeq(), stream.Send)
+	return s.stream(ctx, e, m.GetFromSeq(), ExecuteOptions{}, stream.Send)
 }

@@ -23,7 +23,11 @@
 //     abandoned one a minute longer: a stream that ends early leaves the
 //     cell running for Reattach, and interrupts it only when nobody
 //     follows it within DetachGrace (60 s). A client that means to stop
-//     the cell calls Interrupt; the SDK does on a context cancel.
+//     the cell calls Interrupt; the SDK does on a context cancel. E2B's
+//     code-interpreter API (service/envdcode) asks otherwise
+//     (ExecuteOptions.InterruptOnDrop): its clients cannot reattach, and
+//     E2B's server interrupts a cell whose client went away, so the next
+//     cell does not queue behind an abandoned one.
 package code
 
 import (

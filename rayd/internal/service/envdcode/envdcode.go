@@ -10,6 +10,10 @@
 //	POST   /contexts/{id}/restart   restart its kernel
 //	GET    /health                  204 (no token needed)
 //
+// A cell whose /execute client goes away (closes the connection, times
+// out) before it ends is interrupted at once, as E2B's server does: E2B's
+// clients never reattach, and a cell left running would hold its context.
+//
 // /execute answers one JSON object per line, never a blank line: stdout,
 // stderr, result, error, number_of_executions, end_of_execution (and
 // keepalive lines during silence, which the SDK ignores as it does every
@@ -169,7 +173,7 @@ func (h *Handlers) execute(w http.ResponseWriter, r *http.Request) {
 		m.Language = nil
 	}
 	out := &ndjson{w: w}
-	err := h.code.ExecuteTo(r.Context(), m, out.event)
+	err := h.code.ExecuteTo(r.Context(), m, code.ExecuteOptions{InterruptOnDrop: true}, out.event)
 	if err == nil || r.Context().Err() != nil {
 		return
 	}
