@@ -514,7 +514,7 @@ async function codeSteps(ci, prefix, needs) {
     eq(ctx.cwd, '/tmp', 'context cwd')
     await ci.runCode('kept_in_context = 41', { context: ctx })
     eq((await ci.runCode('kept_in_context + 1', { context: ctx })).text, '42', 'state kept in the context')
-    eq((await ci.runCode('import os; os.getcwd()', { context: ctx })).text, "'/tmp'", 'the context cwd')
+    eq((await ci.runCode('import os; os.getcwd()', { context: ctx })).text, '/tmp', 'the context cwd (a string result without its quotes, as on E2B)')
     const other = await ci.runCode('kept_in_context', {})
     eq(other.error?.name, 'NameError', 'the default context does not see the other context')
     const listed = await ci.listCodeContexts()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -171,10 +172,12 @@ func TestE2BCodeInterpreterNeedsToken(t *testing.T) {
 			t.Errorf("%s %s without a token: %d", c.method, c.path, resp.StatusCode)
 		}
 	}
+	// /health answers as E2B's server does: 200 "OK".
 	resp := h.codeDo(t, http.MethodGet, "/health", "", nil)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Errorf("/health: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || string(b) != `"OK"` {
+		t.Errorf("/health: %d %q", resp.StatusCode, b)
 	}
 }
 

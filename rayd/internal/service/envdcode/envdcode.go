@@ -8,7 +8,7 @@
 //	POST   /contexts                create one {language?, cwd?}
 //	DELETE /contexts/{id}           destroy one
 //	POST   /contexts/{id}/restart   restart its kernel
-//	GET    /health                  204 (no token needed)
+//	GET    /health                  200 "OK", as E2B's (no token needed)
 //
 // A cell whose /execute client goes away (closes the connection, times
 // out) before it ends is interrupted at once, as E2B's server does: E2B's
@@ -59,7 +59,15 @@ func (h *Handlers) Routes() map[string]http.Handler {
 	}
 }
 
-func health(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }
+// health answers as E2B's code-interpreter server does (200, the JSON
+// string "OK"): programs probe it from inside the sandbox (curl
+// localhost:49999/health) and wait for 200.
+func health(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", "4")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, `"OK"`)
+}
 
 func fail(w http.ResponseWriter, err error) { rpcerr.WriteEnvdHTTP(w, 0, err) }
 
@@ -238,7 +246,7 @@ func (n *ndjson) event(ev *raydv1.ExecuteEvent) error {
 
 // result renders a rich result: its formats as the SDK names them, JSON
 // formats (json, chart, data) as JSON values, other MIME types as extra
-// keys.
+// keys; its text as E2B's server gives it (e2bText).
 func result(r *raydv1.ExecutionResult) map[string]any {
 	out := map[string]any{}
 	for k, v := range r.GetExtra() {
@@ -260,7 +268,9 @@ func result(r *raydv1.ExecutionResult) map[string]any {
 			out[k] = *v
 		}
 	}
-	str("text", r.Text)
+	if r.Text != nil {
+		out["text"] = e2bText(*r.Text)
+	}
 	str("html", r.Html)
 	str("markdown", r.Markdown)
 	str("latex", r.Latex)
@@ -273,4 +283,14 @@ func result(r *raydv1.ExecutionResult) map[string]any {
 	raw("chart", r.Chart)
 	raw("data", r.Data)
 	return out
+}
+
+// e2bText is a result's text/plain as E2B's code-interpreter server sends
+// it: the quotes of a Python string's repr taken off ('bar' reads bar,
+// as os.getenv('FOO') does in E2B), any other text as it is.
+func e2bText(s string) string {
+	if len(s) >= 2 && (s[0] == '\'' && s[len(s)-1] == '\'' || s[0] == '"' && s[len(s)-1] == '"') {
+		return s[1 : len(s)-1]
+	}
+	return s
 }

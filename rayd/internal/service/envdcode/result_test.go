@@ -25,3 +25,17 @@ func TestResultLine(t *testing.T) {
 		t.Fatalf("json not a JSON value: %s", b)
 	}
 }
+
+// TestResultText: a string result reads as E2B gives it, without its
+// repr's quotes; other texts as they are.
+func TestResultText(t *testing.T) {
+	for in, want := range map[string]string{
+		"'bar'": "bar", `"it's"`: "it's", "''": "", "2": "2", "'": "'", "'a' + 'b'": "a' + 'b",
+		"['x']": "['x']", "<Figure size 640x480 with 1 Axes>": "<Figure size 640x480 with 1 Axes>",
+	} {
+		text := in
+		if got := result(&raydv1.ExecutionResult{Text: &text})["text"]; got != want {
+			t.Errorf("text %q reads %q, want %q", in, got, want)
+		}
+	}
+}
