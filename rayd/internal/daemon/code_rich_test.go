@@ -215,9 +215,9 @@ func TestCodeJSONAndImageResults(t *testing.T) {
 }
 
 // TestCodeContextsListedFromTheStart: the default Python context is
-// listed before any cell ran (its kernel not started yet), with the
-// directory its kernel then runs in; contexts are listed in the order
-// they were made, so the last is the newest.
+// listed before any cell ran (its kernel not started yet), first, with the
+// directory its kernel then runs in; the other contexts are listed in the
+// order they were made, so the last is the newest.
 func TestCodeContextsListedFromTheStart(t *testing.T) {
 	requireIPyKernel(t)
 	h := newHarness(t)
@@ -231,17 +231,19 @@ func TestCodeContextsListedFromTheStart(t *testing.T) {
 		}
 		return resp.Msg.GetContexts()
 	}
+	made := []string{h.createContext(nil)}
 	got := list()
-	if len(got) == 0 || got[0].GetContextId() != "default-python" || got[0].GetLanguage() != "python" || got[0].GetCwd() == "" {
+	if len(got) != 2 || got[0].GetContextId() != "default-python" || got[0].GetLanguage() != "python" || got[0].GetCwd() == "" || got[1].GetContextId() != made[0] {
 		t.Fatalf("before any cell: %v", got)
 	}
-	if n := len(h.d.Code.Kernels()); n != 0 {
-		t.Errorf("listing started %d kernels", n)
+	for _, k := range h.d.Code.Kernels() {
+		if k.ContextID == "default-python" {
+			t.Errorf("listing started default-python's kernel")
+		}
 	}
 	if c := h.exec(nil, "import os; os.getcwd()", 0); c.main().GetText() != "'"+got[0].GetCwd()+"'" {
 		t.Errorf("default-python runs in %s, listed with cwd %q", c.main().GetText(), got[0].GetCwd())
 	}
-	var made []string
 	for range 3 {
 		made = append(made, h.createContext(nil))
 	}
@@ -250,11 +252,11 @@ func TestCodeContextsListedFromTheStart(t *testing.T) {
 	for _, c := range got {
 		ids = append(ids, c.GetContextId())
 	}
-	if len(ids) != 4 || ids[0] != "default-python" || !reflect.DeepEqual(ids[1:], made) {
+	if len(ids) != 5 || ids[0] != "default-python" || !reflect.DeepEqual(ids[1:], made) {
 		t.Errorf("listed %v, want default-python then %v", ids, made)
 	}
-	if got[3].GetCwd() != got[0].GetCwd() {
-		t.Errorf("a context made without cwd lists %q, default-python %q", got[3].GetCwd(), got[0].GetCwd())
+	if got[4].GetCwd() != got[0].GetCwd() {
+		t.Errorf("a context made without cwd lists %q, default-python %q", got[4].GetCwd(), got[0].GetCwd())
 	}
 }
 
