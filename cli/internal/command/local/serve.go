@@ -35,7 +35,7 @@ func e2bTLSFlag() *cli.BoolFlag {
 }
 
 func e2bTemplateFlag() *cli.StringSliceFlag {
-	return &cli.StringSliceFlag{Name: "e2b-template", Usage: "the E2B gateway maps E2B's templateID to a template of the platform: `E2B_ID=TEMPLATE` (repeatable, as rayito e2b serve --template)"}
+	return &cli.StringSliceFlag{Name: "e2b-template", Usage: "the E2B gateway maps E2B's templateID to a template of the platform: `MAP` is E2B_ID=TEMPLATE (repeatable, as rayito e2b serve --template)"}
 }
 
 // e2bGateway is the configuration of the gateway beside the platform.
