@@ -30,10 +30,14 @@ const (
 // Defaults.
 const (
 	DefaultLocalEndpoint = localplatform.DefaultEndpoint
-	// LocalTemplate is the local platform's one template (its sandboxes
-	// run the host's own /usr), the default there; Create refuses any
-	// other on the local backend.
-	LocalTemplate       = "local"
+	// LocalTemplate is the local platform's default template (its
+	// sandboxes run the host's own /usr). LocalRootTemplate is the same
+	// image with root allowed (RAYITO_ALLOW_ROOT=1 in its daemon's
+	// environment): commands and file operations may run as "root", and
+	// the sandbox's users have sudo. Create refuses any other template on
+	// the local backend.
+	LocalTemplate       = localplatform.Image
+	LocalRootTemplate   = localplatform.RootImage
 	DefaultTimeout      = 5 * time.Minute
 	DefaultReadyTimeout = 90 * time.Second
 	// MaxOutputBytes caps the output a command result stores per stream.
@@ -215,8 +219,8 @@ func WithEndpoint(url string) Option { return sandboxOption(func(c *config) { c.
 
 // WithTemplate sets the image: on AWS an image ARN or the name of an
 // image in the caller's account and region (looked up once per Create);
-// locally LocalTemplate, the local platform's one image (the default
-// there): Create refuses any other there with ErrInvalidArgument.
+// locally LocalTemplate (the default) or LocalRootTemplate (root
+// allowed): Create refuses any other there with ErrInvalidArgument.
 func WithTemplate(t string) Option { return sandboxOption(func(c *config) { c.template = t }) }
 
 // WithKeepOnFailure keeps a sandbox that did not become ready, for

@@ -131,10 +131,10 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 		template = LocalTemplate
 	}
-	if cfg.backend == BackendLocal && template != LocalTemplate {
+	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
 		// The platform would run the host's /usr whatever the name and
 		// report that name: refuse what it does not have.
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has one template, %q: %q is not available there", LocalTemplate, template))
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has two templates, %q and %q (root allowed): %q is not available there", LocalTemplate, LocalRootTemplate, template))
 	}
 	token, err := accesstoken.New()
 	if err != nil {
@@ -555,6 +555,10 @@ type Info struct {
 	// (Isolation == IsolationNone: a plain process of the platform's
 	// user, with that user's access to the machine).
 	Isolated bool
+	// RootAllowed is true when its daemon lets clients run as root (and
+	// its users have sudo): its image has RAYITO_ALLOW_ROOT=1, as the
+	// local platform's LocalRootTemplate does. Reported while it runs.
+	RootAllowed bool
 }
 
 // Isolation values (Info.Isolation). See docs/features.md, "localvm without
@@ -613,6 +617,7 @@ func (s *Sandbox) Info(ctx context.Context) (*Info, error) {
 			info.ProcessLimit = int(h.Msg.GetLimits().GetProcesses())
 			info.Isolation = isolationOf(h.Msg)
 			info.Isolated = info.Isolation != IsolationNone
+			info.RootAllowed = h.Msg.GetRootAllowed()
 			info.Lifecycle = lifecycleOf(h.Msg.GetLifecycle())
 		}
 	}

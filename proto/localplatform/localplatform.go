@@ -16,6 +16,16 @@ import (
 	"strings"
 )
 
+// The local platform's images (templates). Both run the host's own /usr;
+// RootImage has RAYITO_ALLOW_ROOT=1 in rayd's environment, the security
+// model's "in the image": clients may run commands and file operations as
+// root, and the sandbox's users have a working sudo. Image, the default,
+// keeps every process of the sandbox's code at uid 1000 or above.
+const (
+	Image     = "local"
+	RootImage = "local-root"
+)
+
 // DefaultEndpoint is where a platform serves unless told otherwise.
 const DefaultEndpoint = "http://127.0.0.1:7450"
 

@@ -20,7 +20,6 @@ func TestBackendMarks(t *testing.T) {
 	want := map[string]rayito.Backend{
 		"rayito --endpoint":                        rayito.BackendLocal,
 		"rayito run --unisolated":                  rayito.BackendLocal,
-		"rayito sandbox create --template":         rayito.BackendAWS,
 		"rayito sandbox create --execution-role":   rayito.BackendAWS,
 		"rayito sandbox create --template-version": rayito.BackendAWS,
 		"rayito sandbox create --ingress":          rayito.BackendAWS,

@@ -17,10 +17,14 @@ const (
 	LocalOnly = "(local only)"
 )
 
-// LocalTemplate is the local platform's one template (image): the SDK's
-// default there. --template and RAYITO_TEMPLATE may name it on the local
-// backend; any other name is refused there.
-const LocalTemplate = "local"
+// The local platform's templates (images): LocalTemplate, the SDK's
+// default there, and LocalRootTemplate (root allowed). --template and
+// RAYITO_TEMPLATE may name them on the local backend; any other name is
+// refused there.
+const (
+	LocalTemplate     = rayito.LocalTemplate
+	LocalRootTemplate = rayito.LocalRootTemplate
+)
 
 // OnlyOn is the backend whose mark ends fl's usage ("" for none).
 func OnlyOn(fl cli.Flag) rayito.Backend {
@@ -41,8 +45,8 @@ func OnlyOn(fl cli.Flag) rayito.Backend {
 // backend b cannot honour among the options of a command that creates a
 // sandbox (create, run): every flag of cmd the user set whose usage is
 // marked for the other backend, and on the local backend a template
-// (--template, else RAYITO_TEMPLATE from getenv) other than
-// LocalTemplate. The errors are usage errors naming the flag or variable.
+// (--template, else RAYITO_TEMPLATE from getenv) other than its own. The
+// errors are usage errors naming the flag or variable.
 func CheckCreateOptions(cmd *cli.Command, b rayito.Backend, getenv func(string) string) error {
 	for _, fl := range cmd.Flags {
 		name := fl.Names()[0]
@@ -51,34 +55,29 @@ func CheckCreateOptions(cmd *cli.Command, b rayito.Backend, getenv func(string) 
 		}
 		switch only := OnlyOn(fl); {
 		case only == rayito.BackendAWS && b == rayito.BackendLocal:
-			if v := cmd.String(name); name == "template" {
-				if v == LocalTemplate {
-					continue
-				}
-				return CheckTemplate(b, "--template", v)
-			}
 			return Usagef("--%s is AWS only: the local platform cannot honour it (RAYITO_BACKEND is local)", name)
 		case only == rayito.BackendLocal && b == rayito.BackendAWS:
 			return Usagef("--%s is for the local platform only (RAYITO_BACKEND is aws)", name)
 		}
 	}
-	if !cmd.IsSet("template") {
-		return CheckTemplate(b, "RAYITO_TEMPLATE", getenv("RAYITO_TEMPLATE"))
+	if cmd.IsSet("template") {
+		return CheckTemplate(b, "--template", cmd.String("template"))
 	}
-	return nil
+	return CheckTemplate(b, "RAYITO_TEMPLATE", getenv("RAYITO_TEMPLATE"))
 }
 
 // CheckTemplate refuses, on the local backend, a template t other than
-// LocalTemplate (or none): a usage error naming where it came from, a
-// flag ("--template") or an environment variable ("RAYITO_TEMPLATE").
+// LocalTemplate and LocalRootTemplate (or none): a usage error naming
+// where it came from, a flag ("--template") or an environment variable
+// ("RAYITO_TEMPLATE").
 func CheckTemplate(b rayito.Backend, from, t string) error {
-	if b != rayito.BackendLocal || t == "" || t == LocalTemplate {
+	if b != rayito.BackendLocal || t == "" || t == LocalTemplate || t == LocalRootTemplate {
 		return nil
 	}
 	if strings.HasPrefix(from, "-") {
-		return Usagef("%s %s: the local platform has one template, %s; other templates are AWS only (RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate)
+		return Usagef("%s %s: the local platform has two templates, %s and %s (root allowed); other templates are AWS only (RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
 	}
-	return EnvUsagef("%s=%s: the local platform has one template, %s; other templates are AWS only (unset it, or set RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate)
+	return EnvUsagef("%s=%s: the local platform has two templates, %s and %s (root allowed); other templates are AWS only (unset it, or set RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
 }
 
 // quoteShort quotes s for a message, cut to a readable length.

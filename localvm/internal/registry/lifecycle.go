@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
+	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
@@ -43,12 +44,21 @@ func (r *Registry) lifecycle(v *vm, startCtx context.Context, payload string, in
 	r.watch(v, inst)
 }
 
-// sandboxSpec is the launcher's spec of a microVM's sandbox.
-func sandboxSpec(id, dir string, egress []string) launcher.Spec {
+// rootEnv is what the image localplatform.RootImage adds to rayd's
+// environment: root allowed (the security model's "RAYITO_ALLOW_ROOT=1 in
+// the image"). It reaches rayd only through the launcher, never through
+// anything the sandbox's code can write.
+const rootEnv = "RAYITO_ALLOW_ROOT=1"
+
+// sandboxSpec is the launcher's spec of a microVM's sandbox of image.
+func sandboxSpec(id, dir, image string, egress []string) launcher.Spec {
 	spec := launcher.Spec{
 		ID:       id,
 		Internet: hasConnector(egress, microvmsapi.ConnectorInternet),
 		Dir:      dir,
+	}
+	if image == localplatform.RootImage {
+		spec.Env = []string{rootEnv}
 	}
 	if dir != "" {
 		spec.LogPath = filepath.Join(dir, LogFileName)
@@ -68,7 +78,7 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 		v.cancelStart()
 		r.mu.Unlock()
 	}()
-	spec := sandboxSpec(v.id, v.dir, v.pub.EgressNetworkConnectors)
+	spec := sandboxSpec(v.id, v.dir, v.pub.ImageArn, v.pub.EgressNetworkConnectors)
 	var inst launcher.Instance
 	if p := v.pooled; p != nil {
 		var ok bool

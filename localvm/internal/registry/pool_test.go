@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -308,5 +309,51 @@ func TestPoolRaces(t *testing.T) {
 				t.Fatalf("round %d: %s alive after Close and nobody's (answered: %v)", round, id, ids)
 			}
 		}
+	}
+}
+
+// TestRootImage: the image local-root is launched with RAYITO_ALLOW_ROOT=1
+// in rayd's environment, never from the pool (whose sandboxes booted
+// without it); any other image without it; and a platform whose sandboxes
+// have no root (rootless, unisolated) refuses it.
+func TestRootImage(t *testing.T) {
+	e := poolEnv(t, 1)
+	r := e.open(t)
+	waitPool(t, r, 1)
+	pooled := launchedIDs(e)
+	m := run(t, r, microvmsapi.RunMicrovmInput{ImageIdentifier: "local-root"})
+	if m.MicrovmID == pooled[0] || m.ImageArn != "local-root" {
+		t.Fatalf("local-root: %+v (pooled %v)", m, pooled)
+	}
+	wait(t, r, m.MicrovmID, microvmsapi.StateRunning)
+	var spec *launcher.Spec
+	for _, s := range e.l.Launched() {
+		if s.ID == m.MicrovmID {
+			spec = &s
+		}
+	}
+	if spec == nil || !slices.Equal(spec.Env, []string{"RAYITO_ALLOW_ROOT=1"}) {
+		t.Fatalf("local-root's spec %+v", spec)
+	}
+	plain := run(t, r, microvmsapi.RunMicrovmInput{ImageIdentifier: "local"})
+	wait(t, r, plain.MicrovmID, microvmsapi.StateRunning)
+	if plain.MicrovmID != pooled[0] {
+		t.Fatalf("local: %s, want the pooled %s", plain.MicrovmID, pooled[0])
+	}
+	for _, s := range e.l.Launched() {
+		if s.ID != m.MicrovmID && len(s.Env) != 0 {
+			t.Fatalf("%s got %v", s.ID, s.Env)
+		}
+	}
+
+	unpriv := newEnv(t)
+	ur := unpriv.open(t)
+	_, err := ur.Run(t.Context(), microvmsapi.RunMicrovmInput{ImageIdentifier: "local-root"})
+	wantType(t, err, microvmsapi.ValidationException)
+	if !strings.Contains(err.Error(), "needs the root local platform") {
+		t.Fatalf("unprivileged local-root: %v", err)
+	}
+	if n := len(unpriv.l.Launched()); n != 0 {
+		t.Fatalf("launched %d", n)
 	}
 }

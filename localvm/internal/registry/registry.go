@@ -435,7 +435,10 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	id, endpoint := "microvm-"+u.String(), u.String()+EndpointSuffix
 	payload := in.RunHookPayload
 	in.RunHookPayload = ""
-	spec := sandboxSpec("", "", in.EgressNetworkConnectors)
+	if in.ImageIdentifier == localplatform.RootImage && !r.launcher.Privileged() {
+		return microvmsapi.Microvm{}, validationErr("The image " + localplatform.RootImage + " (root allowed) needs the root local platform: without root, rayd cannot run anything as root.")
+	}
+	spec := sandboxSpec("", "", in.ImageIdentifier, in.EgressNetworkConnectors)
 
 	r.mu.Lock()
 	if r.closed {

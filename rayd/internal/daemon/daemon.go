@@ -576,6 +576,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	healthSvc.SetEgress(d.Network)
 	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)
+	healthSvc.SetRootAllowed(cfg.AllowRoot && d.privileged)
 	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
 	healthSvc.SetLogs(logring.From(log.Handler()))
 	d.sampler = metrics.New(metrics.Options{MemoryLimit: cfg.MemoryLimit, Processes: sup.Live, Logger: log})

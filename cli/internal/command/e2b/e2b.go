@@ -306,7 +306,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 		Usage: "serve E2B's control-plane API and sandbox router in front of the configured platform (RAYITO_BACKEND, RAYITO_ENDPOINT, AWS)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: DefaultAddr, Usage: "listen on `HOST:PORT` (E2B_API_URL and E2B_SANDBOX_URL are both http://HOST:PORT)"},
-			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has one template, local)"},
+			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has local and local-root, where root is allowed)"},
 			keysFlag(),
 			snapshotDirFlag(),
 			&cli.StringFlag{Name: "domain", Usage: "report `DOMAIN` (a DNS name, optionally :PORT) as the sandboxes' domain: getHost(port) and presigned file links are <port>-<id>.DOMAIN, which the gateway routes (default with --tls: " + LocalDomain + ":PORT)"},

@@ -29,7 +29,7 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
 			&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
 			&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
-			&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: an image ARN or name (default: RAYITO_TEMPLATE) " + cliutil.AWSOnly},
+			&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default) or local-root (root allowed: commands as root, sudo)"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},

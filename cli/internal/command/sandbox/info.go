@@ -30,6 +30,7 @@ type infoOut struct {
 	Isolation    string            `json:"isolation,omitempty"`
 	MemoryLimit  uint64            `json:"memory_limit_bytes,omitempty"`
 	ProcessLimit int               `json:"process_limit,omitempty"`
+	RootAllowed  bool              `json:"root_allowed,omitempty"`
 }
 
 func infoCommand(f *cliutil.Factory) *cli.Command {
@@ -53,7 +54,7 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			out := infoOut{ID: in.ID, State: in.State, Template: in.Template, StateReason: in.StateReason,
 				EndReason: string(in.EndReason), EndDetail: in.EndDetail,
 				Metadata: in.Metadata, AgentVersion: in.AgentVersion, Isolation: in.Isolation,
-				MemoryLimit: in.MemoryLimit, ProcessLimit: in.ProcessLimit}
+				MemoryLimit: in.MemoryLimit, ProcessLimit: in.ProcessLimit, RootAllowed: in.RootAllowed}
 			if l := in.Lifecycle; l != nil && l.Phase != rayito.PhaseUnmanaged {
 				out.Lifecycle = lifecycleOutOf("", l)
 			}
@@ -100,6 +101,9 @@ func infoCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if l := limitsLine(out.MemoryLimit, out.ProcessLimit); l != "" {
 				fmt.Fprintf(w, "limits:   %s\n", l)
+			}
+			if out.RootAllowed {
+				fmt.Fprintf(w, "root:     allowed (commands as root, sudo)\n")
 			}
 			for _, k := range sortedKeys(out.Metadata) {
 				fmt.Fprintf(w, "metadata: %s=%s\n", k, out.Metadata[k])

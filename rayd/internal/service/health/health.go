@@ -29,6 +29,7 @@ type Service struct {
 	memTotal                 uint64
 	isolation                raydv1.Isolation
 	configure, secretGateway bool
+	rootAllowed              bool
 	limits                   *raydv1.SandboxLimits
 	metrics                  *metrics.Sampler
 	lifecycle                LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
@@ -72,6 +73,10 @@ func (s *Service) SetSecretGateway(ok bool) {
 	s.configure, s.secretGateway = true, ok
 }
 
+// SetRootAllowed sets root_allowed: whether clients may run as root
+// (and the sandbox's users have sudo). Call it before serving.
+func (s *Service) SetRootAllowed(ok bool) { s.rootAllowed = ok }
+
 // SetLimits sets the sandbox's own limits Health reports (0: none known).
 // Call it before serving.
 func (s *Service) SetLimits(memoryBytes uint64, processes uint32) {
@@ -108,6 +113,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
+		RootAllowed:       s.rootAllowed,
 	}
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)

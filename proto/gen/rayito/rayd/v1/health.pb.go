@@ -263,8 +263,12 @@ type HealthResponse struct {
 	HookPhase string `protobuf:"bytes,19,opt,name=hook_phase,json=hookPhase,proto3" json:"hook_phase,omitempty"`
 	// How many accepted /suspend calls moved rayd to suspending.
 	SuspendGeneration uint64 `protobuf:"varint,20,opt,name=suspend_generation,json=suspendGeneration,proto3" json:"suspend_generation,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Clients may run as root (user "root"), and the sandbox's users have
+	// sudo: RAYITO_ALLOW_ROOT=1 in rayd's own environment, which only the
+	// image (on the local platform, its local-root template) sets.
+	RootAllowed   bool `protobuf:"varint,21,opt,name=root_allowed,json=rootAllowed,proto3" json:"root_allowed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HealthResponse) Reset() {
@@ -435,6 +439,13 @@ func (x *HealthResponse) GetSuspendGeneration() uint64 {
 		return x.SuspendGeneration
 	}
 	return 0
+}
+
+func (x *HealthResponse) GetRootAllowed() bool {
+	if x != nil {
+		return x.RootAllowed
+	}
+	return false
 }
 
 // SandboxLimits are a sandbox's own limits; 0 means none known.
@@ -1147,7 +1158,7 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x0etemplate_start\x18\a \x01(\bR\rtemplateStart\x12\x1f\n" +
 	"\vroot_egress\x18\b \x03(\tR\n" +
 	"rootEgress\x12\x1a\n" +
-	"\bservices\x18\t \x03(\tR\bservices\"\xdb\a\n" +
+	"\bservices\x18\t \x03(\tR\bservices\"\xfe\a\n" +
 	"\x0eHealthResponse\x12\x1f\n" +
 	"\vagent_ready\x18\x01 \x01(\bR\n" +
 	"agentReady\x12!\n" +
@@ -1172,7 +1183,8 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x06limits\x18\x12 \x01(\v2\x1d.rayito.rayd.v1.SandboxLimitsR\x06limits\x12\x1d\n" +
 	"\n" +
 	"hook_phase\x18\x13 \x01(\tR\thookPhase\x12-\n" +
-	"\x12suspend_generation\x18\x14 \x01(\x04R\x11suspendGeneration\x1a;\n" +
+	"\x12suspend_generation\x18\x14 \x01(\x04R\x11suspendGeneration\x12!\n" +
+	"\froot_allowed\x18\x15 \x01(\bR\vrootAllowed\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
