@@ -195,7 +195,8 @@ func TestCodeDataFrameResult(t *testing.T) {
 
 // TestCodeJSONAndImageResults: a dict or list result carries itself as
 // application/json (numpy values and NaN made JSON); a value that is not
-// JSON gets none; saving a PIL image to a file displays it.
+// JSON gets none; long sequences print in full; saving a PIL image to a
+// file displays it.
 func TestCodeJSONAndImageResults(t *testing.T) {
 	requireIPyKernel(t)
 	h := newHarness(t)
@@ -206,6 +207,10 @@ func TestCodeJSONAndImageResults(t *testing.T) {
 	}
 	if c := h.exec(nil, "[1, object()]", 0); c.main().Json != nil {
 		t.Errorf("a list of objects got json %q", c.main().GetJson())
+	}
+	// Long sequences are printed in full (IPython cuts them at 1000).
+	if c := h.exec(nil, "set(range(1500))", 0); !strings.HasSuffix(c.main().GetText(), "1499}") {
+		t.Errorf("a long set's text ends %q", c.main().GetText()[max(0, len(c.main().GetText())-20):])
 	}
 	requirePython(t, "PIL")
 	c = h.exec(nil, "from PIL import Image\nImage.new('RGB', (4, 4)).save('/tmp/rayd-test-save.png')\nprint('saved')", 0)

@@ -27,6 +27,8 @@ package code
 //   - "application/json" for plain dicts and lists whose values are JSON
 //     (numpy scalars and arrays included; NaN as null), with metadata
 //     {"expanded": true}, up to 16 MiB of JSON.
+//   - text/plain of long lists, dicts and sets in full, as E2B's kernels
+//     print them (IPython cuts them at 1000 items by default).
 //
 // The formatters match classes by name, so a kernel that never uses
 // pandas or matplotlib never imports them. Each
@@ -91,6 +93,9 @@ const pythonFormatters = `def _rayito_formatters():
 
     shell = get_ipython()
     display = shell.display_formatter
+    plain_text = display.formatters.get('text/plain')
+    if plain_text is not None and hasattr(plain_text, 'max_seq_length'):
+        plain_text.max_seq_length = 0
     max_cells = 1000000
 
     def frame(df):

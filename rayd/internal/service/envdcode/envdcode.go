@@ -27,6 +27,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -244,15 +245,22 @@ func (n *ndjson) event(ev *raydv1.ExecuteEvent) error {
 	return nil
 }
 
-// result renders a rich result: its formats as the SDK names them, JSON
-// formats (json, chart, data) as JSON values, other MIME types as extra
-// keys; its text as E2B's server gives it (e2bText).
+// result renders a rich result as E2B's server does: its formats as the
+// SDKs name them, JSON formats (json, chart, data) as JSON values, its
+// text as e2bText gives it, and every other MIME type in "extra" (always
+// there, {} when none; a JSON type's value, application/...+json, as a
+// JSON value), which E2B's Python SDK reads as Result.extra and its JS
+// SDK keeps in Result.raw.
 func result(r *raydv1.ExecutionResult) map[string]any {
-	out := map[string]any{}
+	extra := map[string]any{}
 	for k, v := range r.GetExtra() {
-		out[k] = v
+		if strings.HasSuffix(k, "json") && (strings.HasPrefix(v, "{") || strings.HasPrefix(v, "[")) && json.Valid([]byte(v)) {
+			extra[k] = json.RawMessage(v)
+		} else {
+			extra[k] = v
+		}
 	}
-	out["type"], out["is_main_result"] = "result", r.GetIsMainResult()
+	out := map[string]any{"type": "result", "is_main_result": r.GetIsMainResult(), "extra": extra}
 	str := func(k string, v *string) {
 		if v != nil {
 			out[k] = *v
