@@ -75,6 +75,15 @@
 // thread instead of reusing it. Caller-supplied code (the io.Reader given to
 // [FS.WriteFile]) never runs with switched credentials.
 //
+// E2B's envd surface. An FS made with [Options.Envd], the one rayd's E2B
+// adapters use, makes one exception: a directory the user's own mkdir may
+// not create (EACCES), missing above a file written, a directory made or a
+// move's destination, is created by rayd and given to the user, as E2B's
+// envd (root) does, so `/data/x` can be written as `user`. It happens only
+// in a directory the user's own walk reached and may search, on a path
+// that passed the deny and read-only lists, never through a link; nothing
+// else runs with rayd's identity ([FS.mkdirFor]).
+//
 // Writes. [FS.WriteFile] writes to a randomly named temporary file in the
 // target directory, sets its metadata and renames it over the target (or,
 // when a file is there, exchanges the two and unlinks the old one); on any

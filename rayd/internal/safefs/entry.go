@@ -48,9 +48,14 @@ type Entry struct {
 	Owner, Group string
 	ModTime      time.Time
 	// SymlinkTarget is the link's target, set for symbolic links only.
+	// An [Options.Envd] FS describes a link by where it leads, as E2B's
+	// envd does: Type, Mode and Metadata are the final target's and
+	// SymlinkTarget its real canonical path (a link that leads nowhere:
+	// TypeOther, mode 0, its own Path).
 	SymlinkTarget string
-	// Metadata holds the user.rayito.* extended attributes with the prefix
-	// stripped. It is empty when the file has none or the user cannot read
+	// Metadata holds the user.rayito.* and user.e2b.* extended attributes
+	// with the prefix stripped (the FS's own namespace wins a key in
+	// both). It is empty when the file has none or the user cannot read
 	// the file.
 	Metadata map[string]string
 }

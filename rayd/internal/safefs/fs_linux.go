@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,16 @@ type Options struct {
 	Privileged bool
 	// MaxListEntries caps [FS.ListDir]; 0 means [DefaultMaxListEntries].
 	MaxListEntries int
+	// Envd makes the FS behave as E2B's envd where its protocol shows
+	// it: the FS of rayd's E2B envd surface. Metadata is written as
+	// [EnvdMetadataPrefix] attributes (both namespaces are read either
+	// way); [Entry.Perm] is Go's fs.FileMode rendering, as envd's
+	// ("urwxr-xr-x" for a setuid file, "Lrwxrwxrwx" for a link); [FS.Stat],
+	// [FS.ListDir] and [FS.Move] describe a symbolic link by where it
+	// leads (see [Entry]); and a write, a new directory or a move's
+	// destination gets its missing parents even where the user may not
+	// create them (see [FS.WriteFile]).
+	Envd bool
 }
 
 // FS performs file operations on behalf of sandbox users. It is safe for
@@ -57,6 +68,8 @@ type FS struct {
 	reserve    int64
 	privileged bool
 	maxList    int
+	envd       bool
+	mdPrefix   string      // the metadata namespace written
 	noOpenat2  atomic.Bool // set once openat2 reports ENOSYS
 	names      sync.Map    // "u123"/"g123" -> name
 }
@@ -79,7 +92,10 @@ func New(opts Options) (*FS, error) {
 	if !ok {
 		return nil, errors.New("safefs: read-only entries must be absolute paths without '..'")
 	}
-	f := &FS{deny: deny, readOnly: readOnly, reserve: opts.DiskReserve, privileged: opts.Privileged, maxList: opts.MaxListEntries}
+	f := &FS{deny: deny, readOnly: readOnly, reserve: opts.DiskReserve, privileged: opts.Privileged, maxList: opts.MaxListEntries, envd: opts.Envd, mdPrefix: MetadataPrefix}
+	if f.envd {
+		f.mdPrefix = EnvdMetadataPrefix
+	}
 	if f.reserve == 0 {
 		f.reserve = DefaultDiskReserve
 	}
@@ -88,6 +104,9 @@ func New(opts Options) (*FS, error) {
 	}
 	return f, nil
 }
+
+// Envd reports whether the FS was made with [Options.Envd].
+func (f *FS) Envd() bool { return f.envd }
 
 // Resolve validates p for u and returns its canonical absolute path. A
 // relative p is taken relative to u.Home. It refuses empty paths, paths over
@@ -241,17 +260,18 @@ func openRoot(op string) (int, error) {
 // walkDir opens the directory whose components are comps, one component at
 // a time from "/", and returns an O_PATH descriptor for it. Each component
 // must be a real directory on an allowed file system: a symbolic link gives
-// ErrSymlink and anything else ErrNotDir. With create, missing components
-// are created with mode 0755 (as the current fsuid, so owned by the user).
-func (f *FS) walkDir(op string, comps []string, create bool) (int, error) {
+// ErrSymlink and anything else ErrNotDir. With create (non-nil), missing
+// components are created with mode 0755 by [FS.mkdirFor] (as the current
+// fsuid, so owned by the user).
+func (f *FS) walkDir(op string, comps []string, create *creator) (int, error) {
 	fd, err := openRoot(op)
 	if err != nil {
 		return -1, err
 	}
 	for _, c := range comps {
 		nfd, err := f.openat(fd, c, unix.O_PATH, 0)
-		if err == unix.ENOENT && create {
-			if merr := unix.Mkdirat(fd, c, 0o755); merr != nil && merr != unix.EEXIST {
+		if err == unix.ENOENT && create != nil {
+			if merr := f.mkdirFor(fd, c, create); merr != nil && merr != unix.EEXIST {
 				unix.Close(fd)
 				return -1, errnoErr(op, merr)
 			}
@@ -284,8 +304,97 @@ func (f *FS) walkDir(op string, comps []string, create bool) (int, error) {
 	return fd, nil
 }
 
-// entryFromStat fills the fields of an Entry that come from a stat buffer.
-func entryFromStat(name, p string, st *unix.Stat_t) Entry {
+// creator says how [FS.mkdirFor] creates a directory for the user u: as
+// the user, and, when sudo is set (an [Options.Envd] FS), as rayd where the
+// user may not.
+type creator struct {
+	u    User
+	sudo sudo
+}
+
+// asUser creates directories as the user only.
+var asUser = &creator{}
+
+// creatorFor is the creator of the FS's write operations for u, run
+// inside runAsSudo with its sudo.
+func (f *FS) creatorFor(u User, s sudo) *creator {
+	if !f.envd {
+		return asUser
+	}
+	return &creator{u: u, sudo: s}
+}
+
+// mkdirFor creates the directory name (mode 0755) in dirfd, a directory
+// the walk reached as the user, with the current (the user's) identity.
+//
+// E2B's envd creates every missing parent of a file it writes, and every
+// directory of a MakeDir, as root and gives it to the user, so programs
+// written for E2B write `/data/x` as `user`. An [Options.Envd] FS does the
+// same, within safefs' rules: only when the user's own mkdir is refused
+// for permission (EACCES), only in a directory the user can search (it
+// was reached by the user's own walk, and a lookup in it as the user must
+// work: no new directory in a directory the user cannot even enter), only
+// on a path that passed the deny and read-only lists (resolveWrite), never
+// through a symbolic link (the walk refuses them). The directory is made
+// as rayd with mkdirat on the parent's descriptor, opened again without
+// following, checked to be the directory rayd just made (a directory
+// owned by root: rayd is root when privileged) and chowned to the user
+// through that descriptor; a directory someone else made meanwhile is used
+// as it is. Like envd, it also chowns a directory the user made to the
+// user (a no-op that watchers see as a chmod).
+func (f *FS) mkdirFor(dirfd int, name string, c *creator) error {
+	err := unix.Mkdirat(dirfd, name, 0o755)
+	if c.sudo == nil {
+		return err
+	}
+	if err == nil {
+		// envd chowns every directory it makes to the user, which
+		// watchers see as a chmod; the user owns this one already.
+		_ = unix.Fchownat(dirfd, name, int(c.u.UID), int(c.u.GID), unix.AT_SYMLINK_NOFOLLOW)
+		return nil
+	}
+	if err != unix.EACCES {
+		return err
+	}
+	// Search permission on dirfd, as the user (a lookup of "." needs it).
+	sfd, serr := f.openat(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if serr != nil {
+		return err
+	}
+	unix.Close(sfd)
+	return c.sudo(func() error {
+		if err := unix.Mkdirat(dirfd, name, 0o755); err != nil {
+			return err
+		}
+		nfd, err := f.openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(nfd)
+		var st unix.Stat_t
+		if err := unix.Fstat(nfd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 {
+			return unix.EEXIST // not ours: the walk goes on as the user
+		}
+		return unix.Fchownat(nfd, "", int(c.u.UID), int(c.u.GID), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// entryFromStat fills the fields of an Entry that come from a stat buffer,
+// with Perm rendered as the FS renders it (ls(1)'s, or Go's for
+// [Options.Envd]).
+func (f *FS) entryFromStat(name, p string, st *unix.Stat_t) Entry {
+	e := statEntry(name, p, st)
+	if f.envd {
+		e.Perm = e.Mode.String()
+	}
+	return e
+}
+
+// statEntry fills the fields of an Entry that come from a stat buffer.
+func statEntry(name, p string, st *unix.Stat_t) Entry {
 	e := Entry{
 		Name:    name,
 		Path:    p,
@@ -327,7 +436,7 @@ func (f *FS) entryAt(op string, dirfd int, name, p string, withMeta bool) (Entry
 		unix.Close(fd)
 		return Entry{}, -1, err
 	}
-	e := entryFromStat(name, p, &st)
+	e := f.entryFromStat(name, p, &st)
 	switch e.Type {
 	case TypeSymlink:
 		buf := make([]byte, unix.PathMax)
@@ -342,7 +451,7 @@ func (f *FS) entryAt(op string, dirfd int, name, p string, withMeta bool) (Entry
 			if mfd, err := f.openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0); err == nil {
 				var mst unix.Stat_t
 				if unix.Fstat(mfd, &mst) == nil && mst.Dev == st.Dev && mst.Ino == st.Ino {
-					e.Metadata = readMetadata(mfd)
+					e.Metadata = f.readMetadata(mfd)
 				}
 				unix.Close(mfd)
 			}
@@ -351,9 +460,46 @@ func (f *FS) entryAt(op string, dirfd int, name, p string, withMeta bool) (Entry
 	return e, fd, nil
 }
 
-// readMetadata returns the user.rayito.* attributes of fd, prefix stripped;
-// unreadable or oversized attributes are skipped.
-func readMetadata(fd int) map[string]string {
+// describeLink describes the symbolic link e, whose real canonical path is
+// real, by where it leads, as E2B's envd does ([Options.Envd]): the final
+// target's Type, Mode and metadata, and SymlinkTarget its real canonical
+// path, every link on the way followed by the read-side walk (as the user,
+// never into a denied prefix or file system). A link that leads nowhere
+// the user may reach (no target, a loop, a denied or unsearchable place)
+// gets TypeOther, mode 0, no metadata and its own path as SymlinkTarget,
+// as envd gives a link it cannot resolve. Name, Path, Size, owner, ModTime
+// and Perm stay the link's own. It runs with the user's identity.
+func (f *FS) describeLink(op string, e *Entry, real string) {
+	e.Metadata = nil
+	w, rp, atCand, err := f.follow(op, splitPath(real), unix.O_PATH)
+	if err != nil {
+		e.Type, e.Mode, e.SymlinkTarget = TypeOther, 0, e.Path
+		return
+	}
+	defer w.close()
+	st, name := &w.curSt, "."
+	if atCand {
+		st, name = &w.candSt, path.Base(rp)
+	}
+	t := statEntry("", "", st)
+	e.Type, e.Mode, e.SymlinkTarget = t.Type, t.Mode, rp
+	if t.Type != TypeFile && t.Type != TypeDir {
+		return
+	}
+	if mfd, err := f.openat(w.cur, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0); err == nil {
+		var mst unix.Stat_t
+		if unix.Fstat(mfd, &mst) == nil && mst.Dev == st.Dev && mst.Ino == st.Ino {
+			e.Metadata = f.readMetadata(mfd)
+		}
+		unix.Close(mfd)
+	}
+}
+
+// readMetadata returns the metadata attributes of fd, prefix stripped:
+// both namespaces ([MetadataPrefix], [EnvdMetadataPrefix]), the FS's own
+// winning when a key is in both. Unreadable or oversized attributes are
+// skipped; at most [MaxMetadataKeys] keys.
+func (f *FS) readMetadata(fd int) map[string]string {
 	size, err := unix.Flistxattr(fd, nil)
 	if err != nil || size <= 0 {
 		return nil
@@ -364,13 +510,23 @@ func readMetadata(fd int) map[string]string {
 		return nil
 	}
 	var md map[string]string
+	own := map[string]bool{}
 	val := make([]byte, MaxMetadataBytes)
 	for _, attr := range splitNul(buf[:n]) {
-		if len(attr) <= len(MetadataPrefix) || attr[:len(MetadataPrefix)] != MetadataPrefix {
+		key, ok := strings.CutPrefix(attr, f.mdPrefix)
+		mine := ok
+		if !ok {
+			other := MetadataPrefix
+			if f.mdPrefix == MetadataPrefix {
+				other = EnvdMetadataPrefix
+			}
+			key, ok = strings.CutPrefix(attr, other)
+		}
+		if !ok || key == "" || !mine && own[key] {
 			continue
 		}
-		if len(md) >= MaxMetadataKeys {
-			break
+		if _, seen := md[key]; !seen && len(md) >= MaxMetadataKeys {
+			continue
 		}
 		vn, err := unix.Fgetxattr(fd, attr, val)
 		if err != nil {
@@ -379,7 +535,8 @@ func readMetadata(fd int) map[string]string {
 		if md == nil {
 			md = make(map[string]string)
 		}
-		md[attr[len(MetadataPrefix):]] = string(val[:vn])
+		md[key] = string(val[:vn])
+		own[key] = own[key] || mine
 	}
 	return md
 }
@@ -398,11 +555,12 @@ func splitNul(b []byte) []string {
 	return out
 }
 
-// setMetadata sets md as user.rayito.* attributes of fd (a fresh file, so
-// there is no previous set to remove).
-func setMetadata(op string, fd int, md map[string]string) error {
+// setMetadata sets md as attributes of fd in the FS's own namespace
+// (user.rayito.*, or user.e2b.* for [Options.Envd]); fd is a fresh file,
+// so there is no previous set to remove.
+func (f *FS) setMetadata(op string, fd int, md map[string]string) error {
 	for k, v := range md {
-		if err := unix.Fsetxattr(fd, MetadataPrefix+k, []byte(v), 0); err != nil {
+		if err := unix.Fsetxattr(fd, f.mdPrefix+k, []byte(v), 0); err != nil {
 			switch err {
 			case unix.EOPNOTSUPP:
 				return perr(op, "metadata_unsupported", ErrMetadataUnsupported)
@@ -483,7 +641,7 @@ func (f *FS) stat(ctx context.Context, u User, p string, followLast bool) (Entry
 			if err := unix.Fstat(fd, &st); err != nil {
 				return errnoErr(op, err)
 			}
-			e = entryFromStat("/", "/", &st)
+			e = f.entryFromStat("/", "/", &st)
 			return nil
 		}
 		parent, name := split(c)
@@ -502,9 +660,9 @@ func (f *FS) stat(ctx context.Context, u User, p string, followLast bool) (Entry
 				e.Name = name
 				return err
 			}
-			e = entryFromStat(name, c, &w.curSt)
+			e = f.entryFromStat(name, c, &w.curSt)
 			if mfd, err := f.openat(w.cur, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
-				e.Metadata = readMetadata(mfd)
+				e.Metadata = f.readMetadata(mfd)
 				unix.Close(mfd)
 			}
 			return nil
@@ -520,6 +678,9 @@ func (f *FS) stat(ctx context.Context, u User, p string, followLast bool) (Entry
 		var fd int
 		e, fd, err = f.entryAt(op, dfd, name, c, true)
 		closeFD(fd)
+		if err == nil && f.envd && e.Type == TypeSymlink {
+			f.describeLink(op, &e, path.Join(rp, name))
+		}
 		return err
 	})
 	if err != nil {
@@ -568,8 +729,8 @@ func (f *FS) ReadFile(ctx context.Context, u User, p string) (io.ReadCloser, Ent
 			return errnoErr(op, err)
 		}
 		_, name := split(c)
-		e = entryFromStat(name, c, &w.candSt)
-		e.Metadata = readMetadata(w.cand)
+		e = f.entryFromStat(name, c, &w.candSt)
+		e.Metadata = f.readMetadata(w.cand)
 		fd = w.take()
 		return nil
 	})
@@ -592,7 +753,8 @@ const (
 
 // WriteFile atomically replaces (or creates) the file at p with the
 // contents of r. Missing parent directories are created (mode 0755, owned
-// by the user). The data goes to a randomly named temporary file in the
+// by the user; by an [Options.Envd] FS also where only rayd may create
+// them, see [FS.mkdirFor]). The data goes to a randomly named temporary file in the
 // target directory, given mode (0 keeps the mode of the file being
 // replaced, or 0644 for a new file) and the metadata (which replaces the
 // file's previous set), then renamed over p. Nothing is fsynced (see the
@@ -635,9 +797,9 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		closeFD(dfd)
 	}
 	// Phase 1, as the user: walk (creating parents) and create the temp file.
-	err = f.runAs(u, func() error {
+	err = f.runAsSudo(u, func(s sudo) error {
 		var err error
-		dfd, err = f.walkDir(op, parent, true)
+		dfd, err = f.walkDir(op, parent, f.creatorFor(u, s))
 		if err != nil {
 			return err
 		}
@@ -686,7 +848,7 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		if err := unix.Fchmod(tfd, perm); err != nil {
 			return errnoErr(op, err)
 		}
-		if err := setMetadata(op, tfd, metadata); err != nil {
+		if err := f.setMetadata(op, tfd, metadata); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -700,9 +862,9 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 			return err
 		}
 		tmpName = ""
-		e = entryFromStat(name, c, &st)
+		e = f.entryFromStat(name, c, &st)
 		if len(metadata) > 0 {
-			e.Metadata = readMetadata(tfd)
+			e.Metadata = f.readMetadata(tfd)
 		}
 		return nil
 	})
@@ -756,7 +918,8 @@ func replace(dfd int, tmp, name string, replacing bool) error {
 
 // checkReserve fails with ErrDiskReserve when writing n more bytes to the
 // file system of fd would leave less than the reserve available to
-// unprivileged users.
+// unprivileged users: Options.DiskReserve, or half the file system's size
+// when that is less.
 func (f *FS) checkReserve(op string, fd int, n int) error {
 	if f.reserve < 0 {
 		return nil
@@ -766,7 +929,11 @@ func (f *FS) checkReserve(op string, fd int, n int) error {
 		return errnoErr(op, err)
 	}
 	avail := int64(st.Bavail) * int64(st.Bsize)
-	if avail-int64(n) < f.reserve {
+	// At most half of the file system: a fixed reserve larger than a
+	// small file system (a sandbox's 64 MiB root tmpfs) would refuse
+	// every write to it.
+	reserve := min(f.reserve, int64(st.Blocks)*int64(st.Bsize)/2)
+	if avail-int64(n) < reserve {
 		return perr(op, "disk_reserve", ErrDiskReserve)
 	}
 	return nil
@@ -888,12 +1055,16 @@ func (f *FS) list(ctx context.Context, op string, fd int, dir, shown string, dep
 			}
 			return err
 		}
+		isDir := e.Type == TypeDir // links are never descended into
+		if f.envd && e.Type == TypeSymlink {
+			f.describeLink(op, &e, rp)
+		}
 		*out = append(*out, e)
 		if len(*out) > f.maxList {
 			unix.Close(efd)
 			return perr(op, "too_many", ErrTooMany)
 		}
-		if e.Type == TypeDir && depth > 1 {
+		if isDir && depth > 1 {
 			err = f.list(ctx, op, efd, rp, p, depth-1, out, false)
 		}
 		unix.Close(efd)
@@ -920,14 +1091,15 @@ func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
 		return Entry{}, perr(op, "canceled", err)
 	}
 	var e Entry
-	err = f.runAs(u, func() error {
+	err = f.runAsSudo(u, func(s sudo) error {
 		parent, name := split(c)
-		dfd, err := f.walkDir(op, parent, true)
+		cr := f.creatorFor(u, s)
+		dfd, err := f.walkDir(op, parent, cr)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(dfd)
-		if err := unix.Mkdirat(dfd, name, 0o755); err != nil {
+		if err := f.mkdirFor(dfd, name, cr); err != nil {
 			if err != unix.EEXIST {
 				return errnoErr(op, err)
 			}
@@ -971,15 +1143,26 @@ func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
 		return Entry{}, perr(op, "canceled", err)
 	}
 	var e Entry
-	err = f.runAs(u, func() error {
+	err = f.runAsSudo(u, func(s sudo) error {
 		sp, sn := split(cs)
 		dp, dn := split(cd)
-		sfd, err := f.walkDir(op, sp, false)
+		sfd, err := f.walkDir(op, sp, nil)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(sfd)
-		dfd, err := f.walkDir(op, dp, false)
+		// envd creates the destination's missing parents; rayd's own
+		// Move wants them to exist.
+		var cr *creator
+		if f.envd {
+			lfd, err := f.openat(sfd, sn, unix.O_PATH, 0)
+			if err != nil {
+				return errnoErr(op, err) // no directories for a missing source
+			}
+			unix.Close(lfd)
+			cr = f.creatorFor(u, s)
+		}
+		dfd, err := f.walkDir(op, dp, cr)
 		if err != nil {
 			return err
 		}
@@ -1006,6 +1189,9 @@ func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
 		var fd int
 		e, fd, err = f.entryAt(op, dfd, dn, cd, true)
 		closeFD(fd)
+		if err == nil && f.envd && e.Type == TypeSymlink {
+			f.describeLink(op, &e, cd)
+		}
 		return err
 	})
 	if err != nil {
@@ -1033,7 +1219,7 @@ func (f *FS) Remove(ctx context.Context, u User, p string, recursive bool) error
 	}
 	return f.runAs(u, func() error {
 		parent, name := split(c)
-		dfd, err := f.walkDir(op, parent, false)
+		dfd, err := f.walkDir(op, parent, nil)
 		if err != nil {
 			return err
 		}
@@ -1113,7 +1299,7 @@ func (f *FS) AddWatch(u User, inotifyFD int, p string, mask uint32) (int, error)
 		} else {
 			parent, name := split(c)
 			var dfd int
-			if dfd, err = f.walkDir(op, parent, false); err != nil {
+			if dfd, err = f.walkDir(op, parent, nil); err != nil {
 				return err
 			}
 			fd, err = f.openat(dfd, name, unix.O_PATH, 0)

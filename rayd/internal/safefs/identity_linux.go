@@ -94,8 +94,21 @@ func applyCreds(c creds) error {
 // thread rather than returning it to the scheduler. A panic in fn is
 // re-raised in the caller after the credentials are restored.
 func (f *FS) runAs(u User, fn func() error) error {
+	return f.runAsSudo(u, func(sudo) error { return fn() })
+}
+
+// sudo runs one step with rayd's own file system identity, from inside
+// [FS.runAsSudo], and switches back to the user's before returning. If
+// either switch fails it returns ErrIdentity and runs nothing more as
+// rayd: the caller must stop on its error.
+type sudo func(step func() error) error
+
+// runAsSudo is [FS.runAs] whose fn may run single steps as rayd through
+// the sudo it is given (the envd-style parent creation of [FS.mkdirFor]).
+// Without privileges there is one identity and sudo runs the step as is.
+func (f *FS) runAsSudo(u User, fn func(sudo) error) error {
 	if !f.privileged {
-		return fn()
+		return fn(func(step func() error) error { return step() })
 	}
 	type result struct {
 		err      error
@@ -117,7 +130,24 @@ func (f *FS) runAs(u User, fn func() error) error {
 		if groups == nil {
 			groups = []uint32{}
 		}
-		if err := applyCreds(creds{u.UID, u.GID, groups}); err != nil {
+		mine := creds{u.UID, u.GID, groups}
+		broken := false
+		asRayd := func(step func() error) error {
+			if broken {
+				return perr("identity", "identity", ErrIdentity)
+			}
+			if err := applyCreds(orig); err != nil {
+				broken = true
+				return perr("identity", "identity", ErrIdentity)
+			}
+			serr := step()
+			if err := applyCreds(mine); err != nil {
+				broken = true
+				return perr("identity", "identity", ErrIdentity)
+			}
+			return serr
+		}
+		if err := applyCreds(mine); err != nil {
 			res.err = perr("identity", "identity", ErrIdentity)
 		} else {
 			func() {
@@ -126,7 +156,7 @@ func (f *FS) runAs(u User, fn func() error) error {
 						res.panicked, res.pv = true, p
 					}
 				}()
-				res.err = fn()
+				res.err = fn(asRayd)
 			}()
 		}
 		if err := applyCreds(orig); err != nil {

@@ -87,8 +87,13 @@ func splitPath(c string) []string {
 	return strings.Split(c[1:], "/")
 }
 
-// MetadataPrefix is the extended attribute namespace that holds metadata.
+// MetadataPrefix is the extended attribute namespace that holds metadata
+// (rayd's own API writes it).
 const MetadataPrefix = "user.rayito."
+
+// EnvdMetadataPrefix is E2B envd's metadata namespace, written by an FS
+// with [Options.Envd]. Every FS reads both.
+const EnvdMetadataPrefix = "user.e2b."
 
 // Metadata limits.
 const (
