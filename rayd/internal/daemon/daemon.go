@@ -570,6 +570,12 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
+	// The E2B envd surface's file layer: the same rules, envd's metadata
+	// namespace, entries and parent directories (safefs.Options.Envd).
+	envdFsys, err := safefs.New(safefs.Options{Privileged: d.privileged, RaydDirs: []string{cfg.StateDir}, Envd: true})
+	if err != nil {
+		return nil, fmt.Errorf("file layer: %w", err)
+	}
 	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
 	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
@@ -621,9 +627,10 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
-	envdFiles := envdhttp.New(d.State, filesSvc, d.sampler.Current)
+	envdFilesSvc := filesSvc.WithFS(envdFsys)
+	envdFiles := envdhttp.New(d.State, envdFilesSvc, d.sampler.Current)
 	envdProcessSvc := envdprocess.New(d.State, sup, builder, log)
-	envdFSSvc := envdfs.New(filesSvc)
+	envdFSSvc := envdfs.New(d.State, envdFilesSvc)
 	d.Envd = apiserver.EnvdHandler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,

@@ -16,7 +16,11 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[filesystem.L
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.files.ListDir(ctx, connect.NewRequest(&raydv1.ListDirRequest{Path: req.Msg.GetPath(), Depth: req.Msg.GetDepth(), User: u}))
+	p, err := s.path(u, req.Msg.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.files.ListDir(ctx, connect.NewRequest(&raydv1.ListDirRequest{Path: p, Depth: req.Msg.GetDepth(), User: u}))
 	if err != nil {
 		return nil, rpcerr.EnvdPath(err, req.Msg.GetPath())
 	}

@@ -10,14 +10,19 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
-// MakeDir creates a directory and its missing parents, owned by the user.
+// MakeDir creates a directory and its missing parents, owned by the user
+// (also where only rayd may create them, as envd: safefs.Options.Envd).
 // An existing directory is already_exists (the SDK's makeDir → false).
 func (s *Service) MakeDir(ctx context.Context, req *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
 	u, err := user(req.Header())
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.files.MakeDir(ctx, connect.NewRequest(&raydv1.MakeDirRequest{Path: req.Msg.GetPath(), User: u}))
+	p, err := s.path(u, req.Msg.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.files.MakeDir(ctx, connect.NewRequest(&raydv1.MakeDirRequest{Path: p, User: u}))
 	if err != nil {
 		return nil, rpcerr.From(err)
 	}

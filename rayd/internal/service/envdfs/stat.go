@@ -10,14 +10,19 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
-// Stat describes one entry (a symbolic link as itself). A missing path is
-// not_found (the SDK's exists() → false).
+// Stat describes one entry (a symbolic link by where it leads, as envd
+// does: see safefs.Options.Envd). A missing path is not_found (the SDK's
+// exists() → false).
 func (s *Service) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
 	u, err := user(req.Header())
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.files.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: req.Msg.GetPath(), User: u}))
+	p, err := s.path(u, req.Msg.GetPath())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.files.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: p, User: u}))
 	if err != nil {
 		return nil, rpcerr.EnvdPath(err, req.Msg.GetPath())
 	}

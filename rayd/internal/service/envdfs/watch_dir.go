@@ -26,6 +26,10 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystem.
 		return err
 	}
 	m := req.Msg
+	p, err := s.path(u, m.GetPath())
+	if err != nil {
+		return err
+	}
 	send := func(r *raydv1.WatchDirResponse) error {
 		var out *filesystem.WatchDirResponse
 		switch ev := r.GetEvent().(type) {
@@ -43,7 +47,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystem.
 		}
 		return stream.Send(out)
 	}
-	err = s.files.Watch(ctx, &raydv1.WatchDirRequest{Path: m.GetPath(), Recursive: m.GetRecursive(), IncludeEntry: m.GetIncludeEntry(), User: u}, send, keepaliveInterval(req.Header()))
+	err = s.files.Watch(ctx, &raydv1.WatchDirRequest{Path: p, Recursive: m.GetRecursive(), IncludeEntry: m.GetIncludeEntry(), User: u}, send, keepaliveInterval(req.Header()))
 	if err != nil {
 		return rpcerr.EnvdPath(err, m.GetPath())
 	}

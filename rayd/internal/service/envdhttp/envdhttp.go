@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/envdpath"
 	"github.com/rayito-dev/rayito/rayd/internal/envduser"
 	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
@@ -136,6 +137,21 @@ func (h *Handlers) serveFiles(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// resolve resolves a path of a request for the user u as envd does
+// (envdpath.Resolve: "" is the default working directory, "~" the home,
+// relative paths from the home, ".." cleaned).
+func (h *Handlers) resolve(u safefs.User, p string) (string, error) {
+	wd := ""
+	if b := h.state.Boot(); b != nil && b.WorkdirSet {
+		wd = b.Workdir
+	}
+	r, err := envdpath.Resolve(p, u.Home, wd)
+	if err != nil {
+		return "", rpcerr.Invalid("cannot expand another user's home directory (~name)")
+	}
+	return r, nil
+}
+
 // user resolves the username query parameter ("" = the default user).
 func (h *Handlers) user(r *http.Request) (safefs.User, error) {
 	name := r.URL.Query().Get("username")
@@ -156,7 +172,12 @@ func (h *Handlers) download(w http.ResponseWriter, r *http.Request) {
 		fail(w, rpcerr.Invalid("path is required"))
 		return
 	}
-	h.files.SendFile(w, r, u, p, func(w http.ResponseWriter, err error) {
+	rp, err := h.resolve(u, p)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	h.files.SendFile(w, r, u, rp, func(w http.ResponseWriter, err error) {
 		fail(w, rpcerr.EnvdPath(err, p))
 	})
 }
@@ -211,7 +232,12 @@ func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
 			fail(w, rpcerr.Invalid("path is required for a non-multipart upload"))
 			return
 		}
-		e, err := h.files.ReceiveFile(r.Context(), u, qpath, r.Body, r.Header.Get("Content-Encoding"), 0, md)
+		rp, err := h.resolve(u, qpath)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		e, err := h.files.ReceiveFile(r.Context(), u, rp, r.Body, r.Header.Get("Content-Encoding"), 0, md)
 		if err != nil {
 			fail(w, rpcerr.EnvdPath(err, qpath))
 			return
@@ -262,7 +288,13 @@ func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
 			fail(w, rpcerr.Invalid("too many files in one upload (at most 1000)"))
 			return
 		}
-		e, err := h.files.ReceiveFile(r.Context(), u, target, part, "", 0, md)
+		rp, err := h.resolve(u, target)
+		if err != nil {
+			part.Close()
+			fail(w, err)
+			return
+		}
+		e, err := h.files.ReceiveFile(r.Context(), u, rp, part, "", 0, md)
 		part.Close()
 		if err != nil {
 			fail(w, rpcerr.EnvdPath(err, target))

@@ -86,7 +86,19 @@ func (h *Handlers) compose(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	e, err := h.files.Compose(r.Context(), u, req.Destination, req.SourcePaths)
+	dest, err := h.resolve(u, req.Destination)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	sources := make([]string, len(req.SourcePaths))
+	for i, sp := range req.SourcePaths {
+		if sources[i], err = h.resolve(u, sp); err != nil {
+			fail(w, err)
+			return
+		}
+	}
+	e, err := h.files.Compose(r.Context(), u, dest, sources)
 	if err != nil {
 		fail(w, err)
 		return

@@ -40,8 +40,9 @@ type Service struct {
 	fs      *safefs.FS
 	log     *slog.Logger
 
-	// watchStreams counts the live WatchDir streams.
-	watchStreams atomic.Int64
+	// watchStreams counts the live WatchDir streams (shared with the
+	// services made by WithFS).
+	watchStreams *atomic.Int64
 }
 
 var _ raydv1connect.FilesystemServiceHandler = (*Service)(nil)
@@ -51,7 +52,16 @@ func New(state *sandbox.State, builder *launch.Builder, fsys *safefs.FS, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{state: state, builder: builder, fs: fsys, log: log}
+	return &Service{state: state, builder: builder, fs: fsys, log: log, watchStreams: new(atomic.Int64)}
+}
+
+// WithFS returns the same service over another file layer (rayd's E2B
+// envd surface uses one made with safefs.Options.Envd); both count their
+// WatchDir streams against one limit.
+func (s *Service) WithFS(fsys *safefs.FS) *Service {
+	c := *s
+	c.fs = fsys
+	return &c
 }
 
 // user resolves the request's user (nil or "" = the sandbox's default) to
@@ -91,7 +101,7 @@ func entryInfo(e safefs.Entry) *raydv1.EntryInfo {
 		ModifiedTimeUnixMs: e.ModTime.UnixMilli(),
 		Metadata:           e.Metadata,
 	}
-	if e.Type == safefs.TypeSymlink {
+	if e.Type == safefs.TypeSymlink || e.SymlinkTarget != "" {
 		t := e.SymlinkTarget
 		info.SymlinkTarget = &t
 	}

@@ -347,6 +347,17 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 		return nil
 	}
 	if ev.name == "" {
+		// An event of a watched directory itself. E2B's envd reports a
+		// chmod of it (also of a subdirectory of a recursive watch, which
+		// its parent's watch reports too) under its own name, "." for the
+		// watched directory.
+		if ev.mask&unix.IN_ATTRIB != 0 && w.s.fs.Envd() {
+			rel := dir
+			if rel == "" {
+				rel = "."
+			}
+			return w.emit(ctx, rel, raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CHMOD)
+		}
 		return nil
 	}
 	replaced := w.replaced
@@ -399,6 +410,9 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 				w.replaced.wd, w.replaced.name = ev.wd, ev.name
 			}
 			t = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE
+			if w.s.fs.Envd() {
+				return w.envdWrite(ctx, rel, creates)
+			}
 		}
 	default:
 		return nil
@@ -410,6 +424,25 @@ func (w *watcher) handle(ctx context.Context, ev rawEvent) error {
 		return w.armNew(ctx, rel)
 	}
 	return nil
+}
+
+// envdWrite reports an atomic write into place as E2B's envd's writes
+// show up (after a create for a new file): it gives the file to the user
+// (chown: a chmod), truncates an existing one (a write) and writes the
+// data (a write, when there is any).
+func (w *watcher) envdWrite(ctx context.Context, rel string, creates bool) error {
+	if err := w.emit(ctx, rel, raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CHMOD); err != nil {
+		return err
+	}
+	if !creates {
+		if err := w.emit(ctx, rel, raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE); err != nil {
+			return err
+		}
+	}
+	if e, err := w.s.fs.Stat(ctx, w.u, w.full(rel)); err == nil && e.Size == 0 {
+		return nil
+	}
+	return w.emit(ctx, rel, raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_WRITE)
 }
 
 // emit sends one event, with the entry when asked and still available.
