@@ -487,6 +487,19 @@ func (p *Process) Subscribe(fromSeq uint64) (*Subscription, error) {
 	} else if fromSeq < p.ring.first || fromSeq > p.ring.next {
 		return nil, ErrOutOfRange
 	}
+	return p.subscribeLocked(cursor)
+}
+
+// SubscribeNew subscribes from the next event p produces: nothing p wrote
+// before is replayed (E2B envd's Connect), and an ended process gives its
+// End event only. The limits are Subscribe's.
+func (p *Process) SubscribeNew() (*Subscription, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.subscribeLocked(p.ring.next)
+}
+
+func (p *Process) subscribeLocked(cursor uint64) (*Subscription, error) {
 	if len(p.subs) >= p.sup.opts.MaxSubscribers {
 		// The security model's cap: each subscriber holds a cursor into
 		// the ring and may pin lagging output, so a client cannot multiply
