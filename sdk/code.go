@@ -24,8 +24,10 @@ var ErrKernelDied = errors.New("rayito: kernel died")
 // Interpreter runs code in the sandbox's stateful interpreter (Sandbox.Code): Jupyter kernels
 // that rayd drives, one per context, whose variables persist from one cell
 // to the next. Each language has a default context ("default-python",
-// ...), created on first use and never removed; CreateContext makes more
-// (at most 8 in all).
+// ...), created on first use and never removed (Python's, and
+// JavaScript's when its kernel is installed, are listed from the start;
+// their kernels start on first use); CreateContext makes more (at most 8
+// in all).
 type Interpreter struct{ sbx *Sandbox }
 
 // CodeOption configures RunCode (and Interpreter.Run) or CreateContext.
@@ -361,7 +363,9 @@ func contextOf(c *raydv1.CodeContext) *CodeContext {
 	return &CodeContext{ID: c.GetContextId(), Language: c.GetLanguage(), Cwd: c.GetCwd()}
 }
 
-// Contexts lists the contexts.
+// Contexts lists the contexts: the default ones listed from the start
+// first, then the others in the order they were made, each with its
+// working directory.
 func (c *Interpreter) Contexts(ctx context.Context) ([]CodeContext, error) {
 	resp, err := c.sbx.dp.code.ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
 	if err != nil {
