@@ -153,6 +153,7 @@ var rules = []rule{
 	{safefs.ErrDiskReserve, raydv1.ErrorReason_ERROR_REASON_DISK_RESERVE, "disk reserve reached"},
 	{safefs.ErrDiskFull, raydv1.ErrorReason_ERROR_REASON_DISK_FULL, "disk full"},
 	{safefs.ErrIdentity, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "file operation failed"},
+	{safefs.ErrCrossDevice, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "source and destination are on different file systems: copy the file, then remove the source"},
 
 	// General errors from the standard library and the kernel.
 	{fs.ErrNotExist, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such file or directory"},

@@ -41,6 +41,7 @@ func TestFrom(t *testing.T) {
 		{safefs.ErrDotDot, connect.CodeInvalidArgument, raydv1.ErrorReason_ERROR_REASON_INVALID_PATH},
 		{safefs.ErrDenied, connect.CodePermissionDenied, raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED},
 		{safefs.ErrIsDir, connect.CodeInvalidArgument, raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY},
+		{&safefs.PathError{Op: "move", Reason: "cross_device", Err: safefs.ErrCrossDevice}, connect.CodeInvalidArgument, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 		{proc.ErrNotFound, connect.CodeNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND},
 		{proc.ErrTooManySubscribers, connect.CodeResourceExhausted, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED},
 		{proc.ErrOutOfRange, connect.CodeOutOfRange, raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED},

@@ -244,3 +244,28 @@ func TestDiskReserveSmallFS(t *testing.T) {
 		t.Fatalf("9 MiB on 16 MiB: %v, want ErrDiskReserve", err)
 	}
 }
+
+// A move between two file systems is ErrCrossDevice (EXDEV), which the
+// API answers with a message saying so, not an internal error.
+func TestMoveCrossDevice(t *testing.T) {
+	if !inMountNS(t) {
+		return
+	}
+	u, home := userHome(t)
+	for _, d := range []string{"one", "two"} {
+		mnt := filepath.Join(home, d)
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mountAt(t, "tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0755,uid=1000,gid=1000")
+	}
+	mustWrite(t, filepath.Join(home, "one/f"), "x", 0o644)
+	f := newFS(t, Options{Privileged: true, Envd: true})
+	_, err := f.Move(context.Background(), u, "one/f", "two/f")
+	if !errors.Is(err, ErrCrossDevice) || !errors.Is(err, unix.EXDEV) {
+		t.Fatalf("Move across file systems: %v, want ErrCrossDevice", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "one/f")); err != nil {
+		t.Errorf("the source: %v", err)
+	}
+}

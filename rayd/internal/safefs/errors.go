@@ -67,6 +67,10 @@ var (
 	// ErrMetadataTooLarge: the file system refused the metadata's size
 	// ("metadata_too_large").
 	ErrMetadataTooLarge error = &sentinel{"metadata too large for file system", nil}
+	// ErrCrossDevice: a move's source and destination are on different
+	// file systems (rename(2)'s EXDEV: in a sandbox, /home/user, /tmp and
+	// / are separate tmpfs mounts). Matches syscall.EXDEV.
+	ErrCrossDevice error = &sentinel{"source and destination are on different file systems", syscall.EXDEV}
 	// ErrIdentity: switching to or from the user's file system identity
 	// failed; nothing was done.
 	ErrIdentity error = &sentinel{"cannot switch file system identity", nil}

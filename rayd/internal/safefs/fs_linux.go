@@ -200,6 +200,8 @@ func errnoErr(op string, err error) error {
 		return perr(op, "disk_full", ErrDiskFull)
 	case unix.ENAMETOOLONG:
 		return perr(op, "too_long", ErrInvalidPath)
+	case unix.EXDEV:
+		return perr(op, "cross_device", ErrCrossDevice)
 	}
 	return perr(op, "io", err)
 }
