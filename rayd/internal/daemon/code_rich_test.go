@@ -152,11 +152,15 @@ func TestCodeChartResults(t *testing.T) {
 		"fig, ax = plt.subplots(); ax.add_artist(plt.Circle((0, 0), 1)); plt.title('Circle'); plt.show()", 0))
 	wantFields(t, "unknown", c, map[string]any{"type": "unknown", "title": "Circle", "elements": []any{}})
 
-	// A figure with nothing drawn has an image and no chart.
-	e := h.exec(nil, "import matplotlib.pyplot as plt\nplt.figure(); plt.show()", 0)
-	for _, r := range e.results {
-		if r.Chart != nil {
-			t.Errorf("a blank figure got a chart: %s", r.GetChart())
+	// A figure with nothing drawn, or with more points than a result
+	// should carry (a million, or 4 MiB of JSON), has an image and no
+	// chart.
+	for _, src := range []string{"plt.figure()", "plt.figure(); plt.plot(range(1000001))", "plt.figure(); plt.plot([i / 7 for i in range(300000)])"} {
+		e := h.exec(nil, "import matplotlib.pyplot as plt\n"+src+"; plt.show()", 0)
+		if len(e.results) != 1 {
+			t.Errorf("%s: results %v", src, e.kinds)
+		} else if e.results[0].Png == nil || e.results[0].Chart != nil {
+			t.Errorf("%s: png %v, chart %.100s", src, e.results[0].Png != nil, e.results[0].GetChart())
 		}
 	}
 }
@@ -187,16 +191,20 @@ func TestCodeDataFrameResult(t *testing.T) {
 	if !reflect.DeepEqual(data, want) {
 		t.Errorf("e2b/data %v, want %v", data, want)
 	}
-	// Other values get none.
+	// Other values get none; nor does a frame whose data passes 4 MiB of
+	// JSON (its text and html come).
 	if c := h.exec(nil, "1 + 1", 0); c.main().Data != nil {
 		t.Errorf("an int got e2b/data")
+	}
+	if c := h.exec(nil, "pd.DataFrame({'s': ['x' * 100] * 50000})", 0); c.main() == nil || c.main().Data != nil || c.main().Html == nil {
+		t.Errorf("a 5 MB frame: %v", c.kinds)
 	}
 }
 
 // TestCodeJSONAndImageResults: a dict or list result carries itself as
 // application/json (numpy values and NaN made JSON); a value that is not
-// JSON gets none; long sequences print in full; saving a PIL image to a
-// file displays it.
+// JSON, or too large, gets none; saving a PIL image to a file displays
+// it.
 func TestCodeJSONAndImageResults(t *testing.T) {
 	requireIPyKernel(t)
 	h := newHarness(t)
@@ -208,9 +216,9 @@ func TestCodeJSONAndImageResults(t *testing.T) {
 	if c := h.exec(nil, "[1, object()]", 0); c.main().Json != nil {
 		t.Errorf("a list of objects got json %q", c.main().GetJson())
 	}
-	// Long sequences are printed in full (IPython cuts them at 1000).
-	if c := h.exec(nil, "set(range(1500))", 0); !strings.HasSuffix(c.main().GetText(), "1499}") {
-		t.Errorf("a long set's text ends %q", c.main().GetText()[max(0, len(c.main().GetText())-20):])
+	// Too large a value gets no json, and its text (cut by IPython) comes.
+	if c := h.exec(nil, "list(range(1000000))", 0); c.main().Json != nil || !strings.HasSuffix(c.main().GetText(), "...]") {
+		t.Errorf("a long list: json %d bytes, text ends %q", len(c.main().GetJson()), c.main().GetText()[max(0, len(c.main().GetText())-20):])
 	}
 	requirePython(t, "PIL")
 	c = h.exec(nil, "from PIL import Image\nImage.new('RGB', (4, 4)).save('/tmp/rayd-test-save.png')\nprint('saved')", 0)

@@ -7,9 +7,7 @@ package code
 //
 //   - "e2b/data": a pandas DataFrame as {column: [values]} (column names
 //     as text; numpy scalars as numbers; dates, times and timestamps as
-//     ISO 8601 text; NaN, NaT and NA as null; other values as text). A
-//     frame of more than maxCells cells gets none (its text and html
-//     remain): one result line stays bounded.
+//     ISO 8601 text; NaN, NaT and NA as null; other values as text).
 //   - "e2b/chart": a matplotlib Figure as a chart: {type, title,
 //     elements} for each type, plus x_label, y_label, x_unit, y_unit
 //     (the text in parentheses or brackets of the label) for 2-D charts,
@@ -22,13 +20,16 @@ package code
 //     third_quartile, max, outliers}), superchart (a figure of several
 //     axes: {type, title (the suptitle), elements: charts}), unknown
 //     (anything else: {type, title, elements: []}). A figure with no data
-//     gets no chart; a figure the extraction fails on gets none either
-//     (its image remains).
+//     gets no chart; neither does one the extraction fails on (its image
+//     remains).
 //   - "application/json" for plain dicts and lists whose values are JSON
 //     (numpy scalars and arrays included; NaN as null), with metadata
-//     {"expanded": true}, up to 16 MiB of JSON.
-//   - text/plain of long lists, dicts and sets in full, as E2B's kernels
-//     print them (IPython cuts them at 1000 items by default).
+//     {"expanded": true}.
+//
+// Each of the three JSON formats is left out of a result when it would
+// pass 4 MiB of JSON (or, before building it, a million values): a
+// result is one event, and rayd's API refuses events over 8 MiB, which
+// would end the cell's stream. The result keeps its other formats.
 //
 // The formatters match classes by name, so a kernel that never uses
 // pandas or matplotlib never imports them. Each
@@ -93,16 +94,17 @@ const pythonFormatters = `def _rayito_formatters():
 
     shell = get_ipython()
     display = shell.display_formatter
-    plain_text = display.formatters.get('text/plain')
-    if plain_text is not None and hasattr(plain_text, 'max_seq_length'):
-        plain_text.max_seq_length = 0
-    max_cells = 1000000
+    max_values = 1000000
+    max_bytes = 4 << 20
+
+    def bounded(value):
+        return value if len(json.dumps(value)) <= max_bytes else None
 
     def frame(df):
         rows, cols = df.shape
-        if rows * max(cols, 1) > max_cells:
+        if rows * max(cols, 1) > max_values:
             return None
-        return {str(name): [plain(v) for v in col.tolist()] for name, col in df.items()}
+        return bounded({str(name): [plain(v) for v in col.tolist()] for name, col in df.items()})
 
     display.formatters['e2b/data'] = ByTypeName({'pandas.core.frame.DataFrame': frame},
         parent=display, format_type='e2b/data', print_method='_repr_e2b_data_')
@@ -130,11 +132,10 @@ const pythonFormatters = `def _rayito_formatters():
 
     def json_value(obj):
         try:
-            value = strict(obj)
-            size = len(json.dumps(value))
+            value = bounded(strict(obj))
         except (TypeError, ValueError, RecursionError):
             return None
-        if size > 16 << 20:
+        if value is None:
             return None
         return value, {'expanded': True}
 
@@ -219,11 +220,19 @@ const pythonFormatters = `def _rayito_formatters():
 
     unnamed = re.compile(r'_child(\d+)$')
 
+    budget = [0]
+
+    def spend(n):
+        budget[0] -= n
+        if budget[0] < 0:
+            raise OverflowError('too many points for a chart')
+
     def line_chart(ax):
         c = chart_points(ax, 'line')
         for line in ax.get_lines():
             if is_rule(line):
                 continue
+            spend(len(line.get_xdata()))
             label = line.get_label()
             m = unnamed.match(label)
             if m:
@@ -234,6 +243,7 @@ const pythonFormatters = `def _rayito_formatters():
     def scatter_chart(ax):
         c = chart_points(ax, 'scatter')
         for coll in ax.collections:
+            spend(len(coll.get_offsets()))
             c['elements'].append({'label': coll.get_label(), 'points': [[plain(x), plain(y)] for x, y in coll.get_offsets()]})
         return c
 
@@ -334,16 +344,17 @@ const pythonFormatters = `def _rayito_formatters():
         return build(ax) if build else chart_base(ax, kind)
 
     def figure_chart(fig):
+        budget[0] = max_values
         try:
             axes = fig.get_axes()
             if not any(ax.has_data() for ax in axes):
                 return None
             if len(axes) == 1:
-                return axes_chart(axes[0])
+                return bounded(axes_chart(axes[0]))
             get = getattr(fig, 'get_suptitle', None)
             sup = getattr(fig, '_suptitle', None)
             title = get() if get else (sup.get_text() if sup is not None else '')
-            return {'type': 'superchart', 'title': text_or_none(title), 'elements': [axes_chart(ax) for ax in axes]}
+            return bounded({'type': 'superchart', 'title': text_or_none(title), 'elements': [axes_chart(ax) for ax in axes]})
         except Exception:
             return None
 
