@@ -217,10 +217,19 @@ func TestE2BPathsAsEnvd(t *testing.T) {
 			}
 		}
 	}
+	// A missing path is named as envd names it: resolved.
+	_, err = c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "~/nope-e2b"}))
+	if code(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "path '"+home+"/nope-e2b' does not exist") {
+		t.Errorf("Stat of a missing path: %v", err)
+	}
+	resp := h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {"nope-e2b"}}, nil, nil)
+	if b := readAll(t, resp); resp.StatusCode != 404 || !strings.Contains(string(b), "path '"+home+"/nope-e2b' does not exist") {
+		t.Errorf("GET /files of a missing path: %d %s", resp.StatusCode, b)
+	}
 	if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "~root/x"})); code(err) != connect.CodeInvalidArgument {
 		t.Errorf("Stat ~root/x: %v", err)
 	}
-	resp := h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/made/../made/f"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
+	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/made/../made/f"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
 	if b := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(string(b), `"path":"`+dir+`/made/f"`) {
 		t.Errorf("POST /files with ..: %d %s", resp.StatusCode, b)
 	}

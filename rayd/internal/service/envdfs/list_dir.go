@@ -22,7 +22,7 @@ func (s *Service) ListDir(ctx context.Context, req *connect.Request[filesystem.L
 	}
 	resp, err := s.files.ListDir(ctx, connect.NewRequest(&raydv1.ListDirRequest{Path: p, Depth: req.Msg.GetDepth(), User: u}))
 	if err != nil {
-		return nil, rpcerr.EnvdPath(err, req.Msg.GetPath())
+		return nil, rpcerr.EnvdPath(err, p)
 	}
 	es := resp.Msg.GetEntries()
 	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, len(es))}

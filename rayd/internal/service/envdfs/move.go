@@ -28,7 +28,7 @@ func (s *Service) Move(ctx context.Context, req *connect.Request[filesystem.Move
 	}
 	resp, err := s.files.Move(ctx, connect.NewRequest(&raydv1.MoveRequest{Source: src, Destination: dst, User: u}))
 	if err != nil {
-		return nil, rpcerr.EnvdPath(err, req.Msg.GetSource())
+		return nil, rpcerr.EnvdPath(err, src)
 	}
 	return connect.NewResponse(&filesystem.MoveResponse{Entry: entry(resp.Msg.GetEntry())}), nil
 }

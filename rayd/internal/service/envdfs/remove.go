@@ -27,7 +27,7 @@ func (s *Service) Remove(ctx context.Context, req *connect.Request[filesystem.Re
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 		}
-		return nil, rpcerr.EnvdPath(err, req.Msg.GetPath())
+		return nil, rpcerr.EnvdPath(err, p)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }

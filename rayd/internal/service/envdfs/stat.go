@@ -24,7 +24,7 @@ func (s *Service) Stat(ctx context.Context, req *connect.Request[filesystem.Stat
 	}
 	resp, err := s.files.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: p, User: u}))
 	if err != nil {
-		return nil, rpcerr.EnvdPath(err, req.Msg.GetPath())
+		return nil, rpcerr.EnvdPath(err, p)
 	}
 	return connect.NewResponse(&filesystem.StatResponse{Entry: entry(resp.Msg.GetEntry())}), nil
 }

@@ -49,7 +49,7 @@ func (s *Service) WatchDir(ctx context.Context, req *connect.Request[filesystem.
 	}
 	err = s.files.Watch(ctx, &raydv1.WatchDirRequest{Path: p, Recursive: m.GetRecursive(), IncludeEntry: m.GetIncludeEntry(), User: u}, send, keepaliveInterval(req.Header()))
 	if err != nil {
-		return rpcerr.EnvdPath(err, m.GetPath())
+		return rpcerr.EnvdPath(err, p)
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func (h *Handlers) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.files.SendFile(w, r, u, rp, func(w http.ResponseWriter, err error) {
-		fail(w, rpcerr.EnvdPath(err, p))
+		fail(w, rpcerr.EnvdPath(err, rp))
 	})
 }
 
@@ -239,7 +239,7 @@ func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		e, err := h.files.ReceiveFile(r.Context(), u, rp, r.Body, r.Header.Get("Content-Encoding"), 0, md)
 		if err != nil {
-			fail(w, rpcerr.EnvdPath(err, qpath))
+			fail(w, rpcerr.EnvdPath(err, rp))
 			return
 		}
 		writeJSON(w, []WrittenEntry{written(e)})
@@ -297,7 +297,7 @@ func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
 		e, err := h.files.ReceiveFile(r.Context(), u, rp, part, "", 0, md)
 		part.Close()
 		if err != nil {
-			fail(w, rpcerr.EnvdPath(err, target))
+			fail(w, rpcerr.EnvdPath(err, rp))
 			return
 		}
 		out = append(out, written(e))
