@@ -268,6 +268,12 @@ async function commandSteps(sbx, prefix, needs) {
     eq(e.exitCode, 4, 'exit code through connect')
     check(seen.join('').includes('tick 15\n'), `output through connect: ${JSON.stringify(seen.join(''))}`)
     await rejects(sbx.commands.connect(999_999), NotFoundError, 'connect to an unknown pid')
+    // As envd, connect replays nothing: only what comes after it.
+    const b = await sbx.commands.run('echo before; sleep 1; echo after', { background: true })
+    await sleep(500)
+    const c2 = await sbx.commands.connect(b.pid)
+    eq((await c2.wait()).stdout, 'after\n', 'output through a connect after the first line')
+    await b.kill().catch(() => {})
   }, { needs })
 }
 
@@ -357,6 +363,25 @@ async function fileSteps(sbx, prefix, needs) {
     check(three.includes(`${dir}/sub/deeper/d.txt`), `list depth 3 lacks sub/deeper/d.txt: ${three}`)
     const info = await sbx.files.getInfo(`${dir}/sub/c.bin`)
     eq([info.name, info.type, info.size], ['c.bin', FileType.FILE, 256], 'files.getInfo')
+  }, { needs: [...needs, wm] })
+
+  await step(`${prefix}files: entries, paths, parents and remove as envd's`, async () => {
+    await sbx.commands.run(`ln -s ${dir}/a.txt ${dir}/link.txt && python3 -c "import os; os.setxattr('${dir}/a.txt', 'user.e2b.author', b'mish')"`)
+    const a = await sbx.files.getInfo(`${dir}/a.txt`)
+    eq([a.mode, a.permissions, a.metadata], [0o644, '-rw-r--r--', { author: 'mish' }], 'a file: mode (the permission bits), permissions, user.e2b.* metadata')
+    const l = await sbx.files.getInfo(`${dir}/link.txt`)
+    eq([l.type, l.symlinkTarget, l.metadata], [FileType.FILE, `${dir}/a.txt`, { author: 'mish' }], "a link: its target's type and metadata, its resolved target")
+    eq((await sbx.files.list(dir)).find((e) => e.name === 'sub').mode, 0o755, "a directory entry's mode")
+    await sbx.files.remove(`${dir}/never-there`)
+    eq((await sbx.files.getInfo('~')).path, '/home/user', '~ is the home')
+    eq((await sbx.files.getInfo(`${dir}/sub/../a.txt`)).path, `${dir}/a.txt`, '.. is cleaned')
+    const top = `/scn-${run}`
+    const infos = await sbx.files.write([{ path: `${top}/x.txt`, data: 'x' }, { path: `${top}/y/z.txt`, data: 'z' }])
+    eq(infos.map((i) => i.path), [`${top}/x.txt`, `${top}/y/z.txt`], 'a multi-file write under a new directory of /')
+    const own = await sbx.commands.run(`stat -c '%U %a' ${top} ${top}/y ${top}/x.txt`)
+    eq(own.stdout, 'user 755\nuser 755\nuser 644\n', "the new directories are the user's, as envd makes them")
+    await sbx.files.remove(top)
+    await sbx.files.remove(`${dir}/link.txt`)
   }, { needs: [...needs, wm] })
 
   await step(`${prefix}files: makeDir, exists`, async () => {

@@ -295,6 +295,20 @@ func TestE2BParentsAsEnvd(t *testing.T) {
 	if _, err := writeFiles(ctx, h.files(), upFile{path: root + "/ours/x", data: []byte("x")}); code(err) != connect.CodePermissionDenied {
 		t.Errorf("our API under a root directory: %v", err)
 	}
+	// What was made for the user there, the user removes again (envd is
+	// root); what is root's stays.
+	for _, p := range []string{root + "/2", root + "/mk"} {
+		if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: p})); err != nil {
+			t.Errorf("Remove %s: %v", p, err)
+		}
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after Remove: %v", p, err)
+		}
+	}
+	mustWriteFile(t, root+"/roots.txt", "x", 0o644)
+	if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/roots.txt"})); code(err) != connect.CodePermissionDenied {
+		t.Errorf("Remove of root's file: %v", err)
+	}
 }
 
 // Watch events as envd's: a file written through the E2B surface shows up

@@ -68,6 +68,22 @@ func TestEnvdParentsForUser(t *testing.T) {
 		if _, err := f.WriteFile(ctx, u, ro+"/file", strings.NewReader("x"), 0, nil); !errors.Is(err, fs.ErrPermission) {
 			t.Errorf("file in a root directory: %v", err)
 		}
+		// What was made for the user there, the user may remove; what is
+		// root's, not.
+		if err := f.Remove(ctx, u, sub, true); err != nil {
+			t.Errorf("Remove of the user's directory in a root directory: %v", err)
+		}
+		if _, err := os.Stat(sub); !os.IsNotExist(err) {
+			t.Errorf("after Remove: %v", err)
+		}
+		rootFile := filepath.Join(ro, "root-"+filepath.Base(t.Name()))
+		mustWrite(t, rootFile, "x", 0o644)
+		if err := f.Remove(ctx, u, rootFile, false); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("Remove of root's file: %v", err)
+		}
+		if err := plain.Remove(ctx, u, ro+"/top-"+filepath.Base(t.Name()), true); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("a plain FS removed in a root directory: %v", err)
+		}
 	})
 	// Not in a directory the user cannot search, not through a link, not
 	// in a read-only or denied prefix.

@@ -1219,15 +1219,54 @@ func (f *FS) Remove(ctx context.Context, u User, p string, recursive bool) error
 	if err := ctx.Err(); err != nil {
 		return perr(op, "canceled", err)
 	}
-	return f.runAs(u, func() error {
+	return f.runAsSudo(u, func(s sudo) error {
 		parent, name := split(c)
 		dfd, err := f.walkDir(op, parent, nil)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(dfd)
-		return f.removeAt(ctx, op, dfd, name, recursive, 0)
+		err = f.removeAt(ctx, op, dfd, name, recursive, 0)
+		if f.envd && errors.Is(err, os.ErrPermission) && !errors.Is(err, ErrDenied) {
+			return f.unlinkFor(op, dfd, name, u, s, err)
+		}
+		return err
 	})
+}
+
+// unlinkFor removes name from dirfd for u where only rayd may, for an
+// [Options.Envd] FS: the mirror of [FS.mkdirFor], so that what rayd made
+// for the user in a directory the user cannot write (/0 of /0/x), the
+// user can remove again, as on envd. Only an entry that belongs to the user
+// (what is under it is already gone, removed as the user), in a directory
+// the user's walk reached and may search, whose own removal was refused
+// for permission (refused is that error); the directory is not writable
+// by the user, so the entry cannot be swapped between the check and the
+// unlink.
+func (f *FS) unlinkFor(op string, dirfd int, name string, u User, s sudo, refused error) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Uid != u.UID {
+		return refused
+	}
+	sfd, err := f.openat(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return refused
+	}
+	unix.Close(sfd)
+	flags := 0
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		flags = unix.AT_REMOVEDIR
+	}
+	return errnoErr(op, s(func() error {
+		var now unix.Stat_t
+		if err := unix.Fstatat(dirfd, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+		if now.Ino != st.Ino || now.Dev != st.Dev || now.Uid != u.UID {
+			return unix.EACCES
+		}
+		return unix.Unlinkat(dirfd, name, flags)
+	}))
 }
 
 func (f *FS) removeAt(ctx context.Context, op string, dirfd int, name string, recursive bool, level int) error {
