@@ -382,6 +382,12 @@ async function fileSteps(sbx, prefix, needs) {
     eq(own.stdout, 'user 755\nuser 755\nuser 644\n', "the new directories are the user's, as envd makes them")
     await sbx.files.remove(top)
     await sbx.files.remove(`${dir}/link.txt`)
+    // A rename to another file system (/tmp and the home are separate
+    // tmpfs in a local sandbox, one file system on E2B) moves the file.
+    await sbx.files.write(`${dir}/mv.txt`, 'moved')
+    const mv = await sbx.files.rename(`${dir}/mv.txt`, `/tmp/${run}-mv.txt`)
+    eq([mv.path, await sbx.files.read(`/tmp/${run}-mv.txt`), await sbx.files.exists(`${dir}/mv.txt`)], [`/tmp/${run}-mv.txt`, 'moved', false], 'a rename from the home to /tmp')
+    await sbx.files.remove(`/tmp/${run}-mv.txt`)
   }, { needs: [...needs, wm] })
 
   await step(`${prefix}files: makeDir, exists`, async () => {

@@ -1127,8 +1127,57 @@ func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
 // empty dst directory, is replaced). Both parents are reached through the
 // safe walk and the rename is done with renameat2 between those
 // descriptors; a symbolic link src is moved as a link. dst's parent must
-// exist.
+// exist (an [Options.Envd] FS creates it, as for WriteFile). Between two
+// file systems ([ErrCrossDevice]) an Envd FS moves a regular file the way
+// mv(1) does, as E2B programs expect (one file system on E2B, several
+// tmpfs in a sandbox): an atomic copy as the user ([FS.WriteFile], with
+// the source's permission bits and metadata), then the source's removal;
+// a directory or a link is still ErrCrossDevice.
 func (f *FS) Move(ctx context.Context, u User, src, dst string) (Entry, error) {
+	e, err := f.move(ctx, u, src, dst)
+	if f.envd && errors.Is(err, ErrCrossDevice) {
+		return f.copyMove(ctx, u, src, dst, err)
+	}
+	return e, err
+}
+
+// copyMove is Move across file systems for a regular file; refused is the
+// rename's error, returned for anything else.
+func (f *FS) copyMove(ctx context.Context, u User, src, dst string, refused error) (Entry, error) {
+	st, err := f.Stat(ctx, u, src)
+	if err != nil {
+		return Entry{}, err
+	}
+	if st.Type != TypeFile || st.SymlinkTarget != "" {
+		return Entry{}, refused
+	}
+	rc, re, err := f.ReadFile(ctx, u, src)
+	if err != nil {
+		return Entry{}, err
+	}
+	// The metadata travels where it fits the write's rules (attributes set
+	// by hand may not).
+	md := map[string]string{}
+	for k, v := range re.Metadata {
+		if ValidateMetadata(map[string]string{k: v}) == nil {
+			md[k] = v
+		}
+	}
+	if ValidateMetadata(md) != nil {
+		md = nil
+	}
+	e, err := f.WriteFile(ctx, u, dst, rc, re.Mode.Perm(), md)
+	rc.Close()
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := f.Remove(ctx, u, src, false); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+func (f *FS) move(ctx context.Context, u User, src, dst string) (Entry, error) {
 	const op = "move"
 	cs, err := f.resolveWrite(u, src)
 	if err != nil {
