@@ -1,9 +1,9 @@
 // Package rayd exposes the entry point of the guest daemon for the
 // programs that embed it (the local platform runs rayd inside each
 // sandbox by re-executing its own binary, without a separate build step),
-// and the one piece of rayd the local platform shares: who owns the
-// client end of a local TCP connection. Everything else about rayd is
-// internal.
+// the sandbox's sudo client, and the one piece of rayd the local platform
+// shares: who owns the client end of a local TCP connection. Everything
+// else about rayd is internal.
 package rayd
 
 import (
@@ -12,7 +12,21 @@ import (
 
 	"github.com/rayito-dev/rayito/rayd/internal/daemon"
 	"github.com/rayito-dev/rayito/rayd/internal/peercred"
+	"github.com/rayito-dev/rayito/rayd/internal/sudo"
 )
+
+// SudoSocket is where a sandbox's rayd serves sudo (its -sudo-socket)
+// and where the client looks.
+const SudoSocket = sudo.SocketPath
+
+// SudoMain runs the sandbox's sudo client (a program embedding rayd runs
+// it when started as "sudo": the local platform binds its own binary at
+// /usr/local/bin/sudo in every sandbox) with args (without the program
+// name) and returns its exit code. It asks rayd over a Unix socket that
+// rayd serves only where root is allowed; elsewhere it says so and fails.
+func SudoMain(args []string, stdout, stderr io.Writer) int {
+	return sudo.Main(args, stdout, stderr)
+}
 
 // Main runs rayd with command-line args (without the program name) and
 // returns its exit code. See `rayd -h` for the flags.

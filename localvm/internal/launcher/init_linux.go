@@ -101,6 +101,11 @@ type initConfig struct {
 // once. Call it first thing in main() and in TestMain of any test that
 // launches sandboxes.
 func MaybeRunInit() {
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == SudoArgv0 {
+		// The sandbox's sudo (this binary, bound at /usr/local/bin/sudo
+		// in every sandbox: see setupSandboxBin).
+		os.Exit(rayd.SudoMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if len(os.Args) == 0 || filepath.Base(os.Args[0]) != InitArgv0 {
 		return
 	}

@@ -54,9 +54,10 @@ func TestIsolatedSandbox(t *testing.T) {
 	want := []string{
 		"user",
 		hostnameFor(spec.ID),
-		"ls: cannot access '/root': No such file or directory",
+		// /root is root's home, private (nothing of the host's).
 		"/home:",
 		"user",
+		"ls: cannot open directory '/root': Permission denied",
 		InitArgv0 + " " + spec.ID + " ",
 		"ls: cannot access '/sys': No such file or directory",
 	}
@@ -76,7 +77,9 @@ echo "== dev =="; ls /dev | tr '\n' ' '; echo; echo hi > /dev/null && echo null-
 echo "== pts =="; ls -l /dev/ptmx | cut -c1; ls /dev/pts | tr '\n' ' '; echo
 echo "== resolv =="; grep -c '^nameserver ' /etc/resolv.conf
 echo "== env =="; cat /proc/1/environ 2>&1 | head -c 200; echo
-echo "== mounts =="; grep -c . /proc/self/mountinfo; grep -E ' (/root|/work|/home/user/[^ ]) ' /proc/self/mountinfo || echo none
+echo "== mounts =="; grep -c . /proc/self/mountinfo; grep -E ' (/work|/home/user/[^ ]) ' /proc/self/mountinfo || echo none
+echo "== roothome =="; grep ' /root ' /proc/self/mountinfo | grep -c ' - tmpfs '
+echo "== localbin =="; grep ' /usr/local/bin ' /proc/self/mountinfo | grep -c ' ro,.* - overlay '; stat -c '%a' /usr/local/bin/sudo; sudo id -u 2>&1
 echo "== passwd =="; getent passwd user
 echo "== net =="; cat /sys/class/net 2>&1 | head -1; grep -c . /proc/net/dev
 echo "== end =="
@@ -121,6 +124,11 @@ echo "== end =="
 	check("resolv", func(s string) bool { return s != "0" && s != "" })
 	check("env", func(s string) bool { return strings.Contains(s, "Permission denied") }) // uid 1000 cannot read rayd's environment
 	check("mounts", func(s string) bool { return strings.HasSuffix(s, "\nnone") })
+	// root's home: a tmpfs of its own, nothing of the host's /root.
+	check("roothome", func(s string) bool { return s == "1" })
+	// /usr/local/bin: the host's, read-only, with the sandbox's sudo
+	// (this binary), which works: the spec allows root.
+	check("localbin", func(s string) bool { return s == "1\n755\n0" })
 	check("passwd", func(s string) bool { return s == "user:x:1000:1000:user:/home/user:/bin/bash" })
 	check("net", func(s string) bool { return strings.HasSuffix(s, "\n4") }) // header lines, lo, eth0
 	if t.Failed() {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/rayd"
 )
 
 // Timeouts.
@@ -55,6 +57,12 @@ type Launcher struct {
 
 	oomOnce sync.Once
 	ctOnce  sync.Once // conntrack warning
+
+	// This binary in the state directory, for the sandboxes' sudo
+	// (sudo_linux.go).
+	sudoOnce sync.Once
+	sudoPath string
+	sudoErr  error
 
 	mu      sync.Mutex
 	slots   map[netip.Prefix]string // /30 → id of live sandboxes known here
@@ -589,6 +597,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if err := os.Mkdir(rootDir, 0o700); err != nil {
 		return inst, err
 	}
+	l.linkSudo(ld)
 	// The init reaches them through a descriptor of ld (see release): ld
 	// and the root mount point belong to the sandbox's root.
 	for _, p := range []string{ld, rootDir} {
@@ -618,7 +627,9 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
 		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
-			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax)}, l.raydArgs()...),
+			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax),
+			// Served only when the spec allows root (RAYITO_ALLOW_ROOT).
+			"--sudo-socket", rayd.SudoSocket}, l.raydArgs()...),
 	}
 	for _, a := range l.opts.DNS {
 		cfg.DNS = append(cfg.DNS, a.String())

@@ -134,6 +134,22 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 			return err
 		}
 	}
+	if cfg.Mode != modeRootless {
+		// /root: root's home (E2B programs write there as user "root"),
+		// private and bounded like /tmp; nobody else may enter it. A
+		// rootless sandbox has no root.
+		p := filepath.Join(root, "root")
+		if err := mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,uid=0,gid=0,"+sizeOpt(cfg.Tmpfs.Tmp)); err != nil {
+			return err
+		}
+	}
+	if err := setupSandboxBin(root); err != nil {
+		// The sandbox goes without python and sudo, as before them.
+		fmt.Fprintf(os.Stderr, "%s: no python or sudo in /usr/local/bin: %v\n", InitArgv0, err)
+	}
 	if err := mkdir(filepath.Join(root, "proc"), 0o555); err != nil {
 		return err
 	}
@@ -181,6 +197,73 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 		}
 	}
 	return nil
+}
+
+// sandboxBinDir is the sandbox's own directory of programs (relative to
+// its root): python where the host has none, and the mount point of sudo.
+const sandboxBinDir = "run/rayito/bin"
+
+// setupSandboxBin gives the sandbox the names E2B's programs expect on
+// every PATH (a login shell's too) without writing to the host's /usr: a
+// read-only overlay of sandboxBinDir over the host's /usr/local/bin, with
+//
+//   - python, a link to /usr/bin/python3 when the host has no python;
+//   - sudo: this very binary (linked into the launcher's directory by the
+//     launcher, sudo_linux.go), bound read-only and nosuid, which runs as
+//     the sudo client when started as sudo (MaybeRunInit);
+//     it asks rayd, which serves it only where root is allowed (the
+//     sudo package), and says otherwise that root is not allowed here.
+//
+// It fails, and the sandbox goes without them, where the host has no
+// /usr/local/bin or the kernel no overlayfs in a user namespace.
+func setupSandboxBin(root string) error {
+	// Relative to the init's working directory, the launcher's (root is
+	// relative to it): the kernel resolves overlayfs's layers there too.
+	bin := filepath.Join(root, sandboxBinDir)
+	target := filepath.Join(root, "usr", "local", "bin")
+	if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the host has no /usr/local/bin: %v", err)
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		return err
+	}
+	if hostHas("python") == "" && hostHas("python3") == "/usr/bin/python3" {
+		if err := os.Symlink("/usr/bin/python3", filepath.Join(bin, "python")); err != nil {
+			return err
+		}
+	}
+	// sudo only where the launcher linked it (sudo_linux.go).
+	_, err := os.Stat(sudoLink)
+	hasSudo := err == nil
+	if hasSudo {
+		if err := os.WriteFile(filepath.Join(bin, SudoArgv0), nil, 0o755); err != nil {
+			return err
+		}
+	}
+	esc := strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`)
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
+		"lowerdir="+esc.Replace(bin)+":"+esc.Replace(target)); err != nil {
+		return fmt.Errorf("overlay on /usr/local/bin: %w", err)
+	}
+	if !hasSudo {
+		return errors.New("no sudo: the launcher could not place its binary")
+	}
+	return bindReadOnly(sudoLink, filepath.Join(target, SudoArgv0))
+}
+
+// hostHas is the path of name in the host's /usr/local/bin or /usr/bin
+// (what the sandbox sees there), or "".
+func hostHas(name string) string {
+	for _, dir := range []string{"/usr/local/bin", "/usr/bin"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // rejectRoutes makes each IPv4 prefix unreachable from this network

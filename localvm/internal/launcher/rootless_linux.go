@@ -124,6 +124,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 	if err := os.Mkdir(filepath.Join(ld, "root"), 0o700); err != nil {
 		return inst, err
 	}
+	l.linkSudo(ld)
 	cfg := &initConfig{
 		Mode: modeRootless, ID: spec.ID, Hostname: hostnameFor(spec.ID),
 		RootDir: "root", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),

@@ -11,6 +11,11 @@ import (
 // sandbox's init (see MaybeRunInit).
 const InitArgv0 = "rayito-localvm-init"
 
+// SudoArgv0 is the name under which a binary embedding localvm is the
+// sandbox's sudo client (see MaybeRunInit): the launcher binds the binary
+// at /usr/local/bin/sudo in every sandbox.
+const SudoArgv0 = "sudo"
+
 // Spec describes one sandbox to launch.
 type Spec struct {
 	// ID is the microVM id, "microvm-<uuid>".

@@ -55,6 +55,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
+	"github.com/rayito-dev/rayito/rayd/internal/sudo"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
@@ -90,7 +91,10 @@ type Config struct {
 	StateDir string
 	// AllowRoot lets clients run as root (RAYITO_ALLOW_ROOT=1).
 	AllowRoot bool
-	LogLevel  slog.Level
+	// SudoSocket is where rayd serves sudo to the sandbox's users when
+	// root is allowed (and rayd is root): package sudo. "": no sudo.
+	SudoSocket string
+	LogLevel   slog.Level
 	// ReadyFD, when not negative, is a descriptor rayd writes one byte
 	// ('R') to, then closes, once it listens and its services are built:
 	// a supervisor learns that rayd is ready without polling its ports.
@@ -179,6 +183,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	})
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", "", fmt.Sprintf("address of the platform's lifecycle hooks (HTTP/1.1) (default: the host of -api-addr, port %d)", limits.HooksPort))
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
+	fs.StringVar(&cfg.SudoSocket, "sudo-socket", "", "with RAYITO_ALLOW_ROOT=1 (and rayd as root), serve sudo to the sandbox's users on this Unix socket (its client looks at "+sudo.SocketPath+"); empty: no sudo")
 	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
 	fs.StringVar(&cfg.Isolation, "isolation", "", "the sandbox's isolation as the platform reports it (full, rootless, none), shown by Health; empty: not reported")
@@ -514,6 +519,7 @@ type Daemon struct {
 	onTerminated func()
 	stopOnce     sync.Once
 	lifecycleFields
+	sudoFields
 }
 
 // New wires a daemon without listening. sup is the process supervisor; nil
@@ -547,6 +553,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		// the gateway routes' URLs and the placeholders.
 		Env: d.processEnv,
 	}
+	d.wireSudo(cfg, builder, log)
 	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, Preload: cfg.PreloadKernel || cfg.EagerKernel, DetachGrace: k.detachGrace, KernelSpecDirs: k.kernelSpecDirs})
 	d.Hooks = hooks.New(hooks.Options{
 		Lifecycle:        life{d},
@@ -726,6 +733,7 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 			errc <- d.Hooks.Serve(ctx, ln)
 		}()
 	}
+	d.serveSudo(ctx, &wg)
 	var first error
 	select {
 	case first = <-errc:

@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
@@ -137,6 +138,13 @@ type Spec struct {
 	// instead of pipes. Its output is one Stdout stream; input goes through
 	// Process.WriteInput and the window size through Process.Resize.
 	PTY *PTYConfig
+	// Files, when set, are the child's descriptors 0, 1 and 2 exactly as
+	// given (three, none nil: the caller keeps and closes its own copies
+	// once Start returns), instead of pipes or a PTY: nothing of the
+	// child's output passes through rayd, and its events are its End
+	// only. Stdin and PTY must not be set with it. rayd's sudo gives the
+	// calling program's own terminal or pipes this way.
+	Files []*os.File
 	// Timeout, when non-zero, sends SIGTERM to the process group when it
 	// expires and SIGKILL Options.KillGrace later if the leader is still
 	// alive; the process then ends with Status "timeout".

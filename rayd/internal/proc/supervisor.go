@@ -135,7 +135,12 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		inW        *os.File   // stdin pipe, write end
 		master     *os.File   // PTY master
 	)
-	if spec.PTY != nil {
+	if spec.Files != nil {
+		if len(spec.Files) != 3 || slices.Contains(spec.Files, nil) || spec.PTY != nil || spec.Stdin {
+			return nil, nil, newStartError("Files needs three descriptors, without Stdin or PTY", fs.ErrInvalid)
+		}
+		childFiles = spec.Files
+	} else if spec.PTY != nil {
 		spec.Stdin = false
 		cols, rows := spec.PTY.size()
 		m, slave, err := openPTY(cols, rows, spec.Identity)
@@ -220,7 +225,7 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 	}
 	if master != nil {
 		go p.readLoop(master, Stdout, ptyReadSize)
-	} else {
+	} else if len(outputs) == 2 {
 		go p.readLoop(outputs[0], Stdout, readSize)
 		go p.readLoop(outputs[1], Stderr, readSize)
 	}
