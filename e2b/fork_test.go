@@ -64,7 +64,7 @@ func TestFork(t *testing.T) {
 			t.Fatalf("fork %d metadata %v, source's %v", i, spec.Metadata, srcSpec.Metadata)
 		}
 		// Private like its source: a user port needs the traffic token.
-		e.routed("GET", "/", sb.SandboxID, "8080").errBody(t, 403, "")
+		e.routed("GET", "/", sb.SandboxID, "8000").errBody(t, 403, "traffic access token")
 		var info detailOut
 		e.do("GET", "/sandboxes/"+sb.SandboxID, nil).json(t, &info)
 		if info.Metadata["a"] != "b" || info.Lifecycle.OnTimeout != "pause" || !info.Lifecycle.AutoResume {

@@ -25,6 +25,10 @@ const (
 	CodePort = limits.E2BCodePort
 	// hooksPort is the platform's lifecycle hooks port: never forwarded.
 	hooksPort = limits.HooksPort
+	// apiPort is rayd's own API port (the runtime contract's, as on AWS
+	// Lambda MicroVMs): no program of the sandbox can serve it, and E2B's
+	// SDKs never need it.
+	apiPort = limits.DefaultAPIPort
 )
 
 // Routing headers E2B's SDKs send to E2B_SANDBOX_URL.
@@ -169,6 +173,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 		writeError(w, http.StatusForbidden, "port 9000 is the platform's lifecycle hooks port: it is never reachable")
 		return
 	}
+	if port == apiPort {
+		writeError(w, http.StatusForbidden, "port 8080 is the sandbox daemon's own API port (Rayito's runtime contract): a program in a Rayito sandbox cannot serve it (it is in use), so Rayito's E2B gateway does not route it; serve another port")
+		return
+	}
 	debug := false
 	if id == DebugSandboxID {
 		if s.opts.DebugSandboxID == "" {
@@ -262,7 +270,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 		// the traffic token.
 		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validTraffic(traffic, id, token))
 	default:
-		if !public && !validTraffic(traffic, id, token) {
+		// Debug mode's sandbox is open to whoever reaches the gateway.
+		if !public && !debug && !validTraffic(traffic, id, token) {
 			msg := msgTrafficInvalid
 			if traffic == "" {
 				msg = msgTrafficMissing

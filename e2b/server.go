@@ -206,6 +206,33 @@ func (s *Server) authorized(r *http.Request) bool {
 
 // serve dispatches between the router and the control plane.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.logged(w, func(sw *statusWriter) { s.dispatch(sw, r) })
+}
+
+// DebugPortHandler serves port of the debug sandbox (Options.DebugSandboxID)
+// as E2B's debug mode reaches a sandbox's ports: there getHost(port) is
+// localhost:port, where envd's own machine serves it. A listener on
+// 127.0.0.1:port with this handler (rayito e2b serve --debug-port) makes
+// such links work: every request goes to that port of the debug
+// sandbox, as through the router.
+func (s *Server) DebugPortHandler(port int) (http.Handler, error) {
+	if s.opts.DebugSandboxID == "" {
+		return nil, errors.New("e2b: a debug port needs the debug sandbox (Options.DebugSandboxID)")
+	}
+	if port < 1 || port > 65535 || port == hooksPort {
+		return nil, fmt.Errorf("e2b: invalid debug port %d", port)
+	}
+	p := strconv.Itoa(port)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.logged(w, func(sw *statusWriter) {
+			sw.route = "router"
+			s.route(sw, r, DebugSandboxID, p)
+		})
+	}), nil
+}
+
+// logged runs h with a statusWriter, recovers its panic and logs one line.
+func (s *Server) logged(w http.ResponseWriter, h func(sw *statusWriter)) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
@@ -224,6 +251,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Log(context.Background(), level, "e2b request", "route", sw.route, "status", sw.status, "sandbox", sw.sandbox, "duration", time.Since(start).Round(time.Millisecond))
 	}()
+	h(sw)
+}
+
+// dispatch sends r to the router or to the control plane.
+func (s *Server) dispatch(sw *statusWriter, r *http.Request) {
 	if id, port, ok := sandboxTarget(r); ok {
 		sw.route = "router"
 		sw.sandbox = id

@@ -441,12 +441,15 @@ func TestRouter(t *testing.T) {
 	}
 	// A user port is forwarded as it is; the host form works too; the API
 	// key never reaches the sandbox.
-	r = e.do("GET", "/app", nil, "Host", "8080-"+id+".e2b.local:3000")
-	if r.code != 200 || r.header.Get("X-Seen-Port") != "8080" || r.header.Get("X-Seen-Api-Key") != "" || r.header.Get("X-Seen-Access-Token") != "" {
+	r = e.do("GET", "/app", nil, "Host", "8000-"+id+".e2b.local:3000")
+	if r.code != 200 || r.header.Get("X-Seen-Port") != "8000" || r.header.Get("X-Seen-Api-Key") != "" || r.header.Get("X-Seen-Access-Token") != "" {
 		t.Fatalf("host form: %d %v", r.code, r.header)
 	}
 	// 9000 is refused; a bad port is a 400.
 	e.routed("GET", "/", id, "9000").errBody(t, 403, "9000")
+	// 8080 is rayd's own API port: a program cannot serve it, and the
+	// router says so rather than reach rayd's API.
+	e.routed("GET", "/", id, "8080").errBody(t, 403, "port 8080 is the sandbox daemon's own API port")
 	e.routed("GET", "/", id, "x").errBody(t, 400, "port")
 	// A stream is not buffered: the first chunk arrives while it is open.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -489,9 +492,9 @@ func TestRouterInsecurePrivateDebug(t *testing.T) {
 	if r := e.routed("GET", "/health", sb.SandboxID, "49983"); r.header.Get("X-Seen-Access-Token") != token {
 		t.Fatalf("secure:false: %v", r.header)
 	}
-	e.routed("GET", "/", sb.SandboxID, "8080").errBody(t, 403, "Token header 'e2b-traffic-access-token' is missing")
-	e.routed("GET", "/", sb.SandboxID, "8080", headerTraffic, "wrong").errBody(t, 403, "Provided token in header 'e2b-traffic-access-token' is invalid")
-	if r := e.routed("GET", "/", sb.SandboxID, "8080", headerTraffic, sb.TrafficAccessToken); r.code != 200 || r.header.Get("X-Seen-Traffic") != "" {
+	e.routed("GET", "/", sb.SandboxID, "8000").errBody(t, 403, "Token header 'e2b-traffic-access-token' is missing")
+	e.routed("GET", "/", sb.SandboxID, "8000", headerTraffic, "wrong").errBody(t, 403, "Provided token in header 'e2b-traffic-access-token' is invalid")
+	if r := e.routed("GET", "/", sb.SandboxID, "8000", headerTraffic, sb.TrafficAccessToken); r.code != 200 || r.header.Get("X-Seen-Traffic") != "" {
 		t.Fatalf("private port with token: %d %v", r.code, r.header)
 	}
 	// Debug mode: the fixed id reaches the configured sandbox, with its
@@ -732,11 +735,47 @@ func TestDomain(t *testing.T) {
 	if conn.Domain != "e2b.localhost:3443" {
 		t.Fatalf("connect: domain %q", conn.Domain)
 	}
-	if r := e.do("GET", "/app", nil, "X-API-KEY", "", "Host", "8080-"+sb.SandboxID+".e2b.localhost:3443"); r.code != 200 || r.header.Get("X-Seen-Port") != "8080" {
-		t.Fatalf("getHost(8080): %d %v", r.code, r.header)
+	if r := e.do("GET", "/app", nil, "X-API-KEY", "", "Host", "8000-"+sb.SandboxID+".e2b.localhost:3443"); r.code != 200 || r.header.Get("X-Seen-Port") != "8000" {
+		t.Fatalf("getHost(8000): %d %v", r.code, r.header)
 	}
 	plain := newEnv(t)
 	if r := plain.do("POST", "/v2/sandboxes", nil); strings.Contains(string(r.body), `"domain"`) {
 		t.Fatalf("no domain configured, yet the create says one: %s", r.body)
+	}
+}
+
+// E2B's debug mode links a sandbox's port as localhost:port: a listener
+// there with DebugPortHandler reaches that port of the debug sandbox
+// (without a traffic token: debug mode's sandbox is open to whoever
+// reaches the gateway), and the router's debug id reaches its user ports
+// too.
+func TestDebugPort(t *testing.T) {
+	if _, err := newEnv(t).srv.DebugPortHandler(8000); err == nil {
+		t.Fatal("a debug port without a debug sandbox")
+	}
+	var e *env
+	e = newEnv(t, func(o *Options) { o.DebugSandboxID = "sbx-001" })
+	e.create(map[string]any{"network": map[string]any{"allowPublicTraffic": false}})
+	for _, bad := range []int{0, 9000, 65536} {
+		if _, err := e.srv.DebugPortHandler(bad); err == nil {
+			t.Errorf("debug port %d accepted", bad)
+		}
+	}
+	h, err := e.srv.DebugPortHandler(8000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	res, err := http.Get(hs.URL + "/index.html?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Seen-Port") != "8000" || res.Header.Get("X-Seen-Path") != "/index.html?x=1" || res.Header.Get("X-Seen-Access-Token") != "" {
+		t.Fatalf("debug port: %d %v", res.StatusCode, res.Header)
+	}
+	if r := e.routed("GET", "/", DebugSandboxID, "3000"); r.code != 200 || r.header.Get("X-Seen-Port") != "3000" {
+		t.Fatalf("debug id, user port: %d %v", r.code, r.header)
 	}
 }

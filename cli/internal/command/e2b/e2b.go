@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -251,11 +252,34 @@ const NonLoopbackWarning = "rayito: WARNING: the E2B gateway listens beyond loop
 // Serve serves the E2B API on ln until ctx ends: over TLS with tlsCfg,
 // else plain HTTP.
 func Serve(ctx context.Context, ln net.Listener, opts e2bapi.Options, tlsCfg *tls.Config) error {
+	return serve(ctx, ln, opts, tlsCfg, nil)
+}
+
+// serve is Serve, plus the debug sandbox's debugPorts on localhost (plain
+// HTTP, as E2B's debug mode links them).
+func serve(ctx context.Context, ln net.Listener, opts e2bapi.Options, tlsCfg *tls.Config, debugPorts []int) error {
 	srv, err := e2bapi.New(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	for _, p := range debugPorts {
+		h, err := srv.DebugPortHandler(p)
+		if err != nil {
+			return cliutil.Usage(err)
+		}
+		// localhost is 127.0.0.1 and, where the machine has it, ::1:
+		// clients may try either.
+		lns, err := listenLocalhost(p)
+		if err != nil {
+			return fmt.Errorf("--debug-port %d: %w", p, err)
+		}
+		for _, dl := range lns {
+			ds := &http.Server{Handler: h, ReadHeaderTimeout: 15 * time.Second, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)}
+			go func() { _ = ds.Serve(dl) }()
+			defer ds.Close()
+		}
+	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 15 * time.Second,
@@ -314,6 +338,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve HTTPS with the certificate in `FILE` (PEM, for DOMAIN and *.DOMAIN; with --tls-key and --domain)"},
 			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert, in `FILE` (PEM)"},
 			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (or a unique prefix of it; E2B_DEBUG=true)"},
+			&cli.IntSliceFlag{Name: "debug-port", Usage: "with --debug-sandbox, serve the sandbox's `PORT` on localhost:PORT, where debug mode's getHost(PORT) points (repeatable)"},
 			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback without TLS (keys and tokens travel in clear)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			cliutil.JSONFlag(),
@@ -325,6 +350,15 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			addr := cmd.String("addr")
 			if _, _, err := net.SplitHostPort(addr); err != nil {
 				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
+			}
+			debugPorts := cmd.IntSlice("debug-port")
+			if len(debugPorts) > 0 && cmd.String("debug-sandbox") == "" {
+				return cliutil.Usagef("--debug-port needs --debug-sandbox")
+			}
+			for _, p := range debugPorts {
+				if p < 1 || p > 65535 || p == 9000 {
+					return cliutil.Usagef("--debug-port %d: want a port from 1 to 65535, not 9000 (the platform's hooks)", p)
+				}
 			}
 			exp, err := NewExposure(f.Getenv, "", addr, cmd.String("domain"), cmd.Bool("tls"), cmd.String("tls-cert"), cmd.String("tls-key"))
 			if err != nil {
@@ -397,7 +431,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log.Info("E2B gateway serving", append(exp.Env(ln.Addr().String()), "keys", len(keys))...)
-			return Serve(ctx, ln, e2bapi.Options{
+			return serve(ctx, ln, e2bapi.Options{
 				SDK:            append(t.Options, rayito.WithTokenStoreDir(dir)),
 				APIKeyHashes:   keys,
 				Templates:      templates,
@@ -405,7 +439,21 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 				DebugSandboxID: debugID,
 				SnapshotDir:    snaps,
 				Domain:         exp.Domain,
-			}, exp.TLS)
+			}, exp.TLS, debugPorts)
 		},
 	}
+}
+
+// listenLocalhost listens on 127.0.0.1:port, and on [::1]:port where the
+// machine has IPv6 loopback.
+func listenLocalhost(port int) ([]net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	lns := []net.Listener{ln}
+	if ln6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(port))); err == nil {
+		lns = append(lns, ln6)
+	}
+	return lns, nil
 }
