@@ -37,7 +37,8 @@ const (
 	// allowed to run processes (PERMISSION_DENIED).
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 2
 	// The path is refused by rayd's policy: deny list or a kernel pseudo
-	// file system (PERMISSION_DENIED).
+	// file system; or a checkpoint or restore outside the bucket and
+	// prefix the sandbox is bound to (PERMISSION_DENIED).
 	ErrorReason_ERROR_REASON_POLICY_DENIED ErrorReason = 3
 	// The file system is full (RESOURCE_EXHAUSTED).
 	ErrorReason_ERROR_REASON_DISK_FULL ErrorReason = 4
@@ -112,6 +113,28 @@ const (
 	// Installing or verifying a network policy failed; deny-all is in force
 	// (INTERNAL).
 	ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED ErrorReason = 32
+	// Another checkpoint or restore of this sandbox is running: one at a
+	// time (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_OPERATION_IN_PROGRESS ErrorReason = 33
+	// A checkpoint's archive does not match the sha256 its manifest names,
+	// or the object store returned other bytes than asked for; nothing was
+	// extracted (DATA_LOSS).
+	ErrorReason_ERROR_REASON_CHECKSUM_MISMATCH ErrorReason = 34
+	// A checkpoint's manifest is not one this rayd reads (another version,
+	// or not a manifest at all) (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_UNSUPPORTED_FORMAT ErrorReason = 35
+	// A checkpoint's archive holds an entry that would leave HOME (an
+	// absolute path, `..`, a path through a symbolic link of the archive) or
+	// is not an archive at all; nothing was extracted (INVALID_ARGUMENT).
+	ErrorReason_ERROR_REASON_UNSAFE_ARCHIVE ErrorReason = 36
+	// rayd has no credentials for the object store: the sandbox runs
+	// without an execution role (PERMISSION_DENIED).
+	ErrorReason_ERROR_REASON_NO_CREDENTIALS ErrorReason = 37
+	// The object store refused the request with rayd's credentials (the
+	// role does not reach that bucket or prefix) (PERMISSION_DENIED).
+	ErrorReason_ERROR_REASON_STORAGE_DENIED ErrorReason = 38
+	// The object store could not be reached or failed (UNAVAILABLE).
+	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 39
 )
 
 // Enum value maps for ErrorReason.
@@ -150,41 +173,55 @@ var (
 		30: "ERROR_REASON_LIFECYCLE_UNMANAGED",
 		31: "ERROR_REASON_EGRESS_UNAVAILABLE",
 		32: "ERROR_REASON_EGRESS_UPDATE_FAILED",
+		33: "ERROR_REASON_OPERATION_IN_PROGRESS",
+		34: "ERROR_REASON_CHECKSUM_MISMATCH",
+		35: "ERROR_REASON_UNSUPPORTED_FORMAT",
+		36: "ERROR_REASON_UNSAFE_ARCHIVE",
+		37: "ERROR_REASON_NO_CREDENTIALS",
+		38: "ERROR_REASON_STORAGE_DENIED",
+		39: "ERROR_REASON_STORAGE_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":          0,
-		"ERROR_REASON_NOT_FOUND":            1,
-		"ERROR_REASON_PERMISSION_DENIED":    2,
-		"ERROR_REASON_POLICY_DENIED":        3,
-		"ERROR_REASON_DISK_FULL":            4,
-		"ERROR_REASON_DISK_RESERVE":         5,
-		"ERROR_REASON_TIMEOUT":              6,
-		"ERROR_REASON_INVALID_ARGUMENT":     7,
-		"ERROR_REASON_INVALID_PATH":         8,
-		"ERROR_REASON_ALREADY_EXISTS":       9,
-		"ERROR_REASON_NOT_A_DIRECTORY":      10,
-		"ERROR_REASON_IS_A_DIRECTORY":       11,
-		"ERROR_REASON_NOT_A_REGULAR_FILE":   12,
-		"ERROR_REASON_SYMLINK":              13,
-		"ERROR_REASON_DIRECTORY_NOT_EMPTY":  14,
-		"ERROR_REASON_METADATA_UNSUPPORTED": 15,
-		"ERROR_REASON_RESOURCE_EXHAUSTED":   16,
-		"ERROR_REASON_OUTPUT_TRUNCATED":     17,
-		"ERROR_REASON_UNAUTHENTICATED":      18,
-		"ERROR_REASON_NOT_RUNNING":          19,
-		"ERROR_REASON_WRONG_KIND":           20,
-		"ERROR_REASON_EXECUTABLE_NOT_FOUND": 21,
-		"ERROR_REASON_NOT_EXECUTABLE":       22,
-		"ERROR_REASON_CWD_NOT_FOUND":        23,
-		"ERROR_REASON_UNIMPLEMENTED":        24,
-		"ERROR_REASON_SHUTTING_DOWN":        25,
-		"ERROR_REASON_CANCELED":             26,
-		"ERROR_REASON_INTERNAL":             27,
-		"ERROR_REASON_SUSPENDING":           28,
-		"ERROR_REASON_SANDBOX_TIMEOUT":      29,
-		"ERROR_REASON_LIFECYCLE_UNMANAGED":  30,
-		"ERROR_REASON_EGRESS_UNAVAILABLE":   31,
-		"ERROR_REASON_EGRESS_UPDATE_FAILED": 32,
+		"ERROR_REASON_UNSPECIFIED":           0,
+		"ERROR_REASON_NOT_FOUND":             1,
+		"ERROR_REASON_PERMISSION_DENIED":     2,
+		"ERROR_REASON_POLICY_DENIED":         3,
+		"ERROR_REASON_DISK_FULL":             4,
+		"ERROR_REASON_DISK_RESERVE":          5,
+		"ERROR_REASON_TIMEOUT":               6,
+		"ERROR_REASON_INVALID_ARGUMENT":      7,
+		"ERROR_REASON_INVALID_PATH":          8,
+		"ERROR_REASON_ALREADY_EXISTS":        9,
+		"ERROR_REASON_NOT_A_DIRECTORY":       10,
+		"ERROR_REASON_IS_A_DIRECTORY":        11,
+		"ERROR_REASON_NOT_A_REGULAR_FILE":    12,
+		"ERROR_REASON_SYMLINK":               13,
+		"ERROR_REASON_DIRECTORY_NOT_EMPTY":   14,
+		"ERROR_REASON_METADATA_UNSUPPORTED":  15,
+		"ERROR_REASON_RESOURCE_EXHAUSTED":    16,
+		"ERROR_REASON_OUTPUT_TRUNCATED":      17,
+		"ERROR_REASON_UNAUTHENTICATED":       18,
+		"ERROR_REASON_NOT_RUNNING":           19,
+		"ERROR_REASON_WRONG_KIND":            20,
+		"ERROR_REASON_EXECUTABLE_NOT_FOUND":  21,
+		"ERROR_REASON_NOT_EXECUTABLE":        22,
+		"ERROR_REASON_CWD_NOT_FOUND":         23,
+		"ERROR_REASON_UNIMPLEMENTED":         24,
+		"ERROR_REASON_SHUTTING_DOWN":         25,
+		"ERROR_REASON_CANCELED":              26,
+		"ERROR_REASON_INTERNAL":              27,
+		"ERROR_REASON_SUSPENDING":            28,
+		"ERROR_REASON_SANDBOX_TIMEOUT":       29,
+		"ERROR_REASON_LIFECYCLE_UNMANAGED":   30,
+		"ERROR_REASON_EGRESS_UNAVAILABLE":    31,
+		"ERROR_REASON_EGRESS_UPDATE_FAILED":  32,
+		"ERROR_REASON_OPERATION_IN_PROGRESS": 33,
+		"ERROR_REASON_CHECKSUM_MISMATCH":     34,
+		"ERROR_REASON_UNSUPPORTED_FORMAT":    35,
+		"ERROR_REASON_UNSAFE_ARCHIVE":        36,
+		"ERROR_REASON_NO_CREDENTIALS":        37,
+		"ERROR_REASON_STORAGE_DENIED":        38,
+		"ERROR_REASON_STORAGE_UNAVAILABLE":   39,
 	}
 )
 
@@ -268,7 +305,8 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\n" +
 	"\x1brayito/rayd/v1/errors.proto\x12\x0erayito.rayd.v1\"@\n" +
 	"\tErrorInfo\x123\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\xc6\b\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.rayito.rayd.v1.ErrorReasonR\x06reason*\xc0\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x01\x12\"\n" +
@@ -303,7 +341,14 @@ const file_rayito_rayd_v1_errors_proto_rawDesc = "" +
 	"\x1cERROR_REASON_SANDBOX_TIMEOUT\x10\x1d\x12$\n" +
 	" ERROR_REASON_LIFECYCLE_UNMANAGED\x10\x1e\x12#\n" +
 	"\x1fERROR_REASON_EGRESS_UNAVAILABLE\x10\x1f\x12%\n" +
-	"!ERROR_REASON_EGRESS_UPDATE_FAILED\x10 B\xb9\x01\n" +
+	"!ERROR_REASON_EGRESS_UPDATE_FAILED\x10 \x12&\n" +
+	"\"ERROR_REASON_OPERATION_IN_PROGRESS\x10!\x12\"\n" +
+	"\x1eERROR_REASON_CHECKSUM_MISMATCH\x10\"\x12#\n" +
+	"\x1fERROR_REASON_UNSUPPORTED_FORMAT\x10#\x12\x1f\n" +
+	"\x1bERROR_REASON_UNSAFE_ARCHIVE\x10$\x12\x1f\n" +
+	"\x1bERROR_REASON_NO_CREDENTIALS\x10%\x12\x1f\n" +
+	"\x1bERROR_REASON_STORAGE_DENIED\x10&\x12$\n" +
+	" ERROR_REASON_STORAGE_UNAVAILABLE\x10'B\xb9\x01\n" +
 	"\x12com.rayito.rayd.v1B\vErrorsProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (

@@ -1255,12 +1255,15 @@ func (*WatchDirResponse_Keepalive) isWatchDirResponse_Event() {}
 
 func (*WatchDirResponse_Error) isWatchDirResponse_Event() {}
 
-// S3Location is a place for checkpoints.
+// S3Location is a place for checkpoints: s3://bucket/key_prefix/.
 type S3Location struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	KeyPrefix     string                 `protobuf:"bytes,2,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
-	Region        *string                `protobuf:"bytes,3,opt,name=region,proto3,oneof" json:"region,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Slash-separated, at most 900 bytes, no empty, `.` or `..` segment; a
+	// trailing slash is ignored.
+	KeyPrefix string `protobuf:"bytes,2,opt,name=key_prefix,json=keyPrefix,proto3" json:"key_prefix,omitempty"`
+	// The bucket's region; absent: the sandbox's own.
+	Region        *string `protobuf:"bytes,3,opt,name=region,proto3,oneof" json:"region,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1318,10 +1321,18 @@ func (x *S3Location) GetRegion() string {
 
 // CheckpointRequest archives HOME.
 type CheckpointRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Location *S3Location            `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
-	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// At most 64 patterns, relative to HOME.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absent: the location the sandbox is bound to (the run payload's
+	// `persist`); FAILED_PRECONDITION when it is bound to none.
+	Location *S3Location `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
+	// The checkpoint's name under the prefix: 1 to 128 characters of
+	// [A-Za-z0-9._-], not `.` or `..`. Empty: the name this sandbox last
+	// checkpointed or restored, else `default`.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// At most 64 patterns, relative to HOME, matched like .gitignore's
+	// simple patterns: `path.Match` globs against the path, or against every
+	// base name when the pattern has no `/`; a trailing `/` matches
+	// directories only.
 	Exclude       []string `protobuf:"bytes,3,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1380,9 +1391,11 @@ func (x *CheckpointRequest) GetExclude() []string {
 
 // RestoreRequest restores HOME; NOT_FOUND without a manifest.
 type RestoreRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Location      *S3Location            `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in CheckpointRequest.
+	Location *S3Location `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
+	// As in CheckpointRequest.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1431,9 +1444,15 @@ func (x *RestoreRequest) GetName() string {
 	return ""
 }
 
-// PersistStarted opens a checkpoint or restore stream.
+// PersistStarted opens a checkpoint or restore stream, once the location
+// was accepted (and, for a restore, its manifest read).
 type PersistStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoint's name (the one asked, or the default).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The archive's size in bytes: known at once for a restore (from its
+	// manifest), 0 for a checkpoint.
+	BytesTotal    uint64 `protobuf:"varint,2,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1468,11 +1487,29 @@ func (*PersistStarted) Descriptor() ([]byte, []int) {
 	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{21}
 }
 
+func (x *PersistStarted) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PersistStarted) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
 // PersistProgress reports bytes moved.
 type PersistProgress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BytesDone     uint64                 `protobuf:"varint,1,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
-	FilesDone     uint64                 `protobuf:"varint,2,opt,name=files_done,json=filesDone,proto3" json:"files_done,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Archive bytes uploaded (checkpoint) or downloaded and then extracted
+	// (restore).
+	BytesDone uint64 `protobuf:"varint,1,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	FilesDone uint64 `protobuf:"varint,2,opt,name=files_done,json=filesDone,proto3" json:"files_done,omitempty"`
+	// The archive's size when known (restore), else 0.
+	BytesTotal    uint64 `protobuf:"varint,3,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1521,20 +1558,147 @@ func (x *PersistProgress) GetFilesDone() uint64 {
 	return 0
 }
 
+func (x *PersistProgress) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+// PersistSkipped counts what a checkpoint or a restore left out.
+type PersistSkipped struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// FIFOs, sockets and devices.
+	Special uint64 `protobuf:"varint,1,opt,name=special,proto3" json:"special,omitempty"`
+	// Hard links (restore only: a checkpoint stores every file in full).
+	HardLinks uint64 `protobuf:"varint,2,opt,name=hard_links,json=hardLinks,proto3" json:"hard_links,omitempty"`
+	// Files and directories the user cannot read (checkpoint).
+	Unreadable uint64 `protobuf:"varint,3,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	// Mount points and what is under them (checkpoint).
+	OtherDevice uint64 `protobuf:"varint,4,opt,name=other_device,json=otherDevice,proto3" json:"other_device,omitempty"`
+	// Entries under a link or a non-directory on disk, or whose place holds
+	// a non-empty directory (restore).
+	Conflicts uint64 `protobuf:"varint,5,opt,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// Archive entries of other kinds (restore).
+	Other uint64 `protobuf:"varint,6,opt,name=other,proto3" json:"other,omitempty"`
+	// Entries whose setuid, setgid or sticky bit was dropped (restore).
+	ModesSanitized uint64 `protobuf:"varint,7,opt,name=modes_sanitized,json=modesSanitized,proto3" json:"modes_sanitized,omitempty"`
+	// Files that changed size while they were read (checkpoint).
+	Changed       uint64 `protobuf:"varint,8,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistSkipped) Reset() {
+	*x = PersistSkipped{}
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistSkipped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistSkipped) ProtoMessage() {}
+
+func (x *PersistSkipped) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistSkipped.ProtoReflect.Descriptor instead.
+func (*PersistSkipped) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PersistSkipped) GetSpecial() uint64 {
+	if x != nil {
+		return x.Special
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetHardLinks() uint64 {
+	if x != nil {
+		return x.HardLinks
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetUnreadable() uint64 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetOtherDevice() uint64 {
+	if x != nil {
+		return x.OtherDevice
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetConflicts() uint64 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetOther() uint64 {
+	if x != nil {
+		return x.Other
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetModesSanitized() uint64 {
+	if x != nil {
+		return x.ModesSanitized
+	}
+	return 0
+}
+
+func (x *PersistSkipped) GetChanged() uint64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
 // PersistDone closes a successful checkpoint or restore.
 type PersistDone struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bytes         uint64                 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Files         uint64                 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
-	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
-	DurationMs    uint64                 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The archive's size (home.tar.gz) in bytes.
+	Bytes uint64 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// Regular files archived or extracted.
+	Files uint64 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	// The archive's sha256, lowercase hex (as in the manifest).
+	Sha256      string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	DurationMs  uint64 `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Directories uint64 `protobuf:"varint,5,opt,name=directories,proto3" json:"directories,omitempty"`
+	Symlinks    uint64 `protobuf:"varint,6,opt,name=symlinks,proto3" json:"symlinks,omitempty"`
+	// The files' contents in bytes, before compression.
+	ContentBytes uint64          `protobuf:"varint,7,opt,name=content_bytes,json=contentBytes,proto3" json:"content_bytes,omitempty"`
+	Skipped      *PersistSkipped `protobuf:"bytes,8,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The checkpoint's name.
+	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PersistDone) Reset() {
 	*x = PersistDone{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[23]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1710,7 @@ func (x *PersistDone) String() string {
 func (*PersistDone) ProtoMessage() {}
 
 func (x *PersistDone) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[23]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1723,7 @@ func (x *PersistDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistDone.ProtoReflect.Descriptor instead.
 func (*PersistDone) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{23}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PersistDone) GetBytes() uint64 {
@@ -1590,6 +1754,41 @@ func (x *PersistDone) GetDurationMs() uint64 {
 	return 0
 }
 
+func (x *PersistDone) GetDirectories() uint64 {
+	if x != nil {
+		return x.Directories
+	}
+	return 0
+}
+
+func (x *PersistDone) GetSymlinks() uint64 {
+	if x != nil {
+		return x.Symlinks
+	}
+	return 0
+}
+
+func (x *PersistDone) GetContentBytes() uint64 {
+	if x != nil {
+		return x.ContentBytes
+	}
+	return 0
+}
+
+func (x *PersistDone) GetSkipped() *PersistSkipped {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *PersistDone) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // PersistEvent is one message of a Checkpoint or Restore stream.
 type PersistEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1607,7 +1806,7 @@ type PersistEvent struct {
 
 func (x *PersistEvent) Reset() {
 	*x = PersistEvent{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[24]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1818,7 @@ func (x *PersistEvent) String() string {
 func (*PersistEvent) ProtoMessage() {}
 
 func (x *PersistEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[24]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1831,7 @@ func (x *PersistEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistEvent.ProtoReflect.Descriptor instead.
 func (*PersistEvent) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{24}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PersistEvent) GetEvent() isPersistEvent_Event {
@@ -1733,7 +1932,7 @@ type S3Object struct {
 
 func (x *S3Object) Reset() {
 	*x = S3Object{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[25]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1944,7 @@ func (x *S3Object) String() string {
 func (*S3Object) ProtoMessage() {}
 
 func (x *S3Object) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[25]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1957,7 @@ func (x *S3Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Object.ProtoReflect.Descriptor instead.
 func (*S3Object) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{25}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *S3Object) GetBucket() string {
@@ -1793,7 +1992,7 @@ type PresignedRequest struct {
 
 func (x *PresignedRequest) Reset() {
 	*x = PresignedRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[26]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2004,7 @@ func (x *PresignedRequest) String() string {
 func (*PresignedRequest) ProtoMessage() {}
 
 func (x *PresignedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[26]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2017,7 @@ func (x *PresignedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresignedRequest.ProtoReflect.Descriptor instead.
 func (*PresignedRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{26}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PresignedRequest) GetUrl() string {
@@ -1846,7 +2045,7 @@ type PresignedMultipart struct {
 
 func (x *PresignedMultipart) Reset() {
 	*x = PresignedMultipart{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[27]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2057,7 @@ func (x *PresignedMultipart) String() string {
 func (*PresignedMultipart) ProtoMessage() {}
 
 func (x *PresignedMultipart) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[27]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,7 +2070,7 @@ func (x *PresignedMultipart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresignedMultipart.ProtoReflect.Descriptor instead.
 func (*PresignedMultipart) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{27}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PresignedMultipart) GetPartSize() uint64 {
@@ -1908,7 +2107,7 @@ type StartImportRequest struct {
 
 func (x *StartImportRequest) Reset() {
 	*x = StartImportRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[28]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2119,7 @@ func (x *StartImportRequest) String() string {
 func (*StartImportRequest) ProtoMessage() {}
 
 func (x *StartImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[28]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2132,7 @@ func (x *StartImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartImportRequest.ProtoReflect.Descriptor instead.
 func (*StartImportRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{28}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StartImportRequest) GetObject() *S3Object {
@@ -2023,7 +2222,7 @@ type StartImportResponse struct {
 
 func (x *StartImportResponse) Reset() {
 	*x = StartImportResponse{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[29]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2234,7 @@ func (x *StartImportResponse) String() string {
 func (*StartImportResponse) ProtoMessage() {}
 
 func (x *StartImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[29]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2247,7 @@ func (x *StartImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartImportResponse.ProtoReflect.Descriptor instead.
 func (*StartImportResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{29}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StartImportResponse) GetTransferId() string {
@@ -2075,7 +2274,7 @@ type StartExportRequest struct {
 
 func (x *StartExportRequest) Reset() {
 	*x = StartExportRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[30]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2286,7 @@ func (x *StartExportRequest) String() string {
 func (*StartExportRequest) ProtoMessage() {}
 
 func (x *StartExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[30]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2299,7 @@ func (x *StartExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartExportRequest.ProtoReflect.Descriptor instead.
 func (*StartExportRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{30}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StartExportRequest) GetObject() *S3Object {
@@ -2175,7 +2374,7 @@ type StartExportResponse struct {
 
 func (x *StartExportResponse) Reset() {
 	*x = StartExportResponse{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[31]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2386,7 @@ func (x *StartExportResponse) String() string {
 func (*StartExportResponse) ProtoMessage() {}
 
 func (x *StartExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[31]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2399,7 @@ func (x *StartExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartExportResponse.ProtoReflect.Descriptor instead.
 func (*StartExportResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{31}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StartExportResponse) GetTransferId() string {
@@ -2230,7 +2429,7 @@ type TransferState struct {
 
 func (x *TransferState) Reset() {
 	*x = TransferState{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[32]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2441,7 @@ func (x *TransferState) String() string {
 func (*TransferState) ProtoMessage() {}
 
 func (x *TransferState) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[32]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2454,7 @@ func (x *TransferState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferState.ProtoReflect.Descriptor instead.
 func (*TransferState) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{32}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransferState) GetTransferId() string {
@@ -2345,7 +2544,7 @@ type GetTransferRequest struct {
 
 func (x *GetTransferRequest) Reset() {
 	*x = GetTransferRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[33]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2556,7 @@ func (x *GetTransferRequest) String() string {
 func (*GetTransferRequest) ProtoMessage() {}
 
 func (x *GetTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[33]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2569,7 @@ func (x *GetTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransferRequest.ProtoReflect.Descriptor instead.
 func (*GetTransferRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{33}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetTransferRequest) GetTransferId() string {
@@ -2390,7 +2589,7 @@ type GetTransferResponse struct {
 
 func (x *GetTransferResponse) Reset() {
 	*x = GetTransferResponse{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[34]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2601,7 @@ func (x *GetTransferResponse) String() string {
 func (*GetTransferResponse) ProtoMessage() {}
 
 func (x *GetTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[34]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2614,7 @@ func (x *GetTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransferResponse.ProtoReflect.Descriptor instead.
 func (*GetTransferResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{34}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTransferResponse) GetState() *TransferState {
@@ -2435,7 +2634,7 @@ type WatchTransferRequest struct {
 
 func (x *WatchTransferRequest) Reset() {
 	*x = WatchTransferRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[35]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2646,7 @@ func (x *WatchTransferRequest) String() string {
 func (*WatchTransferRequest) ProtoMessage() {}
 
 func (x *WatchTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[35]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2659,7 @@ func (x *WatchTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTransferRequest.ProtoReflect.Descriptor instead.
 func (*WatchTransferRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{35}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchTransferRequest) GetTransferId() string {
@@ -2484,7 +2683,7 @@ type WatchTransferResponse struct {
 
 func (x *WatchTransferResponse) Reset() {
 	*x = WatchTransferResponse{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[36]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2695,7 @@ func (x *WatchTransferResponse) String() string {
 func (*WatchTransferResponse) ProtoMessage() {}
 
 func (x *WatchTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[36]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2708,7 @@ func (x *WatchTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTransferResponse.ProtoReflect.Descriptor instead.
 func (*WatchTransferResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{36}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchTransferResponse) GetEvent() isWatchTransferResponse_Event {
@@ -2563,7 +2762,7 @@ type CancelTransferRequest struct {
 
 func (x *CancelTransferRequest) Reset() {
 	*x = CancelTransferRequest{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[37]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2774,7 @@ func (x *CancelTransferRequest) String() string {
 func (*CancelTransferRequest) ProtoMessage() {}
 
 func (x *CancelTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[37]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2787,7 @@ func (x *CancelTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTransferRequest.ProtoReflect.Descriptor instead.
 func (*CancelTransferRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{37}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CancelTransferRequest) GetTransferId() string {
@@ -2608,7 +2807,7 @@ type CancelTransferResponse struct {
 
 func (x *CancelTransferResponse) Reset() {
 	*x = CancelTransferResponse{}
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[38]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2819,7 @@ func (x *CancelTransferResponse) String() string {
 func (*CancelTransferResponse) ProtoMessage() {}
 
 func (x *CancelTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[38]
+	mi := &file_rayito_rayd_v1_filesystem_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2832,7 @@ func (x *CancelTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTransferResponse.ProtoReflect.Descriptor instead.
 func (*CancelTransferResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{38}
+	return file_rayito_rayd_v1_filesystem_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelTransferResponse) GetState() *TransferState {
@@ -2728,19 +2927,41 @@ const file_rayito_rayd_v1_filesystem_proto_rawDesc = "" +
 	"\aexclude\x18\x03 \x03(\tR\aexclude\"\\\n" +
 	"\x0eRestoreRequest\x126\n" +
 	"\blocation\x18\x01 \x01(\v2\x1a.rayito.rayd.v1.S3LocationR\blocation\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x10\n" +
-	"\x0ePersistStarted\"O\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"E\n" +
+	"\x0ePersistStarted\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vbytes_total\x18\x02 \x01(\x04R\n" +
+	"bytesTotal\"p\n" +
 	"\x0fPersistProgress\x12\x1d\n" +
 	"\n" +
 	"bytes_done\x18\x01 \x01(\x04R\tbytesDone\x12\x1d\n" +
 	"\n" +
-	"files_done\x18\x02 \x01(\x04R\tfilesDone\"r\n" +
+	"files_done\x18\x02 \x01(\x04R\tfilesDone\x12\x1f\n" +
+	"\vbytes_total\x18\x03 \x01(\x04R\n" +
+	"bytesTotal\"\x83\x02\n" +
+	"\x0ePersistSkipped\x12\x18\n" +
+	"\aspecial\x18\x01 \x01(\x04R\aspecial\x12\x1d\n" +
+	"\n" +
+	"hard_links\x18\x02 \x01(\x04R\thardLinks\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x03 \x01(\x04R\n" +
+	"unreadable\x12!\n" +
+	"\fother_device\x18\x04 \x01(\x04R\votherDevice\x12\x1c\n" +
+	"\tconflicts\x18\x05 \x01(\x04R\tconflicts\x12\x14\n" +
+	"\x05other\x18\x06 \x01(\x04R\x05other\x12'\n" +
+	"\x0fmodes_sanitized\x18\a \x01(\x04R\x0emodesSanitized\x12\x18\n" +
+	"\achanged\x18\b \x01(\x04R\achanged\"\xa3\x02\n" +
 	"\vPersistDone\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x04R\x05files\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12\x1f\n" +
 	"\vduration_ms\x18\x04 \x01(\x04R\n" +
-	"durationMs\"\xb5\x02\n" +
+	"durationMs\x12 \n" +
+	"\vdirectories\x18\x05 \x01(\x04R\vdirectories\x12\x1a\n" +
+	"\bsymlinks\x18\x06 \x01(\x04R\bsymlinks\x12#\n" +
+	"\rcontent_bytes\x18\a \x01(\x04R\fcontentBytes\x128\n" +
+	"\askipped\x18\b \x01(\v2\x1e.rayito.rayd.v1.PersistSkippedR\askipped\x12\x12\n" +
+	"\x04name\x18\t \x01(\tR\x04name\"\xb5\x02\n" +
 	"\fPersistEvent\x12:\n" +
 	"\astarted\x18\x01 \x01(\v2\x1e.rayito.rayd.v1.PersistStartedH\x00R\astarted\x12=\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1f.rayito.rayd.v1.PersistProgressH\x00R\bprogress\x121\n" +
@@ -2879,7 +3100,7 @@ func file_rayito_rayd_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rayito_rayd_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_rayito_rayd_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_rayito_rayd_v1_filesystem_proto_goTypes = []any{
 	(FilesystemEventType)(0),       // 0: rayito.rayd.v1.FilesystemEventType
 	(TransferDirection)(0),         // 1: rayito.rayd.v1.TransferDirection
@@ -2907,114 +3128,116 @@ var file_rayito_rayd_v1_filesystem_proto_goTypes = []any{
 	(*RestoreRequest)(nil),         // 23: rayito.rayd.v1.RestoreRequest
 	(*PersistStarted)(nil),         // 24: rayito.rayd.v1.PersistStarted
 	(*PersistProgress)(nil),        // 25: rayito.rayd.v1.PersistProgress
-	(*PersistDone)(nil),            // 26: rayito.rayd.v1.PersistDone
-	(*PersistEvent)(nil),           // 27: rayito.rayd.v1.PersistEvent
-	(*S3Object)(nil),               // 28: rayito.rayd.v1.S3Object
-	(*PresignedRequest)(nil),       // 29: rayito.rayd.v1.PresignedRequest
-	(*PresignedMultipart)(nil),     // 30: rayito.rayd.v1.PresignedMultipart
-	(*StartImportRequest)(nil),     // 31: rayito.rayd.v1.StartImportRequest
-	(*StartImportResponse)(nil),    // 32: rayito.rayd.v1.StartImportResponse
-	(*StartExportRequest)(nil),     // 33: rayito.rayd.v1.StartExportRequest
-	(*StartExportResponse)(nil),    // 34: rayito.rayd.v1.StartExportResponse
-	(*TransferState)(nil),          // 35: rayito.rayd.v1.TransferState
-	(*GetTransferRequest)(nil),     // 36: rayito.rayd.v1.GetTransferRequest
-	(*GetTransferResponse)(nil),    // 37: rayito.rayd.v1.GetTransferResponse
-	(*WatchTransferRequest)(nil),   // 38: rayito.rayd.v1.WatchTransferRequest
-	(*WatchTransferResponse)(nil),  // 39: rayito.rayd.v1.WatchTransferResponse
-	(*CancelTransferRequest)(nil),  // 40: rayito.rayd.v1.CancelTransferRequest
-	(*CancelTransferResponse)(nil), // 41: rayito.rayd.v1.CancelTransferResponse
-	nil,                            // 42: rayito.rayd.v1.WriteRequest.MetadataEntry
-	nil,                            // 43: rayito.rayd.v1.PresignedRequest.HeadersEntry
-	nil,                            // 44: rayito.rayd.v1.StartImportRequest.MetadataEntry
-	(*User)(nil),                   // 45: rayito.rayd.v1.User
-	(*EntryInfo)(nil),              // 46: rayito.rayd.v1.EntryInfo
-	(*KeepAlive)(nil),              // 47: rayito.rayd.v1.KeepAlive
-	(*StreamError)(nil),            // 48: rayito.rayd.v1.StreamError
+	(*PersistSkipped)(nil),         // 26: rayito.rayd.v1.PersistSkipped
+	(*PersistDone)(nil),            // 27: rayito.rayd.v1.PersistDone
+	(*PersistEvent)(nil),           // 28: rayito.rayd.v1.PersistEvent
+	(*S3Object)(nil),               // 29: rayito.rayd.v1.S3Object
+	(*PresignedRequest)(nil),       // 30: rayito.rayd.v1.PresignedRequest
+	(*PresignedMultipart)(nil),     // 31: rayito.rayd.v1.PresignedMultipart
+	(*StartImportRequest)(nil),     // 32: rayito.rayd.v1.StartImportRequest
+	(*StartImportResponse)(nil),    // 33: rayito.rayd.v1.StartImportResponse
+	(*StartExportRequest)(nil),     // 34: rayito.rayd.v1.StartExportRequest
+	(*StartExportResponse)(nil),    // 35: rayito.rayd.v1.StartExportResponse
+	(*TransferState)(nil),          // 36: rayito.rayd.v1.TransferState
+	(*GetTransferRequest)(nil),     // 37: rayito.rayd.v1.GetTransferRequest
+	(*GetTransferResponse)(nil),    // 38: rayito.rayd.v1.GetTransferResponse
+	(*WatchTransferRequest)(nil),   // 39: rayito.rayd.v1.WatchTransferRequest
+	(*WatchTransferResponse)(nil),  // 40: rayito.rayd.v1.WatchTransferResponse
+	(*CancelTransferRequest)(nil),  // 41: rayito.rayd.v1.CancelTransferRequest
+	(*CancelTransferResponse)(nil), // 42: rayito.rayd.v1.CancelTransferResponse
+	nil,                            // 43: rayito.rayd.v1.WriteRequest.MetadataEntry
+	nil,                            // 44: rayito.rayd.v1.PresignedRequest.HeadersEntry
+	nil,                            // 45: rayito.rayd.v1.StartImportRequest.MetadataEntry
+	(*User)(nil),                   // 46: rayito.rayd.v1.User
+	(*EntryInfo)(nil),              // 47: rayito.rayd.v1.EntryInfo
+	(*KeepAlive)(nil),              // 48: rayito.rayd.v1.KeepAlive
+	(*StreamError)(nil),            // 49: rayito.rayd.v1.StreamError
 }
 var file_rayito_rayd_v1_filesystem_proto_depIdxs = []int32{
-	45, // 0: rayito.rayd.v1.ReadRequest.user:type_name -> rayito.rayd.v1.User
-	46, // 1: rayito.rayd.v1.ReadResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
-	47, // 2: rayito.rayd.v1.ReadResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
-	45, // 3: rayito.rayd.v1.WriteRequest.user:type_name -> rayito.rayd.v1.User
-	42, // 4: rayito.rayd.v1.WriteRequest.metadata:type_name -> rayito.rayd.v1.WriteRequest.MetadataEntry
-	46, // 5: rayito.rayd.v1.WriteResponse.entries:type_name -> rayito.rayd.v1.EntryInfo
-	45, // 6: rayito.rayd.v1.StatRequest.user:type_name -> rayito.rayd.v1.User
-	46, // 7: rayito.rayd.v1.StatResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
-	45, // 8: rayito.rayd.v1.ListDirRequest.user:type_name -> rayito.rayd.v1.User
-	46, // 9: rayito.rayd.v1.ListDirResponse.entries:type_name -> rayito.rayd.v1.EntryInfo
-	45, // 10: rayito.rayd.v1.MakeDirRequest.user:type_name -> rayito.rayd.v1.User
-	46, // 11: rayito.rayd.v1.MakeDirResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
-	45, // 12: rayito.rayd.v1.MoveRequest.user:type_name -> rayito.rayd.v1.User
-	46, // 13: rayito.rayd.v1.MoveResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
-	45, // 14: rayito.rayd.v1.RemoveRequest.user:type_name -> rayito.rayd.v1.User
-	45, // 15: rayito.rayd.v1.WatchDirRequest.user:type_name -> rayito.rayd.v1.User
+	46, // 0: rayito.rayd.v1.ReadRequest.user:type_name -> rayito.rayd.v1.User
+	47, // 1: rayito.rayd.v1.ReadResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
+	48, // 2: rayito.rayd.v1.ReadResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
+	46, // 3: rayito.rayd.v1.WriteRequest.user:type_name -> rayito.rayd.v1.User
+	43, // 4: rayito.rayd.v1.WriteRequest.metadata:type_name -> rayito.rayd.v1.WriteRequest.MetadataEntry
+	47, // 5: rayito.rayd.v1.WriteResponse.entries:type_name -> rayito.rayd.v1.EntryInfo
+	46, // 6: rayito.rayd.v1.StatRequest.user:type_name -> rayito.rayd.v1.User
+	47, // 7: rayito.rayd.v1.StatResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
+	46, // 8: rayito.rayd.v1.ListDirRequest.user:type_name -> rayito.rayd.v1.User
+	47, // 9: rayito.rayd.v1.ListDirResponse.entries:type_name -> rayito.rayd.v1.EntryInfo
+	46, // 10: rayito.rayd.v1.MakeDirRequest.user:type_name -> rayito.rayd.v1.User
+	47, // 11: rayito.rayd.v1.MakeDirResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
+	46, // 12: rayito.rayd.v1.MoveRequest.user:type_name -> rayito.rayd.v1.User
+	47, // 13: rayito.rayd.v1.MoveResponse.entry:type_name -> rayito.rayd.v1.EntryInfo
+	46, // 14: rayito.rayd.v1.RemoveRequest.user:type_name -> rayito.rayd.v1.User
+	46, // 15: rayito.rayd.v1.WatchDirRequest.user:type_name -> rayito.rayd.v1.User
 	0,  // 16: rayito.rayd.v1.FilesystemEvent.type:type_name -> rayito.rayd.v1.FilesystemEventType
-	46, // 17: rayito.rayd.v1.FilesystemEvent.entry:type_name -> rayito.rayd.v1.EntryInfo
+	47, // 17: rayito.rayd.v1.FilesystemEvent.entry:type_name -> rayito.rayd.v1.EntryInfo
 	18, // 18: rayito.rayd.v1.WatchDirResponse.started:type_name -> rayito.rayd.v1.WatchStarted
 	19, // 19: rayito.rayd.v1.WatchDirResponse.filesystem:type_name -> rayito.rayd.v1.FilesystemEvent
-	47, // 20: rayito.rayd.v1.WatchDirResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
-	48, // 21: rayito.rayd.v1.WatchDirResponse.error:type_name -> rayito.rayd.v1.StreamError
+	48, // 20: rayito.rayd.v1.WatchDirResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
+	49, // 21: rayito.rayd.v1.WatchDirResponse.error:type_name -> rayito.rayd.v1.StreamError
 	21, // 22: rayito.rayd.v1.CheckpointRequest.location:type_name -> rayito.rayd.v1.S3Location
 	21, // 23: rayito.rayd.v1.RestoreRequest.location:type_name -> rayito.rayd.v1.S3Location
-	24, // 24: rayito.rayd.v1.PersistEvent.started:type_name -> rayito.rayd.v1.PersistStarted
-	25, // 25: rayito.rayd.v1.PersistEvent.progress:type_name -> rayito.rayd.v1.PersistProgress
-	26, // 26: rayito.rayd.v1.PersistEvent.done:type_name -> rayito.rayd.v1.PersistDone
-	48, // 27: rayito.rayd.v1.PersistEvent.error:type_name -> rayito.rayd.v1.StreamError
-	47, // 28: rayito.rayd.v1.PersistEvent.keepalive:type_name -> rayito.rayd.v1.KeepAlive
-	43, // 29: rayito.rayd.v1.PresignedRequest.headers:type_name -> rayito.rayd.v1.PresignedRequest.HeadersEntry
-	29, // 30: rayito.rayd.v1.PresignedMultipart.parts:type_name -> rayito.rayd.v1.PresignedRequest
-	28, // 31: rayito.rayd.v1.StartImportRequest.object:type_name -> rayito.rayd.v1.S3Object
-	29, // 32: rayito.rayd.v1.StartImportRequest.get:type_name -> rayito.rayd.v1.PresignedRequest
-	29, // 33: rayito.rayd.v1.StartImportRequest.delete:type_name -> rayito.rayd.v1.PresignedRequest
-	44, // 34: rayito.rayd.v1.StartImportRequest.metadata:type_name -> rayito.rayd.v1.StartImportRequest.MetadataEntry
-	45, // 35: rayito.rayd.v1.StartImportRequest.user:type_name -> rayito.rayd.v1.User
-	28, // 36: rayito.rayd.v1.StartExportRequest.object:type_name -> rayito.rayd.v1.S3Object
-	45, // 37: rayito.rayd.v1.StartExportRequest.user:type_name -> rayito.rayd.v1.User
-	29, // 38: rayito.rayd.v1.StartExportRequest.put:type_name -> rayito.rayd.v1.PresignedRequest
-	30, // 39: rayito.rayd.v1.StartExportRequest.multipart:type_name -> rayito.rayd.v1.PresignedMultipart
-	1,  // 40: rayito.rayd.v1.TransferState.direction:type_name -> rayito.rayd.v1.TransferDirection
-	2,  // 41: rayito.rayd.v1.TransferState.phase:type_name -> rayito.rayd.v1.TransferPhase
-	46, // 42: rayito.rayd.v1.TransferState.entry:type_name -> rayito.rayd.v1.EntryInfo
-	48, // 43: rayito.rayd.v1.TransferState.error:type_name -> rayito.rayd.v1.StreamError
-	35, // 44: rayito.rayd.v1.GetTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
-	35, // 45: rayito.rayd.v1.WatchTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
-	47, // 46: rayito.rayd.v1.WatchTransferResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
-	35, // 47: rayito.rayd.v1.CancelTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
-	3,  // 48: rayito.rayd.v1.FilesystemService.Read:input_type -> rayito.rayd.v1.ReadRequest
-	5,  // 49: rayito.rayd.v1.FilesystemService.Write:input_type -> rayito.rayd.v1.WriteRequest
-	7,  // 50: rayito.rayd.v1.FilesystemService.Stat:input_type -> rayito.rayd.v1.StatRequest
-	9,  // 51: rayito.rayd.v1.FilesystemService.ListDir:input_type -> rayito.rayd.v1.ListDirRequest
-	11, // 52: rayito.rayd.v1.FilesystemService.MakeDir:input_type -> rayito.rayd.v1.MakeDirRequest
-	13, // 53: rayito.rayd.v1.FilesystemService.Move:input_type -> rayito.rayd.v1.MoveRequest
-	15, // 54: rayito.rayd.v1.FilesystemService.Remove:input_type -> rayito.rayd.v1.RemoveRequest
-	17, // 55: rayito.rayd.v1.FilesystemService.WatchDir:input_type -> rayito.rayd.v1.WatchDirRequest
-	22, // 56: rayito.rayd.v1.FilesystemService.Checkpoint:input_type -> rayito.rayd.v1.CheckpointRequest
-	23, // 57: rayito.rayd.v1.FilesystemService.Restore:input_type -> rayito.rayd.v1.RestoreRequest
-	31, // 58: rayito.rayd.v1.FilesystemService.StartImport:input_type -> rayito.rayd.v1.StartImportRequest
-	33, // 59: rayito.rayd.v1.FilesystemService.StartExport:input_type -> rayito.rayd.v1.StartExportRequest
-	36, // 60: rayito.rayd.v1.FilesystemService.GetTransfer:input_type -> rayito.rayd.v1.GetTransferRequest
-	38, // 61: rayito.rayd.v1.FilesystemService.WatchTransfer:input_type -> rayito.rayd.v1.WatchTransferRequest
-	40, // 62: rayito.rayd.v1.FilesystemService.CancelTransfer:input_type -> rayito.rayd.v1.CancelTransferRequest
-	4,  // 63: rayito.rayd.v1.FilesystemService.Read:output_type -> rayito.rayd.v1.ReadResponse
-	6,  // 64: rayito.rayd.v1.FilesystemService.Write:output_type -> rayito.rayd.v1.WriteResponse
-	8,  // 65: rayito.rayd.v1.FilesystemService.Stat:output_type -> rayito.rayd.v1.StatResponse
-	10, // 66: rayito.rayd.v1.FilesystemService.ListDir:output_type -> rayito.rayd.v1.ListDirResponse
-	12, // 67: rayito.rayd.v1.FilesystemService.MakeDir:output_type -> rayito.rayd.v1.MakeDirResponse
-	14, // 68: rayito.rayd.v1.FilesystemService.Move:output_type -> rayito.rayd.v1.MoveResponse
-	16, // 69: rayito.rayd.v1.FilesystemService.Remove:output_type -> rayito.rayd.v1.RemoveResponse
-	20, // 70: rayito.rayd.v1.FilesystemService.WatchDir:output_type -> rayito.rayd.v1.WatchDirResponse
-	27, // 71: rayito.rayd.v1.FilesystemService.Checkpoint:output_type -> rayito.rayd.v1.PersistEvent
-	27, // 72: rayito.rayd.v1.FilesystemService.Restore:output_type -> rayito.rayd.v1.PersistEvent
-	32, // 73: rayito.rayd.v1.FilesystemService.StartImport:output_type -> rayito.rayd.v1.StartImportResponse
-	34, // 74: rayito.rayd.v1.FilesystemService.StartExport:output_type -> rayito.rayd.v1.StartExportResponse
-	37, // 75: rayito.rayd.v1.FilesystemService.GetTransfer:output_type -> rayito.rayd.v1.GetTransferResponse
-	39, // 76: rayito.rayd.v1.FilesystemService.WatchTransfer:output_type -> rayito.rayd.v1.WatchTransferResponse
-	41, // 77: rayito.rayd.v1.FilesystemService.CancelTransfer:output_type -> rayito.rayd.v1.CancelTransferResponse
-	63, // [63:78] is the sub-list for method output_type
-	48, // [48:63] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	26, // 24: rayito.rayd.v1.PersistDone.skipped:type_name -> rayito.rayd.v1.PersistSkipped
+	24, // 25: rayito.rayd.v1.PersistEvent.started:type_name -> rayito.rayd.v1.PersistStarted
+	25, // 26: rayito.rayd.v1.PersistEvent.progress:type_name -> rayito.rayd.v1.PersistProgress
+	27, // 27: rayito.rayd.v1.PersistEvent.done:type_name -> rayito.rayd.v1.PersistDone
+	49, // 28: rayito.rayd.v1.PersistEvent.error:type_name -> rayito.rayd.v1.StreamError
+	48, // 29: rayito.rayd.v1.PersistEvent.keepalive:type_name -> rayito.rayd.v1.KeepAlive
+	44, // 30: rayito.rayd.v1.PresignedRequest.headers:type_name -> rayito.rayd.v1.PresignedRequest.HeadersEntry
+	30, // 31: rayito.rayd.v1.PresignedMultipart.parts:type_name -> rayito.rayd.v1.PresignedRequest
+	29, // 32: rayito.rayd.v1.StartImportRequest.object:type_name -> rayito.rayd.v1.S3Object
+	30, // 33: rayito.rayd.v1.StartImportRequest.get:type_name -> rayito.rayd.v1.PresignedRequest
+	30, // 34: rayito.rayd.v1.StartImportRequest.delete:type_name -> rayito.rayd.v1.PresignedRequest
+	45, // 35: rayito.rayd.v1.StartImportRequest.metadata:type_name -> rayito.rayd.v1.StartImportRequest.MetadataEntry
+	46, // 36: rayito.rayd.v1.StartImportRequest.user:type_name -> rayito.rayd.v1.User
+	29, // 37: rayito.rayd.v1.StartExportRequest.object:type_name -> rayito.rayd.v1.S3Object
+	46, // 38: rayito.rayd.v1.StartExportRequest.user:type_name -> rayito.rayd.v1.User
+	30, // 39: rayito.rayd.v1.StartExportRequest.put:type_name -> rayito.rayd.v1.PresignedRequest
+	31, // 40: rayito.rayd.v1.StartExportRequest.multipart:type_name -> rayito.rayd.v1.PresignedMultipart
+	1,  // 41: rayito.rayd.v1.TransferState.direction:type_name -> rayito.rayd.v1.TransferDirection
+	2,  // 42: rayito.rayd.v1.TransferState.phase:type_name -> rayito.rayd.v1.TransferPhase
+	47, // 43: rayito.rayd.v1.TransferState.entry:type_name -> rayito.rayd.v1.EntryInfo
+	49, // 44: rayito.rayd.v1.TransferState.error:type_name -> rayito.rayd.v1.StreamError
+	36, // 45: rayito.rayd.v1.GetTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
+	36, // 46: rayito.rayd.v1.WatchTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
+	48, // 47: rayito.rayd.v1.WatchTransferResponse.keepalive:type_name -> rayito.rayd.v1.KeepAlive
+	36, // 48: rayito.rayd.v1.CancelTransferResponse.state:type_name -> rayito.rayd.v1.TransferState
+	3,  // 49: rayito.rayd.v1.FilesystemService.Read:input_type -> rayito.rayd.v1.ReadRequest
+	5,  // 50: rayito.rayd.v1.FilesystemService.Write:input_type -> rayito.rayd.v1.WriteRequest
+	7,  // 51: rayito.rayd.v1.FilesystemService.Stat:input_type -> rayito.rayd.v1.StatRequest
+	9,  // 52: rayito.rayd.v1.FilesystemService.ListDir:input_type -> rayito.rayd.v1.ListDirRequest
+	11, // 53: rayito.rayd.v1.FilesystemService.MakeDir:input_type -> rayito.rayd.v1.MakeDirRequest
+	13, // 54: rayito.rayd.v1.FilesystemService.Move:input_type -> rayito.rayd.v1.MoveRequest
+	15, // 55: rayito.rayd.v1.FilesystemService.Remove:input_type -> rayito.rayd.v1.RemoveRequest
+	17, // 56: rayito.rayd.v1.FilesystemService.WatchDir:input_type -> rayito.rayd.v1.WatchDirRequest
+	22, // 57: rayito.rayd.v1.FilesystemService.Checkpoint:input_type -> rayito.rayd.v1.CheckpointRequest
+	23, // 58: rayito.rayd.v1.FilesystemService.Restore:input_type -> rayito.rayd.v1.RestoreRequest
+	32, // 59: rayito.rayd.v1.FilesystemService.StartImport:input_type -> rayito.rayd.v1.StartImportRequest
+	34, // 60: rayito.rayd.v1.FilesystemService.StartExport:input_type -> rayito.rayd.v1.StartExportRequest
+	37, // 61: rayito.rayd.v1.FilesystemService.GetTransfer:input_type -> rayito.rayd.v1.GetTransferRequest
+	39, // 62: rayito.rayd.v1.FilesystemService.WatchTransfer:input_type -> rayito.rayd.v1.WatchTransferRequest
+	41, // 63: rayito.rayd.v1.FilesystemService.CancelTransfer:input_type -> rayito.rayd.v1.CancelTransferRequest
+	4,  // 64: rayito.rayd.v1.FilesystemService.Read:output_type -> rayito.rayd.v1.ReadResponse
+	6,  // 65: rayito.rayd.v1.FilesystemService.Write:output_type -> rayito.rayd.v1.WriteResponse
+	8,  // 66: rayito.rayd.v1.FilesystemService.Stat:output_type -> rayito.rayd.v1.StatResponse
+	10, // 67: rayito.rayd.v1.FilesystemService.ListDir:output_type -> rayito.rayd.v1.ListDirResponse
+	12, // 68: rayito.rayd.v1.FilesystemService.MakeDir:output_type -> rayito.rayd.v1.MakeDirResponse
+	14, // 69: rayito.rayd.v1.FilesystemService.Move:output_type -> rayito.rayd.v1.MoveResponse
+	16, // 70: rayito.rayd.v1.FilesystemService.Remove:output_type -> rayito.rayd.v1.RemoveResponse
+	20, // 71: rayito.rayd.v1.FilesystemService.WatchDir:output_type -> rayito.rayd.v1.WatchDirResponse
+	28, // 72: rayito.rayd.v1.FilesystemService.Checkpoint:output_type -> rayito.rayd.v1.PersistEvent
+	28, // 73: rayito.rayd.v1.FilesystemService.Restore:output_type -> rayito.rayd.v1.PersistEvent
+	33, // 74: rayito.rayd.v1.FilesystemService.StartImport:output_type -> rayito.rayd.v1.StartImportResponse
+	35, // 75: rayito.rayd.v1.FilesystemService.StartExport:output_type -> rayito.rayd.v1.StartExportResponse
+	38, // 76: rayito.rayd.v1.FilesystemService.GetTransfer:output_type -> rayito.rayd.v1.GetTransferResponse
+	40, // 77: rayito.rayd.v1.FilesystemService.WatchTransfer:output_type -> rayito.rayd.v1.WatchTransferResponse
+	42, // 78: rayito.rayd.v1.FilesystemService.CancelTransfer:output_type -> rayito.rayd.v1.CancelTransferResponse
+	64, // [64:79] is the sub-list for method output_type
+	49, // [49:64] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_filesystem_proto_init() }
@@ -3037,20 +3260,20 @@ func file_rayito_rayd_v1_filesystem_proto_init() {
 		(*WatchDirResponse_Error)(nil),
 	}
 	file_rayito_rayd_v1_filesystem_proto_msgTypes[18].OneofWrappers = []any{}
-	file_rayito_rayd_v1_filesystem_proto_msgTypes[24].OneofWrappers = []any{
+	file_rayito_rayd_v1_filesystem_proto_msgTypes[25].OneofWrappers = []any{
 		(*PersistEvent_Started)(nil),
 		(*PersistEvent_Progress)(nil),
 		(*PersistEvent_Done)(nil),
 		(*PersistEvent_Error)(nil),
 		(*PersistEvent_Keepalive)(nil),
 	}
-	file_rayito_rayd_v1_filesystem_proto_msgTypes[28].OneofWrappers = []any{}
-	file_rayito_rayd_v1_filesystem_proto_msgTypes[30].OneofWrappers = []any{
+	file_rayito_rayd_v1_filesystem_proto_msgTypes[29].OneofWrappers = []any{}
+	file_rayito_rayd_v1_filesystem_proto_msgTypes[31].OneofWrappers = []any{
 		(*StartExportRequest_Put)(nil),
 		(*StartExportRequest_Multipart)(nil),
 	}
-	file_rayito_rayd_v1_filesystem_proto_msgTypes[32].OneofWrappers = []any{}
-	file_rayito_rayd_v1_filesystem_proto_msgTypes[36].OneofWrappers = []any{
+	file_rayito_rayd_v1_filesystem_proto_msgTypes[33].OneofWrappers = []any{}
+	file_rayito_rayd_v1_filesystem_proto_msgTypes[37].OneofWrappers = []any{
 		(*WatchTransferResponse_State)(nil),
 		(*WatchTransferResponse_Keepalive)(nil),
 	}
@@ -3060,7 +3283,7 @@ func file_rayito_rayd_v1_filesystem_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_filesystem_proto_rawDesc), len(file_rayito_rayd_v1_filesystem_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

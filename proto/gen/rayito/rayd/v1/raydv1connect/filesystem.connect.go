@@ -98,9 +98,25 @@ type FilesystemServiceClient interface {
 	// WatchDir streams changes under a directory. The first message is
 	// `started`, sent once inotify is armed.
 	WatchDir(context.Context, *connect.Request[v1.WatchDirRequest]) (*connect.ServerStreamForClient[v1.WatchDirResponse], error)
-	// Checkpoint archives HOME to S3 with the execution role.
+	// Checkpoint archives HOME to S3 with the execution role, as
+	// s3://bucket/key_prefix/name/home.tar.gz (gzip level 1, 8 MiB parts)
+	// and then manifest.json (version 1, the archive's sha256), written last
+	// (docs/persistence.md). HOME is read as the user, never across devices
+	// nor through links; FIFOs, sockets, devices and what the user cannot
+	// read are skipped and counted. A sandbox bound to a bucket and prefix
+	// (the run payload's `persist`) refuses any other with PERMISSION_DENIED
+	// (POLICY_DENIED) before any S3 call. One checkpoint or restore at a time
+	// (FAILED_PRECONDITION, OPERATION_IN_PROGRESS). Errors found before
+	// `started` are the call's error; later ones come as `error`, then the
+	// call ends with the same error. Cancelling the call, or a /suspend,
+	// aborts the upload: no manifest is written.
 	Checkpoint(context.Context, *connect.Request[v1.CheckpointRequest]) (*connect.ServerStreamForClient[v1.PersistEvent], error)
-	// Restore unpacks a checkpoint into HOME.
+	// Restore unpacks a checkpoint into HOME as the user: the archive is
+	// downloaded and its sha256 checked against the manifest before anything
+	// is extracted; only regular files, directories and symbolic links are
+	// made (devices, FIFOs and hard links are skipped and counted),
+	// setuid/setgid/sticky bits are dropped, a link in the way is replaced,
+	// never followed. NOT_FOUND without a manifest.
 	Restore(context.Context, *connect.Request[v1.RestoreRequest]) (*connect.ServerStreamForClient[v1.PersistEvent], error)
 	// StartImport fetches an object through a pre-signed URL into a file.
 	StartImport(context.Context, *connect.Request[v1.StartImportRequest]) (*connect.Response[v1.StartImportResponse], error)
@@ -335,9 +351,25 @@ type FilesystemServiceHandler interface {
 	// WatchDir streams changes under a directory. The first message is
 	// `started`, sent once inotify is armed.
 	WatchDir(context.Context, *connect.Request[v1.WatchDirRequest], *connect.ServerStream[v1.WatchDirResponse]) error
-	// Checkpoint archives HOME to S3 with the execution role.
+	// Checkpoint archives HOME to S3 with the execution role, as
+	// s3://bucket/key_prefix/name/home.tar.gz (gzip level 1, 8 MiB parts)
+	// and then manifest.json (version 1, the archive's sha256), written last
+	// (docs/persistence.md). HOME is read as the user, never across devices
+	// nor through links; FIFOs, sockets, devices and what the user cannot
+	// read are skipped and counted. A sandbox bound to a bucket and prefix
+	// (the run payload's `persist`) refuses any other with PERMISSION_DENIED
+	// (POLICY_DENIED) before any S3 call. One checkpoint or restore at a time
+	// (FAILED_PRECONDITION, OPERATION_IN_PROGRESS). Errors found before
+	// `started` are the call's error; later ones come as `error`, then the
+	// call ends with the same error. Cancelling the call, or a /suspend,
+	// aborts the upload: no manifest is written.
 	Checkpoint(context.Context, *connect.Request[v1.CheckpointRequest], *connect.ServerStream[v1.PersistEvent]) error
-	// Restore unpacks a checkpoint into HOME.
+	// Restore unpacks a checkpoint into HOME as the user: the archive is
+	// downloaded and its sha256 checked against the manifest before anything
+	// is extracted; only regular files, directories and symbolic links are
+	// made (devices, FIFOs and hard links are skipped and counted),
+	// setuid/setgid/sticky bits are dropped, a link in the way is replaced,
+	// never followed. NOT_FOUND without a manifest.
 	Restore(context.Context, *connect.Request[v1.RestoreRequest], *connect.ServerStream[v1.PersistEvent]) error
 	// StartImport fetches an object through a pre-signed URL into a file.
 	StartImport(context.Context, *connect.Request[v1.StartImportRequest]) (*connect.Response[v1.StartImportResponse], error)
