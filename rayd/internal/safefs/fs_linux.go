@@ -769,7 +769,22 @@ const (
 // untouched. r itself runs with rayd's identity, never the user's; a Read
 // that blocks is not interrupted by ctx.
 func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode os.FileMode, metadata map[string]string) (Entry, error) {
+	return f.writeFile(ctx, u, p, r, writeOptions{perm: mode.Perm(), keepMode: mode.Perm() == 0, metadata: metadata})
+}
+
+// writeOptions shape [FS.writeFile]: the permission bits (perm; with
+// keepMode those of the file replaced, else 0644), the metadata, and the
+// modification time to give the file (zero: now).
+type writeOptions struct {
+	perm     os.FileMode
+	keepMode bool
+	metadata map[string]string
+	mtime    time.Time
+}
+
+func (f *FS) writeFile(ctx context.Context, u User, p string, r io.Reader, o writeOptions) (Entry, error) {
 	const op = "write"
+	metadata := o.metadata
 	if err := ValidateMetadata(metadata); err != nil {
 		return Entry{}, err
 	}
@@ -784,8 +799,8 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		return Entry{}, perr(op, "canceled", err)
 	}
 	parent, name := split(c)
-	perm := uint32(mode.Perm())
-	keepMode := mode.Perm() == 0
+	perm := uint32(o.perm.Perm())
+	keepMode := o.keepMode
 	if keepMode {
 		perm = 0o644
 	}
@@ -852,6 +867,12 @@ func (f *FS) WriteFile(ctx context.Context, u User, p string, r io.Reader, mode 
 		}
 		if err := f.setMetadata(op, tfd, metadata); err != nil {
 			return err
+		}
+		if !o.mtime.IsZero() {
+			ts := unix.NsecToTimespec(o.mtime.UnixNano())
+			if err := unix.UtimesNanoAt(dfd, tmpName, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return errnoErr(op, err)
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return perr(op, "canceled", err)
