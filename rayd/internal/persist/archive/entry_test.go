@@ -148,8 +148,8 @@ func TestScan(t *testing.T) {
 	}
 
 	refused := map[string][]byte{
-		"dotdot":    tgz(t, reg("ok", 1), reg("../x", 1)),
-		"absolute":  tgz(t, reg("/etc/cron.d/x", 1)),
+		"dotdot":   tgz(t, reg("ok", 1), reg("../x", 1)),
+		"absolute": tgz(t, reg("/etc/cron.d/x", 1)),
 		"through a link of the archive": tgz(t,
 			tar.Header{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
 			reg("a/passwd", 1)),
