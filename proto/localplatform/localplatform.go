@@ -151,3 +151,21 @@ func Endpoint(getenv func(string) string, euid int) (string, bool) {
 	}
 	return DefaultEndpoint, false
 }
+
+// What a local platform gives each sandbox's rayd for HOME persistence,
+// the way AWS gives a microVM's rayd its execution role (the instance
+// metadata service) and S3: both are served over one Unix socket, named
+// ServicesSocket, in a directory whose descriptor rayd gets
+// (-platform-dir-fd) and which nothing else in the sandbox can reach. A
+// request's Host tells the metadata service (IMDSHost, IMDSv2 paths) from
+// the S3-compatible store (S3Host, path-style).
+const (
+	ServicesSocket = "platform.sock"
+	IMDSHost       = "imds.platform.internal"
+	S3Host         = "s3.platform.internal"
+	// DefaultBucket is the bucket of the platform's store that
+	// persistence uses when none is named.
+	DefaultBucket = "rayito-local"
+	// Region is the region the platform's metadata service reports.
+	Region = "local"
+)

@@ -39,6 +39,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/logring"
 	"github.com/rayito-dev/rayito/rayd/internal/metrics"
+	"github.com/rayito-dev/rayito/rayd/internal/persist"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
@@ -141,6 +142,11 @@ type Config struct {
 	// for its upstreams besides the system roots (-upstream-ca, base64:
 	// a local platform's test servers). Certificates only, never keys.
 	UpstreamCAs []byte
+	// PlatformDirFD, when above 2 (-1: none), is a directory descriptor
+	// (O_PATH) holding the local platform's services socket
+	// (localplatform.ServicesSocket): its metadata service and
+	// S3-compatible store, which HOME persistence uses instead of AWS's.
+	PlatformDirFD int
 
 	// E2B serves E2B's envd protocol (the E2B shim) on E2BAddr beside
 	// the API (-e2b, default on). E2BAddrSet tells that -e2b-addr was
@@ -162,7 +168,7 @@ type Config struct {
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1, PlatformDirFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
@@ -199,6 +205,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	})
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
+	fs.IntVar(&cfg.PlatformDirFD, "platform-dir-fd", -1, "descriptor of the directory holding the local platform's services socket (its metadata service and S3-compatible store, for HOME persistence); -1: none (AWS: the instance metadata service and S3)")
 	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
 	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use), preload (on first use, in an interpreter that loaded ipykernel at boot: a faster first cell for about 50 MB until then) or eager (preloaded, and started right after /run: for images made for code)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
@@ -236,6 +243,9 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if cfg.ReadyFD != -1 && cfg.ReadyFD < 3 {
 		return cfg, fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", cfg.ReadyFD)
+	}
+	if cfg.PlatformDirFD != -1 && cfg.PlatformDirFD < 3 {
+		return cfg, fmt.Errorf("-platform-dir-fd must be -1 or a descriptor above 2, not %d", cfg.PlatformDirFD)
 	}
 	if cfg.HooksFD != -1 && cfg.HooksFD < 3 {
 		return cfg, fmt.Errorf("-hooks-fd must be -1 or a descriptor above 2, not %d", cfg.HooksFD)
@@ -597,6 +607,12 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)
+	filesSvc.SetPersist(persist.New(persist.Options{
+		FS:       fsys,
+		Stores:   persist.NewS3Stores(persistConfig(cfg)),
+		Logger:   log,
+		Producer: "rayd/" + version.Version,
+	}))
 	lifecycleSvc := lifecycle.New(d.deadline)
 	// One stream budget for the sandbox, whichever port a stream comes by.
 	streams := streamlimit.New(streamlimit.Default)

@@ -594,7 +594,8 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 	if _, err := os.Lstat(p); err == nil {
 		t.Fatal("an unauthenticated call touched the file system")
 	}
-	// Not built yet: Unimplemented naming the feature, with the token.
+	// With the token: a checkpoint of a sandbox created without
+	// persistence needs a location.
 	s, err := h.files().Checkpoint(ctx, connect.NewRequest(&raydv1.CheckpointRequest{}))
 	if err == nil {
 		for s.Receive() {
@@ -602,7 +603,7 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 		err = s.Err()
 		s.Close()
 	}
-	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "Checkpoint") {
+	if code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "location") {
 		t.Fatalf("Checkpoint: %v", err)
 	}
 	if got := h.health().GetFeatures().GetServices(); !strings.Contains(strings.Join(got, ","), "files") {

@@ -23,6 +23,8 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/deadline"
 	"github.com/rayito-dev/rayito/rayd/internal/kernel"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/persist"
+	"github.com/rayito-dev/rayito/rayd/internal/persist/archive"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
@@ -105,6 +107,22 @@ var rules = []rule{
 	{deadline.ErrUnmanaged, raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED, "the sandbox's lifetime is not managed: its run payload has no lifecycle block"},
 	{deadline.ErrPastCap, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms reaches past the sandbox's cap"},
 	{deadline.ErrInvalid, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "timeout_ms must be positive and mode EXACT or AT_LEAST"},
+
+	// persist and archive: HOME checkpoints (before safefs: a spooled
+	// archive's errors are theirs).
+	{persist.ErrBusy, raydv1.ErrorReason_ERROR_REASON_OPERATION_IN_PROGRESS, "a checkpoint or restore is already running in this sandbox: one at a time"},
+	{persist.ErrOutsideBinding, raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED, "this sandbox is bound to another bucket or prefix (its persistence): checkpoints and restores stay inside it"},
+	{persist.ErrNotBound, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "give a location: this sandbox was created without persistence"},
+	{persist.ErrNoCheckpoint, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no checkpoint at this location (no manifest.json)"},
+	{persist.ErrObjectNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such bucket or object"},
+	{persist.ErrNoCredentials, raydv1.ErrorReason_ERROR_REASON_NO_CREDENTIALS, "rayd has no credentials for the object store: create the sandbox with an execution role"},
+	{persist.ErrStorageDenied, raydv1.ErrorReason_ERROR_REASON_STORAGE_DENIED, "the object store refused rayd's credentials for this bucket or prefix (see the execution role's policy)"},
+	{persist.ErrWrongRegion, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "the bucket is in another region: give its region"},
+	{persist.ErrStorageUnavailable, raydv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE, "the object store could not be reached or failed"},
+	{archive.ErrChecksum, raydv1.ErrorReason_ERROR_REASON_CHECKSUM_MISMATCH, "the checkpoint's archive does not match its manifest (sha256 or size): nothing was extracted"},
+	{archive.ErrUnsupported, raydv1.ErrorReason_ERROR_REASON_UNSUPPORTED_FORMAT, "the checkpoint's manifest is not version 1 of the format (docs/persistence.md)"},
+	{archive.ErrUnsafe, raydv1.ErrorReason_ERROR_REASON_UNSAFE_ARCHIVE, "the checkpoint's archive holds an entry that would leave HOME, breaks a limit, or is not a tar.gz: nothing was extracted"},
+	{archive.ErrBadExclude, raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "invalid exclude pattern"},
 
 	// streamlimit: streams open at once.
 	{streamlimit.ErrTooMany, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many open streams: at most 256 at once (unary calls still answer); close a stream or follow fewer processes"},

@@ -48,6 +48,9 @@ type Boot struct {
 	// Network is the payload's network block; nil: none (the boot policy
 	// stays: unrestricted, IMDS blocked).
 	Network *runpayload.Network
+	// Persist is the bucket and prefix the sandbox's checkpoints and
+	// restores are bound to; nil: none.
+	Persist *runpayload.Persist
 }
 
 // Options configure a State.
@@ -115,6 +118,10 @@ func (s *State) Run(_ context.Context, microvmID, runHookPayload string) hooks.O
 	if p.Network != nil {
 		n := runpayload.Network{Enforce: p.Network.Enforce, AllowOut: slices.Clone(p.Network.AllowOut), DenyOut: slices.Clone(p.Network.DenyOut)}
 		b.Network = &n
+	}
+	if p.Persist != nil {
+		ps := *p.Persist
+		b.Persist = &ps
 	}
 	s.boot.Store(b)
 	s.log.Info("sandbox configured", "envs", len(b.Envs), "metadata_keys", len(b.Metadata))

@@ -2,8 +2,8 @@
 // (internal/safefs): every path goes through safefs with the identity of
 // the request's user. One file per RPC; http.go serves the HTTP/1.1 file
 // endpoints for large transfers; watch_dir.go serves WatchDir over inotify.
-// Checkpoints and transfers are not built yet and answer Unimplemented
-// naming the feature.
+// checkpoint.go and restore.go serve HOME persistence (package persist);
+// transfers are not built yet and answer Unimplemented naming the feature.
 package files
 
 import (
@@ -18,6 +18,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
+	"github.com/rayito-dev/rayito/rayd/internal/persist"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
@@ -43,6 +44,8 @@ type Service struct {
 	// watchStreams counts the live WatchDir streams (shared with the
 	// services made by WithFS).
 	watchStreams *atomic.Int64
+	// persist runs checkpoints and restores (nil: Unimplemented).
+	persist *persist.Manager
 }
 
 var _ raydv1connect.FilesystemServiceHandler = (*Service)(nil)
@@ -54,6 +57,9 @@ func New(state *sandbox.State, builder *launch.Builder, fsys *safefs.FS, log *sl
 	}
 	return &Service{state: state, builder: builder, fs: fsys, log: log, watchStreams: new(atomic.Int64)}
 }
+
+// SetPersist gives the service the sandbox's checkpoint manager.
+func (s *Service) SetPersist(m *persist.Manager) { s.persist = m }
 
 // WithFS returns the same service over another file layer (rayd's E2B
 // envd surface uses one made with safefs.Options.Envd); both count their
@@ -162,16 +168,6 @@ func stMode(m fs.FileMode) uint32 {
 // notBuilt answers the RPCs whose feature has not landed yet.
 func notBuilt(feature string) error {
 	return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, feature+" is not built yet in this rayd; see docs/features.md")
-}
-
-// Checkpoint is not built yet.
-func (s *Service) Checkpoint(context.Context, *connect.Request[raydv1.CheckpointRequest], *connect.ServerStream[raydv1.PersistEvent]) error {
-	return notBuilt("checkpoints (FilesystemService.Checkpoint)")
-}
-
-// Restore is not built yet.
-func (s *Service) Restore(context.Context, *connect.Request[raydv1.RestoreRequest], *connect.ServerStream[raydv1.PersistEvent]) error {
-	return notBuilt("checkpoints (FilesystemService.Restore)")
 }
 
 // StartImport is not built yet.

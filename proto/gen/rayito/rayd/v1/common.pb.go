@@ -165,8 +165,8 @@ func (*KeepAlive) Descriptor() ([]byte, []int) {
 // set: not_found, permission_denied, invalid_argument, unimplemented,
 // deadline_exceeded, output_truncated, suspending, resumed_state_lost,
 // kernel_died, internal, resource_exhausted, failed_precondition,
-// unavailable, cancelled, sandbox_timeout. Clients treat an unknown code as
-// internal. `message` never quotes user data.
+// unavailable, cancelled, sandbox_timeout, data_loss. Clients treat an
+// unknown code as internal. `message` never quotes user data.
 type StreamError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`

@@ -1323,7 +1323,7 @@ func (x *S3Location) GetRegion() string {
 type CheckpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absent: the location the sandbox is bound to (the run payload's
-	// `persist`); FAILED_PRECONDITION when it is bound to none.
+	// `persist`); INVALID_ARGUMENT when it is bound to none.
 	Location *S3Location `protobuf:"bytes,1,opt,name=location,proto3" json:"location,omitempty"`
 	// The checkpoint's name under the prefix: 1 to 128 characters of
 	// [A-Za-z0-9._-], not `.` or `..`. Empty: the name this sandbox last
