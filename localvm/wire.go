@@ -14,6 +14,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
 	proxypkg "github.com/rayito-dev/rayito/localvm/internal/proxy"
 	"github.com/rayito-dev/rayito/localvm/internal/registry"
+	"github.com/rayito-dev/rayito/localvm/internal/services"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
@@ -70,6 +71,10 @@ type wireConfig struct {
 // authKeyFile is the auth-token key's file in the state directory.
 const authKeyFile = "auth.key"
 
+// servicesDir is the directory, in the state directory, of the platform's
+// S3-compatible store (its objects and the credentials key).
+const servicesDir = "s3"
+
 // wire builds the real launcher, minter and proxy.
 func wire(opts Options, wc wireConfig) (deps, error) {
 	key, err := authtoken.LoadOrCreateKey(filepath.Join(opts.StateDir, authKeyFile))
@@ -80,7 +85,13 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 	if err != nil {
 		return deps{}, fmt.Errorf("localvm: auth key: %w", err)
 	}
-	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, UpstreamCAs: opts.UpstreamCAs, DNS: opts.DNS})
+	// The store and credentials HOME persistence uses on this machine,
+	// as S3 and the execution role on AWS (internal/services).
+	svc, err := services.New(filepath.Join(opts.StateDir, servicesDir), opts.Logger)
+	if err != nil {
+		return deps{}, fmt.Errorf("localvm: %w", err)
+	}
+	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, UpstreamCAs: opts.UpstreamCAs, DNS: opts.DNS, Services: svc.Sandbox})
 	if errors.Is(err, launcher.ErrUnisolated) {
 		return deps{}, fmt.Errorf("localvm: %w (localvm.Options.AllowUnisolated; rayito: --unisolated or RAYITO_UNISOLATED=1)", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -179,6 +180,18 @@ func runInit(args []string) int {
 		}
 	}
 
+	// The platform's services directory (services_linux.go): rayd keeps
+	// it for its life; a rootless init keeps it across its exec.
+	platformFD := -1
+	if fd, ok := fds[fdPlatformDir]; ok {
+		platformFD = fd
+		if cfg.Mode == modeRootless {
+			cfg.RaydArgs = append(slices.Clip(cfg.RaydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
+		} else {
+			raydArgs = append(slices.Clip(raydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
+		}
+	}
+
 	fail := failer(syncFile)
 	switch cfg.Mode {
 	case modeIsolated:
@@ -206,7 +219,7 @@ func runInit(args []string) int {
 			return fail(err)
 		}
 		// Never returns unless the exec fails.
-		return fail(execRaydStage(&cfg, lnFD, hooksFD, exitFD))
+		return fail(execRaydStage(&cfg, lnFD, hooksFD, exitFD, platformFD))
 	case modePlain:
 		if dirFD >= 0 {
 			_ = unix.Close(dirFD)
@@ -334,8 +347,10 @@ func bindSocket(dirFD int, name string) (int, error) {
 // execRaydStage re-executes the init, in its sandbox, with no capability
 // left: the second stage (runRaydStage) is rayd. It returns only on error.
 // exitFD (-1: none), slirp4netns's exit pipe, goes through the exec and
-// stays open, close-on-exec again in the second stage, for rayd's life.
-func execRaydStage(cfg *initConfig, lnFD, hooksFD, exitFD int) error {
+// stays open, close-on-exec again in the second stage, for rayd's life;
+// so does platformFD (-1: none), the platform's services directory, which
+// cfg.RaydArgs names.
+func execRaydStage(cfg *initConfig, lnFD, hooksFD, exitFD, platformFD int) error {
 	b, err := json.Marshal(raydStage{RaydArgs: cfg.RaydArgs, Env: cfg.Env})
 	if err != nil {
 		return err
@@ -354,6 +369,9 @@ func execRaydStage(cfg *initConfig, lnFD, hooksFD, exitFD int) error {
 	keep := []int{p[0], lnFD, hooksFD, initSyncFD}
 	if exitFD >= 0 {
 		keep = append(keep, exitFD)
+	}
+	if platformFD >= 0 {
+		keep = append(keep, platformFD)
 	}
 	for _, fd := range keep {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {

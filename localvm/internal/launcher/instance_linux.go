@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -53,6 +54,9 @@ type instance struct {
 	// launched with (0 when adopted): Assign keeps them.
 	memBytes int64
 	pidsMax  int
+
+	// svc serves the platform's services to its rayd (nil: none).
+	svc *services
 }
 
 func (i *instance) ID() string        { return i.rec.ID }
@@ -386,6 +390,10 @@ func (i *instance) destroy(ctx context.Context) error {
 		}
 	}
 
+	i.svc.close()
+	if err := os.RemoveAll(filepath.Join(i.rec.Dir, servicesDirName)); err != nil {
+		errs = append(errs, err)
+	}
 	if err := removeLauncherFiles(i.rec.Dir); err != nil {
 		errs = append(errs, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,12 @@ type Options struct {
 	// sandbox's resolv.conf instead of the host's (rootless sandboxes
 	// always use slirp4netns's forwarder).
 	DNS []netip.Addr
+
+	// Services, when set, gives the handler of the platform's services
+	// for one sandbox's rayd (the metadata service and S3-compatible
+	// store of HOME persistence), served on a socket only that rayd
+	// reaches (services_linux.go). Nil: none (rayd then looks for AWS's).
+	Services func(sandboxID string) http.Handler
 
 	// Test hooks (unexported on purpose).
 

@@ -665,6 +665,13 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		extra = append(extra, w)
 		cfg.ExtraFDs = append(cfg.ExtraFDs, fdLifecycle)
 	}
+	if fd, ferr := l.servicesFor(inst, spec); ferr != nil {
+		return inst, ferr
+	} else if fd >= 0 {
+		defer unix.Close(fd)
+		extra = append(extra, fd)
+		cfg.ExtraFDs = append(cfg.ExtraFDs, fdPlatformDir)
+	}
 	if failInit != nil {
 		failInit(cfg)
 	}
@@ -676,6 +683,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		return inst, err
 	}
 	inst.attachChild(s)
+	inst.svc.setPid(s.pid)
 	defer s.sync.Close()
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
@@ -946,6 +954,12 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 	}
 	l.insts[rec.ID] = inst
 	l.mu.Unlock()
+	if svc, err := l.serveServices(rec.Dir, rec.ID); err != nil {
+		l.log.Warn("launcher: adopted sandbox's services unusable: its checkpoints fail until it ends", "id", rec.ID, "err", err.Error())
+	} else {
+		inst.svc = svc
+		svc.setPid(rec.Pid)
+	}
 	go inst.watch()
 	l.log.Info("launcher: sandbox adopted", "id", rec.ID, "pid", rec.Pid)
 	return inst, nil
@@ -1062,6 +1076,15 @@ func (l *Launcher) Sweep(keep []Record) error {
 // `rayito run`'s) otherwise leaves a table whose input chain every packet
 // of the host goes through.
 func (l *Launcher) Release() error {
+	// The platform stops: so do its sandboxes' services (the next
+	// platform serves them again when it adopts them).
+	l.mu.Lock()
+	for _, inst := range l.insts {
+		if inst != nil {
+			inst.svc.close()
+		}
+	}
+	l.mu.Unlock()
 	if !l.priv {
 		return nil
 	}

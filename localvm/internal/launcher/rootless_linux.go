@@ -141,6 +141,14 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		cfg.DNS, cfg.Reject = []string{slirpDNS}, slirpRejects()
 		cfg.ExtraFDs = []string{fdSlirpExit}
 	}
+	platformFD, err := l.servicesFor(inst, spec)
+	if err != nil {
+		return inst, err
+	}
+	if platformFD >= 0 {
+		defer unix.Close(platformFD)
+		cfg.ExtraFDs = append(cfg.ExtraFDs, fdPlatformDir)
+	}
 	if failInit != nil {
 		failInit(cfg)
 	}
@@ -149,6 +157,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		return inst, err
 	}
 	inst.attachChild(s)
+	inst.svc.setPid(s.pid)
 	defer s.sync.Close()
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
@@ -167,6 +176,9 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 		// lasts as long as the sandbox, and not longer.
 		defer exitW.Close()
 		extra = append(extra, int(exitW.Fd()))
+	}
+	if platformFD >= 0 {
+		extra = append(extra, platformFD) // after the exit pipe, as in ExtraFDs
 	}
 	if err := release(ctx, s, ld, extra...); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
