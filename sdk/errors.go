@@ -92,6 +92,21 @@ var (
 	// ErrSecretExists: CreateSecret of a name the SecretStore holds. It
 	// also matches ErrAlreadyExists.
 	ErrSecretExists = errors.New("rayito: secret already exists")
+	// ErrBusy: another checkpoint or restore of the sandbox is running
+	// (one at a time).
+	ErrBusy = errors.New("rayito: a checkpoint or restore is already running")
+	// ErrChecksumMismatch: a checkpoint's archive does not match its
+	// manifest (or a transfer's bytes their sha256): nothing was written.
+	ErrChecksumMismatch = errors.New("rayito: checksum mismatch")
+	// ErrUnsafeArchive: a checkpoint is not one the sandbox can trust: its
+	// archive holds an entry that would leave HOME, or it is not the open
+	// format (docs/persistence.md), or another version of it. Nothing was
+	// extracted.
+	ErrUnsafeArchive = errors.New("rayito: unsafe or unsupported checkpoint")
+	// ErrStorage: the object store refused the sandbox's credentials, or
+	// could not be reached (ReasonStorageDenied, ReasonNoCredentials,
+	// ReasonStorageUnavailable).
+	ErrStorage = errors.New("rayito: object store error")
 )
 
 // Reason is the machine-readable cause of an error, as ReasonOf returns
@@ -135,6 +150,14 @@ const (
 	ReasonLifecycleUnmanaged  Reason = "lifecycle_unmanaged"
 	ReasonEgressUnavailable   Reason = "egress_unavailable"
 	ReasonEgressUpdateFailed  Reason = "egress_update_failed"
+	// Persistence (Checkpoint, Restore).
+	ReasonOperationInProgress Reason = "operation_in_progress"
+	ReasonChecksumMismatch    Reason = "checksum_mismatch"
+	ReasonUnsupportedFormat   Reason = "unsupported_format"
+	ReasonUnsafeArchive       Reason = "unsafe_archive"
+	ReasonNoCredentials       Reason = "no_credentials"
+	ReasonStorageDenied       Reason = "storage_denied"
+	ReasonStorageUnavailable  Reason = "storage_unavailable"
 
 	ReasonSandboxEnded        Reason = "sandbox_ended"
 	ReasonNotReady            Reason = "not_ready"
@@ -151,38 +174,45 @@ const (
 
 // reasonOfWire maps the contract's ErrorReason to the SDK's Reason.
 var reasonOfWire = map[raydv1.ErrorReason]Reason{
-	raydv1.ErrorReason_ERROR_REASON_NOT_FOUND:            ReasonNotFound,
-	raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED:    ReasonPermissionDenied,
-	raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED:        ReasonPolicyDenied,
-	raydv1.ErrorReason_ERROR_REASON_DISK_FULL:            ReasonDiskFull,
-	raydv1.ErrorReason_ERROR_REASON_DISK_RESERVE:         ReasonDiskReserve,
-	raydv1.ErrorReason_ERROR_REASON_TIMEOUT:              ReasonTimeout,
-	raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:     ReasonInvalidArgument,
-	raydv1.ErrorReason_ERROR_REASON_INVALID_PATH:         ReasonInvalidPath,
-	raydv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:       ReasonAlreadyExists,
-	raydv1.ErrorReason_ERROR_REASON_NOT_A_DIRECTORY:      ReasonNotADirectory,
-	raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY:       ReasonIsADirectory,
-	raydv1.ErrorReason_ERROR_REASON_NOT_A_REGULAR_FILE:   ReasonNotARegularFile,
-	raydv1.ErrorReason_ERROR_REASON_SYMLINK:              ReasonSymlink,
-	raydv1.ErrorReason_ERROR_REASON_DIRECTORY_NOT_EMPTY:  ReasonDirectoryNotEmpty,
-	raydv1.ErrorReason_ERROR_REASON_METADATA_UNSUPPORTED: ReasonMetadataUnsupported,
-	raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED:   ReasonResourceExhausted,
-	raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED:     ReasonOutputTruncated,
-	raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED:      ReasonUnauthenticated,
-	raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING:          ReasonNotRunning,
-	raydv1.ErrorReason_ERROR_REASON_WRONG_KIND:           ReasonWrongKind,
-	raydv1.ErrorReason_ERROR_REASON_EXECUTABLE_NOT_FOUND: ReasonExecutableNotFound,
-	raydv1.ErrorReason_ERROR_REASON_NOT_EXECUTABLE:       ReasonNotExecutable,
-	raydv1.ErrorReason_ERROR_REASON_CWD_NOT_FOUND:        ReasonCwdNotFound,
-	raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED:        ReasonUnimplemented,
-	raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN:        ReasonShuttingDown,
-	raydv1.ErrorReason_ERROR_REASON_CANCELED:             ReasonCanceled,
-	raydv1.ErrorReason_ERROR_REASON_INTERNAL:             ReasonInternal,
-	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:           ReasonSuspending,
-	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:      ReasonSandboxTimeout,
-	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:  ReasonLifecycleUnmanaged,
-	raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE:   ReasonEgressUnavailable,
-	raydv1.ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED: ReasonEgressUpdateFailed,
+	raydv1.ErrorReason_ERROR_REASON_NOT_FOUND:             ReasonNotFound,
+	raydv1.ErrorReason_ERROR_REASON_PERMISSION_DENIED:     ReasonPermissionDenied,
+	raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED:         ReasonPolicyDenied,
+	raydv1.ErrorReason_ERROR_REASON_DISK_FULL:             ReasonDiskFull,
+	raydv1.ErrorReason_ERROR_REASON_DISK_RESERVE:          ReasonDiskReserve,
+	raydv1.ErrorReason_ERROR_REASON_TIMEOUT:               ReasonTimeout,
+	raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:      ReasonInvalidArgument,
+	raydv1.ErrorReason_ERROR_REASON_INVALID_PATH:          ReasonInvalidPath,
+	raydv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:        ReasonAlreadyExists,
+	raydv1.ErrorReason_ERROR_REASON_NOT_A_DIRECTORY:       ReasonNotADirectory,
+	raydv1.ErrorReason_ERROR_REASON_IS_A_DIRECTORY:        ReasonIsADirectory,
+	raydv1.ErrorReason_ERROR_REASON_NOT_A_REGULAR_FILE:    ReasonNotARegularFile,
+	raydv1.ErrorReason_ERROR_REASON_SYMLINK:               ReasonSymlink,
+	raydv1.ErrorReason_ERROR_REASON_DIRECTORY_NOT_EMPTY:   ReasonDirectoryNotEmpty,
+	raydv1.ErrorReason_ERROR_REASON_METADATA_UNSUPPORTED:  ReasonMetadataUnsupported,
+	raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED:    ReasonResourceExhausted,
+	raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED:      ReasonOutputTruncated,
+	raydv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED:       ReasonUnauthenticated,
+	raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING:           ReasonNotRunning,
+	raydv1.ErrorReason_ERROR_REASON_WRONG_KIND:            ReasonWrongKind,
+	raydv1.ErrorReason_ERROR_REASON_EXECUTABLE_NOT_FOUND:  ReasonExecutableNotFound,
+	raydv1.ErrorReason_ERROR_REASON_NOT_EXECUTABLE:        ReasonNotExecutable,
+	raydv1.ErrorReason_ERROR_REASON_CWD_NOT_FOUND:         ReasonCwdNotFound,
+	raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED:         ReasonUnimplemented,
+	raydv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN:         ReasonShuttingDown,
+	raydv1.ErrorReason_ERROR_REASON_CANCELED:              ReasonCanceled,
+	raydv1.ErrorReason_ERROR_REASON_INTERNAL:              ReasonInternal,
+	raydv1.ErrorReason_ERROR_REASON_SUSPENDING:            ReasonSuspending,
+	raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT:       ReasonSandboxTimeout,
+	raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED:   ReasonLifecycleUnmanaged,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE:    ReasonEgressUnavailable,
+	raydv1.ErrorReason_ERROR_REASON_EGRESS_UPDATE_FAILED:  ReasonEgressUpdateFailed,
+	raydv1.ErrorReason_ERROR_REASON_OPERATION_IN_PROGRESS: ReasonOperationInProgress,
+	raydv1.ErrorReason_ERROR_REASON_CHECKSUM_MISMATCH:     ReasonChecksumMismatch,
+	raydv1.ErrorReason_ERROR_REASON_UNSUPPORTED_FORMAT:    ReasonUnsupportedFormat,
+	raydv1.ErrorReason_ERROR_REASON_UNSAFE_ARCHIVE:        ReasonUnsafeArchive,
+	raydv1.ErrorReason_ERROR_REASON_NO_CREDENTIALS:        ReasonNoCredentials,
+	raydv1.ErrorReason_ERROR_REASON_STORAGE_DENIED:        ReasonStorageDenied,
+	raydv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE:   ReasonStorageUnavailable,
 }
 
 // sentinelOf gives each reason its sentinel (nil when none fits).
@@ -218,6 +248,13 @@ var sentinelOf = map[Reason]error{
 	ReasonEgressUnavailable:   ErrUnimplemented,
 	ReasonSecretNotFound:      ErrSecretNotFound,
 	ReasonSecretExists:        ErrSecretExists,
+	ReasonOperationInProgress: ErrBusy,
+	ReasonChecksumMismatch:    ErrChecksumMismatch,
+	ReasonUnsupportedFormat:   ErrUnsafeArchive,
+	ReasonUnsafeArchive:       ErrUnsafeArchive,
+	ReasonNoCredentials:       ErrStorage,
+	ReasonStorageDenied:       ErrStorage,
+	ReasonStorageUnavailable:  ErrStorage,
 }
 
 // ReasonOf returns the machine-readable cause of err: the reason rayd

@@ -159,6 +159,9 @@ type config struct {
 	// WithExecutionRole, WithTemplateVersion, WithIngressConnectors,
 	// WithEgressConnectors, WithEndpointRootCAs.
 	aws awsConfig
+
+	// persist is WithPersist's location (nil: none).
+	persist *S3Prefix
 }
 
 func newConfig(opts []Option) *config {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,10 @@ type Sandbox struct {
 	// Git runs git in the sandbox, with credentials that are used for one
 	// command and never stored.
 	Git *Git
+
+	// createOpts are the options Create made it with (nil for Connect):
+	// Reincarnate creates its successor with them.
+	createOpts []Option
 }
 
 // ID is the sandbox id (the microVM id).
@@ -145,10 +150,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	persist, err := persistPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
 	payload, err := runpayload.Encode(&runpayload.Payload{
 		V: 1, TokenSHA256: digest,
 		Envs: cfg.envs, Metadata: cfg.metadata, User: cfg.user, Workdir: cfg.workdir,
-		Lifecycle: plan.lifecycle, Network: payloadNetwork(netPolicy),
+		Lifecycle: plan.lifecycle, Network: payloadNetwork(netPolicy), Persist: persist,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -185,6 +194,7 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, endedErr(cfg, vm)
 	}
 	s := newSandbox(cfg, mv, vm, token)
+	s.createOpts = slices.Clone(opts)
 	if !cfg.noTokens {
 		if err := cfg.tokens().Save(s.id, token); err != nil {
 			if !cfg.keepOnFailure {
@@ -212,6 +222,16 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, cfg.headerRules, false); err != nil {
 			// Never handed out without the secrets its code expects.
 			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	if cfg.persist != nil {
+		// Its HOME comes back before anyone uses it; a sandbox whose
+		// checkpoint cannot be restored is not handed out.
+		if err := s.autoRestore(ctx); err != nil {
+			if !cfg.keepOnFailure {
+				_ = s.Kill(context.WithoutCancel(ctx))
+			}
 			return nil, err
 		}
 	}
