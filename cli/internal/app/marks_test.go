@@ -28,6 +28,12 @@ func TestBackendMarks(t *testing.T) {
 		"rayito run --template-version":            rayito.BackendAWS,
 		"rayito run --ingress":                     rayito.BackendAWS,
 		"rayito run --egress":                      rayito.BackendAWS,
+		// reincarnate creates a sandbox with create's flags (the same
+		// CheckCreateOptions refuses them locally).
+		"rayito sandbox reincarnate --execution-role":   rayito.BackendAWS,
+		"rayito sandbox reincarnate --template-version": rayito.BackendAWS,
+		"rayito sandbox reincarnate --ingress":          rayito.BackendAWS,
+		"rayito sandbox reincarnate --egress":           rayito.BackendAWS,
 	}
 	root := NewRoot(&cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, Env: func(string) string { return "" }})
 	_ = root.Run(context.Background(), []string{"rayito", "--help"})

@@ -22,69 +22,14 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			"default: its end reason is timeout) or kept for a pause (pause). Without any of them the\n" +
 			"platform ends it " + rayito.DefaultTimeout.String() + " after its start (max_duration), and nothing moves that.\n" +
 			"--idle lets the platform pause it after that long without traffic.",
-		Flags: append([]cli.Flag{
-			&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's deadline, a `DURATION` after its start (1s to 8h): killed then unless --on-timeout says otherwise (not set: no deadline, the platform ends it after the default)"},
-			&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
-			&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
-			&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
-			&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
-			&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
-			&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default) or local-root (root allowed: commands as root, sudo)"},
-			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
-			&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
+		Flags: append(createFlags(),
 			&cli.BoolFlag{Name: "show-token", Usage: "also print the access token"},
-			cliutil.JSONFlag(),
-		}, append(append(cliutil.NetworkFlags(), cliutil.SecretFlags()...), cliutil.PlacementFlags()...)...),
+			cliutil.JSONFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			envs, err := cliutil.ParseEnvs(cmd.StringSlice("env"))
+			opts, err := createOptions(ctx, cmd, f)
 			if err != nil {
 				return err
 			}
-			md, err := cliutil.ParseKVs("--metadata", cmd.StringSlice("metadata"))
-			if err != nil {
-				return err
-			}
-			life := cmd.Duration("timeout")
-			if life < time.Duration(microvmsapi.MinDurationSeconds)*time.Second || life > time.Duration(microvmsapi.MaxDurationSeconds)*time.Second {
-				return cliutil.Usagef("--timeout must be between 1s and 8h, got %s", life)
-			}
-			lifeOpts, err := lifetimeOptions(cmd, life)
-			if err != nil {
-				return err
-			}
-			b, err := platform.Backend(f.Getenv)
-			if err != nil {
-				return err
-			}
-			if b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
-				return cliutil.Usagef("the aws backend needs an image: pass --template or set RAYITO_TEMPLATE")
-			}
-			// What the backend cannot honour is refused before anything
-			// is created, never dropped or merely recorded.
-			if err := cliutil.CheckCreateOptions(cmd, b, f.Getenv); err != nil {
-				return err
-			}
-			opts, err := options(ctx, f)
-			if err != nil {
-				return err
-			}
-			opts = append(opts, rayito.WithEnvs(envs), rayito.WithMetadata(md))
-			if cmd.IsSet("timeout") || cmd.IsSet("on-timeout") || cmd.IsSet("max-lifetime") {
-				// A timeout the user set is a deadline; without one, the
-				// SDK's default lifetime.
-				opts = append(opts, rayito.WithTimeout(life))
-			}
-			opts = append(opts, lifeOpts...)
-			if t := cmd.String("template"); t != "" {
-				opts = append(opts, rayito.WithTemplate(t))
-			}
-			opts = append(opts, cliutil.NetworkOptions(cmd)...)
-			opts = append(opts, cliutil.PlacementOptions(cmd)...)
-			secretOpts, err := cliutil.SecretOptions(cmd)
-			if err != nil {
-				return err
-			}
-			opts = append(opts, secretOpts...)
 			sbx, err := rayito.Create(ctx, opts...)
 			if err != nil {
 				return err
@@ -117,6 +62,89 @@ func createCommand(f *cliutil.Factory) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// createFlags are the flags of the sandbox a command creates (create,
+// reincarnate).
+func createFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Value: rayito.DefaultTimeout, Usage: "the sandbox's deadline, a `DURATION` after its start (1s to 8h): killed then unless --on-timeout says otherwise (not set: no deadline, the platform ends it after the default)"},
+		&cli.StringFlag{Name: "on-timeout", Usage: "give the sandbox a deadline, and the `ACTION` then: kill or pause"},
+		&cli.DurationFlag{Name: "max-lifetime", Usage: "the sandbox's maximum `LIFETIME` (running plus paused), 3m to 8h; the deadline stays 1m short of it (default: --timeout+1m with kill, 8h with pause)", HideDefault: true},
+		&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
+		&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
+		&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
+		&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default) or local-root (root allowed: commands as root, sudo)"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
+		&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
+		&cli.StringFlag{Name: "persist", Usage: "persist HOME at `s3://BUCKET/PREFIX` (s3:///PREFIX: the local platform's bucket): the sandbox is bound to it, and its checkpoint, when there is one, is restored before it is handed out (on AWS it needs --execution-role)"},
+		&cli.StringFlag{Name: "persist-name", Usage: "the checkpoint's `NAME` under --persist's prefix (default: default)"},
+		&cli.StringFlag{Name: "persist-region", Usage: "the --persist bucket's `REGION` (default: the sandbox's)"},
+	}, append(append(cliutil.NetworkFlags(), cliutil.SecretFlags()...), cliutil.PlacementFlags()...)...)
+}
+
+// createOptions turns createFlags into the SDK's options, checked first.
+func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([]rayito.Option, error) {
+	envs, err := cliutil.ParseEnvs(cmd.StringSlice("env"))
+	if err != nil {
+		return nil, err
+	}
+	md, err := cliutil.ParseKVs("--metadata", cmd.StringSlice("metadata"))
+	if err != nil {
+		return nil, err
+	}
+	life := cmd.Duration("timeout")
+	if life < time.Duration(microvmsapi.MinDurationSeconds)*time.Second || life > time.Duration(microvmsapi.MaxDurationSeconds)*time.Second {
+		return nil, cliutil.Usagef("--timeout must be between 1s and 8h, got %s", life)
+	}
+	lifeOpts, err := lifetimeOptions(cmd, life)
+	if err != nil {
+		return nil, err
+	}
+	b, err := platform.Backend(f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
+		return nil, cliutil.Usagef("the aws backend needs an image: pass --template or set RAYITO_TEMPLATE")
+	}
+	// What the backend cannot honour is refused before anything
+	// is created, never dropped or merely recorded.
+	if err := cliutil.CheckCreateOptions(cmd, b, f.Getenv); err != nil {
+		return nil, err
+	}
+	opts, err := options(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, rayito.WithEnvs(envs), rayito.WithMetadata(md))
+	if cmd.IsSet("timeout") || cmd.IsSet("on-timeout") || cmd.IsSet("max-lifetime") {
+		// A timeout the user set is a deadline; without one, the
+		// SDK's default lifetime.
+		opts = append(opts, rayito.WithTimeout(life))
+	}
+	opts = append(opts, lifeOpts...)
+	if t := cmd.String("template"); t != "" {
+		opts = append(opts, rayito.WithTemplate(t))
+	}
+	opts = append(opts, cliutil.NetworkOptions(cmd)...)
+	opts = append(opts, cliutil.PlacementOptions(cmd)...)
+	secretOpts, err := cliutil.SecretOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, secretOpts...)
+	if s := cmd.String("persist"); s != "" {
+		p, err := rayito.ParseS3Prefix(s)
+		if err != nil {
+			return nil, cliutil.Usagef("--persist: %s", cliutil.Describe(err))
+		}
+		p.Name, p.Region = cmd.String("persist-name"), cmd.String("persist-region")
+		opts = append(opts, rayito.WithPersist(p))
+	} else if cmd.IsSet("persist-name") || cmd.IsSet("persist-region") {
+		return nil, cliutil.Usagef("--persist-name and --persist-region go with --persist")
+	}
+	return opts, nil
 }
 
 // Lifetime limits of create's flags (the SDK checks them too).

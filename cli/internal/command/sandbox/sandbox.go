@@ -39,6 +39,9 @@ func Command(f *cliutil.Factory) *cli.Command {
 			pauseCommand(f),
 			resumeCommand(f),
 			timeoutCommand(f),
+			checkpointCommand(f),
+			restoreCommand(f),
+			reincarnateCommand(f),
 			killCommand(f),
 		},
 	}
