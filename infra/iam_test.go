@@ -109,7 +109,7 @@ var expected = map[string][]stmt{
 	"ExecutionRole/Policies/sandbox": {
 		{Sid: "WriteRuntimeLogs", Actions: []string{"logs:CreateLogStream", "logs:PutLogEvents"},
 			Resources: []string{logStreams}},
-		{Sid: "ReadWritePersistencePrefix", If: "HasPersistence", Actions: []string{"s3:GetObject", "s3:PutObject"},
+		{Sid: "ReadWritePersistencePrefix", If: "HasPersistence", Actions: []string{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"},
 			Resources: []string{persistObjs}},
 		{Sid: "ListPersistencePrefix", If: "HasPersistence", Actions: []string{"s3:ListBucket"},
 			Resources: []string{persistBkt}, Condition: []string{"StringLike s3:prefix=${PersistencePrefix}*"}},
@@ -667,8 +667,17 @@ func checkSemantics(docs map[string][]stmt) problems {
 	for _, s := range docs["ExecutionRole/Policies/sandbox"] {
 		hasS3 := false
 		for _, a := range s.Actions {
-			if strings.HasPrefix(a, "s3:Delete") || a == "s3:AbortMultipartUpload" {
+			if strings.HasPrefix(a, "s3:Delete") || strings.HasPrefix(a, "s3:PutLifecycle") || strings.HasPrefix(a, "s3:PutBucket") {
 				p.addf("ExecutionRole statement %q: %s (the execution role never deletes)", s.Sid, a)
+			}
+			// Abort discards the parts of rayd's own unfinished upload,
+			// no object: only on the prefix's objects, and never with a
+			// way to list others' uploads.
+			if a == "s3:AbortMultipartUpload" && !slices.Equal(s.Resources, []string{persistObjs}) {
+				p.addf("ExecutionRole statement %q: s3:AbortMultipartUpload beyond the persistence prefix: %v", s.Sid, s.Resources)
+			}
+			if a == "s3:ListBucketMultipartUploads" || a == "s3:*" || a == "s3:Put*" || a == "s3:Get*" {
+				p.addf("ExecutionRole statement %q: %s (more than the objects of the prefix)", s.Sid, a)
 			}
 			if strings.HasPrefix(a, "iam:") || strings.HasPrefix(a, "lambda:") {
 				p.addf("ExecutionRole statement %q: %s", s.Sid, a)
@@ -911,6 +920,13 @@ func TestCheckerReportsWidening(t *testing.T) {
 		{"exec role gets s3:DeleteObject", func(t *testing.T, tpl map[string]any) {
 			addToList(findStmt(t, tpl, exec, "ReadWritePersistencePrefix"), "Action", "s3:DeleteObject")
 		}, "s3:DeleteObject (the execution role never deletes)"},
+		{"exec role lists the uploads of others", func(t *testing.T, tpl map[string]any) {
+			addToList(findStmt(t, tpl, exec, "ListPersistencePrefix"), "Action", "s3:ListBucketMultipartUploads")
+		}, "s3:ListBucketMultipartUploads (more than the objects of the prefix)"},
+		{"exec role aborts uploads on the whole bucket", func(t *testing.T, tpl map[string]any) {
+			st := findStmt(t, tpl, exec, "ListPersistencePrefix")
+			addToList(st, "Action", "s3:AbortMultipartUpload")
+		}, "s3:AbortMultipartUpload beyond the persistence prefix"},
 		{"exec role reaches the whole bucket", func(t *testing.T, tpl map[string]any) {
 			findStmt(t, tpl, exec, "ReadWritePersistencePrefix")["Resource"] =
 				map[string]any{"Fn::Sub": "arn:${AWS::Partition}:s3:::${PersistenceBucket}/*"}
