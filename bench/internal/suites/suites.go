@@ -21,6 +21,7 @@ func All() []Suite {
 		{"lines", Lines},
 		{"files1m", Files1M},
 		{"files100m", Files100M},
+		{"checkpoint100m", Checkpoint},
 		{"pty", Pty},
 		{"pause", Pause},
 		{"runcode", RunCode},
