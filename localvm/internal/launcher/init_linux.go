@@ -95,6 +95,10 @@ type initConfig struct {
 	// ExtraFDs name the descriptors that come with the go byte after the
 	// launcher directory's (fdSlirpExit, fdMemoryEvents, fdLifecycle).
 	ExtraFDs []string `json:"extra_fds,omitempty"`
+	// PlatformDir says that, in plain mode, the directory descriptor that
+	// comes with the go byte is the platform's services directory
+	// (services_linux.go), not a launcher directory.
+	PlatformDir bool `json:"platform_dir,omitempty"`
 }
 
 // MaybeRunInit runs the sandbox init and exits when this process was started
@@ -221,7 +225,9 @@ func runInit(args []string) int {
 		// Never returns unless the exec fails.
 		return fail(execRaydStage(&cfg, lnFD, hooksFD, exitFD, platformFD))
 	case modePlain:
-		if dirFD >= 0 {
+		if dirFD >= 0 && cfg.PlatformDir && platformFD < 0 {
+			raydArgs = append(slices.Clip(raydArgs), raydPlatformDirFlag, strconv.Itoa(dirFD))
+		} else if dirFD >= 0 {
 			_ = unix.Close(dirFD)
 		}
 	default:

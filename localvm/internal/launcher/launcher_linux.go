@@ -792,16 +792,26 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 		Mode: modePlain, ID: spec.ID, Env: spec.Env,
 		RaydArgs: append([]string{"--api-addr", inst.rec.APIAddr, "--hooks-addr", inst.rec.HooksAddr, "--state-dir", state, "--isolation", string(IsolationNone)}, l.raydArgs()...),
 	}
+	// The platform's services: their directory is the one descriptor a
+	// plain init gets (it shares the platform's file system).
+	platformDir := ""
+	if svc, err := l.serveServices(spec.Dir, spec.ID); err != nil {
+		return inst, err
+	} else if svc != nil {
+		inst.svc = svc
+		platformDir, cfg.PlatformDir = filepath.Join(spec.Dir, servicesDirName), true
+	}
 	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
 	if err != nil {
 		return inst, err
 	}
 	inst.attachChild(s)
+	inst.svc.setPid(s.pid)
 	defer s.sync.Close()
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
-	if err := release(ctx, s, ""); err != nil {
+	if err := release(ctx, s, platformDir); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
 	}
 	return inst, nil
