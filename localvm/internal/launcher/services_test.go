@@ -93,47 +93,71 @@ func TestServicesOnlyForRayd(t *testing.T) {
 			if name == "unisolated" {
 				spec = unprivSpec(t, l)
 			}
-			inst := launch(t, l, spec)
-			token := install(t, inst)
-			out := checkpoint(t, inst.APIAddr(), token)
-			if !bytes.Contains([]byte(out), []byte("no_credentials")) && !bytes.Contains([]byte(out), []byte("NO_CREDENTIALS")) {
-				t.Errorf("checkpoint answer: %s", out)
-			}
-			seen := rec.seen()
-			if len(seen) == 0 || seen[0] != spec.ID+" "+localplatform.IMDSHost {
-				t.Errorf("the services saw %v, want rayd asking %s", seen, localplatform.IMDSHost)
-			}
-			sd := filepath.Join(spec.Dir, servicesDirName)
-			if st, err := os.Stat(sd); err != nil || st.Mode().Perm() != 0o711 {
-				t.Errorf("services dir: %v %v", st, err)
-			}
-			if st, err := os.Stat(filepath.Join(sd, localplatform.ServicesSocket)); err != nil || st.Mode().Perm() != 0o666 || st.Mode()&os.ModeSocket == 0 {
-				t.Errorf("services socket: %v %v", st, err)
-			}
-			// This process is not the sandbox's rayd (it connects through
-			// a descriptor of the directory, as rayd does: the path is
-			// longer than a socket address may be).
-			dir, err := os.Open(sd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			sock := "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/" + localplatform.ServicesSocket
-			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			}}, Timeout: 10 * time.Second}
-			resp, err := hc.Get("http://" + localplatform.IMDSHost + "/latest/meta-data/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("a stranger got %d, want 403", resp.StatusCode)
-			}
-			if n := len(rec.seen()); n != len(seen) {
-				t.Errorf("the stranger's request reached the services")
-			}
+			servicesCheck(t, l, spec, rec)
 		})
+	}
+}
+
+// TestAsUserServicesRootless is TestServicesOnlyForRayd for a rootless
+// sandbox, as an ordinary user (under TestRootless): rayd and the
+// sandbox's code share a uid there, and only the peer check keeps the
+// code out.
+func TestAsUserServicesRootless(t *testing.T) {
+	asUser(t)
+	rec := &recorder{}
+	l := newLauncher(t, "", func(o *Options) { o.Services = rec.handler })
+	if l.Isolation() != IsolationRootless {
+		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
+	}
+	orig := httpClient.Transport
+	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
+	t.Cleanup(func() { httpClient.Transport = orig })
+	servicesCheck(t, l, newSpec(t, l), rec)
+}
+
+// servicesCheck launches spec and checks how its rayd and a stranger
+// reach the services.
+func servicesCheck(t *testing.T, l *Launcher, spec Spec, rec *recorder) {
+	t.Helper()
+	inst := launch(t, l, spec)
+	token := install(t, inst)
+	out := checkpoint(t, inst.APIAddr(), token)
+	if !bytes.Contains([]byte(out), []byte("no_credentials")) && !bytes.Contains([]byte(out), []byte("NO_CREDENTIALS")) {
+		t.Errorf("checkpoint answer: %s", out)
+	}
+	seen := rec.seen()
+	if len(seen) == 0 || seen[0] != spec.ID+" "+localplatform.IMDSHost {
+		t.Errorf("the services saw %v, want rayd asking %s", seen, localplatform.IMDSHost)
+	}
+	sd := filepath.Join(spec.Dir, servicesDirName)
+	if st, err := os.Stat(sd); err != nil || st.Mode().Perm() != 0o711 {
+		t.Errorf("services dir: %v %v", st, err)
+	}
+	if st, err := os.Stat(filepath.Join(sd, localplatform.ServicesSocket)); err != nil || st.Mode().Perm() != 0o666 || st.Mode()&os.ModeSocket == 0 {
+		t.Errorf("services socket: %v %v", st, err)
+	}
+	// This process is not the sandbox's rayd (it connects through
+	// a descriptor of the directory, as rayd does: the path is
+	// longer than a socket address may be).
+	dir, err := os.Open(sd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	sock := "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/" + localplatform.ServicesSocket
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}, Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + localplatform.IMDSHost + "/latest/meta-data/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a stranger got %d, want 403", resp.StatusCode)
+	}
+	if n := len(rec.seen()); n != len(seen) {
+		t.Errorf("the stranger's request reached the services")
 	}
 }
