@@ -104,6 +104,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzFollowPath$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 	go test -run '^$$' -fuzz '^FuzzCheckHeader$$' -fuzztime $(FUZZTIME) ./rayd/internal/persist/archive
 	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./rayd/internal/persist/archive
+	go test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./rayd/internal/transfer
 	go test -run '^$$' -fuzz '^FuzzFormFile$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzCheckInit$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/envduser

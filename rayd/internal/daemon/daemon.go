@@ -56,6 +56,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
+	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 	"github.com/rayito-dev/rayito/rayd/internal/sudo"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
@@ -613,6 +614,9 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Logger:   log,
 		Producer: "rayd/" + version.Version,
 	}))
+	// Pre-signed transfers: the URLs come with the calls, rayd keeps no
+	// credentials for them.
+	filesSvc.SetTransfers(transfer.New(transfer.Options{FS: fsys, SandboxID: d.State.SandboxID, Logger: log}))
 	lifecycleSvc := lifecycle.New(d.deadline)
 	// One stream budget for the sandbox, whichever port a stream comes by.
 	streams := streamlimit.New(streamlimit.Default)

@@ -3,16 +3,15 @@
 // the request's user. One file per RPC; http.go serves the HTTP/1.1 file
 // endpoints for large transfers; watch_dir.go serves WatchDir over inotify.
 // checkpoint.go and restore.go serve HOME persistence (package persist);
-// transfers are not built yet and answer Unimplemented naming the feature.
+// start_import.go, start_export.go, get_transfer.go, watch_transfer.go and
+// cancel_transfer.go the pre-signed transfers (package transfer).
 package files
 
 import (
-	"context"
 	"io/fs"
 	"log/slog"
 	"sync/atomic"
 
-	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
+	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 )
 
 // Sizes of the streamed data.
@@ -46,6 +46,8 @@ type Service struct {
 	watchStreams *atomic.Int64
 	// persist runs checkpoints and restores (nil: Unimplemented).
 	persist *persist.Manager
+	// transfers runs pre-signed transfers (nil: Unimplemented).
+	transfers *transfer.Manager
 }
 
 var _ raydv1connect.FilesystemServiceHandler = (*Service)(nil)
@@ -60,6 +62,9 @@ func New(state *sandbox.State, builder *launch.Builder, fsys *safefs.FS, log *sl
 
 // SetPersist gives the service the sandbox's checkpoint manager.
 func (s *Service) SetPersist(m *persist.Manager) { s.persist = m }
+
+// SetTransfers gives the service the sandbox's transfer manager.
+func (s *Service) SetTransfers(m *transfer.Manager) { s.transfers = m }
 
 // WithFS returns the same service over another file layer (rayd's E2B
 // envd surface uses one made with safefs.Options.Envd); both count their
@@ -168,29 +173,4 @@ func stMode(m fs.FileMode) uint32 {
 // notBuilt answers the RPCs whose feature has not landed yet.
 func notBuilt(feature string) error {
 	return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, feature+" is not built yet in this rayd; see docs/features.md")
-}
-
-// StartImport is not built yet.
-func (s *Service) StartImport(context.Context, *connect.Request[raydv1.StartImportRequest]) (*connect.Response[raydv1.StartImportResponse], error) {
-	return nil, notBuilt("S3 transfers (FilesystemService.StartImport)")
-}
-
-// StartExport is not built yet.
-func (s *Service) StartExport(context.Context, *connect.Request[raydv1.StartExportRequest]) (*connect.Response[raydv1.StartExportResponse], error) {
-	return nil, notBuilt("S3 transfers (FilesystemService.StartExport)")
-}
-
-// GetTransfer is not built yet.
-func (s *Service) GetTransfer(context.Context, *connect.Request[raydv1.GetTransferRequest]) (*connect.Response[raydv1.GetTransferResponse], error) {
-	return nil, notBuilt("S3 transfers (FilesystemService.GetTransfer)")
-}
-
-// WatchTransfer is not built yet.
-func (s *Service) WatchTransfer(context.Context, *connect.Request[raydv1.WatchTransferRequest], *connect.ServerStream[raydv1.WatchTransferResponse]) error {
-	return notBuilt("S3 transfers (FilesystemService.WatchTransfer)")
-}
-
-// CancelTransfer is not built yet.
-func (s *Service) CancelTransfer(context.Context, *connect.Request[raydv1.CancelTransferRequest]) (*connect.Response[raydv1.CancelTransferResponse], error) {
-	return nil, notBuilt("S3 transfers (FilesystemService.CancelTransfer)")
 }
