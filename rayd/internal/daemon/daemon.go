@@ -56,8 +56,8 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/process"
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
-	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 	"github.com/rayito-dev/rayito/rayd/internal/sudo"
+	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
