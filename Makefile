@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto gateway rayd sdk localvm e2b cli tests bench infra
+MODULES := proto gateway rayd sdk localvm e2b cli events tests bench infra
 LIBRARIES := proto gateway sdk e2b
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin

@@ -138,14 +138,22 @@ type gitResultJSON struct {
 }
 
 // gitDone prints a verb's outcome: git's own output (credentials already
-// removed by the SDK), or JSON.
-func gitDone(cmd *cli.Command, f *cliutil.Factory, id string, res *rayito.CommandResult, err error) error {
+// removed by the SDK), or JSON. A sandbox that ended under git is said so
+// with the exit rule of run and exec (cliutil.EndedUnder: 124 when its
+// time ran out, 137 otherwise).
+func gitDone(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, sbx *rayito.Sandbox, res *rayito.CommandResult, err error) error {
+	id := sbx.ID()
 	if err != nil {
 		// git's own explanation goes to stderr, with --json too: stdout
 		// stays machine-readable, and the cause is not lost.
 		var ge *rayito.GitError
+		code, status, waitErr := 0, rayito.CommandStatus(""), err
 		if errors.As(err, &ge) {
 			fmt.Fprint(f.IO.Err, ge.Stderr)
+			code, status, waitErr = ge.ExitCode, ge.Status, nil
+		}
+		if ended := cliutil.EndedUnder(ctx, sbx, code, status, waitErr); ended != nil {
+			return ended
 		}
 		if errors.Is(err, rayito.ErrTimeout) && cmd.Duration("timeout") > 0 {
 			return &cliutil.TimeoutError{Program: "git " + cmd.Name, After: cmd.Duration("timeout").String()}
@@ -192,7 +200,7 @@ func gitCloneCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			res, err := sbx.Git.Clone(ctx, cmd.Args().Get(0), cmd.Args().Get(1), opts...)
-			return gitDone(cmd, f, sbx.ID(), res, err)
+			return gitDone(ctx, cmd, f, sbx, res, err)
 		}),
 	}
 }
@@ -239,7 +247,7 @@ func gitStatusCommand(f *cliutil.Factory) *cli.Command {
 			}
 			st, err := sbx.Git.Status(ctx, repo, opts...)
 			if err != nil {
-				return gitDone(cmd, f, sbx.ID(), nil, err)
+				return gitDone(ctx, cmd, f, sbx, nil, err)
 			}
 			if cmd.Bool("json") {
 				return cliutil.PrintJSON(f.IO.Out, gitStatusJSON{ID: sbx.ID(), Branch: st.Branch, Detached: st.Detached, Upstream: st.Upstream,
@@ -304,11 +312,11 @@ func gitCommitCommand(f *cliutil.Factory) *cli.Command {
 			}
 			if cmd.Bool("all") {
 				if _, err := sbx.Git.Add(ctx, repo, opts...); err != nil {
-					return gitDone(cmd, f, sbx.ID(), nil, err)
+					return gitDone(ctx, cmd, f, sbx, nil, err)
 				}
 			}
 			res, err := sbx.Git.Commit(ctx, repo, cmd.String("message"), commitOpts...)
-			return gitDone(cmd, f, sbx.ID(), res, err)
+			return gitDone(ctx, cmd, f, sbx, res, err)
 		}),
 	}
 }
@@ -369,7 +377,7 @@ func gitSync(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id strin
 		return err
 	}
 	res, err := call(sbx, repo, gitRemoteOptions(cmd, opts))
-	return gitDone(cmd, f, sbx.ID(), res, err)
+	return gitDone(ctx, cmd, f, sbx, res, err)
 }
 
 // gitRepo is the start of every verb that acts on a repository: REPO
