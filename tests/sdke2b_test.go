@@ -122,6 +122,10 @@ func TestSDKE2B(t *testing.T) {
 	if err := sbx.Files.Remove(ctx, "dir"); err != nil {
 		t.Fatal(err)
 	}
+	// As on E2B, removing what is not there succeeds.
+	if err := sbx.Files.Remove(ctx, "dir"); err != nil {
+		t.Fatalf("remove of a missing path: %v", err)
+	}
 
 	// Lifecycle.
 	if err := sbx.SetTimeout(ctx, 10*time.Minute); err != nil {

@@ -89,9 +89,13 @@ func (f *Filesystem) Rename(ctx context.Context, oldPath, newPath string) (*Entr
 }
 
 // Remove removes a file or a directory with its contents (E2B's
-// files.remove).
+// files.remove). As on E2B, removing a path that does not exist succeeds.
 func (f *Filesystem) Remove(ctx context.Context, path string) error {
-	return wrap(f.sbx.Files.Remove(ctx, path, true))
+	err := f.sbx.Files.Remove(ctx, path, true)
+	if errors.Is(err, rayito.ErrNotFound) {
+		return nil
+	}
+	return wrap(err)
 }
 
 // WatchDir watches a directory (E2B's files.watchDir), recursively when
