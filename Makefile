@@ -102,8 +102,9 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) ./rayd/internal/hooks
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
 	go test -run '^$$' -fuzz '^FuzzFollowPath$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
-	go test -run '^$$' -fuzz '^FuzzCheckHeader$$' -fuzztime $(FUZZTIME) ./rayd/internal/persist/archive
-	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./rayd/internal/persist/archive
+	go test -run '^$$' -fuzz '^FuzzCheckHeader$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
+	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
+	go test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
 	go test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./rayd/internal/transfer
 	go test -run '^$$' -fuzz '^FuzzFormFile$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzCheckInit$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp

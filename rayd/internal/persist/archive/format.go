@@ -1,138 +1,59 @@
-// Package archive is the open format of HOME checkpoints: a gzip-compressed
-// tar of the user's HOME (home.tar.gz) beside a manifest (manifest.json)
-// that names the archive's sha256 and is written last. docs/persistence.md
-// describes the format for other tools; this package writes it from a
-// directory tree read as the user (Pack), checks an archive entry by entry
-// before anything is written (Scan, CheckHeader), and extracts it as the
-// user (Extract), through rayd's safe file layer.
+// Package archive is rayd's side of the open checkpoint format: a
+// gzip-compressed tar of the user's HOME (home.tar.gz) beside a manifest
+// (manifest.json) that names the archive's sha256 and is written last.
+// The format itself (the manifest, the entries' rules and layout) is
+// defined once, in the proto module's package checkpoint, which the E2B
+// gateway shares; this package re-exports its names for rayd, writes the
+// format from a directory tree read as the user (Pack), checks an archive
+// entry by entry before anything is written (Scan, CheckHeader), and
+// extracts it as the user (Extract), through rayd's safe file layer.
+// docs/persistence.md describes the format for other tools.
 //
 // Nothing here talks to S3 (package persist does) and nothing logs: the
 // errors name no path, no pattern and no content.
 package archive
 
 import (
-	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"time"
+
+	"github.com/rayito-dev/rayito/proto/checkpoint"
 )
 
-// The format's fixed names and numbers.
+// The format's fixed names and numbers (package checkpoint's).
 const (
 	// ArchiveName is the archive's object name under a checkpoint's key.
-	ArchiveName = "home.tar.gz"
+	ArchiveName = checkpoint.ArchiveName
 	// ManifestName is the manifest's object name; it is written last.
-	ManifestName = "manifest.json"
+	ManifestName = checkpoint.ManifestName
 	// Version is the manifest version this package writes and reads.
-	Version = 1
+	Version = checkpoint.Version
 	// Format names the archive's encoding in the manifest.
-	Format = "tar+gzip"
-	// GzipLevel is the compression level of the archives rayd writes
-	// (fast: a checkpoint is bound by the CPU of a small sandbox first).
-	GzipLevel = 1
-	// PartSize is the size of a multipart upload's parts.
-	PartSize = 8 << 20
+	Format = checkpoint.Format
+	// GzipLevel is the compression level of the archives rayd writes.
+	GzipLevel = checkpoint.GzipLevel
 	// MaxManifestSize bounds a manifest read back.
-	MaxManifestSize = 64 << 10
+	MaxManifestSize = checkpoint.MaxManifestSize
 )
 
-// Errors of the format. Each is matched with errors.Is; messages name no
-// path or content.
+// PartSize is the size of a multipart upload's parts.
+const PartSize = 8 << 20
+
+// Errors of the format (package checkpoint's, matched with errors.Is),
+// and rayd's own.
 var (
-	// ErrUnsupported: the manifest is not a version this package reads,
-	// or not a manifest at all.
-	ErrUnsupported = errors.New("archive: unsupported checkpoint manifest")
-	// ErrUnsafe: an archive entry would leave the root (absolute path,
-	// "..", a path through a link of the archive), the archive breaks a
-	// limit, or it is not a tar.gz at all.
-	ErrUnsafe = errors.New("archive: unsafe or malformed archive")
-	// ErrChecksum: the archive's bytes do not match the manifest.
-	ErrChecksum = errors.New("archive: checksum mismatch")
+	ErrUnsupported = checkpoint.ErrUnsupported
+	ErrUnsafe      = checkpoint.ErrUnsafe
+	ErrChecksum    = checkpoint.ErrChecksum
 	// ErrBadExclude: an exclude pattern is invalid (or there are too many).
 	ErrBadExclude = errors.New("archive: invalid exclude pattern")
 )
 
-// Manifest is manifest.json, version 1. Unknown fields are ignored when
-// read (a later minor addition); a different Version is refused.
-type Manifest struct {
-	Version int `json:"version"`
-	// Format is "tar+gzip".
-	Format string `json:"format"`
-	// Archive is the archive's object name, "home.tar.gz".
-	Archive string `json:"archive"`
-	// SHA256 is the archive's sha256, 64 lowercase hex characters.
-	SHA256 string `json:"sha256"`
-	// Size is the archive's size in bytes.
-	Size int64 `json:"size"`
-	// CreatedAt is when the checkpoint was taken (UTC, RFC 3339).
-	CreatedAt time.Time `json:"created_at"`
-	// Counts of what the archive holds.
-	Files        uint64 `json:"files"`
-	Directories  uint64 `json:"directories"`
-	Symlinks     uint64 `json:"symlinks"`
-	ContentBytes uint64 `json:"content_bytes"`
-	// Producer names the program that wrote it, e.g. "rayd/0.1.0".
-	Producer string `json:"producer,omitempty"`
-}
+// Manifest is manifest.json, version 1 (checkpoint.Manifest).
+type Manifest = checkpoint.Manifest
 
-// Encode renders m as indented JSON with a final newline.
-func (m *Manifest) Encode() []byte {
-	b, _ := json.MarshalIndent(m, "", "  ")
-	return append(b, '\n')
-}
+// ParseManifest is checkpoint.ParseManifest.
+func ParseManifest(r io.Reader) (*Manifest, error) { return checkpoint.ParseManifest(r) }
 
-// ParseManifest reads a manifest (at most MaxManifestSize bytes) and
-// checks it: version 1, format tar+gzip, the archive home.tar.gz, a
-// well-formed sha256 and a size. Anything else is ErrUnsupported.
-func ParseManifest(r io.Reader) (*Manifest, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxManifestSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxManifestSize {
-		return nil, fmt.Errorf("%w: larger than %d bytes", ErrUnsupported, MaxManifestSize)
-	}
-	var probe struct {
-		Version *int `json:"version"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&probe); err != nil || probe.Version == nil {
-		return nil, fmt.Errorf("%w: not a checkpoint manifest", ErrUnsupported)
-	}
-	if *probe.Version != Version {
-		return nil, fmt.Errorf("%w: version %d (this rayd reads version %d)", ErrUnsupported, *probe.Version, Version)
-	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: not a checkpoint manifest", ErrUnsupported)
-	}
-	switch {
-	case m.Format != Format:
-		return nil, fmt.Errorf("%w: format is not %s", ErrUnsupported, Format)
-	case m.Archive != ArchiveName:
-		return nil, fmt.Errorf("%w: the archive is not %s", ErrUnsupported, ArchiveName)
-	case !ValidSHA256(m.SHA256):
-		return nil, fmt.Errorf("%w: sha256 is not 64 lowercase hex characters", ErrUnsupported)
-	case m.Size < 0:
-		return nil, fmt.Errorf("%w: negative size", ErrUnsupported)
-	}
-	return &m, nil
-}
-
-// ValidSHA256 reports whether s is 64 lowercase hex characters.
-func ValidSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
+// ValidSHA256 is checkpoint.ValidSHA256.
+func ValidSHA256(s string) bool { return checkpoint.ValidSHA256(s) }

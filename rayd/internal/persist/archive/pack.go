@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"time"
 
+	"github.com/rayito-dev/rayito/proto/checkpoint"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 )
 
@@ -39,15 +39,7 @@ func Pack(ctx context.Context, fsys *safefs.FS, u safefs.User, root string, ex *
 	}
 	tw := tar.NewWriter(zw)
 	buf := make([]byte, 256<<10)
-	hdr := func(e safefs.TreeEntry) *tar.Header {
-		return &tar.Header{
-			Name:    e.Rel,
-			Mode:    int64(e.Mode.Perm()),
-			ModTime: e.ModTime.Truncate(time.Second),
-			Uid:     int(u.UID),
-			Gid:     int(u.GID),
-		}
-	}
+	owner := checkpoint.Owner{UID: int(u.UID), GID: int(u.GID)}
 	err = fsys.WalkTree(ctx, u, root, safefs.WalkOptions{
 		Exclude: ex.Match,
 		Skipped: func(_ string, why safefs.SkipReason) {
@@ -61,19 +53,15 @@ func Pack(ctx context.Context, fsys *safefs.FS, u safefs.User, root string, ex *
 			}
 		},
 		Visit: func(e safefs.TreeEntry) error {
-			h := hdr(e)
 			switch e.Type {
 			case safefs.TypeDir:
-				h.Typeflag, h.Name = tar.TypeDir, e.Rel+"/"
 				c.Directories++
-				return tw.WriteHeader(h)
+				return tw.WriteHeader(checkpoint.DirHeader(e.Rel, e.Mode, e.ModTime, owner))
 			case safefs.TypeSymlink:
-				h.Typeflag, h.Linkname = tar.TypeSymlink, e.Target
 				c.Symlinks++
-				return tw.WriteHeader(h)
+				return tw.WriteHeader(checkpoint.SymlinkHeader(e.Rel, e.Target, e.Mode, e.ModTime, owner))
 			}
-			h.Typeflag, h.Size = tar.TypeReg, e.Size
-			if err := tw.WriteHeader(h); err != nil {
+			if err := tw.WriteHeader(checkpoint.FileHeader(e.Rel, e.Mode, e.ModTime, e.Size, owner)); err != nil {
 				return err
 			}
 			changed, err := copyExactly(ctx, tw, e.File, e.Size, buf)
@@ -166,7 +154,7 @@ func Extract(ctx context.Context, x *safefs.Extractor, r io.Reader, progress fun
 		}
 		return false
 	}
-	err := walk(r, func(e Entry, body io.Reader) error {
+	err := checkpoint.Walk(r, func(e Entry, body io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
