@@ -106,6 +106,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
 	go test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
 	go test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./rayd/internal/transfer
+	go test -run '^$$' -fuzz '^FuzzVerifyPresigned$$' -fuzztime $(FUZZTIME) ./localvm/internal/services
 	go test -run '^$$' -fuzz '^FuzzFormFile$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzCheckInit$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/envduser

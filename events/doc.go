@@ -1,0 +1,8 @@
+// Package events is the root of the events module: the three Lambdas of
+// the events-webhooks stack (cmd/forwarder, cmd/deliverer,
+// cmd/reconciler) and the logic they share under internal/ (the
+// forwarder's admission of signed lifecycle event lines, the store of
+// events, claims and webhooks, the webhook deliverer and the reconciler
+// of sandboxes gone without a killed event). Nothing outside the
+// repository imports it; it ships the Lambda binaries.
+package events
