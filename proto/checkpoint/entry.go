@@ -69,6 +69,9 @@ type Entry struct {
 	// Target is a symbolic link's target.
 	Target  string
 	ModTime time.Time
+	// Owner is the header's numeric owner, for a program that re-packs
+	// an archive; an extraction ignores it.
+	Owner Owner
 }
 
 // CheckHeader checks one tar header as an entry of an archive extracted
@@ -84,7 +87,7 @@ func CheckHeader(h *tar.Header) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	e := Entry{Path: p, ModTime: h.ModTime}
+	e := Entry{Path: p, ModTime: h.ModTime, Owner: Owner{UID: h.Uid, GID: h.Gid}}
 	if p == "" {
 		e.Kind, e.Skip = KindSkip, SkipRoot
 		return e, nil
@@ -231,7 +234,14 @@ func Walk(r io.Reader, fn func(Entry, io.Reader) error) error {
 		return fmt.Errorf("%w: not gzip", ErrUnsafe)
 	}
 	defer zr.Close()
-	tr := tar.NewReader(zr)
+	return WalkTar(zr, fn)
+}
+
+// WalkTar is Walk for an uncompressed tar stream: the same checks, the
+// same calls of fn. A program that re-packs another tar into the format
+// (the E2B gateway re-packs GNU tar's output) reads it through WalkTar.
+func WalkTar(r io.Reader, fn func(Entry, io.Reader) error) error {
+	tr := tar.NewReader(r)
 	links := map[string]bool{} // paths that are symbolic links now
 	n := 0
 	for {
