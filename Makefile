@@ -132,6 +132,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzParseRules$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRouteTarget$$' -fuzztime $(FUZZTIME) ./e2b
+	go test -run '^$$' -fuzz '^FuzzRepack$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzCheckEndpoint$$' -fuzztime $(FUZZTIME) ./proto/localplatform
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/events
 	go test -run '^$$' -fuzz '^FuzzCheckWebhookURL$$' -fuzztime $(FUZZTIME) ./proto/events

@@ -170,7 +170,7 @@ func killSoon(ctx context.Context, h *rayito.CommandHandle) {
 	_ = h.Kill(kctx)
 }
 
-func (r rayitoSandbox) TarHome(ctx context.Context, w io.Writer) error {
+func (r rayitoSandbox) TarHome(ctx context.Context, w io.Writer, flat bool) error {
 	var (
 		mu     sync.Mutex
 		werr   error
@@ -192,7 +192,11 @@ func (r rayitoSandbox) TarHome(ctx context.Context, w io.Writer) error {
 	// goes to onOut. The follower reads the next piece only once onOut
 	// returns, so a slow destination slows tar (rayd pauses a lone slow
 	// reader's process instead of dropping its output).
-	h, err := r.s.Commands.StartExec(ctx, []string{"tar", "-C", HomeDir, "-cf", "-", "."},
+	argv := []string{"tar", "-C", HomeDir, "-cf", "-", "."}
+	if flat {
+		argv = []string{"tar", "-C", HomeDir, "--hard-dereference", "--ignore-failed-read", "-cf", "-", "."}
+	}
+	h, err := r.s.Commands.StartExec(ctx, argv,
 		rayito.WithUser(sandboxUser), rayito.WithMaxOutputBytes(0), rayito.OnStdout(onOut), rayito.OnStderr(stderr.add))
 	if err != nil {
 		return err

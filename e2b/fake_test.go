@@ -45,6 +45,11 @@ type fakeBox struct {
 	policy   *rayito.NetworkPolicy
 	files    map[string]string // HomeDir's files, by relative path
 	rules    []headerRule
+	// tarOut, when set, is what TarHome sends instead of files (a
+	// sandbox whose tar says what it likes).
+	tarOut []byte
+	// received holds the headers of every archive extracted into the box.
+	received []tar.Header
 }
 
 func newFake(t *testing.T) *fakePlatform {
@@ -290,15 +295,19 @@ func (s *fakeSandbox) Network(context.Context) (*rayito.NetworkState, error) {
 
 // TarHome writes the box's files as a tar archive, in pieces of at most
 // 1000 bytes, as rayd sends output.
-func (s *fakeSandbox) TarHome(_ context.Context, w io.Writer) error {
+func (s *fakeSandbox) TarHome(_ context.Context, w io.Writer, _ bool) error {
 	if err := s.running(); err != nil {
 		return err
 	}
 	s.f.mu.Lock()
 	files := maps.Clone(s.f.boxes[s.id].files)
+	out := s.f.boxes[s.id].tarOut
 	s.f.mu.Unlock()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	if out != nil {
+		files = nil
+	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
 			return err
@@ -310,7 +319,11 @@ func (s *fakeSandbox) TarHome(_ context.Context, w io.Writer) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	for b := buf.Bytes(); len(b) > 0; {
+	b := buf.Bytes()
+	if out != nil {
+		b = out
+	}
+	for len(b) > 0 {
 		n := min(len(b), 1000)
 		if _, err := w.Write(b[:n]); err != nil {
 			return err
@@ -329,6 +342,7 @@ func (s *fakeSandbox) UntarHome(context.Context) (io.WriteCloser, error) {
 	fail := s.f.failUntar[s.id]
 	go func() {
 		got := map[string]string{}
+		var hs []tar.Header
 		tr := tar.NewReader(pr)
 		var err error
 		for {
@@ -342,7 +356,10 @@ func (s *fakeSandbox) UntarHome(context.Context) (io.WriteCloser, error) {
 				err = rerr
 				break
 			}
-			got[strings.TrimPrefix(h.Name, "./")] = string(b)
+			hs = append(hs, *h)
+			if h.Typeflag == tar.TypeReg {
+				got[strings.TrimPrefix(h.Name, "./")] = string(b)
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			err = nil
@@ -354,6 +371,7 @@ func (s *fakeSandbox) UntarHome(context.Context) (io.WriteCloser, error) {
 		if err == nil {
 			s.f.mu.Lock()
 			maps.Copy(s.f.boxes[s.id].files, got)
+			s.f.boxes[s.id].received = append(s.f.boxes[s.id].received, hs...)
 			s.f.mu.Unlock()
 		}
 		u.done <- err

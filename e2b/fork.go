@@ -121,7 +121,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(fan.dsts) > 0 {
 		lw := &limitWriter{w: fan, max: s.maxCopy}
-		terr := c.sbx.TarHome(cctx, lw)
+		terr := c.sbx.TarHome(cctx, lw, false)
 		for _, f := range forks {
 			switch {
 			case f.dst == nil:

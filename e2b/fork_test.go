@@ -199,18 +199,25 @@ func TestSnapshots(t *testing.T) {
 		t.Fatalf("snapshot dir: %v %v", fi.Mode(), err)
 	}
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 6 {
-		t.Fatalf("%d files in the snapshot dir, want 6", len(ents))
+	if len(ents) != 3 {
+		t.Fatalf("%d entries in the snapshot dir, want 3", len(ents))
 	}
 	for _, en := range ents {
-		fi, _ := en.Info()
-		if fi.Mode().Perm() != 0o600 || strings.HasPrefix(en.Name(), ".") {
-			t.Fatalf("%s: %v", en.Name(), fi.Mode())
+		if !en.IsDir() || !validSnapshotID(en.Name()) {
+			t.Fatalf("%s in the snapshot dir", en.Name())
 		}
 	}
+	// Each in the open checkpoint format, laid out as rayd's.
+	man, hs := checkSnapshotDir(t, dir, snap.SnapshotID)
+	if man.Files != 2 || man.Directories != 0 || man.ContentBytes != 9 || man.Producer != snapshotProducer {
+		t.Fatalf("manifest %+v", man)
+	}
+	if len(hs) != 2 || hs[0].Name != "a.txt" || hs[1].Name != "d/b.txt" {
+		t.Fatalf("entries %+v", hs)
+	}
 	var m snapshotMeta
-	b, _ := os.ReadFile(filepath.Join(dir, snap.SnapshotID+".json"))
-	if err := json.Unmarshal(b, &m); err != nil || m.SandboxID != src.SandboxID || m.TemplateID != "base" || m.Template != "img-base" || m.CreatedAt.IsZero() || m.SizeBytes == 0 {
+	b, _ := os.ReadFile(filepath.Join(dir, snap.SnapshotID, metaName))
+	if err := json.Unmarshal(b, &m); err != nil || m.SandboxID != src.SandboxID || m.TemplateID != "base" || m.Template != "img-base" || m.CreatedAt.IsZero() || m.SizeBytes != man.Size {
 		t.Fatalf("metadata %s: %v", b, err)
 	}
 
@@ -260,8 +267,8 @@ func TestSnapshots(t *testing.T) {
 	}
 	e.do("DELETE", "/templates/"+anon.SnapshotID, nil).errBody(t, 404, "not found")
 	e.do("POST", "/v2/sandboxes", map[string]string{"templateID": anon.SnapshotID}).errBody(t, 400, "not found")
-	if _, err := os.Stat(filepath.Join(dir, anon.SnapshotID+".tar")); !os.IsNotExist(err) {
-		t.Fatalf("the deleted snapshot's archive: %v", err)
+	if _, err := os.Lstat(filepath.Join(dir, anon.SnapshotID)); !os.IsNotExist(err) {
+		t.Fatalf("the deleted snapshot's directory: %v", err)
 	}
 }
 
@@ -329,25 +336,27 @@ func TestSnapshotCaps(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
 		o.SnapshotDir = dir
 		o.MaxSnapshots = 2
-		o.MaxCopyBytes = 4096
+		o.MaxCopyBytes = 16384
 		o.MaxSnapshotBytes = 6000
 	})
 	src := e.create(nil)
-	e.f.writeFile(src.SandboxID, "a", strings.Repeat("a", 100))
+	// Random bytes: the archives are compressed.
+	e.f.writeFile(src.SandboxID, "a", randomString(t, 2000))
 	e.snapshot(src.SandboxID, nil)
 	// The second would pass the total: refused, nothing left behind.
-	e.f.writeFile(src.SandboxID, "b", strings.Repeat("b", 3000))
+	e.f.writeFile(src.SandboxID, "b", randomString(t, 5000))
 	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 409, "does not fit")
-	e.f.writeFile(src.SandboxID, "b", strings.Repeat("b", 9000))
+	e.f.writeFile(src.SandboxID, "b", randomString(t, 4000))
 	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 409, "does not fit")
 	e.f.writeFile(src.SandboxID, "b", "b")
 	e.snapshot(src.SandboxID, nil)
 	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 409, "maximum of 2 snapshots")
 	ents, _ := os.ReadDir(dir)
-	if len(ents) != 4 {
-		t.Fatalf("%d files in the snapshot dir, want 4", len(ents))
+	if len(ents) != 2 {
+		t.Fatalf("%d entries in the snapshot dir, want 2", len(ents))
 	}
-	// The per-copy cap when the total has room.
+	// The per-copy cap (of the files' tar, before compression) when the
+	// total has room.
 	e2 := newEnv(t, func(o *Options) { o.SnapshotDir = t.TempDir(); o.MaxCopyBytes = 4096 })
 	s2 := e2.create(nil)
 	e2.f.writeFile(s2.SandboxID, "big", strings.Repeat("x", 8192))

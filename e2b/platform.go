@@ -53,8 +53,11 @@ type sandbox interface {
 	Logs(ctx context.Context, since time.Time, limit int) ([]rayito.LogEntry, error)
 	// TarHome streams HomeDir as a tar archive into w, as the sandbox's
 	// user, without holding it: w sees each piece as the sandbox sends
-	// it. An error of w stops the archive (and is returned).
-	TarHome(ctx context.Context, w io.Writer) error
+	// it. An error of w stops the archive (and is returned). flat (a
+	// snapshot's archive): every hard link as the file it names, and an
+	// unreadable file left out rather than failing the archive, as rayd's
+	// checkpoints do.
+	TarHome(ctx context.Context, w io.Writer, flat bool) error
 	// UntarHome starts extracting a tar archive into HomeDir, as the
 	// sandbox's user: write the archive to the returned writer, then
 	// Close it to wait for the extraction's end.

@@ -122,6 +122,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	// A snapshot's id as templateID: a sandbox of the snapshot's source
 	// template, its files restored before the answer.
 	var snap *snapshotMeta
+	var snapArch *snapArchive
 	if s.snaps != nil && strings.HasPrefix(templateID, SnapshotIDPrefix) {
 		m, err := s.snaps.load(templateID)
 		if err != nil {
@@ -134,6 +135,21 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		snap = m
 		templateID = m.TemplateID
+		if templateID == "" {
+			// A checkpoint of rayd's, copied in: the default template.
+			templateID = DefaultTemplateID
+		}
+		// The archive is checked whole (size, sha256, every entry)
+		// before any sandbox is made.
+		a, err := s.snaps.verify(m.SnapshotID, s.maxCopy)
+		if err != nil {
+			code, msg := errorStatus("", err)
+			s.log.Warn("e2b: a snapshot was refused", "status", code)
+			writeError(w, code, msg)
+			return
+		}
+		defer a.Close()
+		snapArch = a
 	}
 	var tmpl string
 	if snap != nil && snap.Template != "" {
@@ -238,7 +254,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		sw.sandbox = rec.id
 	}
 	if snap != nil {
-		if err := s.restoreSnapshot(r.Context(), sbx, snap.SnapshotID); err != nil {
+		if err := s.restoreSnapshot(r.Context(), sbx, snapArch); err != nil {
 			s.killQuietly(r.Context(), rec.id)
 			code, msg := errorStatus(rec.id, err)
 			s.log.Warn("e2b restore of a snapshot failed", "status", code)

@@ -83,11 +83,14 @@ type Options struct {
 	// SnapshotDir is where snapshots are kept (POST
 	// /sandboxes/{id}/snapshots): a private directory (created when
 	// missing, made 0700; a symbolic link, or another user's, is refused).
-	// Empty: snapshots answer 501. A snapshot is the tar archive
-	// of the sandbox's HomeDir, never its memory.
+	// Empty: snapshots answer 501. A snapshot is a checkpoint of the
+	// sandbox's HomeDir in Rayito's open checkpoint format (a directory
+	// <id>/ with home.tar.gz and manifest.json, as rayd's checkpoints),
+	// never its memory.
 	SnapshotDir string
-	// MaxCopyBytes caps the archive of one fork or snapshot; 0 is
-	// DefaultMaxCopyBytes.
+	// MaxCopyBytes caps the archive of one fork or snapshot (the tar of
+	// HomeDir before compression; a snapshot restored holds files of at
+	// most as many bytes); 0 is DefaultMaxCopyBytes.
 	MaxCopyBytes int64
 	// MaxSnapshots caps how many snapshots SnapshotDir holds; 0 is
 	// DefaultMaxSnapshots.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,14 +21,27 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rayito-dev/rayito/proto/checkpoint"
 )
 
-// A snapshot is the tar archive of a sandbox's HomeDir, kept by the
-// gateway in Options.SnapshotDir as <id>.tar (0600) with <id>.json beside
-// it (its names, source sandbox, templates, time, size). Creating a
-// sandbox with the snapshot's id as templateID makes a sandbox of the
-// source's template and extracts the archive into its HomeDir. Memory,
-// processes and everything outside HomeDir are not in a snapshot.
+// A snapshot is a checkpoint of a sandbox's HomeDir in Rayito's open
+// checkpoint format (package proto/checkpoint, docs/persistence.md), the
+// format of rayd's HOME checkpoints: the gateway keeps it in
+// Options.SnapshotDir as a directory <id>/ (0700) holding home.tar.gz
+// (the archive, gzip level 1), e2b.json (the gateway's own metadata: its
+// names, source sandbox, templates) and manifest.json (version 1, the
+// archive's sha256 and size), written last; files are 0600, and the
+// directory is made under a temporary name and renamed whole. A
+// checkpoint that rayd wrote to S3 (home.tar.gz and manifest.json, without
+// e2b.json), copied into SnapshotDir/snap-<name>/, is a snapshot too: of
+// the gateway's default template. Creating a sandbox with the snapshot's
+// id as templateID makes a sandbox of the source's template and extracts
+// the archive into its HomeDir, once the archive matches its manifest and
+// every entry is checked. Memory, processes and everything outside
+// HomeDir are not in a snapshot. Snapshots of the gateway's former layout
+// (<id>.tar beside <id>.json) are not listed; a create from one is
+// refused with a message saying so, and deleteSnapshot removes it.
 
 // SnapshotIDPrefix starts every snapshot id.
 const SnapshotIDPrefix = "snap-"
@@ -44,9 +58,11 @@ const (
 	maxSnapshotName = 128
 	maxMetaBytes    = 64 << 10
 	tmpPrefix       = ".tmp-"
+	// metaName is the gateway's metadata in a snapshot's directory.
+	metaName = "e2b.json"
 )
 
-// snapshotMeta is <id>.json.
+// snapshotMeta is <id>/e2b.json.
 type snapshotMeta struct {
 	SnapshotID string    `json:"snapshotID"`
 	Names      []string  `json:"names"`
@@ -152,29 +168,78 @@ func openSnapshotStore(dir string, maxCount int, maxBytes int64) (*snapshotStore
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), tmpPrefix) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
 	return &snapshotStore{dir: dir, maxCount: maxCount, maxBytes: maxBytes}, nil
 }
 
-func (st *snapshotStore) dataPath(id string) string { return filepath.Join(st.dir, id+".tar") }
-func (st *snapshotStore) metaPath(id string) string { return filepath.Join(st.dir, id+".json") }
+// file is the path of name in snapshot id's directory.
+func (st *snapshotStore) file(id, name string) string { return filepath.Join(st.dir, id, name) }
+
+// oldPath is a file of the gateway's former layout: <id>.tar, <id>.json.
+func (st *snapshotStore) oldPath(id, ext string) string { return filepath.Join(st.dir, id+ext) }
 
 func snapshotNotFound(id string) error {
 	return &httpError{http.StatusNotFound, fmt.Sprintf("snapshot %q not found", id)}
 }
 
-// load reads the metadata of snapshot id.
-func (st *snapshotStore) load(id string) (*snapshotMeta, error) {
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+}
+
+// isDir says path is a directory itself (not a link to one).
+func isDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}
+
+// manifest reads and checks snapshot id's manifest.json.
+func (st *snapshotStore) manifest(id string) (*checkpoint.Manifest, error) {
 	if !validSnapshotID(id) {
 		return nil, snapshotNotFound(id)
 	}
-	f, err := os.OpenFile(st.metaPath(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	if !isDir(filepath.Join(st.dir, id)) {
+		if _, err := os.Lstat(st.oldPath(id, ".json")); err == nil {
+			return nil, &httpError{http.StatusBadRequest, fmt.Sprintf("snapshot %q is in the gateway's former layout (a plain tar archive), which it no longer restores: delete it (Sandbox.deleteSnapshot) and take the snapshot again", id)}
+		}
 		return nil, snapshotNotFound(id)
 	}
+	f, err := openNoFollow(st.file(id, checkpoint.ManifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, unusable(id, "it has no "+checkpoint.ManifestName+" (an incomplete checkpoint)")
+	}
 	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, unusable(id, checkpoint.ManifestName+" is not a regular file")
+	}
+	m, err := checkpoint.ParseManifest(f)
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrUnsupported) {
+			return nil, unusable(id, "its manifest is not version 1 of Rayito's checkpoint format: "+reason(err))
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// load reads the metadata of snapshot id: its e2b.json, or, for a
+// checkpoint without one (rayd's), the gateway's default template and
+// the manifest's time.
+func (st *snapshotStore) load(id string) (*snapshotMeta, error) {
+	man, err := st.manifest(id)
+	if err != nil {
+		return nil, err
+	}
+	m := snapshotMeta{SnapshotID: id, Names: []string{}, CreatedAt: man.CreatedAt, SizeBytes: man.Size}
+	f, err := openNoFollow(st.file(id, metaName))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &m, nil
+	case err != nil:
 		return nil, err
 	}
 	defer f.Close()
@@ -182,14 +247,15 @@ func (st *snapshotStore) load(id string) (*snapshotMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	var m snapshotMeta
 	if len(b) > maxMetaBytes || json.Unmarshal(b, &m) != nil || m.SnapshotID != id {
 		return nil, fmt.Errorf("the metadata of snapshot %q is damaged", id)
 	}
+	m.SizeBytes = man.Size
 	return &m, nil
 }
 
-// list reads every snapshot's metadata, and their total size.
+// list reads every snapshot's metadata, and their total size (every
+// snapshot directory's archive, listed or not).
 func (st *snapshotStore) list() ([]snapshotMeta, int64, error) {
 	ents, err := os.ReadDir(st.dir)
 	if err != nil {
@@ -198,16 +264,16 @@ func (st *snapshotStore) list() ([]snapshotMeta, int64, error) {
 	var out []snapshotMeta
 	var used int64
 	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !validSnapshotID(id) || !e.Type().IsRegular() {
+		id := e.Name()
+		if !e.IsDir() || !validSnapshotID(id) {
 			continue
+		}
+		if fi, err := os.Lstat(st.file(id, checkpoint.ArchiveName)); err == nil {
+			used += fi.Size()
 		}
 		m, err := st.load(id)
 		if err != nil {
 			continue
-		}
-		if fi, err := os.Lstat(st.dataPath(id)); err == nil {
-			used += fi.Size()
 		}
 		out = append(out, *m)
 	}
@@ -244,48 +310,60 @@ func (st *snapshotStore) reserve(maxCopy int64) (int64, func(), error) {
 	}, nil
 }
 
-// create writes snapshot m: fill writes its archive (at most budget
-// bytes). Both files are written to temporary names and renamed: a
-// snapshot is listed only once whole.
-func (st *snapshotStore) create(m snapshotMeta, budget int64, overTotal bool, fill func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(st.dir, tmpPrefix+"*")
+// create writes snapshot m in a temporary directory, renamed to its id
+// once whole: fill writes its archive (at most budget bytes, hashed as
+// written), then e2b.json, then manifest.json.
+func (st *snapshotStore) create(m snapshotMeta, budget int64, overTotal bool, fill func(io.Writer) (packCounts, error)) (err error) {
+	tmpDir, err := os.MkdirTemp(st.dir, tmpPrefix+"*")
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if tmp != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+		if tmpDir != "" {
+			os.RemoveAll(tmpDir)
 		}
 	}()
-	bw := bufio.NewWriterSize(tmp, 256<<10)
-	lw := &limitWriter{w: bw, max: budget}
+	f, err := os.OpenFile(filepath.Join(tmpDir, checkpoint.ArchiveName), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	bw := bufio.NewWriterSize(f, 256<<10)
+	lw := &limitWriter{w: io.MultiWriter(bw, h), max: budget}
 	if overTotal {
 		lw.err = &httpError{http.StatusConflict, fmt.Sprintf("the snapshot does not fit in what is left of the gateway's %s for snapshots: delete one first (Sandbox.deleteSnapshot)", sizeStr(st.maxBytes))}
 	}
-	if err := fill(lw); err != nil {
+	c, err := fill(lw)
+	if err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := f.Sync(); err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		return err
 	}
 	m.SizeBytes = lw.n
-	data := st.dataPath(m.SnapshotID)
-	if err := os.Rename(tmp.Name(), data); err != nil {
-		return err
-	}
-	tmp = nil
 	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := writeFileAtomic(st.dir, st.metaPath(m.SnapshotID), b); err != nil {
-		os.Remove(data)
+	if err := writeFileAtomic(tmpDir, filepath.Join(tmpDir, metaName), b); err != nil {
 		return err
 	}
+	man := &checkpoint.Manifest{Version: checkpoint.Version, Format: checkpoint.Format, Archive: checkpoint.ArchiveName,
+		SHA256: hex.EncodeToString(h.Sum(nil)), Size: lw.n, CreatedAt: m.CreatedAt.UTC().Truncate(time.Second),
+		Files: c.files, Directories: c.dirs, Symlinks: c.symlinks, ContentBytes: c.content, Producer: snapshotProducer}
+	// Last: a snapshot without its manifest is incomplete.
+	if err := writeFileAtomic(tmpDir, filepath.Join(tmpDir, checkpoint.ManifestName), man.Encode()); err != nil {
+		return err
+	}
+	syncDir(tmpDir)
+	if err := os.Rename(tmpDir, filepath.Join(st.dir, m.SnapshotID)); err != nil {
+		return err
+	}
+	tmpDir = ""
 	syncDir(st.dir)
 	return nil
 }
@@ -319,37 +397,36 @@ func syncDir(dir string) {
 	}
 }
 
-// remove deletes snapshot id; false when there is none.
+// remove deletes snapshot id (or one of the former layout); false when
+// there is none.
 func (st *snapshotStore) remove(id string) (bool, error) {
 	if !validSnapshotID(id) {
 		return false, nil
 	}
-	// The metadata first: without it the snapshot is gone for the
-	// listing, whatever happens to the archive.
-	err := os.Remove(st.metaPath(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+	found := false
+	if d := filepath.Join(st.dir, id); isDir(d) {
+		// The manifest first: without it the snapshot is gone for the
+		// listing and for a restore, whatever happens to the rest.
+		if err := os.Remove(st.file(id, checkpoint.ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, err
+		}
+		if err := os.RemoveAll(d); err != nil {
+			return true, err
+		}
+		found = true
 	}
-	if err != nil {
-		return false, err
+	for _, ext := range []string{".json", ".tar"} {
+		err := os.Remove(st.oldPath(id, ext))
+		if err == nil {
+			found = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return found, err
+		}
 	}
-	if err := os.Remove(st.dataPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return true, err
+	if found {
+		syncDir(st.dir)
 	}
-	syncDir(st.dir)
-	return true, nil
-}
-
-// open opens the archive of snapshot id.
-func (st *snapshotStore) open(id string) (*os.File, error) {
-	if !validSnapshotID(id) {
-		return nil, snapshotNotFound(id)
-	}
-	f, err := os.OpenFile(st.dataPath(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, snapshotNotFound(id)
-	}
-	return f, err
+	return found, nil
 }
 
 // snapshotsOff answers a snapshot route of a gateway without a snapshot
@@ -406,7 +483,9 @@ func (s *Server) handleSnapshotCreate(w http.ResponseWriter, r *http.Request) {
 	m := snapshotMeta{SnapshotID: sid, Names: names, TemplateID: rec.templateID, Template: tmpl, SandboxID: id, CreatedAt: time.Now().UTC()}
 	cctx, ccancel := context.WithTimeout(ctx, copyTimeout)
 	defer ccancel()
-	err = s.snaps.create(m, budget, budget < s.maxCopy, func(w io.Writer) error { return c.sbx.TarHome(cctx, w) })
+	err = s.snaps.create(m, budget, budget < s.maxCopy, func(w io.Writer) (packCounts, error) {
+		return repackHome(func(w io.Writer) error { return c.sbx.TarHome(cctx, w, true) }, w, s.maxCopy)
+	})
 	if err != nil {
 		code, msg := errorStatus(id, err)
 		if code == http.StatusInternalServerError && msg == "platform error" {
@@ -496,16 +575,4 @@ func (s *Server) handleSnapshotDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noContent(w)
-}
-
-// restoreSnapshot extracts snapshot id into the new sandbox sbx.
-func (s *Server) restoreSnapshot(ctx context.Context, sbx sandbox, id string) error {
-	f, err := s.snaps.open(id)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cctx, cancel := context.WithTimeout(ctx, copyTimeout)
-	defer cancel()
-	return copyInto(cctx, sbx, bufio.NewReaderSize(f, stdinChunk))
 }
