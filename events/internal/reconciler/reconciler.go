@@ -156,35 +156,39 @@ func (r *Reconciler) gone(ctx context.Context, sb store.Sandbox, listed map[stri
 // got there first (the sandbox is no longer open).
 func (r *Reconciler) kill(ctx context.Context, sb store.Sandbox, now time.Time) (bool, error) {
 	for try := 0; try < 4; try++ {
-		ev := events.Event{
-			EventID: EventID(sb.SandboxID, sb.LastGeneration+1), SandboxID: sb.SandboxID,
-			Type: events.Killed, KillReason: events.KillUnknown, Generation: sb.LastGeneration + 1,
-			OccurredAtMs: now.UnixMilli(), ImageARN: sb.ImageARN, ExecutionID: sb.ExecutionID,
-		}
-		if sb.Killed && sb.LastEventID != ev.EventID {
-			return false, nil
-		}
-		if !sb.Killed {
-			next, reason := forwarder.Next(sb, ev, now)
-			if reason != "" {
+		if sb.Killed {
+			// Killed already: by rayd (nothing to do) or by a previous run
+			// that may have stopped before writing its event.
+			if sb.LastEventID != EventID(sb.SandboxID, sb.LastGeneration) {
 				return false, nil
 			}
-			_, err := r.Store.PutSandbox(ctx, sb, next)
-			if errors.Is(err, store.ErrConflict) {
-				if sb, err = r.Store.GetSandbox(ctx, sb.SandboxID); err != nil {
-					return false, err
-				}
-				continue
+			ev := events.Event{
+				EventID: sb.LastEventID, SandboxID: sb.SandboxID, Type: events.Killed, KillReason: events.KillUnknown,
+				Generation: sb.LastGeneration, OccurredAtMs: sb.LastOccurredAtMs, ImageARN: sb.ImageARN, ExecutionID: sb.ExecutionID,
 			}
-			if err != nil {
+			if err := r.Store.PutEvent(ctx, ev); err != nil && !errors.Is(err, store.ErrDuplicate) {
 				return false, err
 			}
-		} else {
-			// A previous run wrote the state; write the event it may have
-			// missed, with the generation it recorded.
-			ev.Generation = sb.LastGeneration
-			ev.EventID = sb.LastEventID
-			ev.OccurredAtMs = sb.LastOccurredAtMs
+			return true, nil
+		}
+		gen := sb.LastGeneration + 1
+		ev := events.Event{
+			EventID: EventID(sb.SandboxID, gen), SandboxID: sb.SandboxID, Type: events.Killed, KillReason: events.KillUnknown,
+			Generation: gen, OccurredAtMs: now.UnixMilli(), ImageARN: sb.ImageARN, ExecutionID: sb.ExecutionID,
+		}
+		next, reason := forwarder.Next(sb, ev, now)
+		if reason != "" {
+			return false, nil
+		}
+		_, err := r.Store.PutSandbox(ctx, sb, next)
+		if errors.Is(err, store.ErrConflict) {
+			if sb, err = r.Store.GetSandbox(ctx, sb.SandboxID); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if err != nil {
+			return false, err
 		}
 		if err := r.Store.PutEvent(ctx, ev); err != nil && !errors.Is(err, store.ErrDuplicate) {
 			return false, err
