@@ -85,7 +85,7 @@ func DefaultSnapshotDir(getenv func(string) string) (string, error) {
 }
 
 func snapshotDirFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "snapshot-dir", Usage: "keep the gateway's snapshots (tar archives of /home/user) in `DIR`, made 0700 (default: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
+	return &cli.StringFlag{Name: "snapshot-dir", Usage: "keep the gateway's snapshots (checkpoints of /home/user, docs/persistence.md) in `DIR`, made 0700 (default: $XDG_STATE_HOME/rayito/e2b-snapshots or ~/.local/state/rayito/e2b-snapshots)"}
 }
 
 func snapshotDir(f *cliutil.Factory, cmd *cli.Command) (string, error) {
