@@ -180,6 +180,7 @@ type Server struct {
 	lock  *os.File    // the state directory's lock
 	claim *scopeClaim // the machine-wide claim on the platform's scope
 	owner uint32      // the uid the platform serves (its effective uid)
+	xfer  transferListener
 
 	closeOnce sync.Once
 	closeErr  error
@@ -201,6 +202,8 @@ type deps struct {
 	newProxy func(lookup func(endpoint string) (*registry.Target, bool)) proxy
 	// dial reaches sandboxes' addresses (nil: a net.Dialer).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// transfers is the store of pre-signed transfers (nil: none).
+	transfers transferStore
 }
 
 // New opens the platform: it creates and locks the state directory (only
@@ -394,6 +397,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.proxy.ServeHTTP(w, r)
 		return
 	}
+	if r.URL.Path == localplatform.TransferSettingsPath {
+		s.transferSettings(w, r)
+		return
+	}
 	s.api.ServeHTTP(w, r)
 }
 
@@ -424,6 +431,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnContext: connClient,
 	}
+	ctx, stop := context.WithCancel(ctx)
+	transfersDone, err := s.serveTransfers(ctx, ln)
+	if err != nil {
+		stop()
+		return fmt.Errorf("localvm: serve transfers: %w", err)
+	}
+	defer func() { stop(); transfersDone() }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -102,6 +102,8 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 		launcher: l,
 		minter:   mintAdapter{minter},
 		dial:     l.DialContext,
+		// Pre-signed transfers (transfers.go) use the same store.
+		transfers: svc,
 		newProxy: func(lookup func(string) (*registry.Target, bool)) proxy {
 			return proxypkg.New(proxypkg.Options{
 				Lookup: func(endpoint string) (proxypkg.Target, bool) {

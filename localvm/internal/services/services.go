@@ -143,6 +143,8 @@ func (s *Services) Sandbox(sandboxID string) http.Handler {
 			s.imds(w, r, creds)
 		case localplatform.S3Host:
 			s.store(w, r, creds)
+		case localplatform.TransferHost:
+			s.sandboxTransfer(w, r, sandboxID)
 		default:
 			http.NotFound(w, r)
 		}
@@ -210,6 +212,8 @@ func allowed(r *http.Request) bool {
 	switch {
 	case bucket == "":
 		return false // ListBuckets
+	case key == localplatform.TransferPrefix || strings.HasPrefix(key, localplatform.TransferPrefix+"/"):
+		return false // transfer objects: pre-signed requests only (transfer.go)
 	case key == "":
 		// The bucket itself: listing (GetBucketLocation, ListObjects,
 		// ListMultipartUploads) only.
