@@ -616,7 +616,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	}))
 	// Pre-signed transfers: the URLs come with the calls, rayd keeps no
 	// credentials for them.
-	filesSvc.SetTransfers(transfer.New(transfer.Options{FS: fsys, SandboxID: d.State.SandboxID, Logger: log}))
+	filesSvc.SetTransfers(transfer.New(transfer.Options{FS: fsys, SandboxID: d.State.SandboxID, Logger: log, Platform: transferPlatform(cfg)}))
 	lifecycleSvc := lifecycle.New(d.deadline)
 	// One stream budget for the sandbox, whichever port a stream comes by.
 	streams := streamlimit.New(streamlimit.Default)

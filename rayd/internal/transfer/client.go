@@ -41,6 +41,36 @@ type clientOptions struct {
 	allow func(netip.Addr) bool
 	// roots are the trusted CAs; nil is the system's.
 	roots *x509.CertPool
+	// platform is the local platform's store (nil: none).
+	platform *Platform
+}
+
+// Platform is the local platform's store of transfer objects, which rayd
+// reaches through the platform's services socket, rayd's alone: requests
+// whose URL's host is exactly Host (on port 443, as CheckURL demands) are
+// sent there in plain HTTP with the same Host, path and query (the
+// signature holds); every other host goes to the network as before.
+type Platform struct {
+	Host string
+	Dial func(ctx context.Context) (net.Conn, error)
+}
+
+// platformTransport sends the platform host's requests through its socket.
+type platformTransport struct {
+	host   string
+	socket http.RoundTripper
+	net    http.RoundTripper
+}
+
+func (t *platformTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" || r.URL.Hostname() != t.host || (r.URL.Port() != "" && r.URL.Port() != "443") {
+		return t.net.RoundTrip(r)
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Scheme = "http"
+	r2.URL.Host = t.host
+	r2.Host = t.host
+	return t.socket.RoundTrip(r2)
 }
 
 // newClient is the transfers' HTTP client: TLS to the URL's host, through
@@ -89,8 +119,19 @@ func newClient(o clientOptions) *http.Client {
 		ResponseHeaderTimeout: 60 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	var rt http.RoundTripper = tr
+	if p := o.platform; p != nil && p.Host != "" && p.Dial != nil {
+		rt = &platformTransport{host: p.Host, net: tr, socket: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           func(ctx context.Context, _, _ string) (net.Conn, error) { return p.Dial(ctx) },
+			MaxIdleConns:          4,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}}
+	}
 	return &http.Client{
-		Transport: tr,
+		Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

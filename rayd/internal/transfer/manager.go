@@ -130,6 +130,9 @@ type Options struct {
 	FS        *safefs.FS
 	SandboxID func() string
 	Logger    *slog.Logger
+	// Platform, when set, is the local platform's store for transfers:
+	// requests for its host go through its socket (see client.go).
+	Platform *Platform
 
 	// Tests only: the resolver, extra admitted addresses, trusted CAs and
 	// the polling timings.
@@ -177,7 +180,7 @@ func New(o Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		o:      o,
-		client: newClient(clientOptions{lookup: o.Lookup, allow: o.Allow, roots: o.RootCAs}),
+		client: newClient(clientOptions{lookup: o.Lookup, allow: o.Allow, roots: o.RootCAs, platform: o.Platform}),
 		base:   ctx, stop: cancel,
 		moving: make(chan struct{}, MaxMoving),
 		ts:     map[string]*xfer{},
