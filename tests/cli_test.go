@@ -184,6 +184,11 @@ func TestCLILocalAndSandbox(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || !st.Running || r.code != 0 {
 		t.Fatalf("status: %+v", r)
 	}
+	// down from another state directory never says "not running" of the
+	// platform that answers: it names the flag to give.
+	if r := runCLI(t, env, "local", "down"); r.code != 1 || !strings.Contains(r.stderr, "--state-dir you gave `rayito local up`") {
+		t.Fatalf("local down without its state dir: %+v", r)
+	}
 	r = runCLI(t, env, "sandbox", "create", "--json", "--metadata", "k=v")
 	var created struct {
 		ID          string `json:"id"`

@@ -26,6 +26,11 @@ func downCommand(f *cliutil.Factory) *cli.Command {
 			pid := readPid(dir)
 			if pid == 0 || syscall.Kill(pid, 0) != nil {
 				_ = os.Remove(pidFile(dir))
+				if platform.ProbeEndpoint(ctx, out.Endpoint).Mine {
+					// Yours answers, but was not started with this state
+					// directory: never say "not running" of it.
+					return fmt.Errorf("your platform at %s was not started from %s (no pid file there): give `rayito local down` the --state-dir you gave `rayito local up`", out.Endpoint, dir)
+				}
 				return report(io, cmd, out, "not running")
 			}
 			out.Pid = pid
