@@ -36,6 +36,8 @@ type packCounts struct {
 	// skipped: devices, FIFOs, hard links and other kinds the sandbox's
 	// tar sent, which the format does not hold.
 	skipped uint64
+	// entries: all the sandbox's tar sent, HomeDir itself included.
+	entries uint64
 }
 
 // unusableArchive is the error of a sandbox's tar output the format
@@ -85,6 +87,7 @@ func repackHome(tarHome func(io.Writer) error, out io.Writer, maxRaw int64) (pac
 		writeErr error // out's own failure (a cap), never the input's
 	)
 	walkErr := checkpoint.WalkTar(pr, func(e checkpoint.Entry, body io.Reader) error {
+		c.entries++
 		if !ownerSet {
 			// GNU tar sends HomeDir itself ("./") first: its owner is
 			// the user's, the owner of every entry.
@@ -136,6 +139,12 @@ func repackHome(tarHome func(io.Writer) error, out io.Writer, maxRaw int64) (pac
 			return c, unusableArchive(walkErr)
 		}
 		return c, walkErr
+	}
+	if c.entries == 0 {
+		// GNU tar always sends HomeDir itself: a tar that ended well
+		// without an archive is not one (an archive of nothing would be
+		// a snapshot that silently restores nothing).
+		return c, &httpError{http.StatusInternalServerError, "tar in the source sandbox sent no archive of " + HomeDir + ": snapshots need GNU tar in the sandbox's image"}
 	}
 	if err := tw.Close(); err != nil {
 		return c, err

@@ -180,6 +180,10 @@ func TestSnapshotLayout(t *testing.T) {
 	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 500, "through a symbolic link")
 	e.f.boxes[src.SandboxID].tarOut = []byte("not a tar archive at all, not at all, not at all")
 	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 500, "is not usable")
+	// A tar that ends well without an archive (not GNU tar's, an
+	// option it does not know): no empty snapshot.
+	e.f.boxes[src.SandboxID].tarOut = []byte{}
+	e.do("POST", "/sandboxes/"+src.SandboxID+"/snapshots", nil).errBody(t, 500, "sent no archive")
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("%d entries in the snapshot dir, want the one snapshot", len(ents))
 	}

@@ -307,6 +307,9 @@ func (s *fakeSandbox) TarHome(_ context.Context, w io.Writer, _ bool) error {
 	tw := tar.NewWriter(&buf)
 	if out != nil {
 		files = nil
+	} else if err := tw.WriteHeader(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o750}); err != nil {
+		// HomeDir itself first, as GNU tar sends it.
+		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := tw.WriteHeader(&tar.Header{Name: "./" + name, Mode: 0o644, Size: int64(len(files[name]))}); err != nil {
