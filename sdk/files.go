@@ -3,10 +3,13 @@ package rayito
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -72,6 +75,7 @@ type fileConfig struct {
 	user     string
 	mode     *uint32
 	metadata map[string]string
+	url      *urlConfig // UploadURL's and DownloadURL's (transfers.go)
 }
 
 // fileOption is a FileOption made of a function.
@@ -102,6 +106,11 @@ func (c *fileConfig) userMsg() *raydv1.User {
 // Read returns a file's content (locally over the HTTP/1.1 file endpoint,
 // on AWS over an RPC stream).
 func (f *Files) Read(ctx context.Context, path string, opts ...FileOption) ([]byte, error) {
+	if f.PrefersURL(math.MaxInt64) { // transfers are set up: by size
+		if b, ok, err := f.readThroughURL(ctx, path, opts); ok {
+			return b, err
+		}
+	}
 	if f.sbx.cfg.backend == BackendLocal {
 		return f.readHTTP(ctx, path, opts)
 	}
@@ -173,6 +182,10 @@ func (f *Files) readHTTP(ctx context.Context, path string, opts []FileOption) ([
 // endpoint unless metadata is given.
 func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (*Entry, error) {
 	c := fileOpts(opts)
+	if f.PrefersURL(int64(len(data))) { // transfers.go
+		h := sha256.Sum256(data)
+		return f.UploadThroughURL(ctx, path, bytes.NewReader(data), int64(len(data)), append(opts, WithExpectedSHA256(hex.EncodeToString(h[:])))...)
+	}
 	if c.metadata == nil && (len(data) > TransferThreshold || f.sbx.cfg.backend == BackendLocal) {
 		return f.WriteStream(ctx, path, bytes.NewReader(data), opts...)
 	}

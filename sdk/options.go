@@ -162,6 +162,9 @@ type config struct {
 
 	// persist is WithPersist's location (nil: none).
 	persist *S3Prefix
+
+	// xfer: WithTransferBucket, WithTransferThreshold (transfers.go).
+	xfer transferConfig
 }
 
 func newConfig(opts []Option) *config {
