@@ -20,6 +20,7 @@ func (d *Daemon) wireConfigure(cfg Config, log *slog.Logger) {
 	opts := configure.Options{
 		State:  d.State,
 		Logger: log,
+		Events: d.events,
 		Gateway: func() gateway.Options {
 			// The system roots are read now, before the sandbox's CA is
 			// laid over the system bundle: the gateway never trusts it.

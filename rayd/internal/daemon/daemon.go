@@ -164,12 +164,18 @@ type Config struct {
 	E2BCodeAddr    string
 	E2BCodeAddrSet bool
 
+	// EventsOut receives the signed lifecycle event lines (events.go):
+	// rayd's stdout under Main; nil: nowhere. ImageARN is the image they
+	// name (RAYITO_IMAGE_ARN; "": none).
+	EventsOut io.Writer
+	ImageARN  string
+
 	knobs *knobs // tests only (lifecycle.go); nil in production
 }
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1, PlatformDirFD: -1}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ImageARN: getenv(imageARNEnv), ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1, PlatformDirFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
@@ -323,6 +329,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rayd:", err)
 		return ExitUsage
 	}
+	cfg.EventsOut = stdout
 	// The last records are kept for HealthService.Logs (E2B's sandbox
 	// logs).
 	log := slog.New(logring.Wrap(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}), logring.New(logRingSize)))
@@ -554,6 +561,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
 	k := cfg.knobs.get()
 	d.wireLifecycle(k)
+	d.wireEvents(cfg, log)
 	d.wireNetwork(cfg, log)
 	d.wireConfigure(cfg, log)
 	builder := &launch.Builder{
@@ -596,6 +604,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	}
 	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
 	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
+	healthSvc.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
 	healthSvc.SetEgress(d.Network)
 	healthSvc.SetLifecycle(lifeState{d})
@@ -767,6 +776,7 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelStop()
 	d.stopProcesses(sctx)
+	d.endEvents()
 	d.log.Info("rayd stopped")
 	return first
 }

@@ -14,9 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayito-dev/rayito/proto/events"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/deadline"
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
+	"github.com/rayito-dev/rayito/rayd/internal/lifeevents"
 	"github.com/rayito-dev/rayito/rayd/internal/peercred"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
@@ -58,6 +60,9 @@ const (
 	expireGrace = 3 * time.Second
 	expireWait  = 10 * time.Second
 	flushWait   = 2 * time.Second
+	// eventsFlushWait bounds the wait for the lifecycle event lines to
+	// leave, at /suspend and when rayd stops.
+	eventsFlushWait = time.Second
 	// validateWait bounds /validate's self-check.
 	validateWait = 5 * time.Second
 
@@ -149,7 +154,12 @@ func (l life) Run(ctx context.Context, microvmID, payload string) hooks.Outcome 
 	return out
 }
 
-func (l life) Terminate(ctx context.Context) { l.d.State.Terminate(ctx) }
+// Terminate is /terminate: the killed event (request), then every
+// process ends.
+func (l life) Terminate(ctx context.Context) {
+	l.d.events.Killed(events.KillRequest)
+	l.d.State.Terminate(ctx)
+}
 
 // Suspend stops the deadline's clock, closes the gate (every stream is cut
 // and new calls but Health are refused), waits a little for the streams
@@ -157,11 +167,14 @@ func (l life) Terminate(ctx context.Context) { l.d.State.Terminate(ctx) }
 // running: their output accumulates in their replay rings.
 func (l life) Suspend(ctx context.Context) int {
 	start := time.Now()
+	l.d.events.Paused()
 	l.d.deadline.Pause()
 	cut := l.d.quiesce.Close()
 	streamsDone := waitBounded(ctx, quiesceStreams, func(ctx context.Context) bool { return l.d.quiesce.Wait(ctx, quiesce.Stream) })
 	callsDone := waitBounded(ctx, quiesceCalls, func(ctx context.Context) bool { return l.d.quiesce.Wait(ctx, quiesce.Unary) })
 	synced := syncFS(ctx, syncWait)
+	// The paused line leaves before the machine can freeze.
+	l.d.events.Flush(eventsFlushWait)
 	l.d.log.Info("suspend: quiesced", "streams_cut", cut, "streams_done", streamsDone, "calls_done", callsDone,
 		"calls_in_flight", l.d.quiesce.InFlight(quiesce.Unary), "synced", synced, "took_ms", time.Since(start).Milliseconds())
 	return cut
@@ -172,6 +185,7 @@ func (l life) Suspend(ctx context.Context) int {
 func (l life) Resume(context.Context) {
 	l.d.quiesce.Open()
 	l.d.deadline.Resume()
+	l.d.events.Resumed()
 }
 
 // Validate is /validate's self-check: the supervisor starts and reaps a
@@ -244,6 +258,7 @@ func (d *Daemon) onExpire(a deadline.Action) {
 // streams deliver their end events, and stops rayd (Run returns
 // ErrSandboxTimeout, Main exits 124).
 func (d *Daemon) expireKill() {
+	d.events.Killed(events.KillTimeout)
 	d.log.Warn("lifecycle: the sandbox's timeout expired with on_timeout kill: ending every process; rayd then exits", "exit_code", ExitSandboxTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), expireWait)
 	n := d.Supervisor.Expire(ctx, expireGrace)
@@ -313,6 +328,8 @@ type lifecycleFields struct {
 
 	lcMu  sync.Mutex
 	lcOut io.Writer // -lifecycle-fd; nil: none
+
+	events *lifeevents.Emitter // the signed lifecycle event lines (events.go)
 
 	stopMu     sync.Mutex
 	stopReason error

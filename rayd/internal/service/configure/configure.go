@@ -30,7 +30,7 @@ func (s *Service) Configure(ctx context.Context, req *connect.Request[raydv1.Con
 		results = append(results, unsupported(sec, ClassNotBuilt, what+" are not built in this rayd"))
 	}
 	if m.LifecycleEvents != nil {
-		notBuilt(raydv1.ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS, "lifecycle events")
+		results = append(results, s.applyEvents(m.LifecycleEvents))
 	}
 	if m.TelemetryExport != nil {
 		notBuilt(raydv1.ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT, "telemetry exports")

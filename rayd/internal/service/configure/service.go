@@ -2,8 +2,9 @@
 // optional features configured after the sandbox is ready. Built here:
 // the secret gateway (its loopback routes) and the transparent secret
 // placeholders, both served by the gateway module; the other sections
-// (lifecycle events, telemetry export, S3 mounts, EFS volumes) answer
-// UNSUPPORTED with the class not_built (docs/features.md).
+// (telemetry export, S3 mounts, EFS volumes) answer UNSUPPORTED with the
+// class not_built (docs/features.md). The lifecycle events section hands
+// the sandbox's event key to rayd's emitter (package lifeevents).
 //
 // Secret values arrive only in Configure requests and live only in the
 // gateway's memory: nothing in this package logs, returns or stores one
@@ -29,6 +30,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 
 	"github.com/rayito-dev/rayito/gateway"
+	"github.com/rayito-dev/rayito/proto/events"
 	"github.com/rayito-dev/rayito/rayd/internal/egress"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	"github.com/rayito-dev/rayito/rayd/internal/service/network"
@@ -60,6 +62,13 @@ type Trust interface {
 	Env() map[string]string
 }
 
+// Events is rayd's lifecycle event emitter (lifeevents.Emitter).
+type Events interface {
+	// SetKey installs the sandbox's key (32 bytes) or, empty, turns
+	// events off.
+	SetKey(key []byte)
+}
+
 // Options configure the service.
 type Options struct {
 	State *sandbox.State
@@ -75,7 +84,12 @@ type Options struct {
 	// Gateway returns the gateway's options (resolver, address guard,
 	// upstream roots); nil: the defaults.
 	Gateway func() gateway.Options
-	Logger  *slog.Logger
+	// Events serves the lifecycle_events section; nil: UNSUPPORTED
+	// not_built. Like the secret sections it answers UNSUPPORTED with
+	// Unsupported when that is set: the sandbox's code could read the
+	// key from rayd's memory and sign events.
+	Events Events
+	Logger *slog.Logger
 }
 
 // Service implements raydv1connect.ConfigureServiceHandler.
@@ -105,6 +119,31 @@ func New(opts Options) *Service {
 	}
 	return &Service{opts: opts, log: opts.Logger, results: map[raydv1.ConfigSection]*raydv1.SectionResult{},
 		routeEnv: map[string][2]string{}, phs: map[string]string{}}
+}
+
+// LifecycleEventsSupported is Health's features.lifecycle_events.
+func (s *Service) LifecycleEventsSupported() bool {
+	return s.opts.Events != nil && s.opts.Unsupported == ""
+}
+
+// applyEvents applies the lifecycle events section: a sandbox_key of
+// events.KeySize bytes turns the event lines on (the first time: created),
+// an empty one turns them off. The key is never logged or returned.
+func (s *Service) applyEvents(m *raydv1.LifecycleEventsConfig) *raydv1.SectionResult {
+	const sec = raydv1.ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS
+	if s.opts.Events == nil {
+		return unsupported(sec, ClassNotBuilt, "lifecycle events are not built in this rayd")
+	}
+	if s.opts.Unsupported != "" {
+		return unsupported(sec, s.opts.Unsupported, "lifecycle events need the root platform: here rayd shares its user with the sandbox's code, which could read the key")
+	}
+	key := m.GetSandboxKey()
+	if len(key) != 0 && len(key) != events.KeySize {
+		return invalid(sec, "sandbox_key: must be 32 bytes (or empty to turn events off)")
+	}
+	s.opts.Events.SetKey(key)
+	s.log.Info("lifecycle events configured", "on", len(key) != 0)
+	return &raydv1.SectionResult{Section: sec, Code: raydv1.SectionCode_SECTION_CODE_APPLIED}
 }
 
 // SecretGatewaySupported is Health's features.secret_gateway.

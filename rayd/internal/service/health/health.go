@@ -29,6 +29,7 @@ type Service struct {
 	memTotal                 uint64
 	isolation                raydv1.Isolation
 	configure, secretGateway bool
+	lifecycleEvents          bool
 	rootAllowed              bool
 	limits                   *raydv1.SandboxLimits
 	metrics                  *metrics.Sampler
@@ -73,6 +74,11 @@ func (s *Service) SetSecretGateway(ok bool) {
 	s.configure, s.secretGateway = true, ok
 }
 
+// SetLifecycleEvents sets features.lifecycle_events: whether the
+// lifecycle_events configure section is served here. Call it before
+// serving.
+func (s *Service) SetLifecycleEvents(ok bool) { s.lifecycleEvents = ok }
+
 // SetRootAllowed sets root_allowed: whether clients may run as root
 // (and the sandbox's users have sudo). Call it before serving.
 func (s *Service) SetRootAllowed(ok bool) { s.rootAllowed = ok }
@@ -110,7 +116,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
-		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway},
+		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
 		RootAllowed:       s.rootAllowed,
