@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -404,4 +405,40 @@ func FuzzRepack(f *testing.F) {
 			t.Fatalf("plan %+v, counts %+v", p, c)
 		}
 	})
+}
+
+// TestSnapshotChangedDuringRestore: an archive changed in place after it
+// was checked (same size, same file) fails the restore before tar in
+// the sandbox sees the archive's end.
+func TestSnapshotChangedDuringRestore(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, func(o *Options) { o.SnapshotDir = dir })
+	src := e.create(nil)
+	e.f.writeFile(src.SandboxID, "a.txt", randomString(t, 64<<10))
+	id := e.snapshot(src.SandboxID, nil).SnapshotID
+	a, err := e.srv.snaps.verify(id, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	p := filepath.Join(dir, id, checkpoint.ArchiveName)
+	b, _ := os.ReadFile(p)
+	b[len(b)-10] ^= 1 // the gzip trailer: every entry still reads
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(b, 0)
+	f.Close()
+	dst, err := e.f.create(context.Background(), createSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.srv.restoreSnapshot(context.Background(), dst, a)
+	if err == nil || !strings.Contains(err.Error(), "changed while it was restored") {
+		t.Fatalf("restore of a changed archive: %v", err)
+	}
+	if len(e.f.filesOf(dst.ID())) != 0 {
+		t.Fatal("files of a changed archive were extracted")
+	}
 }
