@@ -34,6 +34,10 @@ func TestBackendMarks(t *testing.T) {
 		"rayito sandbox reincarnate --template-version": rayito.BackendAWS,
 		"rayito sandbox reincarnate --ingress":          rayito.BackendAWS,
 		"rayito sandbox reincarnate --egress":           rayito.BackendAWS,
+		// Pre-signed transfers: the local platform uses its own store.
+		"rayito sandbox cp --bucket":           rayito.BackendAWS,
+		"rayito sandbox url upload --bucket":   rayito.BackendAWS,
+		"rayito sandbox url download --bucket": rayito.BackendAWS,
 	}
 	root := NewRoot(&cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, Env: func(string) string { return "" }})
 	_ = root.Run(context.Background(), []string{"rayito", "--help"})

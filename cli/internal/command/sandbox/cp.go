@@ -46,6 +46,8 @@ func cpCommand(f *cliutil.Factory) *cli.Command {
 		ArgsUsage: "SRC DST (one of them ID:PATH)",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "parents", Aliases: []string{"p"}, Usage: "create DST's missing parent directories"},
+			&cli.StringFlag{Name: "via", Value: "auto", Usage: "how files move, a `WAY`: direct, s3 (pre-signed URLs) or auto (s3 from 8 MiB with --bucket)"},
+			bucketFlag(),
 			tokenFlag(), cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -65,12 +67,20 @@ func cpCommand(f *cliutil.Factory) *cli.Command {
 			if rpath == "" {
 				return cliutil.Usagef("%s: the path after ':' is empty", id)
 			}
-			sbx, err := connectID(ctx, cmd, f, id)
+			via := cmd.String("via")
+			if via != "auto" && via != "direct" && via != "s3" {
+				return cliutil.Usagef("--via is auto, direct or s3, not %q", via)
+			}
+			extra, err := transferOptions(cmd)
+			if err != nil {
+				return err
+			}
+			sbx, err := connectID(ctx, cmd, f, id, extra...)
 			if err != nil {
 				return err
 			}
 			c := &copier{ctx: ctx, id: sbx.ID(), files: sbx.Files, parents: cmd.Bool("parents"),
-				bars: !cmd.Bool("json") && cliutil.IsTerminal(f.IO.Err), errw: f.IO.Err}
+				bars: !cmd.Bool("json") && cliutil.IsTerminal(f.IO.Err), errw: f.IO.Err, via: via}
 			if dremote {
 				err = c.upload(src, dpath)
 			} else {
@@ -105,6 +115,14 @@ type copier struct {
 	bars    bool
 	errw    io.Writer
 	out     cpOut
+	// via is --via: "direct", "s3" or "auto" (the SDK's PrefersURL).
+	via string
+}
+
+// throughURL reports whether a file of size bytes moves through the
+// transfer store (cp_url.go).
+func (c *copier) throughURL(size int64) bool {
+	return c.via == "s3" || c.via == "auto" && c.files.PrefersURL(size)
 }
 
 // cpError is a failure on one side of the copy, named by its path
@@ -279,8 +297,14 @@ func (c *copier) uploadFile(src, dst string, st fs.FileInfo) error {
 		return &cpError{src, "not a regular file"}
 	}
 	r := io.TeeReader(f, c.bar(st.Size(), path.Base(dst)))
-	if _, err := c.files.WriteStream(c.ctx, dst, r, rayito.WithMode(uint32(st.Mode().Perm()))); err != nil {
-		return c.remoteErr(dst, err)
+	var werr error
+	if c.throughURL(st.Size()) {
+		_, werr = c.files.UploadThroughURL(c.ctx, dst, r, st.Size(), rayito.WithMode(uint32(st.Mode().Perm())))
+	} else {
+		_, werr = c.files.WriteStream(c.ctx, dst, r, rayito.WithMode(uint32(st.Mode().Perm())))
+	}
+	if werr != nil {
+		return c.remoteErr(dst, werr)
 	}
 	c.out.Files++
 	c.out.Bytes += st.Size()
@@ -486,7 +510,13 @@ func (c *copier) skip(p, why string) {
 // (set-id bits dropped, the umask applied); errors name the destination,
 // never the temporary file.
 func (c *copier) downloadFile(l *localDir, e *rayito.Entry, rel string) error {
-	r, err := c.files.ReadStream(c.ctx, e.Path)
+	var r io.ReadCloser
+	var err error
+	if c.throughURL(e.Size) {
+		r, err = c.readThroughURL(e.Path)
+	} else {
+		r, err = c.files.ReadStream(c.ctx, e.Path)
+	}
 	if err != nil {
 		return c.remoteErr(e.Path, err)
 	}

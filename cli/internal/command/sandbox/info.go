@@ -162,24 +162,24 @@ func connect(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) (*rayito
 // connectID reaches the sandbox arg names: an id or a unique prefix of
 // one, resolved first (the token store knows sandboxes by their whole
 // id), then reached as connectResolved does.
-func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, arg string) (*rayito.Sandbox, error) {
+func connectID(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, arg string, extra ...rayito.Option) (*rayito.Sandbox, error) {
 	id, err := resolveID(ctx, f, arg)
 	if err != nil {
 		return nil, err
 	}
-	return connectResolved(ctx, cmd, f, id)
+	return connectResolved(ctx, cmd, f, id, extra...)
 }
 
 // connectResolved reaches sandbox id with the token from --token,
 // RAYITO_ACCESS_TOKEN or the token store. A malformed id is refused here,
 // before any call; every error names the sandbox (the SDK says "not
 // found" and "ended at T (reason)" before it looks for a token).
-func connectResolved(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
-	sbx, err := connectToken(ctx, cmd, f, id)
+func connectResolved(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string, extra ...rayito.Option) (*rayito.Sandbox, error) {
+	sbx, err := connectToken(ctx, cmd, f, id, extra...)
 	return sbx, cliutil.OnSandbox(id, err)
 }
 
-func connectToken(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string) (*rayito.Sandbox, error) {
+func connectToken(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string, extra ...rayito.Option) (*rayito.Sandbox, error) {
 	if err := cliutil.CheckID(id); err != nil {
 		return nil, err
 	}
@@ -187,6 +187,7 @@ func connectToken(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id 
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, extra...)
 	// Without --token or RAYITO_ACCESS_TOKEN the SDK reads the token
 	// store that create (the CLI's or any SDK program's) filled.
 	token := cmd.String("token")

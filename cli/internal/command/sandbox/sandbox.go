@@ -33,6 +33,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			shellCommand(f),
 			gitCommand(f),
 			cpCommand(f),
+			urlCommand(f),
 			logsCommand(f),
 			metricsCommand(f),
 			networkCommand(f),
