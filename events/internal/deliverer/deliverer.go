@@ -58,7 +58,16 @@ const (
 	MaxResponseBytes      = 64 << 10
 	// Parallel bounds the webhooks delivered at once.
 	Parallel = 8
+	// ClaimTimeout: a claim still open this long after it was made
+	// belongs to a deliverer that died (one delivery takes at most about
+	// 45 s: a resolution and 3 attempts of 10 s), and may be taken over.
+	ClaimTimeout = 2 * time.Minute
 )
+
+// ErrOutOfTime is returned when the invocation's deadline is too close to
+// start another delivery: the pairs not yet claimed are left for the
+// batch's retry (those finished are skipped then).
+var ErrOutOfTime = errors.New("deliverer: too close to the deadline to start another delivery")
 
 // Failure reasons (Delivery.Reason and the SQS message's reason).
 const (
@@ -247,6 +256,12 @@ func (d *Deliverer) Deliver(ctx context.Context, evs []events.Event) (Summary, e
 					continue
 				}
 				outcome, err := d.deliverOne(ctx, ev, w)
+				if errors.Is(err, ErrOutOfTime) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -269,7 +284,11 @@ func (d *Deliverer) Deliver(ctx context.Context, evs []events.Event) (Summary, e
 // deliverOne claims, delivers and records one pair. The outcome is ""
 // when someone claimed it before.
 func (d *Deliverer) deliverOne(ctx context.Context, ev events.Event, w store.Webhook) (store.Outcome, error) {
-	if err := d.Store.Claim(ctx, ev.EventID, w.WebhookID, d.now()); errors.Is(err, store.ErrDuplicate) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.budget() {
+		return "", ErrOutOfTime
+	}
+	now := d.now()
+	if err := d.Store.Claim(ctx, ev.EventID, w.WebhookID, now, now.Add(-ClaimTimeout)); errors.Is(err, store.ErrDuplicate) {
 		return "", nil
 	} else if err != nil {
 		return "", err
@@ -368,6 +387,18 @@ func (d *Deliverer) attempt(ctx context.Context, ev events.Event, w store.Webhoo
 		}
 	}
 	return res
+}
+
+// budget is the longest one delivery can take.
+func (d *Deliverer) budget() time.Duration {
+	b := d.attemptTimeout() // the resolution
+	for n := 1; n <= d.maxAttempts(); n++ {
+		b += d.attemptTimeout()
+		if n > 1 {
+			b += d.backoff(n)
+		}
+	}
+	return b + time.Second
 }
 
 func (d *Deliverer) backoff(n int) time.Duration {

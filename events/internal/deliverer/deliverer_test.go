@@ -628,3 +628,70 @@ func TestHandleStream(t *testing.T) {
 		t.Fatalf("%+v %v", sum, err)
 	}
 }
+
+// TestResponseReadBounded: at most 64 KiB of an answer is read; a receiver
+// that sends 32 MiB sees its connection closed before it is done.
+func TestResponseReadBounded(t *testing.T) {
+	e := newEnv(t)
+	var written atomic.Int64
+	var writeErr atomic.Bool
+	big := newReceiver(t, func(w http.ResponseWriter, _ *received, _ int) {
+		w.WriteHeader(http.StatusOK)
+		chunk := make([]byte, 64<<10)
+		for i := 0; i < 512; i++ {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				writeErr.Store(true)
+				return
+			}
+		}
+	})
+	e.hook(t, "big", "big.example.com", big, secretA)
+	ev := event(events.Created, 1)
+	if s, err := e.d.Deliver(context.Background(), []events.Event{ev}); err != nil || s.Delivered != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !writeErr.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !writeErr.Load() || written.Load() >= 32<<20 {
+		t.Fatalf("the receiver wrote %d bytes without error: the answer was read whole", written.Load())
+	}
+}
+
+// TestDeadline: with less time left than one delivery can take, nothing
+// is claimed and the batch fails for a retry; a claim a dead deliverer left
+// open is taken over past ClaimTimeout.
+func TestDeadline(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	e.hook(t, "d", "d.example.com", rc, secretA)
+	ev := event(events.Created, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := e.d.Deliver(ctx, []events.Event{ev}); !errors.Is(err, ErrOutOfTime) {
+		t.Fatalf("%v", err)
+	}
+	if _, err := e.st.GetDelivery(context.Background(), ev.EventID, "d"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("claimed anyway: %v", err)
+	}
+	// A deliverer died after claiming: the retry within ClaimTimeout
+	// skips it, a later one delivers.
+	now := time.Now()
+	e.d.Now = func() time.Time { return now }
+	if err := e.st.Claim(context.Background(), ev.EventID, "d", now, now.Add(-ClaimTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := e.d.Deliver(context.Background(), []events.Event{ev}); s.Skipped != 1 {
+		t.Fatalf("%+v", s)
+	}
+	now = now.Add(ClaimTimeout + time.Second)
+	if s, _ := e.d.Deliver(context.Background(), []events.Event{ev}); s.Delivered != 1 || rc.count() != 1 {
+		t.Fatalf("%+v", s)
+	}
+	if b := (&Deliverer{}).budget(); b != 10*time.Second+3*10*time.Second+600*time.Millisecond+time.Second || b >= ClaimTimeout {
+		t.Fatalf("budget %v", b)
+	}
+}

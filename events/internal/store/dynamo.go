@@ -278,7 +278,7 @@ func deliveryKey(eventID, webhookID string) map[string]types.AttributeValue {
 }
 
 // Claim implements Store.
-func (d *Dynamo) Claim(ctx context.Context, eventID, webhookID string, now time.Time) error {
+func (d *Dynamo) Claim(ctx context.Context, eventID, webhookID string, now, staleBefore time.Time) error {
 	if eventID == "" || webhookID == "" {
 		return fmt.Errorf("delivery ids: %w", ErrInvalid)
 	}
@@ -289,7 +289,11 @@ func (d *Dynamo) Claim(ctx context.Context, eventID, webhookID string, now time.
 	it["outcome"] = s(string(Claimed))
 	it["updated_at_ms"] = num(now.UnixMilli())
 	it[AttrExpiresAt] = d.expires()
-	_, err := d.API.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.Table, Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	_, err := d.API.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &d.Table, Item: it,
+		ConditionExpression:       aws.String("attribute_not_exists(pk) OR (outcome = :claimed AND updated_at_ms < :stale)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":claimed": s(string(Claimed)), ":stale": num(staleBefore.UnixMilli())},
+	})
 	if err != nil {
 		if condFailed(err) {
 			return ErrDuplicate

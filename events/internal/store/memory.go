@@ -232,7 +232,7 @@ func (m *Memory) OpenSandboxes(_ context.Context, pageToken string, limit int) (
 }
 
 // Claim implements Store.
-func (m *Memory) Claim(_ context.Context, eventID, webhookID string, now time.Time) error {
+func (m *Memory) Claim(_ context.Context, eventID, webhookID string, now, staleBefore time.Time) error {
 	if eventID == "" || webhookID == "" {
 		return fmt.Errorf("delivery ids: %w", ErrInvalid)
 	}
@@ -243,12 +243,17 @@ func (m *Memory) Claim(_ context.Context, eventID, webhookID string, now time.Ti
 		byWH = map[string]Delivery{}
 		m.d.Deliveries[eventID] = byWH
 	}
-	if _, ok := byWH[webhookID]; ok {
+	old, had := byWH[webhookID]
+	if had && (old.Outcome != Claimed || !old.UpdatedAt.Before(staleBefore)) {
 		return ErrDuplicate
 	}
 	byWH[webhookID] = Delivery{EventID: eventID, WebhookID: webhookID, Outcome: Claimed, UpdatedAt: now.UTC()}
 	if err := m.save(); err != nil {
-		delete(byWH, webhookID)
+		if had {
+			byWH[webhookID] = old
+		} else {
+			delete(byWH, webhookID)
+		}
 		return err
 	}
 	return nil

@@ -135,8 +135,10 @@ type Store interface {
 	OpenSandboxes(ctx context.Context, pageToken string, limit int) ([]Sandbox, string, error)
 
 	// Claim records that a delivery of (eventID, webhookID) has started;
-	// ErrDuplicate if anyone claimed it before.
-	Claim(ctx context.Context, eventID, webhookID string, now time.Time) error
+	// ErrDuplicate if it was claimed before, unless that claim is still
+	// Claimed and was made before staleBefore (its deliverer died): then
+	// it is taken over.
+	Claim(ctx context.Context, eventID, webhookID string, now, staleBefore time.Time) error
 	// Finish records a claimed delivery's outcome.
 	Finish(ctx context.Context, d Delivery) error
 	// GetDelivery returns a delivery's claim (ErrNotFound if none).

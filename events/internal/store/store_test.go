@@ -128,14 +128,25 @@ func contract(t *testing.T, s Store) {
 		}
 	})
 	t.Run("deliveries", func(t *testing.T) {
-		if err := s.Claim(ctx, "ev1", "wh1", t0); err != nil {
+		if err := s.Claim(ctx, "ev1", "wh1", t0, t0.Add(-time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Claim(ctx, "ev1", "wh1", t0); !errors.Is(err, ErrDuplicate) {
+		if err := s.Claim(ctx, "ev1", "wh1", t0, t0.Add(-time.Minute)); !errors.Is(err, ErrDuplicate) {
 			t.Fatalf("second claim: %v", err)
 		}
-		if err := s.Claim(ctx, "ev1", "wh2", t0); err != nil {
+		if err := s.Claim(ctx, "ev1", "wh2", t0, t0.Add(-time.Minute)); err != nil {
 			t.Fatal(err)
+		}
+		// A claim still open past staleBefore is taken over; a finished one
+		// never is.
+		if err := s.Claim(ctx, "ev1", "wh2", t0.Add(3*time.Minute), t0.Add(2*time.Minute)); err != nil {
+			t.Fatalf("take over a stale claim: %v", err)
+		}
+		if d, _ := s.GetDelivery(ctx, "ev1", "wh2"); d.Outcome != Claimed || !d.UpdatedAt.Equal(t0.Add(3*time.Minute)) {
+			t.Fatalf("taken over: %+v", d)
+		}
+		if err := s.Claim(ctx, "ev1", "wh2", t0.Add(4*time.Minute), t0.Add(2*time.Minute)); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("fresh claim taken over: %v", err)
 		}
 		d, err := s.GetDelivery(ctx, "ev1", "wh1")
 		if err != nil || d.Outcome != Claimed {
@@ -147,6 +158,9 @@ func contract(t *testing.T, s Store) {
 		}
 		if d, _ := s.GetDelivery(ctx, "ev1", "wh1"); d != want {
 			t.Fatalf("%+v, want %+v", d, want)
+		}
+		if err := s.Claim(ctx, "ev1", "wh1", t0.Add(time.Hour), t0.Add(time.Hour)); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("finished claim taken over: %v", err)
 		}
 		if err := s.Finish(ctx, Delivery{EventID: "nope", WebhookID: "wh1", Outcome: Delivered}); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("finish unclaimed: %v", err)
