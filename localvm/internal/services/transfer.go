@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,8 +107,16 @@ func (s *Services) verifyPresigned(r *http.Request, now time.Time) error {
 		return errSignature
 	}
 	signed := strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
-	if len(signed) == 0 || len(signed) > 16 || signed[0] != "host" && !containsHost(signed) {
+	if len(signed) == 0 || len(signed) > 16 || !slices.Contains(signed, "host") {
 		return errSignature
+	}
+	// As S3: every x-amz-* header is signed; never a copy (which would
+	// read another object of the bucket).
+	for h := range r.Header {
+		lh := strings.ToLower(h)
+		if lh == "x-amz-copy-source" || strings.HasPrefix(lh, "x-amz-") && !slices.Contains(signed, lh) {
+			return errSignature
+		}
 	}
 	// Signed again, then compared: a forged id has no matching secret.
 	c, err := http.NewRequestWithContext(context.Background(), r.Method, "http://"+r.Host+r.URL.EscapedPath(), nil)
@@ -155,15 +164,6 @@ func (s *Services) verifyPresigned(r *http.Request, now time.Time) error {
 		return errExpired
 	}
 	return nil
-}
-
-func containsHost(hs []string) bool {
-	for _, h := range hs {
-		if h == "host" {
-			return true
-		}
-	}
-	return false
 }
 
 // TransferKey checks a transfer object's key:

@@ -109,6 +109,18 @@ func TestPresignedVerification(t *testing.T) {
 			t.Errorf("%s: %d, want 403", name, code)
 		}
 	}
+	// Unsigned x-amz-* headers, and a copy from another object (signed
+	// or not), are refused.
+	for _, hdr := range []string{"X-Amz-Copy-Source", "X-Amz-Meta-Extra"} {
+		req := httptest.NewRequest(http.MethodPut, put, strings.NewReader("x"))
+		req.Header.Set("Content-Length", "1")
+		req.Header.Set(hdr, localplatform.DefaultBucket+"/tenants/acme/proj/manifest.json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusForbidden {
+			t.Errorf("PUT with %s: %d, want 403", hdr, w.Code)
+		}
+	}
 
 	// A sandbox's rayd, virtual-hosted through its socket: its own objects
 	// only.
