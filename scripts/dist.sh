@@ -3,7 +3,8 @@
 #
 #   scripts/dist.sh [-C SRC] [-o OUT] [-r REVISION] COMPONENT...
 #
-# For each COMPONENT (cli → rayito, rayd → rayd) and each of linux/amd64 and
+# For each COMPONENT (cli → rayito, rayd → rayd, events → rayito-events-
+# forwarder, -deliverer and -reconciler, the Lambdas) and each of linux/amd64 and
 # linux/arm64 it writes into OUT (default SRC/dist, emptied first):
 #   <binary>-<version>-linux-<arch>           static, trimmed Go binary
 #   <binary>-<version>-linux-<arch>.cdx.json  its CycloneDX SBOM
@@ -71,18 +72,28 @@ rm -rf "$out"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 for component in "$@"; do
+	# Each binary as "artifact-name:main package"; the events Lambdas are
+	# built for provided.al2023 without the RPC shim (lambda.norpc): deploy
+	# one as the function's `bootstrap`.
+	tags=''
 	case $component in
-	cli) binary=rayito ;;
-	rayd) binary=rayd ;;
-	*) echo "dist: unknown component $component (known: cli rayd)" >&2; exit 2 ;;
+	cli) binaries=(rayito:./cli/cmd/rayito) ;;
+	rayd) binaries=(rayd:./rayd/cmd/rayd) ;;
+	events)
+		binaries=(rayito-events-forwarder:./events/cmd/forwarder rayito-events-deliverer:./events/cmd/deliverer rayito-events-reconciler:./events/cmd/reconciler)
+		tags=lambda.norpc
+		;;
+	*) echo "dist: unknown component $component (known: cli rayd events)" >&2; exit 2 ;;
 	esac
 	ver=$(version "$component")
 	[ -n "$ver" ] || { echo "dist: no version for $component in $src/versions.yaml" >&2; exit 1; }
+	for entry in "${binaries[@]}"; do
+	binary=${entry%%:*} pkg=${entry#*:}
 	for arch in "${arches[@]}"; do
 		name=$binary-$ver-linux-$arch
 		echo "dist: $name (revision $rev)"
 		(cd "$src" && env "${goenv[@]}" GOARCH="$arch" \
-			go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$name" "./$component/cmd/$binary")
+			go build -trimpath -buildvcs=false -tags="$tags" -ldflags="$ldflags" -o "$out/$name" "$pkg")
 		# The SBOM is read from the binary's own build info (`go version -m`):
 		# exactly the modules linked, and the binary's hashes. Not `app`
 		# mode: under go.work it lists a phantom workspace module
@@ -94,6 +105,7 @@ for component in "$@"; do
 			"$cyclonedx" bin -json -noserial -notimestamp -version "$ver" -output "$out/$name.cdx.json" "$out/$name"
 		[ "$(grep -c '^  "metadata": {$' "$out/$name.cdx.json")" = 1 ] || { echo "dist: unexpected SBOM layout in $name.cdx.json" >&2; exit 1; }
 		sed -i "s/^  \"metadata\": {\$/&\n    \"timestamp\": \"$timestamp\",/" "$out/$name.cdx.json"
+	done
 	done
 done
 sums=$(cd "$out" && find . -maxdepth 1 -type f -printf '%f\n' | LC_ALL=C sort | xargs -d '\n' sha256sum --)
