@@ -117,6 +117,14 @@ func TestPresignedTransfers(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, data) {
 		t.Errorf("GET: %d, %d bytes, equal %v", resp.StatusCode, len(got), bytes.Equal(got, data))
 	}
+	// An empty file, both ways.
+	if e, err := s.Files.UploadThroughURL(ctx, "in/empty", bytes.NewReader(nil), 0); err != nil || e.Size != 0 {
+		t.Errorf("empty upload: %+v %v", e, err)
+	} else if body, link, err := s.Files.DownloadThroughURL(ctx, "in/empty"); err != nil || link.Size != 0 {
+		t.Errorf("empty download: %+v %v", link, err)
+	} else {
+		body.Close()
+	}
 	if _, err := s.Files.DownloadURL(ctx, "in/missing"); !errors.Is(err, rayito.ErrNotFound) {
 		t.Errorf("download of a missing file: %v", err)
 	}

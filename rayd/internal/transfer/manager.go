@@ -517,6 +517,11 @@ func (m *Manager) request(ctx context.Context, method string, s Signed, body io.
 	}
 	if body != nil {
 		req.ContentLength = length
+		if length == 0 {
+			// An empty file: "Content-Length: 0", never a chunked body
+			// (S3 answers 411 Length Required).
+			req.Body = http.NoBody
+		}
 	}
 	for k, v := range s.Headers {
 		req.Header.Set(k, v)

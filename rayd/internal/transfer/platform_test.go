@@ -32,7 +32,11 @@ func TestPlatformSocket(t *testing.T) {
 	var seen []string
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		seen = append(seen, r.Method+" "+r.Host+" "+r.URL.RequestURI())
+		line := r.Method + " " + r.Host + " " + r.URL.RequestURI()
+		if r.Method == http.MethodPut {
+			line += " length=" + r.Header.Get("Content-Length") + strings.Join(r.TransferEncoding, ",")
+		}
+		seen = append(seen, line)
 		mu.Unlock()
 		if r.Method == http.MethodGet {
 			w.Write([]byte("from the platform"))
@@ -50,7 +54,7 @@ func TestPlatformSocket(t *testing.T) {
 	m := New(Options{
 		FS: fsys, SandboxID: func() string { return sandbox },
 		Platform: &Platform{Host: host, Dial: func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }},
-		Lookup: func(context.Context, string) ([]netip.Addr, error) { return nil, errors.New("no such host") },
+		Lookup:   func(context.Context, string) ([]netip.Addr, error) { return nil, errors.New("no such host") },
 	})
 	t.Cleanup(m.Close)
 	user := safefs.User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Home: home}
@@ -75,6 +79,28 @@ func TestPlatformSocket(t *testing.T) {
 	want := "GET " + host + " /" + key + q + "\nDELETE " + host + " /" + key + q
 	if got != want {
 		t.Errorf("the socket saw\n%s\nwant\n%s", got, want)
+	}
+
+	// An empty file's export: one PUT with Content-Length: 0 (S3 refuses
+	// a chunked body with 411).
+	if err := os.WriteFile(filepath.Join(home, "empty"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	down := "rayito-transfer/" + sandbox + "/down/e1"
+	id, err = m.StartExport(ExportRequest{Object: Object{Bucket: "rayito-local", Key: down, Region: "local"}, Path: "empty", User: user,
+		Put: &Signed{URL: "https://" + host + "/" + down + q}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := waitEnded(t, m, id); st.Phase != Done {
+		t.Fatalf("empty export: %+v", st)
+	}
+	mu.Lock()
+	last := seen[len(seen)-1]
+	seen = seen[:len(seen)-1]
+	mu.Unlock()
+	if last != "PUT "+host+" /"+down+q+" length=0" {
+		t.Errorf("empty export's PUT: %s", last)
 	}
 
 	// Another bucket's host goes to the network (here: no address).
