@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/rayito-dev/rayito/localvm/internal/services"
 	"github.com/rayito-dev/rayito/proto/localplatform"
 )
 
@@ -26,7 +27,13 @@ import (
 type transferStore interface {
 	Transfers() http.Handler
 	TransferCredentials(now time.Time) aws.Credentials
+	SweepTransfers(now time.Time, maxAge time.Duration) (int, error)
 }
+
+// sweepEvery is how often a serving platform deletes the transfer
+// objects older than services.TransferRetention (download objects, and
+// uploads never imported, would stay in the state directory).
+const sweepEvery = time.Hour
 
 // transferListener is the owner's way to the store while Serve serves.
 type transferListener struct {
@@ -76,7 +83,21 @@ func (s *Server) serveTransfers(ctx context.Context, ln net.Listener) (func(), e
 		_ = srv.Serve(tln)
 	}()
 	go func() {
-		<-ctx.Done()
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			if n, err := s.deps.transfers.SweepTransfers(time.Now(), services.TransferRetention); err != nil {
+				s.log.Warn("localvm: sweeping old transfer objects", "err", err)
+			} else if n > 0 {
+				s.log.Info("localvm: swept old transfer objects", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				continue
+			}
+			break
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {

@@ -51,6 +51,9 @@ type Services struct {
 	s3  http.Handler
 	key []byte
 	log *slog.Logger
+	// dir and backend: the store's files, for SweepTransfers.
+	dir     string
+	backend *s3afero.MultiBucketBackend
 }
 
 // credentialTTL is how long handed-out credentials last (rayd refreshes
@@ -85,7 +88,7 @@ func New(dir string, log *slog.Logger) (*Services, error) {
 		}
 	}
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()), gofakes3.WithoutVersioning())
-	return &Services{s3: faker.Server(), key: key, log: log}, nil
+	return &Services{s3: faker.Server(), key: key, log: log, dir: dir, backend: backend}, nil
 }
 
 // loadKey reads the credentials key, or makes it (32 random bytes, 0600).

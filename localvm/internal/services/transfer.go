@@ -9,6 +9,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,4 +250,51 @@ func (s *Services) sandboxTransfer(w http.ResponseWriter, r *http.Request, sandb
 		return
 	}
 	s.serveTransfer(w, r, strings.TrimPrefix(r.URL.Path, "/"), sandboxID)
+}
+
+// TransferRetention is how long the platform keeps a transfer object
+// after it was written: past the longest URL (24 h), with an hour's
+// margin. Download objects, and uploads never imported, would otherwise
+// stay in the state directory.
+const TransferRetention = 25 * time.Hour
+
+// SweepTransfers deletes the transfer objects written before now-maxAge
+// and returns how many it deleted. Nothing else of the store is touched.
+func (s *Services) SweepTransfers(now time.Time, maxAge time.Duration) (int, error) {
+	root := filepath.Join(s.dir, "buckets", localplatform.DefaultBucket, localplatform.TransferPrefix)
+	sids, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var first error
+	for _, sid := range sids {
+		for _, dir := range []string{"up", "down"} {
+			ents, err := os.ReadDir(filepath.Join(root, sid.Name(), dir))
+			if err != nil {
+				continue
+			}
+			for _, e := range ents {
+				fi, err := e.Info()
+				if err != nil || !fi.Mode().IsRegular() || !fi.ModTime().Before(now.Add(-maxAge)) {
+					continue
+				}
+				key := localplatform.TransferPrefix + "/" + sid.Name() + "/" + dir + "/" + e.Name()
+				if _, ok := TransferKey(key); !ok {
+					continue
+				}
+				if _, err := s.backend.DeleteObject(localplatform.DefaultBucket, key); err != nil {
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				n++
+			}
+		}
+	}
+	return n, first
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,4 +172,40 @@ func FuzzVerifyPresigned(f *testing.F) {
 		}
 		_, _ = TransferKey(strings.TrimPrefix(path, "/"))
 	})
+}
+
+// TestSweepTransfers: transfer objects older than the retention are
+// deleted (a GET is 404 after), newer ones stay.
+func TestSweepTransfers(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.Transfers()
+	now := time.Now()
+	creds := s.TransferCredentials(now)
+	base := "http://127.0.0.1:9/" + localplatform.DefaultBucket + "/"
+	keys := []string{localplatform.TransferPrefix + "/sbx-1/down/old", localplatform.TransferPrefix + "/sbx-1/down/new", localplatform.TransferPrefix + "/sbx-2/up/old"}
+	for _, k := range keys {
+		if code, body := do(t, h, http.MethodPut, presign(t, creds, http.MethodPut, base+k, time.Hour, now), []byte("x")); code != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", k, code, body)
+		}
+	}
+	old := now.Add(-TransferRetention - time.Minute)
+	for _, k := range []string{keys[0], keys[2]} {
+		if err := os.Chtimes(filepath.Join(dir, "buckets", localplatform.DefaultBucket, k), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.SweepTransfers(now, TransferRetention)
+	if err != nil || n != 2 {
+		t.Fatalf("swept %d, %v; want 2", n, err)
+	}
+	for i, k := range keys {
+		code, _ := do(t, h, http.MethodGet, presign(t, creds, http.MethodGet, base+k, time.Hour, now), nil)
+		if want := map[bool]int{true: http.StatusNotFound, false: http.StatusOK}[i != 1]; code != want {
+			t.Errorf("GET %s after the sweep: %d, want %d", k, code, want)
+		}
+	}
 }
