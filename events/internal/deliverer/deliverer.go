@@ -145,6 +145,10 @@ type Deliverer struct {
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	// RootCAs are the TLS roots (the system's when nil).
 	RootCAs *x509.CertPool
+	// AllowAddr, when set, lets through an address events.BlockedAddr
+	// blocks, in the URL and in resolution (the local platform's
+	// loopback receivers; see CheckURL). Nil: nothing blocked is allowed.
+	AllowAddr func(netip.Addr) bool
 	// AttemptTimeout bounds one attempt (DefaultAttemptTimeout when 0).
 	AttemptTimeout time.Duration
 	// MaxAttempts (DefaultMaxAttempts when 0).
@@ -310,7 +314,7 @@ func (d *Deliverer) deliverOne(ctx context.Context, ev events.Event, w store.Web
 // attempt runs the attempts of one delivery and returns its outcome.
 func (d *Deliverer) attempt(ctx context.Context, ev events.Event, w store.Webhook) store.Delivery {
 	res := store.Delivery{EventID: ev.EventID, WebhookID: w.WebhookID, Outcome: store.Failed}
-	u, err := events.CheckWebhookURL(w.URL)
+	u, err := CheckURL(w.URL, d.AllowAddr)
 	if err != nil {
 		res.Reason = ReasonBadURL
 		if errors.Is(err, events.ErrBlockedURL) {
@@ -425,7 +429,7 @@ func sleep(ctx context.Context, dur time.Duration) error {
 // resolve returns the one address to dial, or a failure reason.
 func (d *Deliverer) resolve(ctx context.Context, host string) (netip.Addr, string) {
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		if events.BlockedAddr(a) {
+		if d.blocked(a) {
 			return netip.Addr{}, ReasonBlockedAddress
 		}
 		return a.Unmap(), ""
@@ -441,7 +445,7 @@ func (d *Deliverer) resolve(ctx context.Context, host string) (netip.Addr, strin
 		return netip.Addr{}, ReasonResolve
 	}
 	for _, a := range addrs {
-		if events.BlockedAddr(a) {
+		if d.blocked(a) {
 			return netip.Addr{}, ReasonBlockedAddress
 		}
 	}
