@@ -112,6 +112,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/envduser
 	go test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./events/internal/forwarder
 	go test -run '^$$' -fuzz '^FuzzEventFromStream$$' -fuzztime $(FUZZTIME) ./events/internal/store
+	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
+	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
 	go test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./rayd/internal/sudo
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/envdpath
 	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics

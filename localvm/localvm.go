@@ -153,6 +153,14 @@ type Options struct {
 	// platforms only: a rootless or unisolated platform logs that once and
 	// boots every sandbox on request.
 	Prebooted int
+	// EventsAllowLoopback lets the events pipeline deliver webhooks to
+	// loopback addresses (a receiver on this machine: a literal 127.x or
+	// ::1 in its URL); every other private or reserved address stays
+	// blocked. Off by default.
+	EventsAllowLoopback bool
+	// EventsRootCAs are PEM certificates trusted for webhook TLS besides
+	// the system roots (a local receiver's private CA).
+	EventsRootCAs []byte
 
 	// idleUnit shortens the "second" of idle policies (tests only; see
 	// registry.Options.IdleUnit).
@@ -181,6 +189,9 @@ type Server struct {
 	claim *scopeClaim // the machine-wide claim on the platform's scope
 	owner uint32      // the uid the platform serves (its effective uid)
 	xfer  transferListener
+	// events is the lifecycle events pipeline (events.go); nil in tests'
+	// fakes.
+	events *eventsPlane
 
 	closeOnce sync.Once
 	closeErr  error
@@ -264,8 +275,11 @@ func open(ctx context.Context, opts Options, build func(scope string) (deps, err
 	if err == nil {
 		var s *Server
 		if s, err = newServer(ctx, opts, d); err == nil {
-			s.lock, s.claim = lock, claim
-			return s, nil
+			if s.events, err = openEvents(opts); err == nil {
+				s.lock, s.claim = lock, claim
+				return s, nil
+			}
+			_ = s.reg.Close(ctx)
 		}
 	}
 	claim.close()
@@ -401,6 +415,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.transferSettings(w, r)
 		return
 	}
+	if r.URL.Path == localplatform.EventsPath || strings.HasPrefix(r.URL.Path, localplatform.EventsPath+"/") {
+		s.eventsRoute(w, r)
+		return
+	}
 	s.api.ServeHTTP(w, r)
 }
 
@@ -511,6 +529,9 @@ func (s *Server) Privileged() bool { return s.deps.launcher.Privileged() }
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.reg.Close(ctx)
+		if s.events != nil {
+			s.events.close()
+		}
 		s.proxy.CloseIdleConnections()
 		idle := true // a launcher without machine-wide state (tests' fakes)
 		if r, ok := s.deps.launcher.(interface {

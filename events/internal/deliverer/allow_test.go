@@ -63,3 +63,28 @@ func TestCheckURLAllow(t *testing.T) {
 		t.Fatal("loopback allowed by default")
 	}
 }
+
+// FuzzCheckURLAllow: whatever the input, an accepted URL is either one
+// events.CheckWebhookURL accepts or one whose host is a loopback literal,
+// and is https.
+func FuzzCheckURLAllow(f *testing.F) {
+	for _, s := range []string{"https://127.0.0.1:8443/hook", "https://[::1]/x", "https://10.0.0.1/", "https://localhost/", "http://127.0.0.1/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := CheckURL(raw, loopbackOnly)
+		if err != nil {
+			return
+		}
+		if u.Scheme != "https" {
+			t.Fatalf("%q accepted as %s", raw, u)
+		}
+		if _, err := events.CheckWebhookURL(raw); err == nil {
+			return
+		}
+		a, perr := netip.ParseAddr(u.Hostname())
+		if perr != nil || !a.IsLoopback() {
+			t.Fatalf("%q accepted as %s", raw, u)
+		}
+	})
+}
