@@ -154,8 +154,16 @@ func (l life) Run(ctx context.Context, microvmID, payload string) hooks.Outcome 
 	return out
 }
 
-// Terminate is /terminate: the killed event (request), then every
-// process ends.
+// Terminating runs before /terminate answers: the killed event (request)
+// leaves now, since the platform may kill rayd as soon as it has the
+// answer.
+func (l life) Terminating() {
+	l.d.events.Killed(events.KillRequest)
+	l.d.events.Flush(eventsFlushWait)
+}
+
+// Terminate is /terminate, after its answer: the killed event (request)
+// if Terminating did not emit it, then every process ends.
 func (l life) Terminate(ctx context.Context) {
 	l.d.events.Killed(events.KillRequest)
 	l.d.State.Terminate(ctx)

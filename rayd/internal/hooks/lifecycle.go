@@ -57,6 +57,11 @@ func (s *Server) terminate(w http.ResponseWriter, p peer) {
 	s.stopWatchLocked()
 	s.mu.Unlock()
 
+	// What must leave before the answer (the platform may kill the
+	// machine as soon as it has it): rayd's killed event line.
+	if t, ok := s.lc.(interface{ Terminating() }); ok {
+		t.Terminating()
+	}
 	s.finish(w, http.StatusOK, HookTerminate, p, result{out: OutcomeTerminating}, false)
 	// Push the reply out before user processes start dying; a failed flush
 	// means the caller is gone, which does not cancel the termination.
