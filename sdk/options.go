@@ -165,6 +165,9 @@ type config struct {
 
 	// xfer: WithTransferBucket, WithTransferThreshold (transfers.go).
 	xfer transferConfig
+
+	// events is WithEvents' configuration (nil: no lifecycle events).
+	events *LifecycleEvents
 }
 
 func newConfig(opts []Option) *config {

@@ -225,6 +225,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	if cfg.events != nil {
+		// Its created event leaves once the daemon holds its key; a
+		// sandbox whose events are off is not handed out.
+		if err := s.enableEvents(ctx); err != nil {
+			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	if cfg.persist != nil {
 		// Its HOME comes back before anyone uses it; a sandbox whose
 		// checkpoint cannot be restored is not handed out.

@@ -1,0 +1,350 @@
+package rayito
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/rayito-dev/rayito/proto/events"
+	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/proto/localplatform"
+)
+
+// Lifecycle events and webhooks (docs/events.md). With WithEvents a
+// sandbox's daemon prints a signed line for each lifecycle event
+// (created, paused, resumed, killed); the platform's events pipeline
+// verifies and stores them and POSTs them to the registered webhooks,
+// signed with e2b-signature and rayito-signature (check them with the
+// sdk/webhook package).
+//
+// On the local platform the pipeline runs inside the platform: Create
+// asks it for the sandbox's key, and RegisterWebhook, ListWebhooks,
+// DeleteWebhook and GetEvents talk to it. On AWS it is the events-webhooks
+// stack: Create reads the stack key (LifecycleEvents.StackKeySecretARN)
+// with the caller's credentials and hands the sandbox only its own
+// derived key; the webhook and event calls are not built for AWS yet
+// (ErrUnimplemented).
+
+// LifecycleEvents configures WithEvents.
+type LifecycleEvents struct {
+	// StackKeySecretARN is the events stack's key secret (AWS only; the
+	// local platform holds a key of its own). The SDK reads it with the
+	// caller's credentials (secretsmanager:GetSecretValue, the stack's
+	// EventsLauncherPolicy) and pushes only the sandbox's derived key.
+	StackKeySecretARN string
+}
+
+// WithEvents turns on signed lifecycle events for a new sandbox: once it
+// is ready, Create gives its daemon the sandbox's key (ConfigureService's
+// lifecycle_events), and the daemon prints a created event. A sandbox whose
+// events cannot be turned on is killed and Create fails. The key never
+// appears in a log or an error.
+func WithEvents(le LifecycleEvents) Option {
+	return sandboxOption(func(c *config) { c.events = &le })
+}
+
+// EventType is a lifecycle event's type.
+type EventType string
+
+// The event types.
+const (
+	EventCreated EventType = "created"
+	EventPaused  EventType = "paused"
+	EventResumed EventType = "resumed"
+	EventKilled  EventType = "killed"
+)
+
+// LifecycleEvent is one stored event.
+type LifecycleEvent struct {
+	EventID   string    `json:"event_id"`
+	SandboxID string    `json:"sandbox_id"`
+	Type      EventType `json:"type"`
+	// KillReason on killed: request, timeout or unknown.
+	KillReason string    `json:"kill_reason,omitempty"`
+	Generation uint64    `json:"generation"`
+	OccurredAt time.Time `json:"occurred_at"`
+	ImageARN   string    `json:"image_arn,omitempty"`
+}
+
+// EventsQuery selects GetEvents' events.
+type EventsQuery struct {
+	// SandboxID: that sandbox's events; empty: every sandbox's.
+	SandboxID string
+	// Limit is 1 to 100; 0 means 100.
+	Limit int
+	// Order is "asc" (oldest first) or "desc" (newest first, the
+	// default).
+	Order string
+}
+
+// Webhook is a registered webhook (never with its secret).
+type Webhook struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// Types empty: every type.
+	Types     []EventType `json:"types,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+}
+
+// WebhookRegistration is what RegisterWebhook takes.
+type WebhookRegistration struct {
+	// URL is https only; it must not resolve to a private, loopback,
+	// link-local or otherwise reserved address (a local platform started
+	// with --events-allow-loopback accepts a literal loopback address).
+	URL string
+	// Secret signs the deliveries: at least 32 bytes. Empty: the platform
+	// generates 32 random bytes and RegisterWebhook returns them.
+	Secret string
+	// Types restricts the webhook to these types; empty: all.
+	Types []EventType
+}
+
+// minWebhookSecret is the shortest secret RegisterWebhook sends.
+const minWebhookSecret = 32
+
+// RegisterWebhook registers a webhook and returns it with its signing
+// secret (the one given, or the generated one): keep it, it is never
+// returned again. A webhook receives the events of every sandbox of the
+// platform: do not let your own customers register them.
+func RegisterWebhook(ctx context.Context, reg WebhookRegistration, opts ...Option) (Webhook, string, error) {
+	cfg := newConfig(opts)
+	if reg.Secret != "" && len(reg.Secret) < minWebhookSecret {
+		return Webhook{}, "", newError(ReasonInvalidArgument, fmt.Sprintf("a webhook secret is at least %d bytes", minWebhookSecret))
+	}
+	if _, err := events.CheckWebhookURL(reg.URL); err != nil && !(errors.Is(err, events.ErrBlockedURL) && cfg.backend == BackendLocal) {
+		// The local platform decides about loopback itself.
+		return Webhook{}, "", newError(ReasonInvalidArgument, "webhook URL: "+strings.TrimPrefix(err.Error(), "events: "), err)
+	}
+	if err := eventsBackend(cfg, "RegisterWebhook"); err != nil {
+		return Webhook{}, "", err
+	}
+	in := localplatform.WebhookRegistration{URL: reg.URL, Secret: reg.Secret}
+	for _, t := range reg.Types {
+		in.Types = append(in.Types, string(t))
+	}
+	var out localplatform.WebhookCreated
+	if err := localEvents(ctx, cfg, http.MethodPost, localplatform.EventsWebhooksPath, in, &out); err != nil {
+		return Webhook{}, "", err
+	}
+	return webhookOf(out.Webhook), out.Secret, nil
+}
+
+// ListWebhooks lists the registered webhooks.
+func ListWebhooks(ctx context.Context, opts ...Option) ([]Webhook, error) {
+	cfg := newConfig(opts)
+	if err := eventsBackend(cfg, "ListWebhooks"); err != nil {
+		return nil, err
+	}
+	var out localplatform.WebhookList
+	if err := localEvents(ctx, cfg, http.MethodGet, localplatform.EventsWebhooksPath, nil, &out); err != nil {
+		return nil, err
+	}
+	hooks := make([]Webhook, 0, len(out.Webhooks))
+	for _, w := range out.Webhooks {
+		hooks = append(hooks, webhookOf(w))
+	}
+	return hooks, nil
+}
+
+// DeleteWebhook removes a webhook (ErrNotFound if there is none).
+func DeleteWebhook(ctx context.Context, id string, opts ...Option) error {
+	cfg := newConfig(opts)
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/?#%") {
+		return newError(ReasonInvalidArgument, "invalid webhook id")
+	}
+	if err := eventsBackend(cfg, "DeleteWebhook"); err != nil {
+		return err
+	}
+	return localEvents(ctx, cfg, http.MethodDelete, localplatform.EventsWebhooksPath+"/"+id, nil, nil)
+}
+
+// GetEvents returns stored lifecycle events.
+func GetEvents(ctx context.Context, q EventsQuery, opts ...Option) ([]LifecycleEvent, error) {
+	cfg := newConfig(opts)
+	if q.Limit < 0 || q.Limit > 100 {
+		return nil, newError(ReasonInvalidArgument, "the limit is 1 to 100")
+	}
+	if q.Order != "" && q.Order != "asc" && q.Order != "desc" {
+		return nil, newError(ReasonInvalidArgument, "the order is asc or desc")
+	}
+	if err := eventsBackend(cfg, "GetEvents"); err != nil {
+		return nil, err
+	}
+	v := url.Values{}
+	if q.SandboxID != "" {
+		v.Set("sandbox", q.SandboxID)
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Order != "" {
+		v.Set("order", q.Order)
+	}
+	path := localplatform.EventsPath
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out localplatform.EventList
+	if err := localEvents(ctx, cfg, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	evs := make([]LifecycleEvent, 0, len(out.Events))
+	for _, e := range out.Events {
+		evs = append(evs, LifecycleEvent{
+			EventID: e.EventID, SandboxID: e.SandboxID, Type: EventType(e.Type), KillReason: string(e.KillReason),
+			Generation: e.Generation, OccurredAt: time.UnixMilli(e.OccurredAtMs).UTC(), ImageARN: e.ImageARN,
+		})
+	}
+	return evs, nil
+}
+
+func webhookOf(w localplatform.Webhook) Webhook {
+	out := Webhook{ID: w.ID, URL: w.URL, CreatedAt: w.CreatedAt}
+	for _, t := range w.Types {
+		out.Types = append(out.Types, EventType(t))
+	}
+	return out
+}
+
+// eventsBackend refuses the webhook and event calls where they are not
+// built.
+func eventsBackend(cfg *config, op string) error {
+	switch cfg.backend {
+	case BackendLocal:
+		return nil
+	case BackendAWS:
+		return newError(ReasonUnimplemented, op+" on AWS (the events stack's table and webhook secrets) is not built yet; it works on the local platform")
+	}
+	return newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q (want local or aws)", cfg.backend))
+}
+
+// maxEventsAnswer bounds a local platform's answer (100 events, or 100
+// webhooks, are well under it).
+const maxEventsAnswer = 1 << 20
+
+// localEvents calls one of the local platform's events routes (owner
+// only); out, when not nil, receives the JSON answer. Errors never quote
+// a URL, a key or a secret.
+func localEvents(ctx context.Context, cfg *config, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return newError(ReasonInvalidArgument, "events request", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(cfg.endpoint, "/")+path, body)
+	if err != nil {
+		return newError(ReasonInvalidArgument, "invalid local platform endpoint")
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := cfg.httpClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return newError(ReasonPlatformUnavailable, "no local platform at "+cfg.endpoint+"; start one with `rayito local up`")
+		}
+		return newError(ReasonInternal, "the local platform's events: the request failed")
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxEventsAnswer))
+	if resp.StatusCode/100 == 2 {
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return newError(ReasonInternal, "the local platform's events answer is malformed")
+		}
+		return nil
+	}
+	var e localplatform.EventsError
+	_ = json.Unmarshal(data, &e)
+	msg := e.Message
+	if msg == "" || len(msg) > 512 {
+		msg = resp.Status
+	}
+	switch {
+	case resp.StatusCode == http.StatusForbidden:
+		return newError(ReasonNotPlatformOwner, "the local platform at "+cfg.endpoint+" belongs to another user", ErrPermissionDenied)
+	case resp.StatusCode == http.StatusNotFound && e.Code == localplatform.EventsNotFound:
+		return newError(ReasonNotFound, msg)
+	case resp.StatusCode == http.StatusNotFound:
+		return newError(ReasonUnimplemented, "this local platform has no events pipeline (update it)")
+	case resp.StatusCode == http.StatusBadRequest:
+		return newError(ReasonInvalidArgument, msg)
+	}
+	return newError(ReasonInternal, "the local platform's events: "+msg)
+}
+
+// enableEvents gives the sandbox's daemon its key (Create, WithEvents).
+func (s *Sandbox) enableEvents(ctx context.Context) error {
+	var key []byte
+	switch s.cfg.backend {
+	case BackendLocal:
+		var out localplatform.EventsSandboxKey
+		if err := localEvents(ctx, s.cfg, http.MethodGet, localplatform.EventsSandboxKeyPath+"?sandbox="+url.QueryEscape(s.id), nil, &out); err != nil {
+			return err
+		}
+		key = out.SandboxKey
+	case BackendAWS:
+		arn := s.cfg.events.StackKeySecretARN
+		if arn == "" {
+			return newError(ReasonInvalidArgument, "WithEvents on AWS needs LifecycleEvents.StackKeySecretARN (the events stack's key secret)")
+		}
+		if s.cfg.awsConfig == nil {
+			return newError(ReasonUnauthenticated, "WithEvents on AWS needs the AWS configuration of the SDK")
+		}
+		res, err := secretsmanager.NewFromConfig(*s.cfg.awsConfig).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+		if err != nil {
+			return newError(ReasonPermissionDenied, "the events stack key could not be read (secretsmanager:GetSecretValue; EventsLauncherPolicy)", ErrPermissionDenied)
+		}
+		stack := res.SecretBinary
+		if len(stack) == 0 && res.SecretString != nil {
+			stack = []byte(*res.SecretString)
+		}
+		if len(stack) < 32 {
+			return newError(ReasonInvalidArgument, "the events stack key is shorter than 32 bytes")
+		}
+		key = events.SandboxKey(stack, s.id)
+		clear(stack)
+	default:
+		return newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q", s.cfg.backend))
+	}
+	if len(key) != 32 {
+		return newError(ReasonInternal, "the platform handed out a sandbox key of the wrong size")
+	}
+	req := &raydv1.ConfigureRequest{RequestId: newRequestID(), LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}
+	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
+	clear(key)
+	if err != nil {
+		return rpcErr("configure lifecycle events", err)
+	}
+	for _, r := range resp.Msg.GetResults() {
+		if r.GetSection() == raydv1.ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS {
+			return sectionErr(r)
+		}
+	}
+	return newError(ReasonInternal, "the sandbox did not answer for its lifecycle events")
+}

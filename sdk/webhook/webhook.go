@@ -1,0 +1,77 @@
+// Package webhook checks the signatures of the lifecycle event webhooks
+// Rayito delivers (docs/events.md), for receivers written in Go.
+//
+// Every delivery carries two signatures of the raw body:
+//
+//   - rayito-signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+//     "<t>.<webhook id>." + body)>. [Verify] checks it: it binds the
+//     webhook id and a time, and is accepted only within MaxSkew (5
+//     minutes) of the receiver's clock. Prefer it.
+//   - e2b-signature: unpadded base64 of SHA-256(secret + body), E2B's own
+//     scheme, so receivers written for E2B work unchanged. It signs no
+//     time: a captured delivery verifies forever. [VerifyE2B] checks it
+//     alone, for receivers that cannot do better; they must refuse old
+//     occurred_at_ms values and remember the event ids they accepted.
+//
+// Read the body raw (at most a few KiB: 64 KiB is plenty), verify, then
+// parse it, and deduplicate by (sandbox_id, event_id): a delivery may be
+// retried, and a replay within the window still verifies.
+package webhook
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/rayito-dev/rayito/proto/events"
+)
+
+// MaxSkew is how far rayito-signature's time may be from now, either way.
+const MaxSkew = events.MaxSkew
+
+// Errors (use errors.Is).
+var (
+	// ErrSignature: no signature, a malformed one, or none that matches.
+	ErrSignature = events.ErrSignature
+	// ErrStale: correctly signed, but outside MaxSkew of now (a replay,
+	// or a clock far off).
+	ErrStale = events.ErrStale
+)
+
+// Header names of a delivery.
+const (
+	HeaderWebhookID        = events.HeaderWebhookID
+	HeaderDeliveryID       = events.HeaderDeliveryID
+	HeaderSignature        = events.HeaderRayitoSignature
+	HeaderE2BSignature     = events.HeaderE2BSignature
+	HeaderSignatureVersion = events.HeaderSignatureVersion
+)
+
+// Verify checks a delivery's rayito-signature: header is the request's
+// headers, body its raw body, secret the webhook's secret, webhookID the
+// id RegisterWebhook returned (not the one in the request's headers, which
+// is not signed), now the receiver's clock. It compares in constant time,
+// accepts any of several v1= entries (a secret being rotated), and never
+// accepts e2b-signature alone.
+func Verify(header http.Header, body []byte, secret, webhookID string, now time.Time) error {
+	return events.VerifyWebhook(header, body, secret, webhookID, now)
+}
+
+// VerifyE2B checks only e2b-signature (E2B's scheme, no time, no webhook
+// id): see the package documentation for what a receiver must add.
+func VerifyE2B(header http.Header, body []byte, secret string) error {
+	return events.VerifyE2BSignature(header, body, secret)
+}
+
+// Event is a delivery's JSON body.
+type Event struct {
+	EventID   string `json:"event_id"`
+	SandboxID string `json:"sandbox_id"`
+	// Type is sandbox.lifecycle.created, .paused, .resumed or .killed.
+	Type string `json:"type"`
+	// KillReason on killed: request, timeout or unknown.
+	KillReason   string `json:"kill_reason,omitempty"`
+	Generation   uint64 `json:"generation"`
+	OccurredAtMs int64  `json:"occurred_at_ms"`
+	TemplateID   string `json:"template_id"`
+	ExecutionID  string `json:"execution_id,omitempty"`
+}
