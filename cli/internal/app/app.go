@@ -12,6 +12,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/command/doctor"
 	"github.com/rayito-dev/rayito/cli/internal/command/e2b"
+	"github.com/rayito-dev/rayito/cli/internal/command/events"
 	"github.com/rayito-dev/rayito/cli/internal/command/image"
 	"github.com/rayito-dev/rayito/cli/internal/command/local"
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
@@ -66,6 +67,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			image.Command(f),
 			doctor.Command(f),
 			e2b.Command(f),
+			events.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),

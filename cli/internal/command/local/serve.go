@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -131,6 +132,33 @@ func prebooted(cmd *cli.Command) (int, error) {
 	return int(n), nil
 }
 
+// eventsAllowLoopbackFlag lets the events pipeline deliver webhooks to
+// loopback receivers (localvm.Options.EventsAllowLoopback).
+func eventsAllowLoopbackFlag() *cli.BoolFlag {
+	return &cli.BoolFlag{Name: "events-allow-loopback", Usage: "let webhooks target this machine's loopback (a literal 127.x or ::1 address in the URL); every other private address stays blocked"}
+}
+
+// eventsCAFlag adds PEM roots for webhook TLS (localvm.Options.EventsRootCAs).
+func eventsCAFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "events-ca", Usage: "trust the PEM certificates in `FILE` for webhook TLS, besides the system's (a local receiver's CA)"}
+}
+
+// eventsCA reads --events-ca (nil without it).
+func eventsCA(cmd *cli.Command) ([]byte, error) {
+	path := cmd.String(eventsCAFlag().Name)
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, cliutil.Usagef("--events-ca: %v", err)
+	}
+	if !bytes.Contains(b, []byte("-----BEGIN CERTIFICATE-----")) {
+		return nil, cliutil.Usagef("--events-ca: %s holds no PEM certificate", path)
+	}
+	return b, nil
+}
+
 // kernelStartFlag picks when each sandbox's default Python kernel starts
 // (localvm.Options.KernelStart).
 func kernelStartFlag() *cli.StringFlag {
@@ -156,6 +184,8 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			awsQuotasFlag(),
 			prebootedFlag(),
 			kernelStartFlag(),
+			eventsAllowLoopbackFlag(),
+			eventsCAFlag(),
 			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
 			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
 			unisolatedFlag(),
@@ -223,7 +253,12 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 			// one with another state dir (XDG_STATE_HOME, --state-dir) runs
 			// beside it without touching them.
 			unisolated := cmd.Bool(unisolatedFlag().Name) || f.Getenv(platform.UnisolatedEnv) == "1"
-			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name)})
+			evCA, err := eventsCA(cmd)
+			if err != nil {
+				return err
+			}
+			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
+				EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA})
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), unisolatedFlag(), e2bAddrFlag(), e2bDomainFlag(), e2bTLSFlag(), e2bTemplateFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), eventsAllowLoopbackFlag(), eventsCAFlag(), unisolatedFlag(), e2bAddrFlag(), e2bDomainFlag(), e2bTLSFlag(), e2bTemplateFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			pool, err := prebooted(cmd)
 			if err != nil {
@@ -116,6 +116,19 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 			if cmd.IsSet(kernelStartFlag().Name) {
 				args = append(args, "--kernel-start", cmd.String(kernelStartFlag().Name))
 			}
+			if cmd.Bool(eventsAllowLoopbackFlag().Name) {
+				args = append(args, "--events-allow-loopback")
+			}
+			if ca := cmd.String(eventsCAFlag().Name); ca != "" {
+				if _, err := eventsCA(cmd); err != nil {
+					return err
+				}
+				abs, err := filepath.Abs(ca)
+				if err != nil {
+					return err
+				}
+				args = append(args, "--events-ca", abs)
+			}
 			child := exec.Command(self, args...)
 			child.Stdout, child.Stderr = logf, logf
 			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -172,7 +185,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 // only apply when a platform starts.
 func startFlagsSet(cmd *cli.Command) []string {
 	var set []string
-	for _, name := range []string{e2bAddrFlag().Name, e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name} {
+	for _, name := range []string{e2bAddrFlag().Name, e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name, eventsAllowLoopbackFlag().Name, eventsCAFlag().Name} {
 		if cmd.IsSet(name) {
 			set = append(set, "--"+name)
 		}
