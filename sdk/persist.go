@@ -79,8 +79,8 @@ func persistPlan(cfg *config) (*runpayload.Persist, error) {
 	if cfg.backend == BackendAWS && cfg.aws.executionRole == "" {
 		return nil, newError(ReasonInvalidArgument, "persistence on AWS needs an execution role (WithExecutionRole) that may read and write the prefix: rayd checkpoints with its credentials")
 	}
-	if len(p.Bucket) < runpayload.MinBucketLen || len(p.Bucket) > runpayload.MaxBucketLen {
-		return nil, newError(ReasonInvalidArgument, "invalid persistence bucket name")
+	if len(p.Bucket) < runpayload.MinBucketLen || len(p.Bucket) > runpayload.MaxBucketLen || !runpayload.ValidBucketChars(p.Bucket) {
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid persistence bucket name: %d to %d characters of a-z, 0-9, '.' and '-'", runpayload.MinBucketLen, runpayload.MaxBucketLen))
 	}
 	if len(p.Prefix) > runpayload.MaxKeyPrefixLen {
 		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the persistence prefix is longer than %d bytes", runpayload.MaxKeyPrefixLen))

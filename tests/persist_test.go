@@ -163,4 +163,12 @@ func TestPersistWithoutLocation(t *testing.T) {
 	if _, err := s.CheckpointWith(ctx, rayito.PersistRequest{Location: &rayito.S3Prefix{Prefix: "free"}}); err != nil {
 		t.Errorf("explicit location: %v", err)
 	}
+	// A bucket S3 would refuse is refused before anything is made, and
+	// said so in the SDK's words, not the payload's.
+	for _, b := range []string{"Bad_Bucket", "ab", "a b", "bucket/x"} {
+		_, err := rayito.Create(ctx, p.opts(rayito.WithPersist(rayito.S3Prefix{Bucket: b, Prefix: "x"}))...)
+		if !errors.Is(err, rayito.ErrInvalidArgument) || !strings.Contains(err.Error(), "invalid persistence bucket name") {
+			t.Errorf("bucket %q: %v", b, err)
+		}
+	}
 }

@@ -221,14 +221,23 @@ func validatePersist(p *Persist) error {
 	if len(p.Bucket) < MinBucketLen || len(p.Bucket) > MaxBucketLen {
 		return fieldErr("persist.bucket", "length out of range")
 	}
-	for i := 0; i < len(p.Bucket); i++ {
-		c := p.Bucket[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
-			return fieldErr("persist.bucket", "invalid characters")
-		}
+	if !ValidBucketChars(p.Bucket) {
+		return fieldErr("persist.bucket", "invalid characters")
 	}
 	if err := checkText(p.KeyPrefix, MaxKeyPrefixLen); err != "" {
 		return fieldErr("persist.key_prefix", err)
 	}
 	return nil
+}
+
+// ValidBucketChars reports whether a persistence bucket name holds only
+// the characters the payload accepts: a-z, 0-9, '.' and '-'.
+func ValidBucketChars(bucket string) bool {
+	for i := 0; i < len(bucket); i++ {
+		c := bucket[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
