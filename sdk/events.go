@@ -300,40 +300,9 @@ func localEvents(ctx context.Context, cfg *config, method, path string, in, out 
 
 // enableEvents gives the sandbox's daemon its key (Create, WithEvents).
 func (s *Sandbox) enableEvents(ctx context.Context) error {
-	var key []byte
-	switch s.cfg.backend {
-	case BackendLocal:
-		var out localplatform.EventsSandboxKey
-		if err := localEvents(ctx, s.cfg, http.MethodGet, localplatform.EventsSandboxKeyPath+"?sandbox="+url.QueryEscape(s.id), nil, &out); err != nil {
-			return err
-		}
-		key = out.SandboxKey
-	case BackendAWS:
-		arn := s.cfg.events.StackKeySecretARN
-		if arn == "" {
-			return newError(ReasonInvalidArgument, "WithEvents on AWS needs LifecycleEvents.StackKeySecretARN (the events stack's key secret)")
-		}
-		if s.cfg.awsConfig == nil {
-			return newError(ReasonUnauthenticated, "WithEvents on AWS needs the AWS configuration of the SDK")
-		}
-		res, err := secretsmanager.NewFromConfig(*s.cfg.awsConfig).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
-		if err != nil {
-			return newError(ReasonPermissionDenied, "the events stack key could not be read (secretsmanager:GetSecretValue; EventsLauncherPolicy)", ErrPermissionDenied)
-		}
-		stack := res.SecretBinary
-		if len(stack) == 0 && res.SecretString != nil {
-			stack = []byte(*res.SecretString)
-		}
-		if len(stack) < 32 {
-			return newError(ReasonInvalidArgument, "the events stack key is shorter than 32 bytes")
-		}
-		key = events.SandboxKey(stack, s.id)
-		clear(stack)
-	default:
-		return newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q", s.cfg.backend))
-	}
-	if len(key) != 32 {
-		return newError(ReasonInternal, "the platform handed out a sandbox key of the wrong size")
+	key, err := sandboxEventsKey(ctx, s.cfg, s.id)
+	if err != nil {
+		return err
 	}
 	req := &raydv1.ConfigureRequest{RequestId: newRequestID(), LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}
 	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
@@ -347,4 +316,52 @@ func (s *Sandbox) enableEvents(ctx context.Context) error {
 		}
 	}
 	return newError(ReasonInternal, "the sandbox did not answer for its lifecycle events")
+}
+
+// sandboxEventsKey is sandbox id's events key: from the local platform's
+// owner-only route, or derived from the stack key read from Secrets
+// Manager with the caller's credentials (AWS). Errors never carry a key.
+func sandboxEventsKey(ctx context.Context, cfg *config, id string) ([]byte, error) {
+	var key []byte
+	switch cfg.backend {
+	case BackendLocal:
+		var out localplatform.EventsSandboxKey
+		if err := localEvents(ctx, cfg, http.MethodGet, localplatform.EventsSandboxKeyPath+"?sandbox="+url.QueryEscape(id), nil, &out); err != nil {
+			return nil, err
+		}
+		key = out.SandboxKey
+	case BackendAWS:
+		arn := ""
+		if cfg.events != nil {
+			arn = cfg.events.StackKeySecretARN
+		}
+		if arn == "" {
+			return nil, newError(ReasonInvalidArgument, "WithEvents on AWS needs LifecycleEvents.StackKeySecretARN (the events stack's key secret)")
+		}
+		if cfg.awsConfig == nil {
+			return nil, newError(ReasonUnauthenticated, "WithEvents on AWS needs the AWS configuration of the SDK")
+		}
+		res, err := secretsmanager.NewFromConfig(*cfg.awsConfig).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, newError(ReasonPermissionDenied, "the events stack key could not be read (secretsmanager:GetSecretValue; EventsLauncherPolicy)", ErrPermissionDenied)
+		}
+		stack := res.SecretBinary
+		if len(stack) == 0 && res.SecretString != nil {
+			stack = []byte(*res.SecretString)
+		}
+		if len(stack) < 32 {
+			return nil, newError(ReasonInvalidArgument, "the events stack key is shorter than 32 bytes")
+		}
+		key = events.SandboxKey(stack, id)
+		clear(stack)
+	default:
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q", cfg.backend))
+	}
+	if len(key) != 32 {
+		return nil, newError(ReasonInternal, "the platform handed out a sandbox key of the wrong size")
+	}
+	return key, nil
 }
