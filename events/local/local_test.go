@@ -160,9 +160,14 @@ func TestPipelineLoopback(t *testing.T) {
 	if _, err := p.Events(ctx, local.Query{Limit: 101}); !errors.Is(err, local.ErrInvalid) {
 		t.Fatalf("limit 101: %v", err)
 	}
-	ds, err := p.Deliveries(ctx, evs[0].EventID)
-	if err != nil || len(ds) != 1 || ds[0].Outcome != "delivered" || ds[0].Status != 200 {
-		t.Fatalf("deliveries: %+v %v", ds, err)
+	// The receiver has its answer before the outcome is recorded.
+	var ds []local.Delivery
+	waitFor(t, "the recorded delivery", func() bool {
+		ds, err = p.Deliveries(ctx, evs[0].EventID)
+		return err == nil && len(ds) == 1 && ds[0].Outcome != "claimed"
+	})
+	if ds[0].Outcome != "delivered" || ds[0].Status != 200 || ds[0].Attempts != 1 {
+		t.Fatalf("deliveries: %+v", ds)
 	}
 	hooks, _ := p.Webhooks(ctx)
 	if len(hooks) != 1 || hooks[0].ID != w.ID {
