@@ -34,6 +34,9 @@ func TestBackendMarks(t *testing.T) {
 		"rayito sandbox reincarnate --template-version": rayito.BackendAWS,
 		"rayito sandbox reincarnate --ingress":          rayito.BackendAWS,
 		"rayito sandbox reincarnate --egress":           rayito.BackendAWS,
+		// Lifecycle events: the local platform holds its own stack key.
+		"rayito sandbox create --events-stack-key":      rayito.BackendAWS,
+		"rayito sandbox reincarnate --events-stack-key": rayito.BackendAWS,
 		// Pre-signed transfers: the local platform uses its own store.
 		"rayito sandbox cp --bucket":           rayito.BackendAWS,
 		"rayito sandbox url upload --bucket":   rayito.BackendAWS,

@@ -80,6 +80,8 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "persist", Usage: "persist HOME at `s3://BUCKET/PREFIX` (s3:///PREFIX: the local platform's bucket): the sandbox is bound to it, and its checkpoint, when there is one, is restored before it is handed out (on AWS it needs --execution-role)"},
 		&cli.StringFlag{Name: "persist-name", Usage: "the checkpoint's `NAME` under --persist's prefix (default: default)"},
 		&cli.StringFlag{Name: "persist-region", Usage: "the --persist bucket's `REGION` (default: the sandbox's)"},
+		&cli.BoolFlag{Name: "events", Usage: "sign the sandbox's lifecycle events (created, paused, resumed, killed) for 'rayito events' and the webhooks (needs a root platform locally)"},
+		&cli.StringFlag{Name: "events-stack-key", Usage: "with --events, the events stack's key secret `ARN` " + cliutil.AWSOnly},
 	}, append(append(cliutil.NetworkFlags(), cliutil.SecretFlags()...), cliutil.PlacementFlags()...)...)
 }
 
@@ -134,6 +136,15 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 		return nil, err
 	}
 	opts = append(opts, secretOpts...)
+	switch {
+	case cmd.Bool("events"):
+		if b == rayito.BackendAWS && cmd.String("events-stack-key") == "" {
+			return nil, cliutil.Usagef("--events on AWS needs --events-stack-key (the events stack's key secret ARN)")
+		}
+		opts = append(opts, rayito.WithEvents(rayito.LifecycleEvents{StackKeySecretARN: cmd.String("events-stack-key")}))
+	case cmd.IsSet("events-stack-key"):
+		return nil, cliutil.Usagef("--events-stack-key goes with --events")
+	}
 	if s := cmd.String("persist"); s != "" {
 		p, err := rayito.ParseS3Prefix(s)
 		if err != nil {
