@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -150,5 +151,24 @@ func TestVerifyE2BSignature(t *testing.T) {
 		if err := VerifyE2BSignature(h, body, "s"); !errors.Is(err, ErrSignature) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestWebhookBody: the one body shape, its JSON to the byte (receivers
+// parse it; the deliverers of the stack and of the local platform send it).
+func TestWebhookBody(t *testing.T) {
+	ev := Event{EventID: "0123456789abcdef0123456789abcdef", SandboxID: "sbx-1", Type: Killed, KillReason: KillTimeout, Generation: 3, OccurredAtMs: 1764806400000, ImageARN: "arn:aws:lambda:us-east-1:123456789012:image:base"}
+	b, err := json.Marshal(NewWebhookBody(ev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"event_id":"0123456789abcdef0123456789abcdef","sandbox_id":"sbx-1","type":"sandbox.lifecycle.killed","kill_reason":"timeout","generation":3,"occurred_at_ms":1764806400000,"template_id":"arn:aws:lambda:us-east-1:123456789012:image:base"}`
+	if string(b) != want {
+		t.Fatalf("body\n got %s\nwant %s", b, want)
+	}
+	ev = Event{EventID: ev.EventID, SandboxID: "sbx-1", Type: Created, Generation: 1, OccurredAtMs: 1, ExecutionID: "x"}
+	b, _ = json.Marshal(NewWebhookBody(ev))
+	if want := `{"event_id":"0123456789abcdef0123456789abcdef","sandbox_id":"sbx-1","type":"sandbox.lifecycle.created","generation":1,"occurred_at_ms":1,"template_id":"","execution_id":"x"}`; string(b) != want {
+		t.Fatalf("created body %s", b)
 	}
 }

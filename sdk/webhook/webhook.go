@@ -62,16 +62,8 @@ func VerifyE2B(header http.Header, body []byte, secret string) error {
 	return events.VerifyE2BSignature(header, body, secret)
 }
 
-// Event is a delivery's JSON body.
-type Event struct {
-	EventID   string `json:"event_id"`
-	SandboxID string `json:"sandbox_id"`
-	// Type is sandbox.lifecycle.created, .paused, .resumed or .killed.
-	Type string `json:"type"`
-	// KillReason on killed: request, timeout or unknown.
-	KillReason   string `json:"kill_reason,omitempty"`
-	Generation   uint64 `json:"generation"`
-	OccurredAtMs int64  `json:"occurred_at_ms"`
-	TemplateID   string `json:"template_id"`
-	ExecutionID  string `json:"execution_id,omitempty"`
-}
+// Event is a delivery's JSON body: event_id, sandbox_id, type
+// (sandbox.lifecycle.created, .paused, .resumed or .killed), kill_reason
+// (on killed: request, timeout or unknown), generation, occurred_at_ms,
+// template_id, execution_id.
+type Event = events.WebhookBody

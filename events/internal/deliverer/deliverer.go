@@ -81,7 +81,7 @@ const (
 )
 
 // TypePrefix prefixes the event type in the body's type field.
-const TypePrefix = "sandbox.lifecycle."
+const TypePrefix = events.WebhookTypePrefix
 
 // Resolver resolves a host name (net.Resolver fits).
 type Resolver interface {
@@ -110,26 +110,11 @@ type Failure struct {
 	Attempts  int    `json:"attempts"`
 }
 
-// Body is the JSON a webhook receives.
-type Body struct {
-	EventID      string `json:"event_id"`
-	SandboxID    string `json:"sandbox_id"`
-	Type         string `json:"type"`
-	KillReason   string `json:"kill_reason,omitempty"`
-	Generation   uint64 `json:"generation"`
-	OccurredAtMs int64  `json:"occurred_at_ms"`
-	TemplateID   string `json:"template_id"`
-	ExecutionID  string `json:"execution_id,omitempty"`
-}
+// Body is the JSON a webhook receives (proto/events' one shape).
+type Body = events.WebhookBody
 
 // NewBody is the body of ev; the image ARN is the template id.
-func NewBody(ev events.Event) Body {
-	return Body{
-		EventID: ev.EventID, SandboxID: ev.SandboxID, Type: TypePrefix + string(ev.Type),
-		KillReason: string(ev.KillReason), Generation: ev.Generation, OccurredAtMs: ev.OccurredAtMs,
-		TemplateID: ev.ImageARN, ExecutionID: ev.ExecutionID,
-	}
-}
+func NewBody(ev events.Event) Body { return events.NewWebhookBody(ev) }
 
 // Deliverer delivers; the zero values of the optional fields are the
 // production defaults.
