@@ -28,13 +28,13 @@ type Files struct {
 	sbx *Sandbox
 }
 
-// TransferThreshold is the size above which Write goes over the HTTP/1.1
+// FileEndpointThreshold is the size above which Write goes over the HTTP/1.1
 // file endpoint instead of an RPC stream on AWS: the AWS endpoint proxy
 // gives an HTTP/2 stream a fixed 64 KiB window, which holds one upload to
 // well under 1 MB/s, against several MB/s over HTTP/1.1. On the local
 // platform every Read and every Write without metadata takes the file
 // endpoint: it costs fewer copies than the RPC stream.
-const TransferThreshold = 64 << 10
+const FileEndpointThreshold = 64 << 10
 
 // Entry describes a file, directory or symlink.
 type Entry struct {
@@ -178,7 +178,7 @@ func (f *Files) readHTTP(ctx context.Context, path string, opts []FileOption) ([
 }
 
 // Write writes data to path atomically (parents are created). Data above
-// TransferThreshold (any data, locally) goes over the HTTP/1.1 file
+// FileEndpointThreshold (any data, locally) goes over the HTTP/1.1 file
 // endpoint unless metadata is given.
 func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (*Entry, error) {
 	c := fileOpts(opts)
@@ -186,7 +186,7 @@ func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...Fil
 		h := sha256.Sum256(data)
 		return f.UploadThroughURL(ctx, path, bytes.NewReader(data), int64(len(data)), append(opts, WithExpectedSHA256(hex.EncodeToString(h[:])))...)
 	}
-	if c.metadata == nil && (len(data) > TransferThreshold || f.sbx.cfg.backend == BackendLocal) {
+	if c.metadata == nil && (len(data) > FileEndpointThreshold || f.sbx.cfg.backend == BackendLocal) {
 		return f.WriteStream(ctx, path, bytes.NewReader(data), opts...)
 	}
 	entries, err := f.WriteMany(ctx, []WriteEntry{{Path: path, Data: data, Mode: c.mode, Metadata: c.metadata}}, opts...)
