@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -68,9 +69,15 @@ var ErrInvalidEndpoint = errors.New("localplatform: the endpoint is not http://H
 // CheckEndpoint accepts exactly http://HOST:PORT where HOST is localhost
 // or a loopback IP, with no path, user, query or fragment.
 func CheckEndpoint(endpoint string) error {
+	if !strings.HasPrefix(endpoint, "http://") { // exactly: url.Parse lowercases a scheme
+		return ErrInvalidEndpoint
+	}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Scheme != "http" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" ||
-		(u.Path != "" && u.Path != "/") || u.Port() == "" {
+		(u.Path != "" && u.Path != "/") {
+		return ErrInvalidEndpoint
+	}
+	if port, err := strconv.Atoi(u.Port()); err != nil || port < 1 || port > 65535 {
 		return ErrInvalidEndpoint
 	}
 	h := u.Hostname()

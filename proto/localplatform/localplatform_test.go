@@ -116,5 +116,8 @@ func FuzzCheckEndpoint(f *testing.F) {
 		if !strings.HasPrefix(s, "http://") || strings.ContainsAny(s, "@?#\n\r ") {
 			t.Fatalf("accepted %q", s)
 		}
+		if strings.HasSuffix(strings.TrimSuffix(s, "/"), ":0") {
+			t.Fatalf("accepted port 0: %q", s)
+		}
 	})
 }
