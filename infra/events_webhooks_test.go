@@ -175,45 +175,6 @@ func evDocuments(tpl map[string]any) (map[string][]stmt, problems) {
 	return docs, p
 }
 
-func evCheckExact(docs map[string][]stmt) problems {
-	var p problems
-	for loc := range docs {
-		if _, ok := evExpected[loc]; !ok {
-			p.addf("%s: policy document not in the expectation table", loc)
-		}
-	}
-	for loc, want := range evExpected {
-		got, ok := docs[loc]
-		if !ok {
-			p.addf("%s: missing", loc)
-			continue
-		}
-		bySid := map[string]stmt{}
-		for _, s := range got {
-			if _, dup := bySid[s.Sid]; dup {
-				p.addf("%s: duplicate Sid %q", loc, s.Sid)
-			}
-			bySid[s.Sid] = s
-		}
-		for _, w := range want {
-			w.Actions, w.Resources, w.Condition = sortedUnique(w.Actions), sortedUnique(w.Resources), sortedUnique(w.Condition)
-			g, ok := bySid[w.Sid]
-			if !ok {
-				p.addf("%s: statement %q missing", loc, w.Sid)
-				continue
-			}
-			delete(bySid, w.Sid)
-			if g.key() != w.key() {
-				p.addf("%s statement %q:\n  got  %s\n  want %s", loc, w.Sid, g.key(), w.key())
-			}
-		}
-		for sid, g := range bySid {
-			p.addf("%s: unexpected statement %q: %s", loc, sid, g.key())
-		}
-	}
-	return p
-}
-
 // evCheckInvariants are the rules the tables encode, stated on their own
 // so that a table edited in review still cannot break them.
 func evCheckInvariants(docs map[string][]stmt) problems {
@@ -428,7 +389,7 @@ func evCheckResources(tpl map[string]any) problems {
 func evCheckAll(tpl map[string]any) problems {
 	docs, p := evDocuments(tpl)
 	p = append(p, checkReferences(tpl)...)
-	p = append(p, evCheckExact(docs)...)
+	p = append(p, checkExact(docs, evExpected)...)
 	p = append(p, evCheckInvariants(docs)...)
 	p = append(p, evCheckResources(tpl)...)
 	sort.Strings(p)
