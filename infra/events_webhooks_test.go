@@ -9,13 +9,14 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// events-webhooks.yaml: the expectation tables. Widening a statement, adding
+// ../events/stack/events-webhooks.yaml (the template the events module
+// embeds and `rayito stack deploy events` deploys): the expectation tables. Widening a statement, adding
 // one, or giving a function another's role fails until the table changes
 // too, in review.
 // ---------------------------------------------------------------------------
 
 const (
-	evTemplate      = "events-webhooks.yaml"
+	evTemplate      = "../events/stack/events-webhooks.yaml"
 	evTable         = "GetAtt:EventsTable.Arn"
 	evStream        = "GetAtt:EventsTable.StreamArn"
 	evIndex         = "${EventsTable.Arn}/index/open-sandboxes"

@@ -1,5 +1,5 @@
 // Package lambdaenv reads the three Lambdas' configuration from their
-// environment (infra/events-webhooks.yaml sets it) and builds their
+// environment (events/stack/events-webhooks.yaml sets it) and builds their
 // dependencies from an aws.Config. It logs nothing.
 package lambdaenv
 

@@ -16,7 +16,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/events"
 )
 
-// The table's layout (infra/events-webhooks.yaml creates it): one table,
+// The table's layout (events/stack/events-webhooks.yaml creates it): one table,
 // string keys pk and sk, TTL attribute expires_at (epoch seconds), a
 // stream of NEW_IMAGE records and the sparse global secondary index
 // OpenIndex (partition key open, sort key sandbox_id; only state items
@@ -27,19 +27,22 @@ import (
 //	event     sandbox#<id>        event#<event id>    event_id, sandbox_id, type, kill_reason, generation, occurred_at_ms, image_arn, execution_id, expires_at
 //	delivery  delivery#<event id> webhook#<id>        event_id, webhook_id, outcome, attempts, status, reason, updated_at_ms, expires_at
 //	webhook   webhooks            webhook#<id>        webhook_id, url, secret_ref, types (string set), created_at_ms
+//
+// The key names, the webhook and event kinds and their keys are
+// proto/events' (the SDK writes webhook items and reads event items too).
 const (
-	AttrPK        = "pk"
-	AttrSK        = "sk"
-	AttrKind      = "kind"
+	AttrPK        = events.TableAttrPK
+	AttrSK        = events.TableAttrSK
+	AttrKind      = events.TableAttrKind
 	AttrOpen      = "open"
 	AttrExpiresAt = "expires_at"
 	OpenIndex     = "open-sandboxes"
 	KindSandbox   = "sandbox"
-	KindEvent     = "event"
+	KindEvent     = events.TableKindEvent
 	KindDelivery  = "delivery"
-	KindWebhook   = "webhook"
+	KindWebhook   = events.TableKindWebhook
 	openValue     = "1"
-	webhooksPK    = "webhooks"
+	webhooksPK    = events.TableWebhooksPK
 )
 
 // DynamoAPI is the part of the DynamoDB client the store uses.
@@ -86,7 +89,7 @@ func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: s(pk), AttrSK: s(sk)}
 }
 
-func sandboxPK(id string) string { return "sandbox#" + id }
+func sandboxPK(id string) string { return events.TableSandboxPK(id) }
 
 // condFailed reports a failed condition.
 func condFailed(err error) bool {
@@ -165,7 +168,7 @@ func (d *Dynamo) PutSandbox(ctx context.Context, prev, next Sandbox) (Sandbox, e
 // EventItem is an event's item (without expires_at).
 func EventItem(ev events.Event) map[string]types.AttributeValue {
 	it := map[string]types.AttributeValue{
-		AttrPK: s(sandboxPK(ev.SandboxID)), AttrSK: s("event#" + ev.EventID), AttrKind: s(KindEvent),
+		AttrPK: s(sandboxPK(ev.SandboxID)), AttrSK: s(events.TableEventSK(ev.EventID)), AttrKind: s(KindEvent),
 		"event_id": s(ev.EventID), "sandbox_id": s(ev.SandboxID), "type": s(string(ev.Type)),
 		"generation": numU(ev.Generation), "occurred_at_ms": num(ev.OccurredAtMs),
 	}
@@ -196,7 +199,7 @@ func (d *Dynamo) PutEvent(ctx context.Context, ev events.Event) error {
 
 // HasEvent implements Store.
 func (d *Dynamo) HasEvent(ctx context.Context, sandboxID, eventID string) (bool, error) {
-	out, err := d.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.Table, Key: key(sandboxPK(sandboxID), "event#"+eventID), ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk")})
+	out, err := d.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.Table, Key: key(sandboxPK(sandboxID), events.TableEventSK(eventID)), ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk")})
 	if err != nil {
 		return false, backend("GetItem", err)
 	}
@@ -212,7 +215,7 @@ func (d *Dynamo) ListEvents(ctx context.Context, sandboxID string, limit int) ([
 		q, err := d.API.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 &d.Table,
 			KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :ev)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(sandboxPK(sandboxID)), ":ev": s("event#")},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(sandboxPK(sandboxID)), ":ev": s(events.TableEventSKPrefix)},
 			ExclusiveStartKey:         start,
 		})
 		if err != nil {
@@ -274,7 +277,7 @@ func (d *Dynamo) OpenSandboxes(ctx context.Context, pageToken string, limit int)
 }
 
 func deliveryKey(eventID, webhookID string) map[string]types.AttributeValue {
-	return key("delivery#"+eventID, "webhook#"+webhookID)
+	return key("delivery#"+eventID, events.TableWebhookSK(webhookID))
 }
 
 // Claim implements Store.
@@ -346,7 +349,7 @@ func (d *Dynamo) PutWebhook(ctx context.Context, w Webhook) error {
 	if err := checkWebhook(w); err != nil {
 		return err
 	}
-	it := key(webhooksPK, "webhook#"+w.WebhookID)
+	it := key(webhooksPK, events.TableWebhookSK(w.WebhookID))
 	it[AttrKind] = s(KindWebhook)
 	it["webhook_id"] = s(w.WebhookID)
 	it["url"] = s(w.URL)
@@ -405,7 +408,7 @@ func (d *Dynamo) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 
 // DeleteWebhook implements Store.
 func (d *Dynamo) DeleteWebhook(ctx context.Context, id string) error {
-	_, err := d.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &d.Table, Key: key(webhooksPK, "webhook#"+id), ConditionExpression: aws.String("attribute_exists(pk)")})
+	_, err := d.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &d.Table, Key: key(webhooksPK, events.TableWebhookSK(id)), ConditionExpression: aws.String("attribute_exists(pk)")})
 	if err != nil {
 		if condFailed(err) {
 			return ErrNotFound
@@ -508,7 +511,7 @@ func EventFromItem(r *itemReader) (events.Event, error) {
 		KillReason: events.KillReason(r.str("kill_reason")), Generation: r.uint("generation"),
 		OccurredAtMs: r.int("occurred_at_ms"), ImageARN: r.str("image_arn"), ExecutionID: r.str("execution_id"),
 	}
-	if r.err == nil && (ev.EventID == "" || ev.SandboxID == "" || !strings.HasPrefix(r.str(AttrSK), "event#")) {
+	if r.err == nil && (ev.EventID == "" || ev.SandboxID == "" || !strings.HasPrefix(r.str(AttrSK), events.TableEventSKPrefix)) {
 		return events.Event{}, errShape
 	}
 	return ev, r.err

@@ -114,7 +114,7 @@ func startDynalite(t *testing.T) *dynamodb.Client {
 	})
 }
 
-// createTable makes the table as infra/events-webhooks.yaml does (keys,
+// createTable makes the table as events/stack/events-webhooks.yaml does (keys,
 // the sparse index; dynalite has no streams or TTL).
 func createTable(t *testing.T, c *dynamodb.Client, name string) {
 	t.Helper()
