@@ -22,9 +22,7 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,11 +48,11 @@ import (
 // Limits.
 const (
 	// MinSecretLen is the shortest webhook secret Register accepts.
-	MinSecretLen = 32
+	MinSecretLen = events.MinWebhookSecretLen
 	// MaxSecretLen is the longest.
-	MaxSecretLen = 1024
+	MaxSecretLen = events.MaxWebhookSecretLen
 	// MaxWebhooks bounds the registry.
-	MaxWebhooks = 100
+	MaxWebhooks = events.MaxWebhooks
 	// MaxLimit bounds a query (and is its default).
 	MaxLimit = 100
 	// MinStackKeyLen is the shortest stack key New accepts.
@@ -299,11 +297,7 @@ func (p *Pipeline) Register(ctx context.Context, r Registration) (Webhook, strin
 	}
 	secret := r.Secret
 	if secret == "" {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return Webhook{}, "", err
-		}
-		secret = hex.EncodeToString(b[:])
+		secret = events.NewWebhookSecret()
 	} else if len(secret) < MinSecretLen || len(secret) > MaxSecretLen {
 		return Webhook{}, "", fmt.Errorf("%w: a webhook secret is %d to %d bytes", ErrInvalid, MinSecretLen, MaxSecretLen)
 	}
@@ -314,11 +308,7 @@ func (p *Pipeline) Register(ctx context.Context, r Registration) (Webhook, strin
 	if len(hooks) >= MaxWebhooks {
 		return Webhook{}, "", fmt.Errorf("%w: at most %d webhooks", ErrInvalid, MaxWebhooks)
 	}
-	var idb [12]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return Webhook{}, "", err
-	}
-	id := "wh_" + hex.EncodeToString(idb[:])
+	id := events.NewWebhookID()
 	if err := p.secrets.put(id, secret); err != nil {
 		return Webhook{}, "", err
 	}

@@ -16,10 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/rayito-dev/rayito/events/internal/deliverer"
+	"github.com/rayito-dev/rayito/proto/events"
 )
 
 // WebhookSecretPrefix is the only name prefix a webhook secret may have.
-const WebhookSecretPrefix = "rayito/webhooks/"
+const WebhookSecretPrefix = events.WebhookSecretPrefix
 
 // MinStackKeyLen is the shortest stack key accepted, in bytes.
 const MinStackKeyLen = 32
