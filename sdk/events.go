@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/events"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/localplatform"
+	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 )
 
 // Lifecycle events and webhooks (docs/events.md). With WithEvents a
@@ -31,11 +33,11 @@ import (
 //
 // On the local platform the pipeline runs inside the platform: Create
 // asks it for the sandbox's key, and RegisterWebhook, ListWebhooks,
-// DeleteWebhook and GetEvents talk to it. On AWS it is the events-webhooks
-// stack: Create reads the stack key (LifecycleEvents.StackKeySecretARN)
-// with the caller's credentials and hands the sandbox only its own
-// derived key; the webhook and event calls are not built for AWS yet
-// (ErrUnimplemented).
+// DeleteWebhook and GetEvents talk to it. On AWS it is the events stack
+// (rayito stack deploy events): Create reads the stack key
+// (LifecycleEvents.StackKeySecretARN) with the caller's credentials and
+// hands the sandbox only its own derived key; the webhook and event calls
+// use the stack's table (WithEventsTable) and Secrets Manager.
 
 // LifecycleEvents configures WithEvents.
 type LifecycleEvents struct {
@@ -111,66 +113,110 @@ type WebhookRegistration struct {
 	Types []EventType
 }
 
-// minWebhookSecret is the shortest secret RegisterWebhook sends.
-const minWebhookSecret = 32
-
 // RegisterWebhook registers a webhook and returns it with its signing
 // secret (the one given, or the generated one): keep it, it is never
 // returned again. A webhook receives the events of every sandbox of the
-// platform: do not let your own customers register them.
+// platform: do not let your own customers register them. On AWS the
+// secret is kept in Secrets Manager (rayito/webhooks/<webhook id>) and
+// the webhook in the events table (WithEventsTable).
 func RegisterWebhook(ctx context.Context, reg WebhookRegistration, opts ...Option) (Webhook, string, error) {
 	cfg := newConfig(opts)
-	if reg.Secret != "" && len(reg.Secret) < minWebhookSecret {
-		return Webhook{}, "", newError(ReasonInvalidArgument, fmt.Sprintf("a webhook secret is at least %d bytes", minWebhookSecret))
+	if reg.Secret != "" && (len(reg.Secret) < events.MinWebhookSecretLen || len(reg.Secret) > events.MaxWebhookSecretLen) {
+		return Webhook{}, "", newError(ReasonInvalidArgument, fmt.Sprintf("a webhook secret is %d to %d bytes", events.MinWebhookSecretLen, events.MaxWebhookSecretLen))
 	}
-	if _, err := events.CheckWebhookURL(reg.URL); err != nil && !(errors.Is(err, events.ErrBlockedURL) && cfg.backend == BackendLocal) {
+	u, err := events.CheckWebhookURL(reg.URL)
+	if err != nil && !(errors.Is(err, events.ErrBlockedURL) && cfg.backend == BackendLocal) {
 		// The local platform decides about loopback itself.
 		return Webhook{}, "", newError(ReasonInvalidArgument, "webhook URL: "+strings.TrimPrefix(err.Error(), "events: "), err)
 	}
-	if err := eventsBackend(cfg, "RegisterWebhook"); err != nil {
-		return Webhook{}, "", err
-	}
-	in := localplatform.WebhookRegistration{URL: reg.URL, Secret: reg.Secret}
+	var types []EventType
 	for _, t := range reg.Types {
-		in.Types = append(in.Types, string(t))
+		if !events.Type(t).Valid() {
+			return Webhook{}, "", newError(ReasonInvalidArgument, "unknown event type (created, paused, resumed, killed)")
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
 	}
-	var out localplatform.WebhookCreated
-	if err := localEvents(ctx, cfg, http.MethodPost, localplatform.EventsWebhooksPath, in, &out); err != nil {
-		return Webhook{}, "", err
+	switch cfg.backend {
+	case BackendLocal:
+		in := localplatform.WebhookRegistration{URL: reg.URL, Secret: reg.Secret}
+		for _, t := range types {
+			in.Types = append(in.Types, string(t))
+		}
+		var out localplatform.WebhookCreated
+		if err := localEvents(ctx, cfg, http.MethodPost, localplatform.EventsWebhooksPath, in, &out); err != nil {
+			return Webhook{}, "", err
+		}
+		return webhookOf(out.Webhook), out.Secret, nil
+	case BackendAWS:
+		e, err := newEventsAWS(ctx, cfg)
+		if err != nil {
+			return Webhook{}, "", err
+		}
+		secret := reg.Secret
+		if secret == "" {
+			secret = events.NewWebhookSecret()
+		}
+		w, err := e.register(ctx, u.String(), types, secret)
+		if err != nil {
+			return Webhook{}, "", err
+		}
+		return w, secret, nil
 	}
-	return webhookOf(out.Webhook), out.Secret, nil
+	return Webhook{}, "", errBackend(cfg)
 }
 
-// ListWebhooks lists the registered webhooks.
+// ListWebhooks lists the registered webhooks, oldest first.
 func ListWebhooks(ctx context.Context, opts ...Option) ([]Webhook, error) {
 	cfg := newConfig(opts)
-	if err := eventsBackend(cfg, "ListWebhooks"); err != nil {
-		return nil, err
+	switch cfg.backend {
+	case BackendLocal:
+		var out localplatform.WebhookList
+		if err := localEvents(ctx, cfg, http.MethodGet, localplatform.EventsWebhooksPath, nil, &out); err != nil {
+			return nil, err
+		}
+		hooks := make([]Webhook, 0, len(out.Webhooks))
+		for _, w := range out.Webhooks {
+			hooks = append(hooks, webhookOf(w))
+		}
+		return hooks, nil
+	case BackendAWS:
+		e, err := newEventsAWS(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		hooks, err := e.list(ctx)
+		if hooks == nil && err == nil {
+			hooks = []Webhook{}
+		}
+		return hooks, err
 	}
-	var out localplatform.WebhookList
-	if err := localEvents(ctx, cfg, http.MethodGet, localplatform.EventsWebhooksPath, nil, &out); err != nil {
-		return nil, err
-	}
-	hooks := make([]Webhook, 0, len(out.Webhooks))
-	for _, w := range out.Webhooks {
-		hooks = append(hooks, webhookOf(w))
-	}
-	return hooks, nil
+	return nil, errBackend(cfg)
 }
 
-// DeleteWebhook removes a webhook (ErrNotFound if there is none).
+// DeleteWebhook removes a webhook (ErrNotFound if there is none) and, on
+// AWS, its secret.
 func DeleteWebhook(ctx context.Context, id string, opts ...Option) error {
 	cfg := newConfig(opts)
-	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/?#%") {
-		return newError(ReasonInvalidArgument, "invalid webhook id")
+	if !events.ValidWebhookID(id) {
+		return newError(ReasonInvalidArgument, "invalid webhook id (wh_ and 24 hex digits)")
 	}
-	if err := eventsBackend(cfg, "DeleteWebhook"); err != nil {
-		return err
+	switch cfg.backend {
+	case BackendLocal:
+		return localEvents(ctx, cfg, http.MethodDelete, localplatform.EventsWebhooksPath+"/"+id, nil, nil)
+	case BackendAWS:
+		e, err := newEventsAWS(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		return e.remove(ctx, id)
 	}
-	return localEvents(ctx, cfg, http.MethodDelete, localplatform.EventsWebhooksPath+"/"+id, nil, nil)
+	return errBackend(cfg)
 }
 
-// GetEvents returns stored lifecycle events.
+// GetEvents returns stored lifecycle events. On AWS it needs the
+// sandbox's id (EventsQuery.SandboxID): the table is read by sandbox.
 func GetEvents(ctx context.Context, q EventsQuery, opts ...Option) ([]LifecycleEvent, error) {
 	cfg := newConfig(opts)
 	if q.Limit < 0 || q.Limit > 100 {
@@ -179,8 +225,26 @@ func GetEvents(ctx context.Context, q EventsQuery, opts ...Option) ([]LifecycleE
 	if q.Order != "" && q.Order != "asc" && q.Order != "desc" {
 		return nil, newError(ReasonInvalidArgument, "the order is asc or desc")
 	}
-	if err := eventsBackend(cfg, "GetEvents"); err != nil {
-		return nil, err
+	switch cfg.backend {
+	case BackendLocal:
+	case BackendAWS:
+		if q.SandboxID == "" {
+			return nil, newError(ReasonInvalidArgument, "GetEvents on AWS needs a sandbox id (EventsQuery.SandboxID)")
+		}
+		if !tokenstore.ValidID(q.SandboxID) {
+			return nil, newError(ReasonInvalidArgument, "invalid sandbox id")
+		}
+		e, err := newEventsAWS(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		evs, err := e.getEvents(ctx, q)
+		if evs == nil && err == nil {
+			evs = []LifecycleEvent{}
+		}
+		return evs, err
+	default:
+		return nil, errBackend(cfg)
 	}
 	v := url.Values{}
 	if q.SandboxID != "" {
@@ -218,15 +282,8 @@ func webhookOf(w localplatform.Webhook) Webhook {
 	return out
 }
 
-// eventsBackend refuses the webhook and event calls where they are not
-// built.
-func eventsBackend(cfg *config, op string) error {
-	switch cfg.backend {
-	case BackendLocal:
-		return nil
-	case BackendAWS:
-		return newError(ReasonUnimplemented, op+" on AWS (the events stack's table and webhook secrets) is not built yet; it works on the local platform")
-	}
+// errBackend refuses an unknown backend.
+func errBackend(cfg *config) error {
 	return newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q (want local or aws)", cfg.backend))
 }
 

@@ -20,11 +20,16 @@ import (
 // TestEventsCallsOffline: what is refused before any call: a short secret,
 // a URL that is not https or names a blocked address (on AWS; the local
 // platform decides about loopback itself), a bad limit or order, a bad
-// webhook id; on AWS the webhook and event calls are ErrUnimplemented.
+// webhook id, an unknown type, a secret past 1024 bytes; on AWS a call
+// without the events table (or with an invalid name), GetEvents without a
+// sandbox id. The AWS calls themselves are tested against dynalite in the
+// events module (events/internal/store/sdk_test.go).
 func TestEventsCallsOffline(t *testing.T) {
 	ctx := context.Background()
-	local := []Option{WithBackend(BackendLocal), WithEndpoint("http://127.0.0.1:1")}
-	aws := []Option{WithBackend(BackendAWS)}
+	noEnv := withGetenv(func(string) string { return "" })
+	local := []Option{WithBackend(BackendLocal), WithEndpoint("http://127.0.0.1:1"), noEnv}
+	aws := []Option{WithBackend(BackendAWS), noEnv}
+	awsTable := append([]Option{WithEventsTable("rayito-events-EventsTable-X")}, aws...)
 	for name, err := range map[string]error{
 		"short secret": func() error {
 			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://hooks.example.com/x", Secret: "short"}, local...)
@@ -38,25 +43,36 @@ func TestEventsCallsOffline(t *testing.T) {
 			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://10.0.0.1/x"}, aws...)
 			return err
 		}(),
-		"limit": func() error { _, err := GetEvents(ctx, EventsQuery{Limit: 101}, local...); return err }(),
-		"order": func() error { _, err := GetEvents(ctx, EventsQuery{Order: "up"}, local...); return err }(),
-		"id":    DeleteWebhook(ctx, "../x", local...),
+		"limit":    func() error { _, err := GetEvents(ctx, EventsQuery{Limit: 101}, local...); return err }(),
+		"order":    func() error { _, err := GetEvents(ctx, EventsQuery{Order: "up"}, local...); return err }(),
+		"id":       DeleteWebhook(ctx, "../x", local...),
+		"id shape": DeleteWebhook(ctx, "wh_1", awsTable...),
+		"type": func() error {
+			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://hooks.example.com/x", Types: []EventType{"exploded"}}, local...)
+			return err
+		}(),
+		"long secret": func() error {
+			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://hooks.example.com/x", Secret: strings.Repeat("s", 1025)}, awsTable...)
+			return err
+		}(),
+		"no table": func() error {
+			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://hooks.example.com/x"}, aws...)
+			if err == nil || !strings.Contains(err.Error(), "RAYITO_EVENTS_TABLE") {
+				return errors.New("no RAYITO_EVENTS_TABLE in the error")
+			}
+			return err
+		}(),
+		"bad table": func() error {
+			_, err := ListWebhooks(ctx, append([]Option{WithEventsTable("a/b")}, aws...)...)
+			return err
+		}(),
+		"no table list":   func() error { _, err := ListWebhooks(ctx, aws...); return err }(),
+		"no table delete": DeleteWebhook(ctx, "wh_0123456789abcdef01234567", aws...),
+		"events no id":    func() error { _, err := GetEvents(ctx, EventsQuery{}, awsTable...); return err }(),
+		"events bad id":   func() error { _, err := GetEvents(ctx, EventsQuery{SandboxID: "../x"}, awsTable...); return err }(),
 	} {
 		if !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
-	}
-	for name, err := range map[string]error{
-		"register": func() error {
-			_, _, err := RegisterWebhook(ctx, WebhookRegistration{URL: "https://hooks.example.com/x"}, aws...)
-			return err
-		}(),
-		"list":   func() error { _, err := ListWebhooks(ctx, aws...); return err }(),
-		"delete": DeleteWebhook(ctx, "wh_1", aws...),
-		"events": func() error { _, err := GetEvents(ctx, EventsQuery{}, aws...); return err }(),
-	} {
-		if !errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "AWS") {
-			t.Errorf("%s on AWS: %v, want ErrUnimplemented", name, err)
 		}
 	}
 	// No platform: a clear error naming what to do.

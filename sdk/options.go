@@ -168,6 +168,8 @@ type config struct {
 
 	// events is WithEvents' configuration (nil: no lifecycle events).
 	events *LifecycleEvents
+	// eventsTable is WithEventsTable's, else RAYITO_EVENTS_TABLE.
+	eventsTable string
 }
 
 func newConfig(opts []Option) *config {
@@ -198,6 +200,9 @@ func newConfig(opts []Option) *config {
 	}
 	if c.template == "" {
 		c.template = c.getenv("RAYITO_TEMPLATE")
+	}
+	if c.eventsTable == "" {
+		c.eventsTable = c.getenv("RAYITO_EVENTS_TABLE")
 	}
 	c.timings = defaultTimings(c.backend)
 	if c.testTimings != nil {

@@ -179,44 +179,63 @@ func (s *AWSSecretStore) ListSecrets(ctx context.Context) ([]SecretInfo, error) 
 }
 
 // awsSecretErr turns an error of Secrets Manager into one whose message
-// holds the operation and the exception's name only. The raw error is not
-// kept: its message is AWS's, which may quote the request. A context's
-// end stays reachable with errors.Is.
+// holds the operation and the exception's name only (awsErr); a missing
+// or existing secret is ErrSecretNotFound / ErrSecretExists.
 func awsSecretErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		switch {
-		case errors.Is(err, context.Canceled):
-			return newError(ReasonCanceled, "rayito: secrets manager "+op+": canceled", context.Canceled)
-		case errors.Is(err, context.DeadlineExceeded):
-			return newError(ReasonTimeout, "rayito: secrets manager "+op+": timed out", context.DeadlineExceeded)
-		}
-		return newError(ReasonInternal, "rayito: secrets manager "+op+" failed (no answer, or no AWS credentials)")
-	}
-	code := sanitizeExceptionName(ae.ErrorCode())
-	switch code {
+	switch awsErrorCode(err) {
 	case "ResourceNotFoundException":
 		return errSecretNotFound()
 	case "ResourceExistsException":
 		return errSecretExists()
 	}
+	return awsErr("secrets manager", op, err)
+}
+
+// awsErrorCode is the exception name of an AWS API error ("" for any
+// other error), letters and digits only.
+func awsErrorCode(err error) string {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	return sanitizeExceptionName(ae.ErrorCode())
+}
+
+// awsErr is the one mapping of an AWS service's error (Secrets Manager,
+// DynamoDB) to the SDK's: the message holds the service, the operation
+// and the exception's name only. The raw error is not kept: its message
+// is AWS's, which may quote the request. A context's end stays reachable
+// with errors.Is.
+func awsErr(service, op string, err error) error {
+	code := awsErrorCode(err)
+	if code == "" {
+		switch {
+		case errors.Is(err, context.Canceled):
+			return newError(ReasonCanceled, "rayito: "+service+" "+op+": canceled", context.Canceled)
+		case errors.Is(err, context.DeadlineExceeded):
+			return newError(ReasonTimeout, "rayito: "+service+" "+op+": timed out", context.DeadlineExceeded)
+		}
+		return newError(ReasonInternal, "rayito: "+service+" "+op+" failed (no answer, or no AWS credentials)")
+	}
 	reason := ReasonInternal
 	switch code {
-	case "InvalidParameterException", "InvalidRequestException", "MalformedPolicyDocumentException":
+	case "ResourceNotFoundException":
+		reason = ReasonNotFound
+	case "InvalidParameterException", "InvalidRequestException", "MalformedPolicyDocumentException", "ValidationException":
 		reason = ReasonInvalidArgument
 	case "AccessDeniedException", "AccessDenied":
 		reason = ReasonPermissionDenied
 	case "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "IncompleteSignature", "MissingAuthenticationToken":
 		reason = ReasonUnauthenticated
-	case "ThrottlingException", "TooManyRequestsException":
+	case "ThrottlingException", "TooManyRequestsException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
 		reason = ReasonRateLimited
 	case "LimitExceededException":
 		reason = ReasonResourceExhausted
 	}
-	return newError(reason, "rayito: secrets manager "+op+" failed: "+code)
+	return newError(reason, "rayito: "+service+" "+op+" failed: "+code)
 }
 
 // sanitizeExceptionName keeps an exception name's letters and digits (at

@@ -56,6 +56,9 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 		if e2b := req.Header.Get("e2b-signature"); e2b != events.E2BSignature(r.secret, body) {
 			r.errs = append(r.errs, "e2b-signature does not match sha256(secret||body)")
 		}
+		if err := webhook.VerifyE2B(req.Header, body, r.secret, time.Now()); err != nil {
+			r.errs = append(r.errs, "VerifyE2B: "+err.Error())
+		}
 		if req.Header.Get("e2b-webhook-id") != r.id || req.Header.Get("e2b-signature-version") != "v1" || req.Header.Get("e2b-delivery-id") == "" {
 			r.errs = append(r.errs, "E2B headers missing")
 		}
@@ -95,9 +98,9 @@ func (r *hookReceiver) deliveries() []delivery {
 // platform with EventsAllowLoopback and the receiver's CA; a webhook on
 // 127.0.0.1 registered through the SDK; create (WithEvents), pause,
 // resume, kill deliver created, paused, resumed, killed{request} in that
-// order, each accepted by an E2B-style check of e2b-signature and by
-// webhook.Verify; a delivery replayed more than 5 minutes later is
-// refused (ErrStale); GetEvents lists the four. Then the same state dir
+// order, each accepted by an E2B-style check of e2b-signature
+// (webhook.VerifyE2B) and by webhook.Verify; a delivery replayed more than
+// 5 minutes later is refused by both (ErrStale); GetEvents lists the four. Then the same state dir
 // without EventsAllowLoopback: the loopback webhook is never dialled and
 // the delivery is recorded as failed (blocked_address); registering a
 // loopback URL is refused. Another user gets 403 from every events route.
@@ -182,9 +185,14 @@ func TestLifecycleWebhooks(t *testing.T) {
 	if got[3].event.KillReason != "request" {
 		t.Errorf("killed: kill_reason %q, want request", got[3].event.KillReason)
 	}
-	// A replay of a delivery, more than 5 minutes later.
-	if err := webhook.Verify(got[0].header, got[0].body, secret, hook.ID, time.Now().Add(5*time.Minute+time.Second)); !errors.Is(err, webhook.ErrStale) {
+	// A replay of a delivery, more than 5 minutes later: both receivers
+	// refuse it (the E2B one by the signed body's occurred_at_ms).
+	later := time.Now().Add(5*time.Minute + time.Second)
+	if err := webhook.Verify(got[0].header, got[0].body, secret, hook.ID, later); !errors.Is(err, webhook.ErrStale) {
 		t.Fatalf("replay after 5 minutes: %v, want ErrStale", err)
+	}
+	if err := webhook.VerifyE2B(got[0].header, got[0].body, secret, later); !errors.Is(err, webhook.ErrStale) {
+		t.Fatalf("replay after 5 minutes to an E2B receiver: %v, want ErrStale", err)
 	}
 	evs, err := rayito.GetEvents(ctx, rayito.EventsQuery{SandboxID: sbx.ID(), Order: "asc"}, p.opts()...)
 	if err != nil || len(evs) != 4 || evs[0].Type != rayito.EventCreated || evs[3].Type != rayito.EventKilled {

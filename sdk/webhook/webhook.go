@@ -8,10 +8,13 @@
 //     webhook id and a time, and is accepted only within MaxSkew (5
 //     minutes) of the receiver's clock. Prefer it.
 //   - e2b-signature: unpadded base64 of SHA-256(secret + body), E2B's own
-//     scheme, so receivers written for E2B work unchanged. It signs no
-//     time: a captured delivery verifies forever. [VerifyE2B] checks it
-//     alone, for receivers that cannot do better; they must refuse old
-//     occurred_at_ms values and remember the event ids they accepted.
+//     scheme, so receivers written for E2B work unchanged. Its header
+//     signs no time: a captured delivery verifies forever. [VerifyE2B]
+//     checks it and then bounds replays with the one time it does sign,
+//     the body's occurred_at_ms: an event more than MaxSkew from now is
+//     ErrStale. That also refuses a delivery that came late (an event
+//     delivered more than 5 minutes after it happened, e.g. after a
+//     deliverer backlog): prefer Verify, whose time is the attempt's.
 //
 // Read the body raw (at most a few KiB: 64 KiB is plenty), verify, then
 // parse it, and deduplicate by (sandbox_id, event_id): a delivery may be
@@ -19,6 +22,8 @@
 package webhook
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -56,10 +61,25 @@ func Verify(header http.Header, body []byte, secret, webhookID string, now time.
 	return events.VerifyWebhook(header, body, secret, webhookID, now)
 }
 
-// VerifyE2B checks only e2b-signature (E2B's scheme, no time, no webhook
-// id): see the package documentation for what a receiver must add.
-func VerifyE2B(header http.Header, body []byte, secret string) error {
-	return events.VerifyE2BSignature(header, body, secret)
+// VerifyE2B checks e2b-signature (E2B's scheme: no webhook id, no time in
+// the header), then that the signed body's occurred_at_ms is within
+// MaxSkew of now (ErrStale otherwise; a body without it is ErrSignature).
+// Receivers must still deduplicate by (sandbox_id, event_id): a replay
+// within the window verifies.
+func VerifyE2B(header http.Header, body []byte, secret string, now time.Time) error {
+	if err := events.VerifyE2BSignature(header, body, secret); err != nil {
+		return err
+	}
+	var ev struct {
+		OccurredAtMs *int64 `json:"occurred_at_ms"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.OccurredAtMs == nil {
+		return fmt.Errorf("%w: the signed body has no occurred_at_ms", ErrSignature)
+	}
+	if d := now.Sub(time.UnixMilli(*ev.OccurredAtMs)); d > MaxSkew || d < -MaxSkew {
+		return ErrStale
+	}
+	return nil
 }
 
 // Event is a delivery's JSON body: event_id, sandbox_id, type

@@ -38,10 +38,38 @@ func TestVerify(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if err := webhook.VerifyE2B(h, body, secret); err != nil {
-		t.Fatal(err)
+}
+
+// TestVerifyE2B: e2b-signature verifies, and the signed body's
+// occurred_at_ms bounds a replay to 5 minutes either way; a body without
+// it, another secret or another body are ErrSignature.
+func TestVerifyE2B(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef"
+	at := time.Unix(1767225600, 0)
+	body := []byte(`{"event_id":"x","occurred_at_ms":1767225600000}`)
+	h := http.Header{}
+	h.Set(webhook.HeaderE2BSignature, events.E2BSignature(secret, body))
+	for _, d := range []time.Duration{0, 5 * time.Minute, -5 * time.Minute, time.Second} {
+		if err := webhook.VerifyE2B(h, body, secret, at.Add(d)); err != nil {
+			t.Fatalf("%v after the event: %v", d, err)
+		}
 	}
-	if err := webhook.VerifyE2B(h, body, secret+"x"); !errors.Is(err, webhook.ErrSignature) {
-		t.Fatalf("e2b wrong secret: %v", err)
+	for _, d := range []time.Duration{5*time.Minute + time.Millisecond, -5*time.Minute - time.Millisecond, 24 * time.Hour} {
+		if err := webhook.VerifyE2B(h, body, secret, at.Add(d)); !errors.Is(err, webhook.ErrStale) {
+			t.Fatalf("replay %v after the event: %v, want ErrStale", d, err)
+		}
+	}
+	noTime := []byte(`{"event_id":"x"}`)
+	h2 := http.Header{}
+	h2.Set(webhook.HeaderE2BSignature, events.E2BSignature(secret, noTime))
+	for name, err := range map[string]error{
+		"secret":  webhook.VerifyE2B(h, body, secret+"x", at),
+		"body":    webhook.VerifyE2B(h, []byte(`{"event_id":"y","occurred_at_ms":1767225600000}`), secret, at),
+		"no time": webhook.VerifyE2B(h2, noTime, secret, at),
+		"none":    webhook.VerifyE2B(http.Header{}, body, secret, at),
+	} {
+		if !errors.Is(err, webhook.ErrSignature) {
+			t.Errorf("%s: %v, want ErrSignature", name, err)
+		}
 	}
 }

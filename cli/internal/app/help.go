@@ -25,6 +25,7 @@ var environment = []envVar{
 	{"RAYITO_ENDPOINT", "the local platform's URL (CLI and SDK; --endpoint wins; `local serve` listens there); default: the endpoint the user's own platform recorded in its state dir (rayito/localvm/endpoint), else http://127.0.0.1:7450"},
 	{"RAYITO_TEMPLATE", "the image of new sandboxes: on aws an image name or ARN, required there (CLI and SDK; create --template wins); `doctor --aws` checks it. The local platform has one, local: the CLI refuses any other there"},
 	{"RAYITO_ARTIFACT_BUCKET", "the S3 bucket of the image artifacts: `image publish` without --bucket, `doctor --aws`"},
+	{"RAYITO_EVENTS_TABLE", "the events stack's DynamoDB table (its EventsTableName output) on aws: `events` without --table, and the SDK's webhook and event calls (WithEventsTable wins)"},
 	{"RAYITO_GIT_USERNAME", "`sandbox git` clone/push/pull: the user name of the git credentials (never a flag: it is often the token)"},
 	{"RAYITO_GIT_PASSWORD", "`sandbox git` clone/push/pull: the password or token of the git credentials (or --password-stdin); both or neither"},
 	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},

@@ -1,7 +1,7 @@
 // Package events is `rayito events`: the lifecycle events the platform
 // stored (list, tail) and the webhooks it delivers them to (webhook add,
 // list, remove). On the local platform they talk to its events pipeline;
-// on AWS they are not built yet and say so.
+// on AWS to the events stack's table and Secrets Manager (--table).
 package events
 
 import (
@@ -32,20 +32,47 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Usage: "lifecycle events (created, paused, resumed, killed) and their webhooks",
 		Description: "Sandboxes created with events on (the SDK's WithEvents) sign an event at each change; the\n" +
 			"platform keeps them and POSTs them to your webhooks with e2b-signature and\n" +
-			"rayito-signature (docs/events.md). Built on the local platform; on AWS these commands\n" +
-			"answer that they are not built yet.",
+			"rayito-signature (docs/events.md). On AWS they read and write the events stack's table\n" +
+			"(--table, the stack's EventsTableName: rayito stack status events) and, for webhooks,\n" +
+			"Secrets Manager; events list and tail then need a sandbox id.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "table", Usage: "the events stack's `TABLE` (AWS; default $RAYITO_EVENTS_TABLE)"},
+		},
 		Commands: []*cli.Command{listCommand(f), tailCommand(f), webhookCommand(f)},
 	}
 }
 
 // options is the SDK's target: the user's local platform (which must
-// answer), or AWS.
-func options(ctx context.Context, f *cliutil.Factory) ([]rayito.Option, error) {
+// answer), or AWS with the events stack's table. sandboxID is the
+// command's sandbox argument, needsID whether it reads events (on AWS
+// they are read by sandbox).
+func options(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, sandboxID string, needsID bool) ([]rayito.Option, error) {
 	t, err := platform.Existing(ctx, f.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	return t.Options, nil
+	if b, _ := platform.Backend(f.Getenv); b != rayito.BackendAWS {
+		return t.Options, nil
+	}
+	table := cmd.String("table")
+	if table == "" {
+		table = f.Getenv("RAYITO_EVENTS_TABLE")
+	}
+	if table == "" {
+		return nil, cliutil.Usagef("on AWS the events commands need the events stack's table: --table or RAYITO_EVENTS_TABLE (rayito stack status events shows it)")
+	}
+	if needsID && sandboxID == "" {
+		return nil, cliutil.Usagef("on AWS, events are read by sandbox: give a sandbox id")
+	}
+	return append(t.Options, rayito.WithEventsTable(table)), nil
+}
+
+// usageOr makes an argument the SDK refused a usage error (exit 2).
+func usageOr(err error) error {
+	if errors.Is(err, rayito.ErrInvalidArgument) {
+		return cliutil.Usage(err)
+	}
+	return err
 }
 
 func sandboxArg(cmd *cli.Command) (string, error) {
@@ -113,13 +140,13 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 			if order != "asc" && order != "desc" {
 				return cliutil.Usagef("--order must be asc or desc, got %q", order)
 			}
-			opts, err := options(ctx, f)
+			opts, err := options(ctx, cmd, f, id, true)
 			if err != nil {
 				return err
 			}
 			evs, err := rayito.GetEvents(ctx, rayito.EventsQuery{SandboxID: id, Limit: int(limit), Order: order}, opts...)
 			if err != nil {
-				return err
+				return usageOr(err)
 			}
 			if cmd.Bool("json") {
 				out := make([]eventJSON, 0, len(evs))
@@ -154,7 +181,7 @@ func tailCommand(f *cliutil.Factory) *cli.Command {
 			if last < 0 || last > 100 {
 				return cliutil.Usagef("--last must be between 0 and 100, got %d", last)
 			}
-			opts, err := options(ctx, f)
+			opts, err := options(ctx, cmd, f, id, true)
 			if err != nil {
 				return err
 			}
@@ -163,7 +190,7 @@ func tailCommand(f *cliutil.Factory) *cli.Command {
 			for {
 				evs, err := rayito.GetEvents(ctx, rayito.EventsQuery{SandboxID: id, Limit: 100, Order: "desc"}, opts...)
 				if err != nil {
-					return cliutil.Interrupted(ctx, err)
+					return usageOr(cliutil.Interrupted(ctx, err))
 				}
 				slices.Reverse(evs)
 				var fresh []rayito.LifecycleEvent
@@ -264,16 +291,13 @@ func webhookAddCommand(f *cliutil.Factory) *cli.Command {
 				}
 				reg.Secret = secret
 			}
-			opts, err := options(ctx, f)
+			opts, err := options(ctx, cmd, f, "", false)
 			if err != nil {
 				return err
 			}
 			w, secret, err := rayito.RegisterWebhook(ctx, reg, opts...)
-			if errors.Is(err, rayito.ErrInvalidArgument) {
-				return cliutil.Usage(err)
-			}
 			if err != nil {
-				return err
+				return usageOr(err)
 			}
 			if cmd.Bool("json") {
 				out := hookJSON(w)
@@ -300,13 +324,13 @@ func webhookListCommand(f *cliutil.Factory) *cli.Command {
 			if cmd.Args().Len() != 0 {
 				return cliutil.Usagef("list takes no arguments")
 			}
-			opts, err := options(ctx, f)
+			opts, err := options(ctx, cmd, f, "", false)
 			if err != nil {
 				return err
 			}
 			hooks, err := rayito.ListWebhooks(ctx, opts...)
 			if err != nil {
-				return err
+				return usageOr(err)
 			}
 			if cmd.Bool("json") {
 				out := make([]webhookJSON, 0, len(hooks))
@@ -344,7 +368,7 @@ func webhookRemoveCommand(f *cliutil.Factory) *cli.Command {
 				return cliutil.Usagef("want one webhook id, got %d arguments", cmd.Args().Len())
 			}
 			id := cmd.Args().First()
-			opts, err := options(ctx, f)
+			opts, err := options(ctx, cmd, f, "", false)
 			if err != nil {
 				return err
 			}
@@ -352,10 +376,7 @@ func webhookRemoveCommand(f *cliutil.Factory) *cli.Command {
 				if errors.Is(err, rayito.ErrNotFound) {
 					return fmt.Errorf("webhook %s not found", id)
 				}
-				if errors.Is(err, rayito.ErrInvalidArgument) {
-					return cliutil.Usage(err)
-				}
-				return err
+				return usageOr(err)
 			}
 			if cmd.Bool("json") {
 				return cliutil.PrintJSON(f.IO.Out, map[string]any{"removed": id})
