@@ -236,8 +236,86 @@ func New(opts Options) (*Pipeline, error) {
 	p.fw = &forwarder.Forwarder{Keys: stackKey(p.stackKey), Store: p.st, Now: now, Log: logger}
 	p.dl = &deliverer.Deliverer{Store: p.st, Secrets: sec, RootCAs: roots, AllowAddr: p.allow, Now: now, Log: logger}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.sweep()
+	if err := p.resume(p.ctx); err != nil {
+		return nil, err
+	}
 	go p.loop()
 	return p, nil
+}
+
+// SweepEvery is how often the pipeline removes what has outlived the
+// store's TTL (7 days, as the table's TTL on AWS).
+const SweepEvery = time.Hour
+
+// sweep removes expired events, claims and killed sandboxes' state, and
+// forgets sandboxes left without events.
+func (p *Pipeline) sweep() {
+	n, err := p.st.Expire(p.now())
+	if err != nil {
+		p.log.Warn("events: the expiry sweep could not save the store")
+		return
+	}
+	if n == 0 {
+		return
+	}
+	ctx := context.Background()
+	if err := p.st.index.keep(func(id string) bool {
+		evs, err := p.st.ListEvents(ctx, id, 1)
+		return err != nil || len(evs) > 0
+	}); err != nil {
+		p.log.Warn("events: the expiry sweep could not save the sandbox index")
+	}
+	p.log.Debug("events: expired", slog.Int("events", n))
+}
+
+// resume queues what an earlier run admitted and did not finish
+// delivering: events of the forwarder's 24-hour window that a webhook
+// receives (Webhook.Receives) and has no delivery for. A delivery cut by
+// a crash stays claimed for deliverer.ClaimTimeout and is then taken
+// over by the next delivery of that pair, not by resume; one cut by Close
+// is recorded as failed.
+func (p *Pipeline) resume(ctx context.Context) error {
+	hooks, err := p.st.ListWebhooks(ctx)
+	if err != nil || len(hooks) == 0 {
+		return err
+	}
+	cut := p.now().Add(-forwarder.MaxAge).UnixMilli()
+	var todo []events.Event
+	for _, id := range p.st.index.ids() {
+		evs, err := p.st.ListEvents(ctx, id, 0)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.OccurredAtMs < cut {
+				continue
+			}
+			for _, w := range hooks {
+				if !w.Receives(ev) {
+					continue
+				}
+				if _, err := p.st.GetDelivery(ctx, ev.EventID, w.WebhookID); errors.Is(err, store.ErrNotFound) {
+					todo = append(todo, ev)
+					break
+				}
+			}
+		}
+	}
+	sort.SliceStable(todo, func(i, j int) bool {
+		a, b := todo[i], todo[j]
+		if a.SandboxID == b.SandboxID {
+			return a.Generation < b.Generation
+		}
+		return a.OccurredAtMs < b.OccurredAtMs
+	})
+	p.mu.Lock()
+	p.pending = append(todo, p.pending...)
+	p.mu.Unlock()
+	if len(todo) > 0 {
+		p.wake <- struct{}{}
+	}
+	return nil
 }
 
 // SandboxKey is the key of sandboxID's rayd (events.SandboxKey of the
@@ -430,8 +508,9 @@ func (p *Pipeline) Deliveries(ctx context.Context, eventID string) ([]Delivery, 
 }
 
 // Close stops the delivery loop (a delivery in flight is cut short and
-// recorded as failed) and waits for it. Events still queued are not
-// delivered. Later calls return nil.
+// recorded as failed) and waits for it. Events still queued are
+// delivered by the next pipeline opened on the same directory. Later
+// calls return nil.
 func (p *Pipeline) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -462,13 +541,18 @@ func (p *Pipeline) enqueue(ev events.Event) {
 	}
 }
 
-// loop delivers queued events in admission order.
+// loop delivers queued events in admission order, and sweeps.
 func (p *Pipeline) loop() {
 	defer close(p.done)
+	tick := time.NewTicker(SweepEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
+		case <-tick.C:
+			p.sweep()
+			continue
 		case <-p.wake:
 		}
 		for {
@@ -545,6 +629,31 @@ func (x *index) add(id string) error {
 	x.set[id] = true
 	if err := writeJSON(x.path, x.sortedLocked()); err != nil {
 		delete(x.set, id)
+		return err
+	}
+	return nil
+}
+
+// keep drops the ids f refuses.
+func (x *index) keep(f func(id string) bool) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var gone []string
+	for id := range x.set {
+		if !f(id) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	for _, id := range gone {
+		delete(x.set, id)
+	}
+	if err := writeJSON(x.path, x.sortedLocked()); err != nil {
+		for _, id := range gone {
+			x.set[id] = true
+		}
 		return err
 	}
 	return nil

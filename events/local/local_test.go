@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,4 +260,86 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestResumeAfterRestart: events admitted but not yet delivered when the
+// pipeline closes are delivered, in order, by the next pipeline opened on
+// the same directory; the delivery Close cut short stays failed and is
+// not sent again.
+func TestResumeAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "events")
+	stackKey := bytes.Repeat([]byte{9}, 32)
+	var (
+		mu      sync.Mutex
+		types   []string
+		blocked = true
+	)
+	first := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		mu.Lock()
+		block := blocked
+		blocked = false
+		mu.Unlock()
+		if block {
+			close(first)
+			<-req.Context().Done() // until Close cuts the delivery
+			return
+		}
+		var b struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(body, &b)
+		mu.Lock()
+		types = append(types, b.Type)
+		mu.Unlock()
+	}))
+	srv.StartTLS()
+	defer srv.Close()
+	roots := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	opts := local.Options{Dir: dir, StackKey: stackKey, AllowLoopback: true, ExtraRoots: roots, Logger: quiet}
+	p, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Register(ctx, local.Registration{URL: srv.URL + "/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := p.Ingest(ctx, "sbx-r", lines(t, stackKey, "sbx-r")...); err != nil || sum.Admitted != 4 {
+		t.Fatalf("ingest: %+v, %v", sum, err)
+	}
+	<-first
+	p.Close()
+	mu.Lock()
+	if len(types) != 0 {
+		t.Fatalf("delivered before the restart: %v", types)
+	}
+	mu.Unlock()
+
+	p2, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	waitFor(t, "three deliveries after the restart", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(types) >= 3
+	})
+	time.Sleep(100 * time.Millisecond) // nothing more comes
+	mu.Lock()
+	got := slices.Clone(types)
+	mu.Unlock()
+	if !equal(got, []string{"sandbox.lifecycle.paused", "sandbox.lifecycle.resumed", "sandbox.lifecycle.killed"}) {
+		t.Fatalf("after the restart: %v", got)
+	}
+	evs, err := p2.Events(ctx, local.Query{SandboxID: "sbx-r", Order: local.Ascending})
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("events: %v, %v", evs, err)
+	}
+	ds, err := p2.Deliveries(ctx, evs[0].EventID)
+	if err != nil || len(ds) != 1 || ds[0].Outcome != "failed" {
+		t.Fatalf("the cut delivery: %+v, %v", ds, err)
+	}
 }

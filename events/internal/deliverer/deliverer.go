@@ -241,7 +241,7 @@ func (d *Deliverer) Deliver(ctx context.Context, evs []events.Event) (Summary, e
 			permits <- struct{}{}
 			defer func() { <-permits }()
 			for _, ev := range evs {
-				if !w.Wants(ev.Type) {
+				if !w.Receives(ev) {
 					continue
 				}
 				outcome, err := d.deliverOne(ctx, ev, w)

@@ -695,3 +695,24 @@ func TestDeadline(t *testing.T) {
 		t.Fatalf("budget %v", b)
 	}
 }
+
+// TestNoHistoryForNewWebhooks: a webhook gets the events that occurred
+// after its registration (less 5 minutes of clock skew), never older
+// ones: a platform that delivers a backlog late does not send a new
+// webhook what happened before it existed.
+func TestNoHistoryForNewWebhooks(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, ok)
+	e.hook(t, "wh-1", "a.example.com", rc, secretA)
+	old := event(events.Created, 1)
+	old.OccurredAtMs = time.Now().Add(-6 * time.Minute).UnixMilli()
+	skewed := event(events.Paused, 2)
+	skewed.OccurredAtMs = time.Now().Add(-4 * time.Minute).UnixMilli()
+	sum, err := e.d.Deliver(context.Background(), []events.Event{old, skewed})
+	if err != nil || sum.Delivered != 1 || rc.count() != 1 {
+		t.Fatalf("delivered %+v (%d requests), %v; want only the event within the skew", sum, rc.count(), err)
+	}
+	if _, err := e.st.GetDelivery(context.Background(), old.EventID, "wh-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the older event was claimed: %v", err)
+	}
+}

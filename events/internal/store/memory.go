@@ -343,3 +343,50 @@ func checkWebhook(w Webhook) error {
 	}
 	return nil
 }
+
+// Expire removes what the table's TTL removes on AWS: events that
+// occurred more than TTL before now, their delivery claims, and the
+// state of sandboxes killed more than TTL before now (a line replayed
+// after that is older than the forwarder's 24 hours and refused anyway).
+// It returns how many events it removed.
+func (m *Memory) Expire(now time.Time) (int, error) {
+	cut := now.Add(-TTL).UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, err := json.Marshal(&m.d)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for sb, byID := range m.d.Events {
+		for id, e := range byID {
+			if e.Event.OccurredAtMs < cut {
+				delete(byID, id)
+				delete(m.d.Deliveries, id)
+				n++
+			}
+		}
+		if len(byID) == 0 {
+			delete(m.d.Events, sb)
+		}
+	}
+	dropped := 0
+	for id, s := range m.d.Sandboxes {
+		if s.Killed && s.LastOccurredAtMs < cut {
+			delete(m.d.Sandboxes, id)
+			dropped++
+		}
+	}
+	if n == 0 && dropped == 0 {
+		return 0, nil
+	}
+	if err := m.save(); err != nil {
+		// Keep memory and file the same.
+		var back memData
+		if json.Unmarshal(prev, &back) == nil {
+			m.d = back
+		}
+		return 0, err
+	}
+	return n, nil
+}

@@ -114,6 +114,20 @@ func (w Webhook) Wants(t events.Type) bool {
 	return false
 }
 
+// RegistrationSkew is how long before its registration an event may have
+// occurred and still reach a new webhook: the clocks of a sandbox and of
+// the platform differ, and a stream record is handled a little after it
+// is written.
+const RegistrationSkew = 5 * time.Minute
+
+// Receives reports whether ev goes to the webhook: of a type it wants,
+// and not from before the webhook was registered (less
+// RegistrationSkew): a new webhook gets no history, also when a platform
+// that restarted delivers what it had queued.
+func (w Webhook) Receives(ev events.Event) bool {
+	return w.Wants(ev.Type) && !w.CreatedAt.After(time.UnixMilli(ev.OccurredAtMs).Add(RegistrationSkew))
+}
+
 // Store is what the three Lambdas use.
 type Store interface {
 	// GetSandbox returns the sandbox's state; a sandbox never seen is

@@ -280,3 +280,59 @@ func TestFileWriteFailure(t *testing.T) {
 		t.Fatal("failed write kept in memory")
 	}
 }
+
+// TestMemoryExpire: events older than the TTL go with their claims, a
+// killed sandbox's state goes once its last event is older than the TTL,
+// an open sandbox's state stays; the file keeps the result.
+func TestMemoryExpire(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.json")
+	m, err := NewFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mkEvent("sbx-old", 1, events.Killed, 2)
+	fresh := mkEvent("sbx-new", 2, events.Created, 1)
+	fresh.OccurredAtMs = t0.Add(TTL).UnixMilli()
+	for _, e := range []events.Event{old, fresh} {
+		if err := m.PutEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Claim(ctx, e.EventID, "wh_1", t0, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []Sandbox{{SandboxID: "sbx-old", Created: true, Killed: true, LastOccurredAtMs: old.OccurredAtMs}, {SandboxID: "sbx-new", Created: true, LastOccurredAtMs: t0.UnixMilli() - 1}} {
+		if _, err := m.PutSandbox(ctx, Sandbox{SandboxID: s.SandboxID}, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := m.Expire(t0.Add(TTL + time.Minute))
+	if err != nil || n != 1 {
+		t.Fatalf("Expire: %d, %v", n, err)
+	}
+	m2, err := NewFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*Memory{m, m2} {
+		if evs, _ := st.ListEvents(ctx, "sbx-old", 0); len(evs) != 0 {
+			t.Fatal("an expired event stayed")
+		}
+		if _, err := st.GetDelivery(ctx, old.EventID, "wh_1"); !errors.Is(err, ErrNotFound) {
+			t.Fatal("an expired event's claim stayed")
+		}
+		if evs, _ := st.ListEvents(ctx, "sbx-new", 0); len(evs) != 1 {
+			t.Fatal("a fresh event went")
+		}
+		if s, _ := st.GetSandbox(ctx, "sbx-old"); s.Version != 0 {
+			t.Fatal("a killed sandbox's state stayed")
+		}
+		if s, _ := st.GetSandbox(ctx, "sbx-new"); s.Version == 0 {
+			t.Fatal("an open sandbox's state went")
+		}
+	}
+	if n, err := m.Expire(t0.Add(TTL + time.Minute)); n != 0 || err != nil {
+		t.Fatalf("second Expire: %d, %v", n, err)
+	}
+}
