@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto gateway rayd sdk localvm e2b cli events tests bench infra
+MODULES := proto gateway rayd sdk localvm e2b cli events dashboard tests bench infra
 LIBRARIES := proto gateway sdk e2b
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -113,6 +113,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./events/internal/forwarder
 	go test -run '^$$' -fuzz '^FuzzEventFromStream$$' -fuzztime $(FUZZTIME) ./events/internal/store
 	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
+	go test -run '^$$' -fuzz '^FuzzOneLine$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
+	go test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
 	go test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./rayd/internal/sudo
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/envdpath

@@ -1,0 +1,3 @@
+module github.com/rayito-dev/rayito/dashboard
+
+go 1.26.0
