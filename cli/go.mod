@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.20
+	github.com/aws/aws-sdk-go-v2/service/cloudformation v1.84.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/rayito-dev/rayito/e2b v0.1.0
+	github.com/rayito-dev/rayito/events v0.1.0
 	github.com/rayito-dev/rayito/localvm v0.1.0
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
@@ -47,7 +49,6 @@ require (
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/rayito-dev/rayito/events v0.1.0 // indirect
 	github.com/rayito-dev/rayito/gateway v0.1.0 // indirect
 	github.com/rayito-dev/rayito/rayd v0.1.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect

@@ -21,6 +21,10 @@ import _ "embed"
 //go:embed events-webhooks.yaml
 var Template []byte
 
+// DescriptionPrefix is how the template's Description begins: a tool
+// updating a stack of the events stack's name checks it is one.
+const DescriptionPrefix = "Rayito signed lifecycle events and webhooks"
+
 // The template's parameters.
 const (
 	// ParamImageLogGroupName is the log group the sandboxes' rayd writes

@@ -61,6 +61,7 @@ func TestConstantsMatchTemplate(t *testing.T) {
 		"AllowedValues: [" + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(LogRetentionDays)), ", "), "[]") + "]",
 		`Name: !Sub "` + StackKeySecretName("${AWS::StackName}") + `"`,
 		"Runtime: provided.al2023",
+		"Description: >-\n  " + DescriptionPrefix,
 		"Handler: " + ZipEntry,
 	} {
 		if !strings.Contains(tpl, want) {

@@ -17,6 +17,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/command/local"
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
+	"github.com/rayito-dev/rayito/cli/internal/command/stack"
 	"github.com/rayito-dev/rayito/cli/internal/version"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
@@ -68,6 +69,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			doctor.Command(f),
 			e2b.Command(f),
 			events.Command(f),
+			stack.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),
