@@ -113,6 +113,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./events/internal/forwarder
 	go test -run '^$$' -fuzz '^FuzzEventFromStream$$' -fuzztime $(FUZZTIME) ./events/internal/store
 	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
+	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./dashboard/hostguard
 	go test -run '^$$' -fuzz '^FuzzOneLine$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
