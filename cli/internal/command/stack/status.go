@@ -161,6 +161,9 @@ func destroy(ctx context.Context, f *cliutil.Factory, name string, yes bool, wai
 	case inProgress(st.StackStatus) && st.StackStatus != cfntypes.StackStatusDeleteInProgress:
 		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(st.StackStatus),
 			Detail: "an operation is in progress: wait for it to end ('rayito stack status events'), then destroy again"}
+	case !strings.HasPrefix(aws.ToString(st.Description), evstack.DescriptionPrefix):
+		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(st.StackStatus),
+			Detail: "it is not an events stack (another template): nothing was deleted"}
 	}
 	if !yes {
 		fmt.Fprintf(f.IO.Err, "Delete stack %s (%s) in %s? The stack key secret and the events table are kept. [y/N] ",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -168,14 +169,21 @@ func TestDestroyYesJSONAndFailure(t *testing.T) {
 		t.Fatalf("deploy: exit %d: %s", r.code, r.err)
 	}
 	w2.cfn.deleteScript = []string{"DELETE_IN_PROGRESS"}
-	r = w2.run("destroy", "events", "--yes", "--wait-timeout", "40ms")
-	if r.code != 124 || !strings.Contains(r.err, "still DELETE_IN_PROGRESS after 40ms (--wait-timeout); the deletion goes on") {
+	r = w2.run("destroy", "events", "--yes", "--wait-timeout", "300ms")
+	if r.code != 124 || !regexp.MustCompile(`still (DELETE_IN_PROGRESS|in progress) after 300ms \(--wait-timeout\); the deletion goes on`).MatchString(r.err) {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	// A stack being updated is not deleted under it.
 	w2.cfn.stacks["busy"] = &fakeStack{name: "busy", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/busy/7", status: "UPDATE_IN_PROGRESS"}
 	r = w2.run("destroy", "events", "--yes", "--stack-name", "busy")
 	if r.code != 1 || !strings.Contains(r.err, "stack busy: blocked: UPDATE_IN_PROGRESS") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	// Nor is a stack made from another template.
+	w2.cfn.stacks["theirs"] = &fakeStack{name: "theirs", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/theirs/8",
+		status: "CREATE_COMPLETE", description: "Someone else's stack"}
+	r = w2.run("destroy", "events", "--yes", "--stack-name", "theirs")
+	if r.code != 1 || !strings.Contains(r.err, "stack theirs: blocked: CREATE_COMPLETE; it is not an events stack (another template): nothing was deleted") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	if n := slices.Index(w2.cfn.actions(), "DeleteStack"); n < 0 || len(w2.cfn.requests("DeleteStack")) != 1 {
