@@ -120,6 +120,15 @@ func TestDeployCreatesThenUpdates(t *testing.T) {
 			t.Errorf("stderr does not say %s was uploaded:\n%s", z.function, r.err)
 		}
 	}
+	// HeadObject, then the conditional PutObject, one zip after the other.
+	var wantS3 []string
+	for _, z := range zips {
+		p := "/" + testBucket + "/" + codePrefix + z.function + ".zip"
+		wantS3 = append(wantS3, "HEAD "+p, "PUT "+p)
+	}
+	if !slices.Equal(w.s3Req, wantS3) {
+		t.Errorf("S3 requests %v, want %v", w.s3Req, wantS3)
+	}
 	for _, s := range []string{"stack rayito-events: creating\n", "stack rayito-events: CREATE_IN_PROGRESS (", "stack rayito-events: CREATE_COMPLETE\n"} {
 		if !strings.Contains(r.err, s) {
 			t.Errorf("stderr lacks %q:\n%s", s, r.err)
@@ -139,6 +148,9 @@ func TestDeployCreatesThenUpdates(t *testing.T) {
 	}
 	if w.puts() != 3 {
 		t.Errorf("%d S3 PUTs after the second deploy, want still 3", w.puts())
+	}
+	if len(w.s3Req) != 9 || !strings.HasPrefix(w.s3Req[6], "HEAD ") || !strings.HasPrefix(w.s3Req[8], "HEAD ") {
+		t.Errorf("S3 requests of the second deploy %v, want three HEADs", w.s3Req[6:])
 	}
 	if strings.Count(r.err, "already in S3, not uploaded") != 3 {
 		t.Errorf("stderr:\n%s", r.err)
@@ -172,6 +184,22 @@ func TestDeployCreatesThenUpdates(t *testing.T) {
 		if !rq.Signed {
 			t.Errorf("%s not signed", rq.action())
 		}
+	}
+}
+
+// Without s3:ListBucket a HEAD of a missing key is a 403: deploy then
+// relies on the conditional PUT, which S3 refuses (412) when the object
+// is there, and does not count that as an upload.
+func TestDeployHeadForbidden(t *testing.T) {
+	w := newWorld(t)
+	w.headForbidden = true
+	r := w.run(w.deployArgs("--json")...)
+	if r.code != 0 || strings.Count(r.out, `"uploaded": true`) != 3 {
+		t.Fatalf("exit %d: %s %s", r.code, r.out, r.err)
+	}
+	r = w.run(w.deployArgs("--json")...)
+	if r.code != 0 || strings.Count(r.out, `"uploaded": false`) != 3 || w.puts() != 6 {
+		t.Fatalf("exit %d, %d PUTs: %s %s", r.code, w.puts(), r.out, r.err)
 	}
 }
 

@@ -241,6 +241,9 @@ type world struct {
 	mu    sync.Mutex
 	s3Req []string
 	s3Put []http.Header
+	// headForbidden answers every HEAD with 403, as S3 does for a missing
+	// key to a principal without s3:ListBucket.
+	headForbidden bool
 }
 
 func newWorld(t *testing.T) *world {
@@ -261,7 +264,12 @@ func newWorld(t *testing.T) *world {
 		if r.Method == http.MethodPut {
 			w.s3Put = append(w.s3Put, r.Header.Clone())
 		}
+		forbid := w.headForbidden && r.Method == http.MethodHead
 		w.mu.Unlock()
+		if forbid {
+			rw.WriteHeader(http.StatusForbidden)
+			return
+		}
 		h.ServeHTTP(rw, r)
 	}))
 	t.Cleanup(s3Srv.Close)
