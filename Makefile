@@ -62,7 +62,7 @@ breaking: tools ## buf breaking against the last proto/v* release tag, when ther
 # systems; a kernel's bare devtmpfs leaves it 0600), which slirp4netns
 # needs as the user who runs the platform.
 .PHONY: deps
-deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter; curl, which the network tests run inside sandboxes; git and python3-requests, which the secrets tests run there) when root with apt-get; otherwise skip, saying why.
+deps: ## Install the system packages the tests use (slirp4netns; python3-ipykernel and python3-matplotlib for the code interpreter; curl, which the network tests run inside sandboxes; git and python3-requests, which the secrets tests run there; chromium, the dashboard's browser test) when root with apt-get; otherwise skip, saying why.
 	@if command -v slirp4netns >/dev/null; then echo "deps: slirp4netns is installed"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping slirp4netns: not root (install the slirp4netns package for the rootless Internet tests)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping slirp4netns: no apt-get (install slirp4netns for the rootless Internet tests)"; \
@@ -81,6 +81,10 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping git python3-requests: not root (the secrets tests need root anyway)"; \
 	elif ! command -v apt-get >/dev/null; then echo "deps: skipping git python3-requests: no apt-get (the secrets tests fail without them)"; \
 	else echo "deps: installing git python3-requests"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git python3-requests >/dev/null; fi
+	@if command -v chromium >/dev/null; then echo "deps: chromium is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: skipping chromium: not root (the dashboard's browser test skips)"; \
+	elif ! command -v apt-get >/dev/null; then echo "deps: skipping chromium: no apt-get (the dashboard's browser test skips)"; \
+	else echo "deps: installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
 .PHONY: test
 test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf).
@@ -114,6 +118,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzEventFromStream$$' -fuzztime $(FUZZTIME) ./events/internal/store
 	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
 	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./dashboard/hostguard
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
+	go test -run '^$$' -fuzz '^FuzzValidateLogo$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
 	go test -run '^$$' -fuzz '^FuzzOneLine$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
