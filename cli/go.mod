@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/rayito-dev/rayito/dashboard v0.1.0
 	github.com/rayito-dev/rayito/e2b v0.1.0
 	github.com/rayito-dev/rayito/events v0.1.0
 	github.com/rayito-dev/rayito/localvm v0.1.0

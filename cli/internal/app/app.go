@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/command/dashboard"
 	"github.com/rayito-dev/rayito/cli/internal/command/doctor"
 	"github.com/rayito-dev/rayito/cli/internal/command/e2b"
 	"github.com/rayito-dev/rayito/cli/internal/command/events"
@@ -70,6 +71,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			e2b.Command(f),
 			events.Command(f),
 			stack.Command(f),
+			dashboard.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),
