@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/chromedp/chromedp v0.23.1
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/rayito-dev/rayito/dashboard v0.1.0
 	github.com/rayito-dev/rayito/e2b v0.1.0
 	github.com/rayito-dev/rayito/events v0.1.0
 	github.com/rayito-dev/rayito/localvm v0.1.0
@@ -36,7 +38,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/chromedp/cdproto v0.160.1 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
 	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect

@@ -1,0 +1,143 @@
+package tests
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rayito-dev/rayito/dashboard/local"
+	"github.com/rayito-dev/rayito/localvm"
+	rayito "github.com/rayito-dev/rayito/sdk"
+)
+
+// xssMetadata is a metadata value that would run code if the page ever
+// parsed it as HTML.
+const xssMetadata = `<script>window.pwned=1</script><img src=x onerror=window.pwned=2>`
+
+// TestDashboardInChromium opens `rayito dashboard`'s startup URL in
+// headless Chromium (Debian's chromium, make deps) against a real local
+// platform: the page lists the live sandboxes, a hostile metadata value
+// shows as text and runs nothing, the session cookie is out of the
+// page's reach, and an action without confirm is refused (the sandbox
+// keeps running).
+func TestDashboardInChromium(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: the sandboxes of the page come from a root local platform (make deps installs chromium as root)")
+	}
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("needs Debian's chromium (make deps installs it as root)")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithMetadata(map[string]string{"owner": "dashboard-test", "note": xssMetadata}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(context.Background())
+	id := sbx.ID()
+
+	srv, err := local.New(local.Options{
+		SDK: p.opts(), Backend: "local", AllowActions: true,
+		LogFile: func(id string) string { return localvm.LogPath(p.stateDir, id) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx) }()
+	defer func() {
+		stopServe()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser),
+		chromedp.Flag("headless", true),
+		// Root cannot use Chromium's own sandbox.
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	row := `#sandboxes tbody tr[data-id="` + id + `"]`
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	eval := func(js string) bool {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[bool](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	t0 := time.Now()
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL()),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	); err != nil {
+		t.Fatalf("the page (after %v): %v", time.Since(t0), err)
+	}
+	t.Logf("the list rendered %v after the startup URL", time.Since(t0).Round(time.Millisecond))
+	href, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil || strings.Contains(href, "token") || !strings.HasSuffix(href, "/") {
+		t.Errorf("the page's URL is %q (%v): want the clean URL", href, err)
+	}
+	if !eval(`document.cookie === ""`) {
+		t.Error("document.cookie is not empty: the session cookie must be HttpOnly")
+	}
+	if st, mode := text(row+` td:nth-child(3)`), text(`#mode`); st != "RUNNING" || mode != "actions allowed" {
+		t.Errorf("state %q, mode %q", st, mode)
+	}
+	if md := text(row + ` td.metadata`); !strings.Contains(md, "note="+xssMetadata) || !strings.Contains(md, "owner=dashboard-test") {
+		t.Errorf("metadata cell %q: want the values as text", md)
+	}
+	if eval(`typeof window.pwned !== "undefined"`) || eval(`document.querySelectorAll("#sandboxes script, #sandboxes img").length > 0`) {
+		t.Fatal("the metadata value ran or became elements")
+	}
+
+	// Kill without ticking "I confirm": refused, the sandbox lives on.
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(row+` input[type=checkbox]`)),
+		chromedp.Click(chromedp.CSS(`#kill`)),
+		chromedp.WaitVisible(chromedp.CSS(`#error`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if e, r := text(`#error`), text(`#actionresult`); !strings.HasPrefix(e, "confirm_required:") || r != "refused: confirm_required" {
+		t.Errorf("kill without confirm: error %q, result %q", e, r)
+	}
+	if info, err := rayito.GetInfo(ctx, id, p.opts()...); err != nil || info.State != "RUNNING" {
+		t.Fatalf("after a refused kill: %v %v", info, err)
+	}
+
+	// The sandbox's detail: its events and its log.
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(row+` td.id`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if d := text(`#detailid`); d != id {
+		t.Errorf("detail of %q, want %q", d, id)
+	}
+}
