@@ -146,6 +146,7 @@ func (s *Server) worker(ctx context.Context) {
 			}
 			res = append(res, ActionResult{ID: id, OK: true})
 		}
+		s.forget()
 		j.done <- res
 	}
 }
@@ -188,7 +189,7 @@ func (s *Server) getCost(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	list, err := s.be.list(ctx)
+	list, err := s.sandboxes(ctx)
 	if err != nil {
 		platformError(w, err)
 		return

@@ -66,6 +66,7 @@ var messages = map[string]string{
 	"unauthenticated_aws":  "the platform refused your credentials",
 	"platform_unavailable": "the platform does not answer",
 	"sandbox_ended":        "the sandbox has ended",
+	"no_deadline":          "the sandbox has no deadline to move (it was created without a timeout)",
 	"timeout":              "the platform did not answer in time",
 	"upstream_error":       "the platform call failed",
 }
@@ -262,7 +263,7 @@ const callTimeout = 20 * time.Second
 func (s *Server) getSandboxes(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	list, err := s.be.list(ctx)
+	list, err := s.sandboxes(ctx)
 	if err != nil {
 		platformError(w, err)
 		return
@@ -326,6 +327,8 @@ func platformCode(err error) (int, string) {
 	switch {
 	case errors.As(err, &ended):
 		return http.StatusConflict, "sandbox_ended"
+	case errors.Is(err, rayito.ErrLifecycleUnmanaged):
+		return http.StatusConflict, "no_deadline"
 	case errors.Is(err, rayito.ErrNotFound):
 		return http.StatusNotFound, "sandbox_not_found"
 	case errors.Is(err, rayito.ErrInvalidArgument):

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rayito-dev/rayito/dashboard/hostguard"
@@ -95,6 +96,11 @@ type Options struct {
 	MaxIDs int
 	// ActionInterval paces the action worker (0: DefaultActionInterval).
 	ActionInterval time.Duration
+	// ListTTL is how long a listing (with each running sandbox's
+	// metadata and metrics) is reused by the page's refreshes and the
+	// cost estimate (0: 3 s locally, 15 s on AWS, to stay well under
+	// its API rates).
+	ListTTL time.Duration
 }
 
 // Server is a dashboard bound to its port.
@@ -110,6 +116,12 @@ type Server struct {
 	be      backend
 	now     func() time.Time
 	queue   chan *job
+
+	// listMu serializes listings; cached is the last one, taken at
+	// cachedAt.
+	listMu   sync.Mutex
+	cached   []Sandbox
+	cachedAt time.Time
 }
 
 // LoadTheme reads and validates a theme file and a logo file ("" : none)
@@ -181,6 +193,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Backend == "" {
 		opts.Backend = "local"
 	}
+	if opts.ListTTL <= 0 {
+		opts.ListTTL = 3 * time.Second
+		if opts.Backend == "aws" {
+			opts.ListTTL = 15 * time.Second
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: listen on 127.0.0.1:%d: %w", opts.Port, err)
@@ -250,4 +268,30 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-done
 		return err
 	}
+}
+
+// sandboxes is the platform's listing, reused for ListTTL; one listing
+// at a time.
+func (s *Server) sandboxes(ctx context.Context) ([]Sandbox, error) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.cached != nil && s.now().Sub(s.cachedAt) < s.opts.ListTTL {
+		return s.cached, nil
+	}
+	list, err := s.be.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []Sandbox{}
+	}
+	s.cached, s.cachedAt = list, s.now()
+	return list, nil
+}
+
+// forget drops the cached listing (after an action).
+func (s *Server) forget() {
+	s.listMu.Lock()
+	s.cached = nil
+	s.listMu.Unlock()
 }

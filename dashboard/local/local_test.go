@@ -30,20 +30,32 @@ type fakeBackend struct {
 	mu      sync.Mutex
 	acted   []string
 	items   []Sandbox
-	failErr error
+	failErr error // under mu
 }
 
 func (f *fakeBackend) listFn() ([]Sandbox, error) {
 	f.calls.Add(1)
-	return f.items, f.failErr
+	return f.items, f.err()
 }
 
 func (f *fakeBackend) record(s string) error {
 	f.calls.Add(1)
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.acted = append(f.acted, s)
-	f.mu.Unlock()
 	return f.failErr
+}
+
+func (f *fakeBackend) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failErr
+}
+
+func (f *fakeBackend) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failErr = err
 }
 
 type fb = fakeBackend
@@ -51,11 +63,11 @@ type fb = fakeBackend
 func (f *fb) list(context.Context) ([]Sandbox, error) { return f.listFn() }
 func (f *fb) logs(_ context.Context, id string) ([]string, bool, error) {
 	f.calls.Add(1)
-	return []string{"line 1 of " + id, "<b>bold</b>"}, false, f.failErr
+	return []string{"line 1 of " + id, "<b>bold</b>"}, false, f.err()
 }
 func (f *fb) events(_ context.Context, id string) ([]Event, error) {
 	f.calls.Add(1)
-	return []Event{{SandboxID: id, Type: "created", Generation: 1}}, f.failErr
+	return []Event{{SandboxID: id, Type: "created", Generation: 1}}, f.err()
 }
 func (f *fb) kill(_ context.Context, id string) error   { return f.record("kill " + id) }
 func (f *fb) pause(_ context.Context, id string) error  { return f.record("pause " + id) }
@@ -428,11 +440,17 @@ func TestActions(t *testing.T) {
 		t.Fatalf("set_timeout: %d %s", resp.StatusCode, b)
 	}
 	// A platform failure is a code, never the platform's text.
-	h.be.failErr = fmt.Errorf("%w: AccessDeniedException: User arn:aws:iam::123456789012:user/x is not authorized", rayito.ErrPermissionDenied)
+	h.be.fail(fmt.Errorf("%w: AccessDeniedException: User arn:aws:iam::123456789012:user/x is not authorized", rayito.ErrPermissionDenied))
 	resp, b = h.do("POST", "/api/v1/actions", hdr, `{"action":"kill","ids":["a"],"confirm":true}`)
 	if resp.StatusCode != 200 || !strings.Contains(b, `"error":"permission_denied"`) || strings.Contains(b, "arn:") || strings.Contains(b, "Access") {
 		t.Fatalf("failed kill: %s", b)
 	}
+	h.be.fail(fmt.Errorf("set timeout: %w", rayito.ErrLifecycleUnmanaged))
+	resp, b = h.do("POST", "/api/v1/actions", hdr, `{"action":"set_timeout","ids":["a"],"confirm":true,"timeout_seconds":60}`)
+	if resp.StatusCode != 200 || !strings.Contains(b, `"error":"no_deadline"`) {
+		t.Fatalf("set_timeout without a deadline: %s", b)
+	}
+	h.be.fail(fmt.Errorf("%w: AccessDeniedException: User arn:aws:iam::123456789012:user/x is not authorized", rayito.ErrPermissionDenied))
 	resp, b = h.do("GET", "/api/v1/sandboxes", map[string]string{"Cookie": cookie}, "")
 	wantError(t, "failed list", resp, b, 403, "permission_denied")
 	if strings.Contains(b, "arn:") {
@@ -634,5 +652,25 @@ func TestServeURL(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A listing is reused for ListTTL (page refreshes and the cost estimate
+// share it) and dropped after an action.
+func TestListCached(t *testing.T) {
+	h := start(t, Options{AllowActions: true, ListTTL: time.Hour})
+	cookie := h.login()
+	for _, p := range []string{"/api/v1/sandboxes", "/api/v1/cost", "/api/v1/sandboxes"} {
+		if resp, b := h.do("GET", p, map[string]string{"Cookie": cookie}, ""); resp.StatusCode != 200 {
+			t.Fatalf("%s: %s", p, b)
+		}
+	}
+	if n := h.be.calls.Load(); n != 1 {
+		t.Fatalf("%d listings, want 1", n)
+	}
+	h.do("POST", "/api/v1/actions", map[string]string{"Cookie": cookie, "Content-Type": "application/json", CSRFHeader: h.csrf(cookie)}, `{"action":"pause","ids":["a"],"confirm":true}`)
+	h.do("GET", "/api/v1/sandboxes", map[string]string{"Cookie": cookie}, "")
+	if n := h.be.calls.Load(); n != 3 { // list, pause, list
+		t.Fatalf("%d calls, want 3", n)
 	}
 }
