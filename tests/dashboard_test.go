@@ -2,7 +2,11 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +143,121 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if d := text(`#detailid`); d != id {
 		t.Errorf("detail of %q, want %q", d, id)
+	}
+}
+
+// TestDashboardAPIOnLocalPlatform drives the dashboard's API over HTTP
+// against a real local platform: the listing with metadata, the log as
+// `rayito sandbox logs` reads it, events, and each action through the
+// worker (set timeout, pause, resume, kill), an unknown id as a code.
+func TestDashboardAPIOnLocalPlatform(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: pause and resume need the root platform's cgroup freezer")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithMetadata(map[string]string{"team": "a"}), rayito.WithTimeout(5*time.Minute))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sbx.Kill(context.Background())
+	id := sbx.ID()
+	srv, err := local.New(local.Options{
+		SDK: p.opts(), AllowActions: true,
+		LogFile: func(id string) string { return localvm.LogPath(p.stateDir, id) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx) }()
+	defer func() {
+		stopServe()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 60 * time.Second}
+	resp, err := hc.Get(srv.URL())
+	if err != nil || resp.StatusCode != 200 || resp.Request.URL.RawQuery != "" {
+		t.Fatalf("startup URL: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	base := "http://127.0.0.1:" + strconv.Itoa(srv.Port())
+	get := func(path string, v any) int {
+		t.Helper()
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return resp.StatusCode
+	}
+	var sess struct{ CSRF string }
+	get("/api/v1/session", &sess)
+	act := func(body string) []local.ActionResult {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/api/v1/actions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(local.CSRFHeader, sess.CSRF)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Results []local.ActionResult }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %v", body, resp.StatusCode, err)
+		}
+		return out.Results
+	}
+	state := func() string {
+		info, err := rayito.GetInfo(ctx, id, p.opts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State
+	}
+
+	var list struct{ Sandboxes []local.Sandbox }
+	if s := get("/api/v1/sandboxes", &list); s != 200 || len(list.Sandboxes) != 1 {
+		t.Fatalf("sandboxes: %d %+v", s, list)
+	}
+	if sb := list.Sandboxes[0]; sb.ID != id || sb.State != "RUNNING" || sb.Metadata["team"] != "a" || sb.Template != "local" || sb.StartedAt == nil || sb.MemBytes == 0 {
+		t.Fatalf("sandbox: %+v", sb)
+	}
+	var logs struct{ Lines []string }
+	if s := get("/api/v1/sandboxes/"+id+"/logs", &logs); s != 200 || len(logs.Lines) == 0 {
+		t.Fatalf("logs: %d %d lines", s, len(logs.Lines))
+	}
+	var evs struct{ Events []local.Event }
+	if s := get("/api/v1/events?sandbox="+id, &evs); s != 200 {
+		t.Fatalf("events: %d", s)
+	}
+
+	if r := act(`{"action":"set_timeout","ids":["` + id + `"],"confirm":true,"timeout_seconds":120}`); len(r) != 1 || !r[0].OK {
+		t.Fatalf("set_timeout: %+v", r)
+	}
+	if r := act(`{"action":"pause","ids":["` + id + `"],"confirm":true}`); len(r) != 1 || !r[0].OK || state() != "SUSPENDED" {
+		t.Fatalf("pause: %+v, %s", r, state())
+	}
+	if r := act(`{"action":"resume","ids":["` + id + `"],"confirm":true}`); len(r) != 1 || !r[0].OK || state() != "RUNNING" {
+		t.Fatalf("resume: %+v, %s", r, state())
+	}
+	unknown := "microvm-00000000-0000-4000-8000-000000000000"
+	r := act(`{"action":"kill","ids":["` + id + `","` + unknown + `"],"confirm":true}`)
+	if len(r) != 2 || !r[0].OK || r[1].OK || r[1].Error != "sandbox_not_found" {
+		t.Fatalf("kill: %+v", r)
+	}
+	if s := state(); s != "TERMINATED" && s != "TERMINATING" {
+		t.Fatalf("after kill: %s", s)
 	}
 }
