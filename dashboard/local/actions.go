@@ -171,13 +171,17 @@ type CostLine struct {
 	USD         float64 `json:"usd"`
 }
 
-func (s *Server) getCost(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getCost(w http.ResponseWriter, r *http.Request, label string, be backend) {
 	if r.URL.Query().Get("billed") == "true" {
 		// Cost Explorer bills every query: the CSRF token too, though
 		// this is a GET.
 		csrf, _ := r.Context().Value(sessionKey{}).(string)
 		if len(r.Header.Values(CSRFHeader)) != 1 || !session.CSRFOK(r.Header.Get(CSRFHeader), csrf) {
 			apiError(w, http.StatusForbidden, "csrf")
+			return
+		}
+		if label != "" {
+			apiError(w, http.StatusNotImplemented, "not_in_read_role")
 			return
 		}
 		if !s.opts.CostExplorer {
@@ -189,7 +193,7 @@ func (s *Server) getCost(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	list, err := s.sandboxes(ctx)
+	list, err := s.sandboxes(ctx, label, be)
 	if err != nil {
 		platformError(w, err)
 		return

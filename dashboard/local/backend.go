@@ -57,6 +57,9 @@ type Event struct {
 // errNoLogs: this platform keeps no logs the dashboard can read (AWS).
 var errNoLogs = errors.New("no logs here")
 
+// errReadRole: another account's read role does not allow this.
+var errReadRole = errors.New("not in the read role")
+
 // Bounds of what one page load asks of the platform.
 const (
 	// detailLimit is how many running sandboxes get metadata and
@@ -76,6 +79,9 @@ type sdkBackend struct {
 	opts    []rayito.Option
 	logFile func(id string) string
 	now     func() time.Time
+	// listOnly: another account's read role (no tokens, logs or
+	// events there).
+	listOnly bool
 }
 
 func (b *sdkBackend) list(ctx context.Context) ([]Sandbox, error) {
@@ -96,7 +102,7 @@ func (b *sdkBackend) list(ctx context.Context) ([]Sandbox, error) {
 			s.AgeSecs = int64(now.Sub(t) / time.Second)
 		}
 		out[i] = s
-		if in.State != "RUNNING" || running >= detailLimit {
+		if b.listOnly || in.State != "RUNNING" || running >= detailLimit {
 			continue
 		}
 		running++
@@ -142,6 +148,9 @@ func (b *sdkBackend) details(ctx context.Context, s *Sandbox) {
 // logs is the tail of the sandbox's log file as `rayito sandbox logs`
 // reads it (the local platform's state directory).
 func (b *sdkBackend) logs(ctx context.Context, id string) ([]string, bool, error) {
+	if b.listOnly {
+		return nil, false, errReadRole
+	}
 	if b.logFile == nil {
 		return nil, false, errNoLogs
 	}
@@ -157,6 +166,9 @@ func (b *sdkBackend) logs(ctx context.Context, id string) ([]string, bool, error
 }
 
 func (b *sdkBackend) events(ctx context.Context, id string) ([]Event, error) {
+	if b.listOnly {
+		return nil, errReadRole
+	}
 	evs, err := rayito.GetEvents(ctx, rayito.EventsQuery{SandboxID: id, Limit: eventsLimit}, b.opts...)
 	if err != nil {
 		return nil, err

@@ -56,6 +56,8 @@ var messages = map[string]string{
 	"unknown_action":       "the action is kill, pause, resume or set_timeout",
 	"invalid_timeout":      "the timeout is 1 to 28800 seconds",
 	"unknown_account":      "unknown account",
+	"read_only_account":    "other accounts are read-only",
+	"not_in_read_role":     "other accounts are read through a role that has no logs, events or Cost Explorer",
 	"busy":                 "too many actions are waiting: try again",
 	"unimplemented":        "billed cost (Cost Explorer) is not built yet; the estimate is",
 	"cost_explorer_off":    "billed cost needs rayito dashboard --cost-explorer",
@@ -204,11 +206,23 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request) {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
-	// ?account=: only the caller's own account exists; any other label
-	// is refused before any platform call.
-	if a, ok := r.URL.Query()["account"]; ok && (len(a) != 1 || a[0] != "" && a[0] != "default") {
+	// ?account=: the caller's own ("" or "default") or a configured
+	// label; anything else is refused before any platform call.
+	label := ""
+	if a, ok := r.URL.Query()["account"]; ok {
+		if len(a) != 1 {
+			refuse(w, r, http.StatusBadRequest, "unknown_account")
+			return
+		}
+		label = a[0]
+	}
+	be, ok := s.backendFor(label)
+	if !ok {
 		refuse(w, r, http.StatusBadRequest, "unknown_account")
 		return
+	}
+	if label == DefaultAccount {
+		label = ""
 	}
 	switch {
 	case p == "/theme.css" && get:
@@ -221,14 +235,19 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case p == "/api/v1/session" && get:
 		s.getSession(w, r)
 	case p == "/api/v1/sandboxes" && get:
-		s.getSandboxes(w, r)
+		s.getSandboxes(w, r, label, be)
 	case strings.HasPrefix(p, "/api/v1/sandboxes/") && strings.HasSuffix(p, "/logs") && get:
-		s.getLogs(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/api/v1/sandboxes/"), "/logs"))
+		s.getLogs(w, r, be, strings.TrimSuffix(strings.TrimPrefix(p, "/api/v1/sandboxes/"), "/logs"))
 	case p == "/api/v1/events" && get:
-		s.getEvents(w, r)
+		s.getEvents(w, r, be)
 	case p == "/api/v1/cost" && get:
-		s.getCost(w, r)
+		s.getCost(w, r, label, be)
 	case p == "/api/v1/actions" && r.Method == http.MethodPost:
+		if label != "" {
+			// Other accounts are always read-only.
+			apiError(w, http.StatusForbidden, "read_only_account")
+			return
+		}
 		s.postActions(w, r)
 	case isAPI(p):
 		apiError(w, http.StatusNotFound, "not_found")
@@ -249,7 +268,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		"actions":       s.opts.AllowActions,
 		"cost_explorer": s.opts.CostExplorer,
 		"max_ids":       s.opts.MaxIDs,
-		"accounts":      []string{"default"},
+		"accounts":      s.accountLabels(),
 		"price": map[string]any{
 			"usd_per_gib_second": PricePerGiBSecond,
 			"basis":              PriceBasis,
@@ -260,10 +279,10 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // callTimeout bounds one read of the platform.
 const callTimeout = 20 * time.Second
 
-func (s *Server) getSandboxes(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getSandboxes(w http.ResponseWriter, r *http.Request, label string, be backend) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	list, err := s.sandboxes(ctx)
+	list, err := s.sandboxes(ctx, label, be)
 	if err != nil {
 		platformError(w, err)
 		return
@@ -274,15 +293,18 @@ func (s *Server) getSandboxes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": list, "now": s.now().UTC()})
 }
 
-func (s *Server) getLogs(w http.ResponseWriter, r *http.Request, id string) {
+func (s *Server) getLogs(w http.ResponseWriter, r *http.Request, be backend, id string) {
 	if !validID(id) {
 		apiError(w, http.StatusBadRequest, "invalid_id")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	lines, truncated, err := s.be.logs(ctx, id)
+	lines, truncated, err := be.logs(ctx, id)
 	switch {
+	case errors.Is(err, errReadRole):
+		apiError(w, http.StatusNotImplemented, "not_in_read_role")
+		return
 	case errors.Is(err, errNoLogs):
 		apiError(w, http.StatusNotImplemented, "no_logs")
 		return
@@ -296,7 +318,7 @@ func (s *Server) getLogs(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "lines": lines, "truncated": truncated})
 }
 
-func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, be backend) {
 	id := r.URL.Query().Get("sandbox")
 	if id != "" && !validID(id) {
 		apiError(w, http.StatusBadRequest, "invalid_id")
@@ -304,7 +326,11 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
-	evs, err := s.be.events(ctx, id)
+	evs, err := be.events(ctx, id)
+	if errors.Is(err, errReadRole) {
+		apiError(w, http.StatusNotImplemented, "not_in_read_role")
+		return
+	}
 	if err != nil {
 		platformError(w, err)
 		return
@@ -358,4 +384,14 @@ func validID(id string) bool {
 		}
 	}
 	return true
+}
+
+// accountLabels are "default" and the other accounts' labels, in the
+// order given (never their roles).
+func (s *Server) accountLabels() []string {
+	out := []string{DefaultAccount}
+	for _, a := range s.opts.Accounts {
+		out = append(out, a.Label)
+	}
+	return out
 }

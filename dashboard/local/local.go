@@ -28,6 +28,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/logging"
+
 	"github.com/rayito-dev/rayito/dashboard/hostguard"
 	"github.com/rayito-dev/rayito/dashboard/internal/session"
 	"github.com/rayito-dev/rayito/dashboard/internal/theme"
@@ -41,9 +45,6 @@ var (
 	ErrInvalidOption = errors.New("dashboard: invalid option")
 	// ErrInvalidTheme: the theme or logo file failed validation.
 	ErrInvalidTheme = theme.ErrInvalid
-	// ErrNotBuilt: --account (other accounts through a read role) is not
-	// built yet.
-	ErrNotBuilt = errors.New("dashboard: not built")
 )
 
 // Defaults.
@@ -59,8 +60,9 @@ const (
 	maxQueue = 8
 )
 
-// Account is another AWS account read through a read role (--account
-// LABEL=ROLE_ARN[,EXTERNAL_ID]). Not built: New refuses it.
+// Account is another AWS account read through its read role (--account
+// LABEL=ROLE_ARN[,EXTERNAL_ID]): always read-only, known to the API and
+// the page by its label only.
 type Account struct {
 	Label      string
 	RoleARN    string
@@ -88,8 +90,13 @@ type Options struct {
 	// ThemeFile and LogoFile are the user's theme (JSON) and logo (SVG),
 	// validated by New.
 	ThemeFile, LogoFile string
-	// Accounts are other accounts (not built: New refuses any).
+	// Accounts are other AWS accounts, read through a role each (AWS
+	// backend only).
 	Accounts []Account
+	// AWSConfig is the configuration whose credentials assume the
+	// accounts' roles (nil: loaded from the environment, as the SDK
+	// does).
+	AWSConfig *aws.Config
 	// TokenTTL is how long the startup URL works (0: 5 minutes).
 	TokenTTL time.Duration
 	// MaxIDs caps the ids of one action request (0: DefaultMaxIDs).
@@ -116,12 +123,18 @@ type Server struct {
 	be      backend
 	now     func() time.Time
 	queue   chan *job
+	// accounts are the other accounts' read-only backends, by label.
+	accounts map[string]backend
 
-	// listMu serializes listings; cached is the last one, taken at
-	// cachedAt.
-	listMu   sync.Mutex
-	cached   []Sandbox
-	cachedAt time.Time
+	// listMu serializes listings; cache holds the last one of each
+	// account.
+	listMu sync.Mutex
+	cache  map[string]listing
+}
+
+type listing struct {
+	items []Sandbox
+	at    time.Time
 }
 
 // LoadTheme reads and validates a theme file and a logo file ("" : none)
@@ -171,9 +184,6 @@ func readCapped(path string, max int) ([]byte, error) {
 // New validates opts (theme, logo, accounts) and listens on
 // 127.0.0.1:Port. Serve then answers until its context ends.
 func New(opts Options) (*Server, error) {
-	if len(opts.Accounts) > 0 {
-		return nil, fmt.Errorf("%w: --account (other accounts through a read role) is not built yet; the dashboard reads only your own account", ErrNotBuilt)
-	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return nil, fmt.Errorf("%w: port %d", ErrInvalidOption, opts.Port)
 	}
@@ -183,6 +193,24 @@ func New(opts Options) (*Server, error) {
 	t, logo, err := LoadTheme(opts.ThemeFile, opts.LogoFile)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkAccounts(opts.Backend, opts.Accounts); err != nil {
+		return nil, err
+	}
+	accounts := map[string]backend{}
+	if len(opts.Accounts) > 0 {
+		base := opts.AWSConfig
+		if base == nil {
+			// Reads the environment and profile only: no AWS call.
+			cfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithLogger(logging.Nop{}))
+			if err != nil {
+				return nil, fmt.Errorf("%w: cannot load the AWS configuration for --account", ErrInvalidOption)
+			}
+			base = &cfg
+		}
+		for _, a := range opts.Accounts {
+			accounts[a.Label] = accountBackend(*base, opts.SDK, a)
+		}
 	}
 	if opts.MaxIDs == 0 {
 		opts.MaxIDs = DefaultMaxIDs
@@ -208,6 +236,7 @@ func New(opts Options) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	s.accounts = accounts
 	return s, nil
 }
 
@@ -270,28 +299,31 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
-// sandboxes is the platform's listing, reused for ListTTL; one listing
-// at a time.
-func (s *Server) sandboxes(ctx context.Context) ([]Sandbox, error) {
+// sandboxes is an account's listing, reused for ListTTL; one listing at
+// a time.
+func (s *Server) sandboxes(ctx context.Context, label string, be backend) ([]Sandbox, error) {
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
-	if s.cached != nil && s.now().Sub(s.cachedAt) < s.opts.ListTTL {
-		return s.cached, nil
+	if l, ok := s.cache[label]; ok && s.now().Sub(l.at) < s.opts.ListTTL {
+		return l.items, nil
 	}
-	list, err := s.be.list(ctx)
+	list, err := be.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if list == nil {
 		list = []Sandbox{}
 	}
-	s.cached, s.cachedAt = list, s.now()
+	if s.cache == nil {
+		s.cache = map[string]listing{}
+	}
+	s.cache[label] = listing{items: list, at: s.now()}
 	return list, nil
 }
 
-// forget drops the cached listing (after an action).
+// forget drops the cached listings (after an action).
 func (s *Server) forget() {
 	s.listMu.Lock()
-	s.cached = nil
+	clear(s.cache)
 	s.listMu.Unlock()
 }

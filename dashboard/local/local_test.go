@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -571,8 +572,8 @@ func TestAccountAndCost(t *testing.T) {
 	if n := h.be.calls.Load(); n != 0 {
 		t.Fatalf("unknown account: %d calls", n)
 	}
-	if _, err := New(Options{Accounts: []Account{{Label: "prod", RoleARN: "arn:aws:iam::123456789012:role/r"}}}); err == nil || !strings.Contains(err.Error(), "not built") {
-		t.Fatalf("--account: %v", err)
+	if _, err := New(Options{Accounts: []Account{{Label: "prod", RoleARN: "arn:aws:iam::123456789012:role/r"}}}); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "RAYITO_BACKEND=aws") {
+		t.Fatalf("--account on the local platform: %v", err)
 	}
 	// The estimate: 1 GiB for 90 s.
 	resp, b := h.do("GET", "/api/v1/cost", map[string]string{"Cookie": cookie}, "")
@@ -673,4 +674,19 @@ func TestListCached(t *testing.T) {
 	if n := h.be.calls.Load(); n != 3 { // list, pause, list
 		t.Fatalf("%d calls, want 3", n)
 	}
+}
+
+// serveForTest serves an already built Server (New) for the test.
+func serveForTest(t *testing.T, s *Server) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return &harness{t: t, srv: s, be: &fakeBackend{}, addr: s.ln.Addr().String()}
 }

@@ -2,7 +2,7 @@
 // textContent or setAttribute on elements built here: nothing is ever
 // parsed as HTML.
 
-const state = { csrf: "", actions: false, selected: "", session: null };
+const state = { csrf: "", actions: false, selected: "", session: null, account: "default" };
 
 const $ = (id) => document.getElementById(id);
 
@@ -20,8 +20,15 @@ function showError(code, message) {
   p.hidden = false;
 }
 
+// withAccount names the chosen account (other accounts are read-only,
+// known by their label only).
+function withAccount(path) {
+  if (state.account === "default") return path;
+  return path + (path.includes("?") ? "&" : "?") + "account=" + encodeURIComponent(state.account);
+}
+
 async function api(path, options) {
-  const resp = await fetch(path, Object.assign({ credentials: "same-origin", cache: "no-store" }, options || {}));
+  const resp = await fetch(withAccount(path), Object.assign({ credentials: "same-origin", cache: "no-store" }, options || {}));
   let body = null;
   try { body = await resp.json(); } catch (e) { body = null; }
   if (!resp.ok) {
@@ -68,6 +75,10 @@ function sparkline(values, maxValue) {
   return svg;
 }
 
+function actionsHere() {
+  return state.actions && state.account === "default";
+}
+
 function checkedIDs() {
   return Array.from(document.querySelectorAll("#sandboxes tbody input[type=checkbox]:checked")).map((c) => c.value);
 }
@@ -86,7 +97,7 @@ function renderSandboxes(list) {
     box.type = "checkbox";
     box.value = s.id;
     box.checked = keep.has(s.id);
-    box.hidden = !state.actions;
+    box.hidden = !actionsHere();
     box.addEventListener("click", (ev) => ev.stopPropagation());
     pick.appendChild(box);
     tr.appendChild(pick);
@@ -219,6 +230,19 @@ async function start() {
   $("resume").addEventListener("click", () => act("resume"));
   $("settimeout").addEventListener("click", () => act("set_timeout"));
   $("billedbtn").addEventListener("click", billed);
+  if (s.accounts.length > 1) {
+    for (const label of s.accounts) $("account").appendChild(el("option", label));
+    $("accountpick").hidden = false;
+    $("account").addEventListener("change", () => {
+      state.account = $("account").value;
+      state.selected = "";
+      $("detail").hidden = true;
+      $("actions").hidden = !actionsHere();
+      $("billed").hidden = !(s.cost_explorer && state.account === "default");
+      $("mode").textContent = actionsHere() ? "actions allowed" : "read-only";
+      refresh();
+    });
+  }
   await refresh();
   setInterval(refresh, 5000);
 }
