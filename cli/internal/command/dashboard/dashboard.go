@@ -32,14 +32,15 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Description: "Serves a page and a JSON API on 127.0.0.1 with your platform (local, or AWS with\n" +
 			"RAYITO_BACKEND=aws) and prints a one-time URL: its token works once, for 5 minutes, and\n" +
 			"becomes a cookie of that browser. Read-only unless --allow-actions (kill, pause, resume,\n" +
-			"set timeout, each confirmed). Ctrl-C stops it. docs/dashboard.md has the rules.",
+			"set timeout, each confirmed); --account accounts are always read-only. Ctrl-C stops it.\n" +
+			"docs/dashboard.md has the rules.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "port", Usage: "the `PORT` on 127.0.0.1 (default: a free one)", HideDefault: true},
 			&cli.BoolFlag{Name: "allow-actions", Usage: "allow kill, pause, resume and set timeout"},
 			&cli.BoolFlag{Name: "cost-explorer", Usage: "allow the billed-cost query (AWS Cost Explorer; not built yet)"},
 			&cli.StringFlag{Name: "theme", Usage: "a theme `FILE` (JSON: title, font, colors)"},
 			&cli.StringFlag{Name: "logo", Usage: "a logo `FILE` (SVG, at most 64 KiB, no script or links)"},
-			&cli.StringSliceFlag{Name: "account", Usage: "another AWS `ACCOUNT` as LABEL=ROLE_ARN[,EXTERNAL_ID], read-only (not built yet)"},
+			&cli.StringSliceFlag{Name: "account", Usage: "also read another AWS `ACCOUNT`, LABEL=ROLE_ARN[,EXTERNAL_ID], through its read role"},
 			&cli.BoolFlag{Name: "no-open", Usage: "do not open a browser"},
 			&cli.BoolFlag{Name: "json", Usage: "print the URL as a JSON object"},
 		},
@@ -59,14 +60,17 @@ func Command(f *cliutil.Factory) *cli.Command {
 			if _, _, err := local.LoadTheme(cmd.String("theme"), cmd.String("logo")); err != nil {
 				return cliutil.Usage(err)
 			}
-			if len(accounts) > 0 {
-				return cliutil.Usage(fmt.Errorf("%w: --account (other accounts through a read role) is not built yet; the dashboard reads only your own account", local.ErrNotBuilt))
+			b, err := platform.Backend(f.Getenv)
+			if err != nil {
+				return err
+			}
+			if len(accounts) > 0 && b != rayito.BackendAWS {
+				return cliutil.Usagef("--account reads other AWS accounts: it needs RAYITO_BACKEND=aws")
 			}
 			t, err := platform.Existing(ctx, f.Getenv)
 			if err != nil {
 				return err
 			}
-			b, _ := platform.Backend(f.Getenv)
 			opts := local.Options{
 				Port: port, SDK: t.Options, Backend: string(b),
 				AllowActions: cmd.Bool("allow-actions"), CostExplorer: cmd.Bool("cost-explorer"),
@@ -78,7 +82,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			}
 			srv, err := local.New(opts)
 			switch {
-			case errors.Is(err, local.ErrInvalidOption), errors.Is(err, local.ErrInvalidTheme), errors.Is(err, local.ErrNotBuilt):
+			case errors.Is(err, local.ErrInvalidOption), errors.Is(err, local.ErrInvalidTheme):
 				return cliutil.Usage(err)
 			case err != nil:
 				return err
@@ -111,7 +115,7 @@ func parseAccounts(values []string) ([]local.Account, error) {
 	for _, v := range values {
 		label, rest, ok := strings.Cut(v, "=")
 		arn, ext, _ := strings.Cut(rest, ",")
-		if !ok || label == "" || !strings.HasPrefix(arn, "arn:aws:iam::") || !strings.Contains(arn, ":role/") {
+		if !ok || label == "" || arn == "" {
 			return nil, cliutil.Usagef("--account is LABEL=ROLE_ARN[,EXTERNAL_ID] (a role arn:aws:iam::ACCOUNT:role/NAME)")
 		}
 		out = append(out, local.Account{Label: label, RoleARN: arn, ExternalID: ext})
