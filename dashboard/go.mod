@@ -8,6 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0
 	github.com/aws/smithy-go v1.28.9
+	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
 )
 
@@ -25,6 +26,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
-	github.com/rayito-dev/rayito/proto v0.1.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
