@@ -1,6 +1,7 @@
 package local
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -21,8 +22,9 @@ import (
 // which nothing here can reach) and records every request as the wire
 // carried it.
 type fakeAWS struct {
-	mu   sync.Mutex
-	reqs []string // "STS <form>" or "LIST <access key id>"
+	mu       sync.Mutex
+	reqs     []string // "STS <form>", "LIST <access key id>", "CE <target> <content type> <scope> <body>"
+	ceDenied bool
 }
 
 const (
@@ -35,6 +37,22 @@ func (f *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
+	case r.Method == "POST" && r.Header.Get("X-Amz-Target") != "":
+		auth := r.Header.Get("Authorization")
+		scope := auth[strings.Index(auth, "Credential=")+len("Credential="):]
+		scope, _, _ = strings.Cut(scope, ",")
+		f.reqs = append(f.reqs, "CE "+r.Header.Get("X-Amz-Target")+" "+r.Header.Get("Content-Type")+" "+scope[strings.Index(scope, "/")+10:]+" "+string(body))
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		if f.ceDenied {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"__type":"AccessDeniedException","message":"User: arn:aws:iam::123456789012:user/me is not authorized to perform: ce:GetCostAndUsage"}`)
+			return
+		}
+		if !strings.Contains(string(body), "NextPageToken") {
+			io.WriteString(w, `{"GroupDefinitions":[{"Key":"SERVICE","Type":"DIMENSION"}],"NextPageToken":"p2","ResultsByTime":[{"Estimated":true,"Groups":[{"Keys":["AWS Lambda"],"Metrics":{"UnblendedCost":{"Amount":"12.5","Unit":"USD"}}},{"Keys":["Amazon S3"],"Metrics":{"UnblendedCost":{"Amount":"0.25","Unit":"USD"}}}],"TimePeriod":{"End":"2026-12-05","Start":"2026-12-01"},"Total":{}}]}`)
+			return
+		}
+		io.WriteString(w, `{"ResultsByTime":[{"Estimated":true,"Groups":[{"Keys":["AWS Lambda"],"Metrics":{"UnblendedCost":{"Amount":"1.5","Unit":"USD"}}},{"Keys":["Tax"],"Metrics":{"UnblendedCost":{"Amount":"x","Unit":"USD"}}}],"TimePeriod":{"End":"2026-12-05","Start":"2026-12-01"},"Total":{}}]}`)
 	case r.Method == "POST" && r.URL.Path == "/":
 		form, _ := url.ParseQuery(string(body))
 		f.reqs = append(f.reqs, "STS "+form.Encode())
@@ -161,5 +179,76 @@ func TestAccountOptions(t *testing.T) {
 		if _, err := New(Options{Backend: c.backend, Accounts: c.accounts}); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
+	}
+}
+
+// TestBilled: the billed cost goes to Cost Explorer exactly once per hour
+// (both pages of one query), signed for ce in us-east-1, month to date by
+// service; it needs the CSRF token, answers by code when refused, and
+// stops at the day's budget.
+func TestBilled(t *testing.T) {
+	fake := &fakeAWS{}
+	ts := httptest.NewServer(fake)
+	defer ts.Close()
+	base := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider("AKIDCALLER", "s", ""), BaseEndpoint: aws.String(ts.URL)}
+	srv, err := New(Options{
+		Backend: "aws", CostExplorer: true, AWSConfig: &base,
+		SDK: []rayito.Option{rayito.WithBackend(rayito.BackendAWS), rayito.WithAWSConfig(base), rayito.WithoutTokenStore()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	srv.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := serveForTest(t, srv)
+	cookie := h.login()
+	csrf := h.csrf(cookie)
+	resp, b := h.do("GET", "/api/v1/cost?billed=true", map[string]string{"Cookie": cookie}, "")
+	wantError(t, "billed without csrf", resp, b, 403, "csrf")
+	if got := fake.take(); len(got) != 0 {
+		t.Fatalf("without csrf: %q", got)
+	}
+	hdr := map[string]string{"Cookie": cookie, CSRFHeader: csrf}
+	var bill Billed
+	for range 2 {
+		resp, b = h.do("GET", "/api/v1/cost?billed=true", hdr, "")
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(b), &bill) != nil {
+			t.Fatalf("billed: %d %s", resp.StatusCode, b)
+		}
+	}
+	want1 := `{"Granularity":"MONTHLY","GroupBy":[{"Key":"SERVICE","Type":"DIMENSION"}],"Metrics":["UnblendedCost"],"TimePeriod":{"End":"2026-12-05","Start":"2026-12-01"}}`
+	want2 := `{"Granularity":"MONTHLY","GroupBy":[{"Key":"SERVICE","Type":"DIMENSION"}],"Metrics":["UnblendedCost"],"NextPageToken":"p2","TimePeriod":{"End":"2026-12-05","Start":"2026-12-01"}}`
+	prefix := "CE AWSInsightsIndexService.GetCostAndUsage application/x-amz-json-1.1 us-east-1/ce/aws4_request "
+	if got := fake.take(); len(got) != 2 || got[0] != prefix+want1 || got[1] != prefix+want2 {
+		t.Fatalf("Cost Explorer requests:\n%q\nwant\n%q", got, []string{prefix + want1, prefix + want2})
+	}
+	if !bill.Billed || !bill.Estimated || bill.Start != "2026-12-01" || bill.End != "2026-12-05" || bill.TotalUSD != 14.25 ||
+		len(bill.Services) != 2 || bill.Services[0] != (ServiceCost{"AWS Lambda", 14}) || bill.Services[1] != (ServiceCost{"Amazon S3", 0.25}) {
+		t.Fatalf("billed: %+v", bill)
+	}
+	// An hour later: a new query; refused: a code, not its message.
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	fake.mu.Lock()
+	fake.ceDenied = true
+	fake.mu.Unlock()
+	resp, b = h.do("GET", "/api/v1/cost?billed=true", hdr, "")
+	wantError(t, "denied", resp, b, 403, "permission_denied")
+	if strings.Contains(b, "arn:") || strings.Contains(b, "not authorized") {
+		t.Fatal(b)
+	}
+	// The day's budget: 2 + 1 spent; the rest, then 429 with no call.
+	for range BilledBudget - 3 {
+		h.do("GET", "/api/v1/cost?billed=true", hdr, "")
+	}
+	if n := len(fake.take()); n != BilledBudget-2 {
+		t.Fatalf("%d Cost Explorer requests, want %d", n, BilledBudget-2)
+	}
+	resp, b = h.do("GET", "/api/v1/cost?billed=true", hdr, "")
+	wantError(t, "over budget", resp, b, 429, "cost_budget")
+	if got := fake.take(); len(got) != 0 {
+		t.Fatalf("over budget: %q", got)
 	}
 }

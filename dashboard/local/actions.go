@@ -184,11 +184,18 @@ func (s *Server) getCost(w http.ResponseWriter, r *http.Request, label string, b
 			apiError(w, http.StatusNotImplemented, "not_in_read_role")
 			return
 		}
-		if !s.opts.CostExplorer {
+		if !s.opts.CostExplorer || s.ce == nil {
 			apiError(w, http.StatusForbidden, "cost_explorer_off")
 			return
 		}
-		apiError(w, http.StatusNotImplemented, "unimplemented")
+		ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
+		defer cancel()
+		b, err := s.billed(ctx)
+		if err != nil {
+			billedError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)

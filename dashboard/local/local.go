@@ -84,8 +84,8 @@ type Options struct {
 	LogFile func(id string) string
 	// AllowActions enables kill, pause, resume and set timeout.
 	AllowActions bool
-	// CostExplorer enables the billed-cost query (not built: it answers
-	// unimplemented).
+	// CostExplorer enables the billed-cost query (AWS Cost Explorer, on
+	// the caller's own account; AWS backend only).
 	CostExplorer bool
 	// ThemeFile and LogoFile are the user's theme (JSON) and logo (SVG),
 	// validated by New.
@@ -125,6 +125,10 @@ type Server struct {
 	queue   chan *job
 	// accounts are the other accounts' read-only backends, by label.
 	accounts map[string]backend
+	// ce is Cost Explorer (CostExplorer on AWS only); bill its cache and
+	// budget.
+	ce   billedClient
+	bill billedState
 
 	// listMu serializes listings; cache holds the last one of each
 	// account.
@@ -197,19 +201,26 @@ func New(opts Options) (*Server, error) {
 	if err := checkAccounts(opts.Backend, opts.Accounts); err != nil {
 		return nil, err
 	}
+	if opts.CostExplorer && opts.Backend != "aws" {
+		return nil, fmt.Errorf("%w: --cost-explorer reads your AWS bill: it needs RAYITO_BACKEND=aws", ErrInvalidOption)
+	}
 	accounts := map[string]backend{}
-	if len(opts.Accounts) > 0 {
+	var billing billedClient
+	if len(opts.Accounts) > 0 || opts.CostExplorer {
 		base := opts.AWSConfig
 		if base == nil {
 			// Reads the environment and profile only: no AWS call.
 			cfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithLogger(logging.Nop{}))
 			if err != nil {
-				return nil, fmt.Errorf("%w: cannot load the AWS configuration for --account", ErrInvalidOption)
+				return nil, fmt.Errorf("%w: cannot load the AWS configuration for --account or --cost-explorer", ErrInvalidOption)
 			}
 			base = &cfg
 		}
 		for _, a := range opts.Accounts {
 			accounts[a.Label] = accountBackend(*base, opts.SDK, a)
+		}
+		if opts.CostExplorer {
+			billing = newBilledClient(*base)
 		}
 	}
 	if opts.MaxIDs == 0 {
@@ -237,6 +248,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.accounts = accounts
+	s.ce = billing
 	return s, nil
 }
 
@@ -251,6 +263,7 @@ func newServer(opts Options, ln net.Listener, t theme.Theme, logo []byte, be bac
 		session: session.New(port, opts.TokenTTL, nil),
 		theme:   t, css: t.CSS(), logo: logo, be: be, now: time.Now,
 		queue: make(chan *job, maxQueue),
+		bill:  billedState{budget: BilledBudget},
 	}, nil
 }
 

@@ -201,8 +201,14 @@ async function act(action) {
 
 async function billed() {
   const out = $("billedresult");
+  const list = $("billedlist");
+  out.textContent = "...";
+  list.replaceChildren();
   try {
-    await api("/api/v1/cost?billed=true", { headers: { "X-Rayito-CSRF": state.csrf } });
+    const b = await api("/api/v1/cost?billed=true", { headers: { "X-Rayito-CSRF": state.csrf } });
+    out.textContent = "$" + b.total_usd.toFixed(2) + " from " + b.start + " to " + b.end + (b.estimated ? " (estimated by AWS)" : "");
+    for (const sc of b.services) list.appendChild(el("li", sc.service + ": $" + sc.usd.toFixed(2)));
+    list.appendChild(el("li", b.basis, "muted"));
   } catch (e) {
     out.textContent = e.code + ": " + e.message;
   }
