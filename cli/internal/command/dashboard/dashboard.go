@@ -37,7 +37,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "port", Usage: "the `PORT` on 127.0.0.1 (default: a free one)", HideDefault: true},
 			&cli.BoolFlag{Name: "allow-actions", Usage: "allow kill, pause, resume and set timeout"},
-			&cli.BoolFlag{Name: "cost-explorer", Usage: "allow the billed-cost query (AWS Cost Explorer; not built yet)"},
+			&cli.BoolFlag{Name: "cost-explorer", Usage: "show your AWS bill too (Cost Explorer, USD 0.01 a query; at most 20 a day)"},
 			&cli.StringFlag{Name: "theme", Usage: "a theme `FILE` (JSON: title, font, colors)"},
 			&cli.StringFlag{Name: "logo", Usage: "a logo `FILE` (SVG, at most 64 KiB, no script or links)"},
 			&cli.StringSliceFlag{Name: "account", Usage: "also read another AWS `ACCOUNT`, LABEL=ROLE_ARN[,EXTERNAL_ID], through its read role"},
@@ -66,6 +66,9 @@ func Command(f *cliutil.Factory) *cli.Command {
 			}
 			if len(accounts) > 0 && b != rayito.BackendAWS {
 				return cliutil.Usagef("--account reads other AWS accounts: it needs RAYITO_BACKEND=aws")
+			}
+			if cmd.Bool("cost-explorer") && b != rayito.BackendAWS {
+				return cliutil.Usagef("--cost-explorer reads your AWS bill: it needs RAYITO_BACKEND=aws")
 			}
 			t, err := platform.Existing(ctx, f.Getenv)
 			if err != nil {
