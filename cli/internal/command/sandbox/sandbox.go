@@ -34,6 +34,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			gitCommand(f),
 			cpCommand(f),
 			urlCommand(f),
+			proxyCommand(f),
 			logsCommand(f),
 			metricsCommand(f),
 			networkCommand(f),
