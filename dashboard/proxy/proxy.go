@@ -102,6 +102,9 @@ type Options struct {
 	// ResponseTimeout bounds the wait for the upstream's response head
 	// (0 is 2 min).
 	ResponseTimeout time.Duration
+	// TunnelIdleTimeout closes an upgraded connection (WebSocket) after
+	// that long without a byte in either direction (0 is 10 min).
+	TunnelIdleTimeout time.Duration
 }
 
 // IsLoopback reports whether bind ("" counts as 127.0.0.1) is a loopback
@@ -197,6 +200,7 @@ func New(up Upstream, o Options) (*Server, error) {
 	o.HeaderTimeout = orDefault(o.HeaderTimeout, 10*time.Second)
 	o.IdleTimeout = orDefault(o.IdleTimeout, 2*time.Minute)
 	o.ResponseTimeout = orDefault(o.ResponseTimeout, 2*time.Minute)
+	o.TunnelIdleTimeout = orDefault(o.TunnelIdleTimeout, 10*time.Minute)
 	base, err := url.Parse(up.URL())
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("%w: upstream URL", ErrInvalid)
@@ -230,7 +234,11 @@ func New(up Upstream, o Options) (*Server, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &deadlineConn{Conn: c, idle: idle}, nil
+			dc := &deadlineConn{Conn: c, idle: idle}
+			if h, ok := ctx.Value(upConnKey{}).(*upConnHolder); ok {
+				h.set(dc)
+			}
+			return dc, nil
 		},
 		DisableKeepAlives:      true, // one upstream connection per client connection
 		DisableCompression:     true, // bodies pass as they are
@@ -465,6 +473,8 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	s.forwarded.Add(1)
+	holder := &upConnHolder{}
+	out = out.WithContext(context.WithValue(out.Context(), upConnKey{}, holder))
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if errors.Is(err, ErrBadRequest) {
@@ -485,7 +495,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		if err := writeHead(w, resp, true); err != nil {
 			return
 		}
-		s.tunnel(c, br, rwc)
+		s.tunnel(c, br, rwc, holder.get())
 		return
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -661,18 +671,31 @@ func writeError(w io.Writer, status int) {
 }
 
 // tunnel relays bytes both ways after a 101 until either side closes or
-// stays idle past IdleTimeout.
-func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up io.ReadWriteCloser) {
+// no byte has passed in either direction for TunnelIdleTimeout (a
+// WebSocket may be quiet one way for long: activity either way counts).
+func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up io.ReadWriteCloser, upConn *deadlineConn) {
+	idle := s.o.TunnelIdleTimeout
+	if upConn != nil {
+		upConn.tunnel.Store(true)
+	}
+	touch := func() {
+		t := time.Now().Add(idle)
+		_ = c.SetDeadline(t)
+		if upConn != nil {
+			_ = upConn.Conn.SetDeadline(t)
+		}
+	}
+	touch()
 	done := make(chan struct{}, 2)
 	go func() {
 		// client → upstream: what the client buffered after the request,
 		// then the rest.
-		_, _ = io.Copy(up, &deadlineReader{r: br, c: c, idle: s.o.IdleTimeout})
+		_, _ = io.Copy(up, &touchReader{r: br, touch: touch})
 		_ = up.Close()
 		done <- struct{}{}
 	}()
 	go func() {
-		_, _ = io.Copy(&deadlineWriter{c: c, idle: s.o.IdleTimeout}, up)
+		_, _ = io.Copy(c, &touchReader{r: up, touch: touch})
 		_ = c.Close()
 		done <- struct{}{}
 	}()
@@ -680,6 +703,20 @@ func (s *Server) tunnel(c net.Conn, br *bufio.Reader, up io.ReadWriteCloser) {
 	_ = up.Close()
 	_ = c.Close()
 	<-done
+}
+
+// touchReader calls touch after each read that returned bytes.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (t *touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
 }
 
 // deadlineWriter sets a write deadline before each write.
@@ -691,18 +728,6 @@ type deadlineWriter struct {
 func (d *deadlineWriter) Write(p []byte) (int, error) {
 	_ = d.c.SetWriteDeadline(time.Now().Add(d.idle))
 	return d.c.Write(p)
-}
-
-// deadlineReader sets c's read deadline before each read of r.
-type deadlineReader struct {
-	r    io.Reader
-	c    net.Conn
-	idle time.Duration
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	_ = d.c.SetReadDeadline(time.Now().Add(d.idle))
-	return d.r.Read(p)
 }
 
 // clientBody is the request body read from the client with a deadline
@@ -723,18 +748,44 @@ func (b *clientBody) Read(p []byte) (int, error) {
 }
 
 // deadlineConn is an upstream connection with a deadline per read and
-// write.
+// write; in a tunnel, the tunnel's shared deadline instead.
 type deadlineConn struct {
 	net.Conn
-	idle time.Duration
+	idle   time.Duration
+	tunnel atomic.Bool
 }
 
 func (d *deadlineConn) Read(p []byte) (int, error) {
-	_ = d.Conn.SetReadDeadline(time.Now().Add(d.idle))
+	if !d.tunnel.Load() {
+		_ = d.Conn.SetReadDeadline(time.Now().Add(d.idle))
+	}
 	return d.Conn.Read(p)
 }
 
 func (d *deadlineConn) Write(p []byte) (int, error) {
-	_ = d.Conn.SetWriteDeadline(time.Now().Add(d.idle))
+	if !d.tunnel.Load() {
+		_ = d.Conn.SetWriteDeadline(time.Now().Add(d.idle))
+	}
 	return d.Conn.Write(p)
+}
+
+// upConnKey carries an *upConnHolder in a request's context: the dial
+// puts the upstream connection in it, for a tunnel's deadlines.
+type upConnKey struct{}
+
+type upConnHolder struct {
+	mu sync.Mutex
+	c  *deadlineConn
+}
+
+func (h *upConnHolder) set(c *deadlineConn) {
+	h.mu.Lock()
+	h.c = c
+	h.mu.Unlock()
+}
+
+func (h *upConnHolder) get() *deadlineConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.c
 }

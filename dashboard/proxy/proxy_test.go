@@ -523,3 +523,50 @@ func TestOptions(t *testing.T) {
 		t.Fatal("IsLoopback")
 	}
 }
+
+// A tunnel stays open while bytes pass either way (here only from the
+// upstream, longer than IdleTimeout), and closes after TunnelIdleTimeout
+// of silence both ways.
+func TestTunnelIdle(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		for range 8 {
+			time.Sleep(100 * time.Millisecond)
+			_, _ = brw.WriteString("tick\n")
+			_ = brw.Flush()
+		}
+		// Then silence until the proxy closes.
+		_, _ = io.Copy(io.Discard, brw)
+	})
+	s := start(t, u, Options{IdleTimeout: 250 * time.Millisecond, TunnelIdleTimeout: time.Second})
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: "+host(s)+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	for i := range 8 {
+		if line, err := br.ReadString('\n'); err != nil || line != "tick\n" {
+			t.Fatalf("tick %d: %q %v", i, line, err)
+		}
+	}
+	began := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle tunnel: %v", err)
+	}
+	if d := time.Since(began); d < 500*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("idle tunnel closed after %s, want about 1 s", d)
+	}
+}
