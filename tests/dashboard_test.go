@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,9 +26,9 @@ import (
 // parsed it as HTML.
 const xssMetadata = `<script>window.pwned=1</script><img src=x onerror=window.pwned=2>`
 
-// TestDashboardInChromium opens `rayito dashboard`'s startup URL in
-// headless Chromium (Debian's chromium, make deps) against a real local
-// platform: the page lists the live sandboxes, a hostile metadata value
+// TestDashboardInChromium runs `rayito dashboard` (the built CLI) and
+// opens the URL it prints in headless Chromium (Debian's chromium, make
+// deps) against a real local platform: the page lists the live sandboxes, a hostile metadata value
 // shows as text and runs nothing, the session cookie is out of the
 // page's reach, and an action without confirm is refused (the sandbox
 // keeps running).
@@ -41,29 +45,41 @@ func TestDashboardInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	sbx, err := rayito.Create(ctx, p.opts(rayito.WithMetadata(map[string]string{"owner": "dashboard-test", "note": xssMetadata}))...)
+	// The CLI reads the token store under its XDG_STATE_HOME: the
+	// sandbox's token goes there, so the page gets its metadata.
+	xdg := t.TempDir()
+	tokens := rayito.WithTokenStoreDir(filepath.Join(xdg, "rayito", "tokens"))
+	sbx, err := rayito.Create(ctx, p.opts(tokens, rayito.WithMetadata(map[string]string{"owner": "dashboard-test", "note": xssMetadata}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sbx.Kill(context.Background())
 	id := sbx.ID()
 
-	srv, err := local.New(local.Options{
-		SDK: p.opts(), Backend: "local", AllowActions: true,
-		LogFile: func(id string) string { return localvm.LogPath(p.stateDir, id) },
-	})
+	// The real command, as a user runs it: its first stdout line is the
+	// one-time URL.
+	cmd := exec.Command(rayitoBin(t), "dashboard", "--no-open", "--allow-actions")
+	cmd.Env = append(os.Environ(), "RAYITO_ENDPOINT="+p.endpoint, "XDG_STATE_HOME="+xdg, "RAYITO_BACKEND=", "DISPLAY=", "WAYLAND_DISPLAY=")
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, stopServe := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx) }()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
-		stopServe()
-		if err := <-served; err != nil {
-			t.Error(err)
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("rayito dashboard after Ctrl-C: %v (stderr %q)", err, stderr.String())
 		}
 	}()
+	startURL, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(startURL, "http://127.0.0.1:") || !strings.Contains(startURL, "/?token=") {
+		t.Fatalf("rayito dashboard printed %q (%v; stderr %q)", startURL, err, stderr.String())
+	}
+	startURL = strings.TrimSpace(startURL)
 
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
@@ -96,7 +112,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	t0 := time.Now()
 	if err := chromedp.Do(bctx,
-		chromedp.Navigate(srv.URL()),
+		chromedp.Navigate(startURL),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 	); err != nil {
 		t.Fatalf("the page (after %v): %v", time.Since(t0), err)
@@ -132,6 +148,12 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if info, err := rayito.GetInfo(ctx, id, p.opts()...); err != nil || info.State != "RUNNING" {
 		t.Fatalf("after a refused kill: %v %v", info, err)
+	}
+	// The URL was spent: a second browser tab gets nothing.
+	if resp, err := http.Get(startURL); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("the startup URL again: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	// The sandbox's detail: its events and its log.
