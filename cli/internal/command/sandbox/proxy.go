@@ -122,7 +122,9 @@ func proxyCommand(f *cliutil.Factory) *cli.Command {
 				st.Connections, st.Forwarded, st.Busy)
 			var ended *rayito.SandboxEndedError
 			if cause := context.Cause(ctx); errors.As(cause, &ended) {
-				return ended
+				// Exit 1 whatever the reason (a timeout too): the proxy
+				// itself did not time out.
+				return cli.Exit(cliutil.DescribeEnd(ended), cliutil.ExitError)
 			}
 			return nil
 		},
