@@ -332,7 +332,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.count(http.StatusServiceUnavailable)
 			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 			writeError(c, http.StatusServiceUnavailable)
-			_ = c.Close()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				lingerClose(c)
+			}()
 			continue
 		}
 		if !s.track(c) {
@@ -361,9 +365,21 @@ func (s *Server) track(c net.Conn) bool {
 }
 
 func (s *Server) untrack(c net.Conn) {
+	lingerClose(c)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// lingerClose half-closes c, then reads and drops what the client still
+// sends (at most 1 MiB, for at most 1 s) before closing: closing with
+// unread bytes would reset the connection and could destroy the answer
+// on its way. What is dropped here never reaches the upstream.
+func lingerClose(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, _ = io.CopyN(io.Discard, c, 1<<20)
+	}
 	_ = c.Close()
 }
 

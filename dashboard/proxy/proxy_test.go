@@ -570,3 +570,30 @@ func TestTunnelIdle(t *testing.T) {
 		t.Fatalf("idle tunnel closed after %s, want about 1 s", d)
 	}
 }
+
+// A client that keeps sending after its request (pipelined requests, a
+// body larger than it said) still reads the whole answer: the proxy
+// half-closes and drains a little before it closes, so that no reset
+// destroys the answer in flight. What it drains never reaches the
+// upstream.
+func TestAnswerSurvivesTrailingBytes(t *testing.T) {
+	u := newUpstream(t, nil)
+	s := start(t, u, Options{})
+	for i := range 5 {
+		c, err := net.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		junk := strings.Repeat("GET /junk HTTP/1.1\r\nHost: "+host(s)+"\r\n\r\n", 2000)
+		go func() { _, _ = io.WriteString(c, "GET /first HTTP/1.1\r\nHost: "+host(s)+"\r\n\r\n"+junk) }()
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || !strings.Contains(string(b), "hello GET /first") {
+			t.Fatalf("try %d: %v, got %q", i, err, b)
+		}
+	}
+	if strings.Contains(u.seen(), "junk") {
+		t.Fatal("drained bytes reached the upstream")
+	}
+}
