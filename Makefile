@@ -119,6 +119,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
 	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./dashboard/hostguard
 	go test -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME) ./dashboard/proxy
+	go test -run '^$$' -fuzz '^FuzzServe$$' -fuzztime $(FUZZTIME) ./dashboard/proxy
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
 	go test -run '^$$' -fuzz '^FuzzValidateLogo$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
 	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./dashboard/local

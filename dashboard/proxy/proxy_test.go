@@ -20,7 +20,7 @@ import (
 // that counts the connections dialed to it and records the raw bytes
 // that reached it.
 type fakeUpstream struct {
-	t       *testing.T
+	t       testing.TB
 	ln      net.Listener
 	dials   atomic.Int64
 	headers atomic.Int64
@@ -57,7 +57,7 @@ func (l *recListener) Accept() (net.Conn, error) {
 	return &recConn{Conn: c, u: l.u}, nil
 }
 
-func newUpstream(t *testing.T, h http.HandlerFunc) *fakeUpstream {
+func newUpstream(t testing.TB, h http.HandlerFunc) *fakeUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
