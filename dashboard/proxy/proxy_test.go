@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -595,5 +596,46 @@ func TestAnswerSurvivesTrailingBytes(t *testing.T) {
 	}
 	if strings.Contains(u.seen(), "junk") {
 		t.Fatal("drained bytes reached the upstream")
+	}
+}
+
+// tlsUpstream is an AWS-like port: https://<endpoint>, the Host and auth
+// headers from Headers.
+type tlsUpstream struct{ url string }
+
+func (u tlsUpstream) Number() int { return 8888 }
+func (u tlsUpstream) URL() string { return u.url }
+func (u tlsUpstream) Headers(context.Context) (http.Header, error) {
+	h := http.Header{}
+	h.Set("Host", "abc.sandbox.aws.test")
+	h.Set("x-aws-proxy-auth", "jwe")
+	h.Set("x-aws-proxy-port", "8888")
+	return h, nil
+}
+
+// On AWS the port's URL is https: the proxy speaks TLS (HTTP/1.1) to it,
+// with the endpoint's Host and the port's headers.
+func TestHTTPSUpstream(t *testing.T) {
+	var got atomic.Value
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(fmt.Sprintf("%s %s %s %s %s", r.Proto, r.Host, r.Header.Get("X-Aws-Proxy-Auth"), r.Header.Get("X-Aws-Proxy-Port"), r.URL.RequestURI()))
+		fmt.Fprint(w, "over tls")
+	}))
+	defer ts.Close()
+	s, err := New(tlsUpstream{url: ts.URL}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tr.TLSClientConfig = ts.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	ans := exchange(t, s, "GET /lab?x=1 HTTP/1.1\r\nHost: "+host(s)+"\r\n\r\n")
+	if status(t, ans) != 200 || !strings.HasSuffix(ans, "over tls") {
+		t.Fatalf("answer %q", ans)
+	}
+	if g, _ := got.Load().(string); g != "HTTP/1.1 abc.sandbox.aws.test jwe 8888 /lab?x=1" {
+		t.Fatalf("upstream saw %q", g)
 	}
 }
