@@ -86,11 +86,10 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		Origin: getenv(EnvOrigin), PoolID: getenv(EnvPoolID), ClientID: getenv(EnvClientID),
 		HostedUIDomain: getenv(EnvHostedUIDomain), Group: getenv(EnvGroup), Region: region,
 	}
-	if !originRE.MatchString(c.Origin) {
-		return bad(EnvOrigin)
-	}
-	if u, err := url.Parse(c.Origin); err != nil || u.Host == "" {
-		return bad(EnvOrigin)
+	if c.Origin != "" {
+		if u, err := url.Parse(c.Origin); err != nil || u.Host == "" || !originRE.MatchString(c.Origin) {
+			return bad(EnvOrigin)
+		}
 	}
 	if c.PoolID == "" || c.ClientID == "" {
 		return bad(EnvPoolID + "/" + EnvClientID)

@@ -27,7 +27,7 @@ func TestLoadEnv(t *testing.T) {
 		t.Fatalf("%+v %v", e, err)
 	}
 	for _, over := range []map[string]string{
-		{EnvOrigin: "https://evil.example"}, {EnvOrigin: ""}, {EnvAuditTable: ""}, {EnvCostExplorer: "yes"},
+		{EnvOrigin: "https://evil.example"}, {EnvAuditTable: ""}, {EnvCostExplorer: "yes"},
 		{EnvActionsRoleArn: "not-an-arn"}, {EnvMode: "other"}, {EnvMode: "quota"},
 		{EnvMode: "quota", EnvTopicArn: "arn:aws:sns:eu-west-1:123456789012:t", EnvQuotaLimit: "0", EnvQuotaPercent: "80"},
 	} {

@@ -284,6 +284,23 @@ func TestIdentityBeforeAnything(t *testing.T) {
 	// JWKS unreachable: 503, never a pass, no AWS call.
 	r2 := newRig(t, true, nil)
 	r2.down.Store(true)
+	// Without a configured origin, the request context's Function URL
+	// domain is the only origin accepted (never the caller's Host).
+	r.h.Config.Origin = ""
+	noCtx := post("/api/v1/actions", good, `{"action":"kill","ids":["mvm-1"]}`)
+	if st, m := do(t, r.h, noCtx); st != 403 || m["code"] != "forbidden_origin" {
+		t.Fatalf("no domain in the context = %d %v", st, m)
+	}
+	withCtx := noCtx
+	withCtx.RequestContext.DomainName = strings.TrimPrefix(tOrigin, "https://")
+	if st, m := do(t, r.h, withCtx); st != 400 || m["code"] != "confirm_required" {
+		t.Fatalf("the context's domain = %d %v", st, m)
+	}
+	withCtx.RequestContext.DomainName = "evil.example"
+	withCtx.Headers = map[string]string{"authorization": "Bearer " + good, "origin": "https://evil.example", "content-type": "application/json"}
+	if st, m := do(t, r.h, withCtx); st != 403 || m["code"] != "forbidden_origin" {
+		t.Fatalf("a non Function URL domain = %d %v", st, m)
+	}
 	if st, m := do(t, r2.h, request("GET", "/api/v1/sandboxes", good, nil, "")); st != 503 || m["code"] != "identity_unavailable" {
 		t.Fatalf("JWKS down = %d %v", st, m)
 	}

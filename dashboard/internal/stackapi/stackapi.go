@@ -77,7 +77,9 @@ type AssumeActions func(ctx context.Context, sessionName string) (Actor, error)
 
 // Config is the handler's configuration (the stack's parameters).
 type Config struct {
-	// Origin is the Function URL's own origin (https://<id>.lambda-url.<region>.on.aws).
+	// Origin is the Function URL's own origin (https://<id>.lambda-url.<region>.on.aws);
+	// "" takes it from the request context's domain name (the template
+	// cannot pass the URL to its own function without a cycle).
 	Origin string
 	// HostedUIDomain and ClientID are served in /config.json (both public).
 	HostedUIDomain string
@@ -167,7 +169,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		return h.fail(http.StatusUnauthorized, "unauthenticated"), nil
 	}
 	if method == http.MethodPost {
-		if header(req.Headers, "origin") != h.Config.Origin || h.Config.Origin == "" {
+		if o := h.origin(req); o == "" || header(req.Headers, "origin") != o {
 			return h.fail(http.StatusForbidden, "forbidden_origin"), nil
 		}
 		mt, _, err := mime.ParseMediaType(header(req.Headers, "content-type"))
@@ -197,6 +199,20 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		return h.cost(ctx, req.QueryStringParameters), nil
 	}
 	return h.fail(http.StatusNotFound, "not_found"), nil
+}
+
+// origin is the Function URL's own origin: Config.Origin when set, else
+// the domain Lambda puts in the request context (not the caller's Host),
+// when it is a Function URL's.
+func (h *Handler) origin(req events.LambdaFunctionURLRequest) string {
+	if h.Config.Origin != "" {
+		return h.Config.Origin
+	}
+	o := "https://" + req.RequestContext.DomainName
+	if !originRE.MatchString(o) {
+		return ""
+	}
+	return o
 }
 
 // bearer reads "Authorization: Bearer <token>".
