@@ -40,7 +40,7 @@ func TestSandboxProxyOnLocalPlatform(t *testing.T) {
 	cmd := exec.Command(bin, "sandbox", "proxy", sbx.ID(), "--port", "8000", "--json")
 	cmd.Env = append(os.Environ(), "RAYITO_ENDPOINT="+p.endpoint, "RAYITO_BACKEND=", "XDG_STATE_HOME="+t.TempDir(),
 		"RAYITO_ACCESS_TOKEN="+sbx.AccessToken())
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -118,5 +118,44 @@ func TestSandboxProxyOnLocalPlatform(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the proxy still runs 30 s after its sandbox ended; stderr %s", stderr.String())
+	}
+}
+
+// TestSandboxProxyPlatformDown: the proxy exits 1 once its local platform
+// stops answering (its sandboxes ended with it).
+func TestSandboxProxyPlatformDown(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: the local platform's sandboxes run with full isolation")
+	}
+	p := startPlatform(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sbx := p.create(ctx)
+	cmd := exec.Command(rayitoBin(t), "sandbox", "proxy", sbx.ID(), "--port", "8000")
+	cmd.Env = append(os.Environ(), "RAYITO_ENDPOINT="+p.endpoint, "RAYITO_BACKEND=", "XDG_STATE_HOME="+t.TempDir(),
+		"RAYITO_ACCESS_TOKEN="+sbx.AccessToken())
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stdout.String(), "127.0.0.1"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no announcement; stderr %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.stop(true)
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "rayito: sandbox "+sbx.ID()+" ended") {
+			t.Fatalf("exit %v; stderr %s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the proxy still runs 30 s after its platform stopped; stderr %s", stderr.String())
 	}
 }

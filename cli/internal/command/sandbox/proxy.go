@@ -137,7 +137,7 @@ func portWords(err error) string {
 }
 
 // watchEnd cancels ctx with a *rayito.SandboxEndedError once the
-// sandbox has ended.
+// sandbox has ended or its local platform no longer answers.
 func watchEnd(ctx context.Context, sbx *rayito.Sandbox, cancel context.CancelCauseFunc) {
 	t := time.NewTicker(proxyEndCheck)
 	defer t.Stop()
@@ -152,6 +152,11 @@ func watchEnd(ctx context.Context, sbx *rayito.Sandbox, cancel context.CancelCau
 		switch {
 		case errors.As(err, &ended):
 			cancel(ended)
+			return
+		case errors.Is(err, rayito.ErrPlatformUnavailable):
+			// The local platform is gone (`rayito local down` ends its
+			// sandboxes): nothing can reach this one any more.
+			cancel(&rayito.SandboxEndedError{ID: sbx.ID(), Reason: rayito.EndUnknown, Detail: "its platform stopped answering"})
 			return
 		case err == nil && info.State == "TERMINATED":
 			cancel(&rayito.SandboxEndedError{ID: sbx.ID(), Reason: info.EndReason, Detail: info.EndDetail})
