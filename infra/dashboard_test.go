@@ -82,6 +82,7 @@ var dbFunctions = map[string]struct {
 		"RAYITO_DASHBOARD_HOSTED_UI_DOMAIN": "Ref:HostedUIDomain", "RAYITO_DASHBOARD_GROUP": "Ref:ActionsGroup",
 		"RAYITO_DASHBOARD_AUDIT_TABLE": "Ref:AuditTable", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable",
 		"RAYITO_DASHBOARD_ACTIONS_ROLE_ARN": "If:ActionsOn:" + dbActionsRole, "RAYITO_DASHBOARD_COST_EXPLORER": "Ref:EnableCostExplorer",
+		"RAYITO_DASHBOARD_THEME": "Ref:Theme",
 	}},
 	"QuotaFunction": {"QuotaRole", "QuotaLogGroup", map[string]string{
 		"RAYITO_DASHBOARD_MODE": "quota", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable", "RAYITO_DASHBOARD_QUOTA_TOPIC_ARN": "Ref:QuotaTopic",

@@ -37,6 +37,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if env.ThemeDiscarded {
+		fmt.Fprintln(os.Stderr, "dashboard stack: RAYITO_DASHBOARD_THEME is not a valid theme: the factory theme is served")
+	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("AWS configuration: %w", err)

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/rayito-dev/rayito/dashboard/internal/theme"
 )
 
 // Environment variable names (infra/dashboard.yaml sets them).
@@ -24,6 +26,7 @@ const (
 	EnvTopicArn       = "RAYITO_DASHBOARD_QUOTA_TOPIC_ARN"
 	EnvQuotaLimit     = "RAYITO_DASHBOARD_QUOTA_LIMIT"
 	EnvQuotaPercent   = "RAYITO_DASHBOARD_QUOTA_PERCENT"
+	EnvTheme          = "RAYITO_DASHBOARD_THEME" // a theme JSON (docs/dashboard.md); invalid is discarded
 	EnvRegion         = "AWS_REGION"
 )
 
@@ -40,6 +43,8 @@ type Env struct {
 	TopicArn     string
 	QuotaLimit   int
 	QuotaPercent int
+	// ThemeDiscarded is set when RAYITO_DASHBOARD_THEME was invalid.
+	ThemeDiscarded bool
 }
 
 var (
@@ -117,6 +122,16 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	case "", "false":
 	default:
 		return bad(EnvCostExplorer)
+	}
+	// The theme: the local dashboard's validator; an invalid one is
+	// discarded and the factory one served (ThemeDiscarded says so).
+	c.Theme = theme.Default()
+	if raw := getenv(EnvTheme); raw != "" {
+		if t, err := theme.Parse([]byte(raw)); err == nil {
+			c.Theme = t
+		} else {
+			e.ThemeDiscarded = true
+		}
 	}
 	e.Config = c
 	return e, nil

@@ -3,6 +3,8 @@ package stackapi
 import (
 	"errors"
 	"testing"
+
+	"github.com/rayito-dev/rayito/dashboard/internal/theme"
 )
 
 func TestLoadEnv(t *testing.T) {
@@ -34,6 +36,15 @@ func TestLoadEnv(t *testing.T) {
 		if _, err := LoadEnv(get(over)); !errors.Is(err, ErrConfig) {
 			t.Errorf("%v: %v, want ErrConfig", over, err)
 		}
+	}
+	// A theme: valid is used, invalid discarded for the factory one.
+	e, err = LoadEnv(get(map[string]string{EnvTheme: `{"title":"Acme","colors":{"accent":"#112233"}}`}))
+	if err != nil || e.ThemeDiscarded || e.Config.Theme.Title != "Acme" || e.Config.Theme.Colors.Accent != "#112233" {
+		t.Fatalf("valid theme: %+v %v", e.Config.Theme, err)
+	}
+	e, err = LoadEnv(get(map[string]string{EnvTheme: `{"title":"x","colors":{"accent":"red;}body{background:url(//evil)"}}`}))
+	if err != nil || !e.ThemeDiscarded || e.Config.Theme != theme.Default() {
+		t.Fatalf("invalid theme: %+v %v", e.Config.Theme, err)
 	}
 	e, err = LoadEnv(get(map[string]string{EnvMode: "quota", EnvTopicArn: "arn:aws:sns:eu-west-1:123456789012:t", EnvQuotaLimit: "50", EnvQuotaPercent: "80"}))
 	if err != nil || e.QuotaLimit != 50 || e.QuotaPercent != 80 {

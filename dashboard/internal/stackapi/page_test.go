@@ -2,6 +2,8 @@ package stackapi
 
 import (
 	"regexp"
+
+	"github.com/rayito-dev/rayito/dashboard/internal/theme"
 	"strings"
 	"testing"
 )
@@ -12,7 +14,7 @@ import (
 // handler and loads nothing from elsewhere.
 func TestPage(t *testing.T) {
 	r := newRig(t, false, nil)
-	for path, ctype := range map[string]string{"/": "text/html", "/app.js": "text/javascript", "/app.css": "text/css"} {
+	for path, ctype := range map[string]string{"/": "text/html", "/app.js": "text/javascript", "/app.css": "text/css", "/theme.css": "text/css"} {
 		resp, err := r.h.Handle(t.Context(), request("GET", path, "", nil, ""))
 		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Headers["Content-Type"], ctype) || resp.Headers["Content-Security-Policy"] != CSP {
 			t.Fatalf("%s = %d %v %v", path, resp.StatusCode, resp.Headers, err)
@@ -31,6 +33,13 @@ func TestPage(t *testing.T) {
 	}
 	if regexp.MustCompile(`(?i)<script>|<script(?:\s[^>]*)?>[^<]|<style|\son[a-z]+=|src="(?:https?:)?//|href="(?:https?:)?//`).MatchString(indexHTML) {
 		t.Error("index.html has inline code or an outside reference")
+	}
+	// An unvalidated theme in the configuration is never served: the
+	// factory one is.
+	r.h.Config.Theme = theme.Theme{Title: "x", Colors: theme.Colors{Accent: "red;}body{background:url(//evil)"}}
+	resp, _ := r.h.Handle(t.Context(), request("GET", "/theme.css", "", nil, ""))
+	if resp.Body != string(theme.Default().CSS()) {
+		t.Fatalf("theme.css = %q", resp.Body)
 	}
 	if r.cp.lists.Load() != 0 {
 		t.Fatal("the page called AWS")

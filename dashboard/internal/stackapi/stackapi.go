@@ -39,6 +39,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/rayito-dev/rayito/dashboard/internal/jwt"
+	"github.com/rayito-dev/rayito/dashboard/internal/theme"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
@@ -91,6 +92,8 @@ type Config struct {
 	EnableCostExplorer bool
 	// Group is the Cognito group whose members may act.
 	Group string
+	// Theme is a validated theme (the zero value serves the factory one).
+	Theme theme.Theme
 }
 
 // Handler answers Function URL requests.
@@ -144,13 +147,19 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		}
 		return answer(http.StatusOK, a.ctype, a.body), nil
 	}
+	if path == "/theme.css" {
+		if method != http.MethodGet && method != http.MethodHead {
+			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil
+		}
+		return answer(http.StatusOK, "text/css; charset=utf-8", string(h.theme().CSS())), nil
+	}
 	if path == "/config.json" {
 		if method != http.MethodGet {
 			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil
 		}
 		return h.json(http.StatusOK, map[string]any{
 			"hostedUiDomain": h.Config.HostedUIDomain, "clientId": h.Config.ClientID, "region": h.Config.Region,
-			"allowActions": h.Config.AllowActions, "costExplorer": h.Config.EnableCostExplorer,
+			"allowActions": h.Config.AllowActions, "costExplorer": h.Config.EnableCostExplorer, "title": h.theme().Title,
 		}), nil
 	}
 	if !strings.HasPrefix(path, "/api/v1/") {
@@ -213,6 +222,14 @@ func (h *Handler) origin(req events.LambdaFunctionURLRequest) string {
 		return ""
 	}
 	return o
+}
+
+// theme is the configured theme if it validates, else the factory one.
+func (h *Handler) theme() theme.Theme {
+	if h.Config.Theme.Validate() == nil {
+		return h.Config.Theme
+	}
+	return theme.Default()
 }
 
 // bearer reads "Authorization: Bearer <token>".

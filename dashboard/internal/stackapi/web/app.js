@@ -110,6 +110,7 @@ function show() {
 async function main() {
   cfg = await (await fetch("/config.json", { credentials: "omit" })).json();
   $("region").value = cfg.region || "";
+  if (cfg.title) { document.title = cfg.title; $("title").textContent = cfg.title; }
   $("signin").addEventListener("click", signIn);
   $("signout").addEventListener("click", () => { token = null; show(); });
   $("refresh").addEventListener("click", refresh);
