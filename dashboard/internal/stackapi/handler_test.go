@@ -270,14 +270,26 @@ func TestIdentityBeforeAnything(t *testing.T) {
 		t.Fatalf("AWS called without identity: lists %d acts %d cognito %d assumed %d", r.cp.lists.Load(), r.cp.acts.Load(), r.cog.calls.Load(), len(r.assumed))
 	}
 	// Public answers need no token.
-	if st, m := do(t, r.h, request("GET", "/config.json", "", nil, "")); st != 200 || m["clientId"] != tClient || m["hostedUiDomain"] == "" {
+	st, m := do(t, r.h, request("GET", "/config.json", "", nil, ""))
+	if st != 200 || m["clientId"] != tClient || m["hostedUiDomain"] == "" {
 		t.Fatalf("/config.json = %d %v", st, m)
+	}
+	for k := range m {
+		if k != "clientId" && k != "hostedUiDomain" && k != "region" && k != "title" {
+			t.Fatalf("/config.json publishes %q", k)
+		}
+	}
+	if st, m := do(t, r.h, request("GET", "/api/v1/me", "", nil, "")); st != 401 {
+		t.Fatalf("/api/v1/me without a token = %d %v", st, m)
+	}
+	if st, m := do(t, r.h, request("GET", "/api/v1/me", good, nil, "")); st != 200 || m["allowActions"] != true || m["username"] != "ana" {
+		t.Fatalf("/api/v1/me = %d %v", st, m)
 	}
 	if st, _ := do(t, r.h, request("GET", "/", "", nil, "")); st != 200 {
 		t.Fatalf("/ = %d", st)
 	}
 	// The valid token lists.
-	st, m := do(t, r.h, request("GET", "/api/v1/sandboxes", good, nil, ""))
+	st, m = do(t, r.h, request("GET", "/api/v1/sandboxes", good, nil, ""))
 	if st != 200 || len(m["sandboxes"].([]any)) != 2 || r.cp.lists.Load() != 1 {
 		t.Fatalf("list = %d %v (lists %d)", st, m, r.cp.lists.Load())
 	}

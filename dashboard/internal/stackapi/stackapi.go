@@ -159,7 +159,7 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		}
 		return h.json(http.StatusOK, map[string]any{
 			"hostedUiDomain": h.Config.HostedUIDomain, "clientId": h.Config.ClientID, "region": h.Config.Region,
-			"allowActions": h.Config.AllowActions, "costExplorer": h.Config.EnableCostExplorer, "title": h.theme().Title,
+			"title": h.theme().Title,
 		}), nil
 	}
 	if !strings.HasPrefix(path, "/api/v1/") {
@@ -187,6 +187,12 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		}
 	}
 	switch path {
+	case "/api/v1/me":
+		if method != http.MethodGet {
+			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil
+		}
+		// What this stack lets a signed-in user do (not public).
+		return h.json(http.StatusOK, map[string]any{"username": claims.Username, "allowActions": h.Config.AllowActions, "costExplorer": h.Config.EnableCostExplorer}), nil
 	case "/api/v1/sandboxes":
 		if method != http.MethodGet {
 			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil

@@ -118,6 +118,14 @@ async function main() {
   $("costbtn").addEventListener("click", cost);
   const p = new URLSearchParams(location.search);
   if (p.get("code")) await exchange(p.get("code"), p.get("state") || "");
+  if (token) {
+    const me = await api("/api/v1/me");
+    if (me.ok) {
+      cfg.allowActions = me.data.allowActions === true;
+      cfg.costExplorer = me.data.costExplorer === true;
+      $("who").textContent = String(me.data.username || "");
+    }
+  }
   show();
   if (token) refresh();
 }
