@@ -26,12 +26,14 @@ const (
 	dbCostRows    = "ForAllValues:StringLike dynamodb:LeadingKeys=cost-budget#*,cost-cache#*"
 	dbQuotaRow    = "ForAllValues:StringEquals dynamodb:LeadingKeys=quota-alert"
 	dbSessionName = "StringLike sts:RoleSessionName=rayito-dash-*"
+	dbMetrics     = "StringEquals cloudwatch:namespace=Rayito/Dashboard"
 )
 
 // dbUnscoped are the only actions allowed on Resource "*", with the reason.
 var dbUnscoped = map[string]string{
-	"lambda:ListMicrovms": "GET /microvms names no resource",
-	"ce:GetCostAndUsage":  "Cost Explorer has no resource-level permissions",
+	"lambda:ListMicrovms":      "GET /microvms names no resource",
+	"ce:GetCostAndUsage":       "Cost Explorer has no resource-level permissions",
+	"cloudwatch:PutMetricData": "PutMetricData names no resource; the namespace condition holds it",
 }
 
 var dbExpected = map[string][]stmt{
@@ -55,6 +57,7 @@ var dbExpected = map[string][]stmt{
 	"QuotaRole/Policies/quota-alert": {
 		{Sid: "ListMicrovmsUnscoped", Actions: []string{"lambda:ListMicrovms"}, Resources: []string{"*"}},
 		{Sid: "OwnStateRow", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem"}, Resources: []string{dbState}, Condition: []string{dbQuotaRow}},
+		{Sid: "PutOwnMetricsUnscoped", Actions: []string{"cloudwatch:PutMetricData"}, Resources: []string{"*"}, Condition: []string{dbMetrics}},
 		{Sid: "PublishToOwnTopic", Actions: []string{"sns:Publish"}, Resources: []string{"Ref:QuotaTopic"}},
 		ownLogs("QuotaLogGroup"),
 	},
@@ -190,6 +193,9 @@ func dbCheckInvariants(docs map[string][]stmt) problems {
 				}
 				if strings.HasPrefix(a, "dynamodb:") && slices.Contains(s.Resources, dbState) && len(s.Condition) == 0 {
 					p.addf("%s statement %q: %s on the state table without a dynamodb:LeadingKeys condition", loc, s.Sid, a)
+				}
+				if a == "cloudwatch:PutMetricData" && (owner != "QuotaRole" || !slices.Equal(s.Condition, []string{dbMetrics})) {
+					p.addf("%s statement %q: PutMetricData outside the quota role's namespace", loc, s.Sid)
 				}
 				if a == "ce:GetCostAndUsage" && s.If != "CostOn" {
 					p.addf("%s statement %q: Cost Explorer without EnableCostExplorer", loc, s.Sid)
@@ -406,6 +412,9 @@ func TestDashboardCheckerCatches(t *testing.T) {
 		{"quota function reads the budget", func(t *testing.T, tpl map[string]any) {
 			findStmt(t, tpl, quota, "OwnStateRow")["Condition"] = map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{"*"}}}
 		}, quota + " statement \"OwnStateRow\""},
+		{"metrics in any namespace", func(t *testing.T, tpl map[string]any) {
+			delete(findStmt(t, tpl, quota, "PutOwnMetricsUnscoped"), "Condition")
+		}, "PutMetricData outside the quota role's namespace"},
 		{"publish to any topic", func(t *testing.T, tpl map[string]any) {
 			findStmt(t, tpl, quota, "PublishToOwnTopic")["Resource"] = "*"
 		}, "sns:Publish on Resource \"*\""},

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	ce "github.com/aws/aws-sdk-go-v2/service/costexplorer"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -52,7 +53,7 @@ func run(ctx context.Context) error {
 	if env.Mode == "quota" {
 		q := &stackapi.QuotaAlert{
 			Lister: cp, State: db, Table: env.StateTable, SNS: sns.NewFromConfig(cfg), TopicArn: env.TopicArn,
-			Region: cfg.Region, Limit: env.QuotaLimit, Percent: env.QuotaPercent,
+			Region: cfg.Region, Limit: env.QuotaLimit, Percent: env.QuotaPercent, Metrics: cloudwatch.NewFromConfig(cfg),
 		}
 		lambda.StartWithOptions(func(ctx context.Context) (stackapi.QuotaSummary, error) { return q.Run(ctx) }, lambda.WithContext(ctx))
 		return nil

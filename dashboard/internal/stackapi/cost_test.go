@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	ce "github.com/aws/aws-sdk-go-v2/service/costexplorer"
 	cetypes "github.com/aws/aws-sdk-go-v2/service/costexplorer/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -157,6 +158,17 @@ func (f *fakeSNS) Publish(ctx context.Context, in *sns.PublishInput, _ ...func(*
 	return &sns.PublishOutput{}, nil
 }
 
+type fakeMetrics struct {
+	n   int
+	ins []*cloudwatch.PutMetricDataInput
+}
+
+func (f *fakeMetrics) PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
+	f.n++
+	f.ins = append(f.ins, in)
+	return &cloudwatch.PutMetricDataOutput{}, nil
+}
+
 type manyVMs struct{ n int }
 
 func (m *manyVMs) ListMicrovms(ctx context.Context, in microvms.ListInput) (*microvmsapi.ListMicrovmsOutput, error) {
@@ -174,7 +186,8 @@ func TestQuotaAlert(t *testing.T) {
 	now := tNow
 	vms := &manyVMs{n: 9}
 	pub := &fakeSNS{fail: true}
-	q := &QuotaAlert{Lister: vms, State: db, Table: "rayito-dashboard-state", SNS: pub, TopicArn: "arn:aws:sns:eu-west-1:123456789012:t", Region: "eu-west-1", Limit: 10, Percent: 80, Now: func() time.Time { return now }}
+	met := &fakeMetrics{}
+	q := &QuotaAlert{Metrics: met, Lister: vms, State: db, Table: "rayito-dashboard-state", SNS: pub, TopicArn: "arn:aws:sns:eu-west-1:123456789012:t", Region: "eu-west-1", Limit: 10, Percent: 80, Now: func() time.Time { return now }}
 	// SNS failing: not counted as sent.
 	if s, err := q.Run(context.Background()); err == nil || s.Sent {
 		t.Fatalf("SNS down: %+v %v", s, err)
@@ -188,6 +201,11 @@ func TestQuotaAlert(t *testing.T) {
 		if strings.Contains(pub.msgs[0], bad) {
 			t.Fatalf("message carries %q: %q", bad, pub.msgs[0])
 		}
+	}
+	// The metrics: the namespace, counts only, no dimension (no id or name).
+	in := met.ins[len(met.ins)-1]
+	if aws.ToString(in.Namespace) != MetricsNamespace || len(in.MetricData) != 2 || aws.ToString(in.MetricData[0].MetricName) != "MicrovmsInUse" || *in.MetricData[0].Value != 9 || len(in.MetricData[0].Dimensions)+len(in.MetricData[1].Dimensions) != 0 {
+		t.Fatalf("metrics %+v", in)
 	}
 	// Quiet for 6 h, then again; under the threshold it resets.
 	now = now.Add(time.Hour)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -15,6 +17,15 @@ import (
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
+
+// MetricsNamespace is the only CloudWatch namespace the quota alert
+// writes (the template's condition holds its role to it).
+const MetricsNamespace = "Rayito/Dashboard"
+
+// PutMetricAPI is the CloudWatch call of the quota alert.
+type PutMetricAPI interface {
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, opts ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
+}
 
 // PublishAPI is the SNS call of the quota alert.
 type PublishAPI interface {
@@ -42,7 +53,11 @@ type QuotaAlert struct {
 	Limit    int
 	Percent  int
 	Quiet    time.Duration // default 6 h
-	Now      func() time.Time
+	// Metrics, when set, receives MicrovmsInUse and QuotaUsedPercent in
+	// MetricsNamespace each run (counts only); a failure does not stop the
+	// alert and is reported in the summary.
+	Metrics PutMetricAPI
+	Now     func() time.Time
 }
 
 // QuotaSummary is the run's result (counts only).
@@ -50,6 +65,7 @@ type QuotaSummary struct {
 	InUse     int  `json:"inUse"`
 	Threshold int  `json:"threshold"`
 	Sent      bool `json:"sent"`
+	MetricErr bool `json:"metricError,omitempty"`
 }
 
 const quotaRow = "quota-alert"
@@ -83,6 +99,16 @@ func (q *QuotaAlert) Run(ctx context.Context) (QuotaSummary, error) {
 	}
 	threshold := (q.Limit*q.Percent + 99) / 100
 	s := QuotaSummary{InUse: n, Threshold: threshold}
+	if q.Metrics != nil {
+		_, err := q.Metrics.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{
+			Namespace: aws.String(MetricsNamespace),
+			MetricData: []cwtypes.MetricDatum{
+				{MetricName: aws.String("MicrovmsInUse"), Unit: cwtypes.StandardUnitCount, Value: aws.Float64(float64(n)), Timestamp: aws.Time(now())},
+				{MetricName: aws.String("QuotaUsedPercent"), Unit: cwtypes.StandardUnitPercent, Value: aws.Float64(float64(n) * 100 / float64(q.Limit)), Timestamp: aws.Time(now())},
+			},
+		})
+		s.MetricErr = err != nil
+	}
 	key := map[string]types.AttributeValue{StateKey: &types.AttributeValueMemberS{Value: quotaRow}}
 	got, err := q.State.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(q.Table), Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
