@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/urfave/cli/v3"
 
@@ -432,60 +430,14 @@ func buildConfig(s *publishSpec, region, uri string) microvmsapi.ImageBuildConfi
 
 // upload puts the artifact at key unless an object is there already (the
 // key is the content's sha256, so that object is this artifact), and
-// reports whether it uploaded. The write is conditional (If-None-Match:
-// *), so two publishes racing on one key cannot replace each other's
-// object, and carries the sha256 for S3 to verify.
+// reports whether it uploaded (awsenv.PutOnce: conditional, checksummed).
 func upload(ctx context.Context, c *s3.Client, bucket, key string, a *artifact) (bool, error) {
-	_, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if err == nil {
-		return false, nil
-	}
-	herr := awsenv.SanitizeS3("HeadObject", err)
-	var se *awsenv.S3Error
-	// Without s3:ListBucket (ImagePublisherPolicy has none) a missing key
-	// answers 403, not 404: the conditional put below settles it.
-	if !errors.As(herr, &se) || !se.NotFound() && !se.Forbidden() {
-		return false, s3Failure(bucket, herr)
-	}
 	fh, err := os.Open(a.path)
 	if err != nil {
 		return false, err
 	}
 	defer fh.Close()
-	sum, err := hex.DecodeString(a.sha256)
-	if err != nil {
-		return false, err
-	}
-	_, err = c.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:         aws.String(bucket),
-		Key:            aws.String(key),
-		Body:           fh,
-		ContentLength:  aws.Int64(a.size),
-		ContentType:    aws.String("application/zip"),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum)),
-		IfNoneMatch:    aws.String("*"),
-	})
-	if err == nil {
-		return true, nil
-	}
-	perr := awsenv.SanitizeS3("PutObject", err)
-	if errors.As(perr, &se) && se.PreconditionFailed() {
-		return false, nil // someone else put the same content first
-	}
-	return false, s3Failure(bucket, perr)
-}
-
-func s3Failure(bucket string, err error) error {
-	var se *awsenv.S3Error
-	if errors.As(err, &se) {
-		switch {
-		case se.Code == "NoSuchBucket":
-			return fmt.Errorf("%w: bucket %s does not exist (check --bucket and the region)", err, bucket)
-		case se.Forbidden():
-			return fmt.Errorf("%w: these credentials may not write to bucket %s (the ImagePublisherPolicy of infra/iam.yaml allows it)", err, bucket)
-		}
-	}
-	return err
+	return awsenv.PutOnce(ctx, c, bucket, key, awsenv.Object{Body: fh, Size: a.size, SHA256: a.sha256, ContentType: "application/zip"}, "the ImagePublisherPolicy of infra/iam.yaml allows it")
 }
 
 // waitGate polls the image and its version, with back-off, until the

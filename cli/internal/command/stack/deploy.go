@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"debug/elf"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -492,55 +491,9 @@ func parameters(s *deploySpec, codePrefix string, update bool) []cfntypes.Parame
 }
 
 // upload puts z at key unless an object is there already (the key holds
-// the code's sha256), and reports whether it uploaded. The write is
-// conditional (If-None-Match: *) and carries the zip's sha256 for S3 to
-// verify.
+// the code's sha256), and reports whether it uploaded (awsenv.PutOnce).
 func upload(ctx context.Context, c *s3.Client, bucket, key string, z lambdaZip) (bool, error) {
-	_, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
-	if err == nil {
-		return false, nil
-	}
-	herr := awsenv.SanitizeS3("HeadObject", err)
-	var se *awsenv.S3Error
-	// Without s3:ListBucket a missing key answers 403, not 404: the
-	// conditional put below settles it.
-	if !errors.As(herr, &se) || !se.NotFound() && !se.Forbidden() {
-		return false, s3Failure(bucket, herr)
-	}
-	sum, err := hex.DecodeString(z.sha256)
-	if err != nil {
-		return false, err
-	}
-	_, err = c.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:         aws.String(bucket),
-		Key:            aws.String(key),
-		Body:           bytes.NewReader(z.data),
-		ContentLength:  aws.Int64(int64(len(z.data))),
-		ContentType:    aws.String("application/zip"),
-		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum)),
-		IfNoneMatch:    aws.String("*"),
-	})
-	if err == nil {
-		return true, nil
-	}
-	perr := awsenv.SanitizeS3("PutObject", err)
-	if errors.As(perr, &se) && se.PreconditionFailed() {
-		return false, nil // someone else put the same content first
-	}
-	return false, s3Failure(bucket, perr)
-}
-
-func s3Failure(bucket string, err error) error {
-	var se *awsenv.S3Error
-	if errors.As(err, &se) {
-		switch {
-		case se.Code == "NoSuchBucket":
-			return fmt.Errorf("%w: bucket %s does not exist (check --bucket and the region)", err, bucket)
-		case se.Forbidden():
-			return fmt.Errorf("%w: these credentials may not write to bucket %s", err, bucket)
-		}
-	}
-	return err
+	return awsenv.PutOnce(ctx, c, bucket, key, awsenv.Object{Body: bytes.NewReader(z.data), Size: int64(len(z.data)), SHA256: z.sha256, ContentType: "application/zip"}, "")
 }
 
 // joinInts is "1, 3, 5".
