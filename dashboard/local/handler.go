@@ -14,6 +14,7 @@ import (
 
 	"github.com/rayito-dev/rayito/dashboard/internal/session"
 	"github.com/rayito-dev/rayito/dashboard/internal/web"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -373,20 +374,8 @@ func platformCode(err error) (int, string) {
 	return http.StatusBadGateway, "upstream_error"
 }
 
-// validID: a sandbox id as the SDK accepts one (letters, digits, '.',
-// '_' and '-', 1 to 128, not starting with '.').
-func validID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validID: a sandbox id as the SDK accepts one.
+func validID(id string) bool { return microvmsapi.ValidSandboxID(id) }
 
 // accountLabels are "default" and the other accounts' labels, in the
 // order given (never their roles).

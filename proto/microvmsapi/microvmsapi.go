@@ -244,3 +244,21 @@ func StatusOf(exception string) int {
 		return 500
 	}
 }
+
+// ValidSandboxID reports whether id may be a sandbox (microVM) id for
+// Rayito's clients: 1 to 128 characters of [A-Za-z0-9._-], not starting
+// with a dot (so it is safe as a file name, a path segment and a DNS-ish
+// label: no "..", no separators, no hidden files). Every client-side check
+// of an id is this one.
+func ValidSandboxID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

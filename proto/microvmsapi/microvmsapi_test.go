@@ -2,6 +2,7 @@ package microvmsapi
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,18 @@ func TestAllowedPortJSON(t *testing.T) {
 	}
 	if !StatePending.Valid() || State("BOGUS").Valid() {
 		t.Fatal("Valid")
+	}
+}
+
+func TestValidSandboxID(t *testing.T) {
+	for _, ok := range []string{"microvm-0b6c1a52-5b0e-4a29-9a1c-3f7d2e8c9a10", "a", "A.b_c-1", strings.Repeat("x", 128)} {
+		if !ValidSandboxID(ok) {
+			t.Errorf("%q refused", ok)
+		}
+	}
+	for _, bad := range []string{"", ".hidden", "..", "a/b", "a b", "é", "a\x00", strings.Repeat("x", 129), "a:b", "a%2f"} {
+		if ValidSandboxID(bad) {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

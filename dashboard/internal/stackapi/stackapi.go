@@ -367,15 +367,4 @@ func (h *Handler) sandboxes(ctx context.Context) events.LambdaFunctionURLRespons
 }
 
 // validID: a sandbox id as the SDK accepts one.
-func validID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validID(id string) bool { return microvmsapi.ValidSandboxID(id) }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
 // ErrNoToken is returned by Load when no token is stored for the id.
@@ -43,22 +45,11 @@ func DefaultDir(getenv func(string) string) (string, error) {
 	return filepath.Join(base, "rayito", "tokens"), nil
 }
 
-// ValidID reports whether id may name a token file: 1 to 128 characters
-// of [A-Za-z0-9._-], not starting with a dot (so no "..", no hidden or
-// temporary files, no path separators).
-func ValidID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for _, r := range id {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidID reports whether id may name a token file:
+// microvmsapi.ValidSandboxID (1 to 128 characters of [A-Za-z0-9._-], not
+// starting with a dot: no "..", no hidden or temporary files, no path
+// separators).
+func ValidID(id string) bool { return microvmsapi.ValidSandboxID(id) }
 
 func (s Store) path(id string) (string, error) {
 	if !ValidID(id) {
