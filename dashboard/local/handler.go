@@ -31,12 +31,9 @@ func discardLogger() *log.Logger { return log.New(io.Discard, "", 0) }
 
 // securityHeaders go on every answer, errors and 404s included.
 func securityHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", CSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	h.Set("Referrer-Policy", "no-referrer")
+	for k, v := range web.SecurityHeaders(CSP) {
+		h.Set(k, v)
+	}
 }
 
 // Error codes of the API, each with its fixed message.

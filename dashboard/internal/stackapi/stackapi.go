@@ -40,6 +40,7 @@ import (
 
 	"github.com/rayito-dev/rayito/dashboard/internal/jwt"
 	"github.com/rayito-dev/rayito/dashboard/internal/theme"
+	"github.com/rayito-dev/rayito/dashboard/internal/web"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
@@ -276,15 +277,9 @@ func requestBody(req events.LambdaFunctionURLRequest) ([]byte, bool) {
 }
 
 func securityHeaders() map[string]string {
-	return map[string]string{
-		"Content-Security-Policy":      CSP,
-		"X-Content-Type-Options":       "nosniff",
-		"Cache-Control":                "no-store",
-		"X-Frame-Options":              "DENY",
-		"Cross-Origin-Resource-Policy": "same-origin",
-		"Referrer-Policy":              "no-referrer",
-		"Strict-Transport-Security":    "max-age=31536000",
-	}
+	h := web.SecurityHeaders(CSP)
+	h["Strict-Transport-Security"] = "max-age=31536000" // a Function URL is https only
+	return h
 }
 
 func answer(status int, ctype, body string) events.LambdaFunctionURLResponse {

@@ -47,3 +47,18 @@ func Serve(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	_, _ = w.Write(data)
 }
+
+// SecurityHeaders are the headers every answer of a dashboard carries,
+// errors and 404s included (the local dashboard's and the stack's, each
+// with the CSP of its page): no sniffing, no caching, no framing, no
+// cross-origin reads, no referrer.
+func SecurityHeaders(csp string) map[string]string {
+	return map[string]string{
+		"Content-Security-Policy":      csp,
+		"X-Content-Type-Options":       "nosniff",
+		"Cache-Control":                "no-store",
+		"X-Frame-Options":              "DENY",
+		"Cross-Origin-Resource-Policy": "same-origin",
+		"Referrer-Policy":              "no-referrer",
+	}
+}
