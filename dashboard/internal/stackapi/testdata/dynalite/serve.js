@@ -1,9 +1,0 @@
-// Starts dynalite (in memory) on 127.0.0.1 at a free port and prints the
-// port on stdout; the dashboard stack's tests run it and kill it when done.
-const dynalite = require('dynalite');
-const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`listening ${server.address().port}\n`);
-});
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
