@@ -3,7 +3,8 @@
 #
 #   scripts/dist.sh [-C SRC] [-o OUT] [-r REVISION] COMPONENT...
 #
-# For each COMPONENT (cli → rayito, rayd → rayd, events → rayito-events-
+# For each COMPONENT (cli → rayito, rayd → rayd, dashboard → rayito-dashboard-stack,
+# the dashboard stack's Lambda, events → rayito-events-
 # forwarder, -deliverer and -reconciler, the Lambdas) and each of linux/amd64 and
 # linux/arm64 it writes into OUT (default SRC/dist, emptied first):
 #   <binary>-<version>-linux-<arch>           static, trimmed Go binary
@@ -83,7 +84,11 @@ for component in "$@"; do
 		binaries=(rayito-events-forwarder:./events/cmd/forwarder rayito-events-deliverer:./events/cmd/deliverer rayito-events-reconciler:./events/cmd/reconciler)
 		tags=lambda.norpc
 		;;
-	*) echo "dist: unknown component $component (known: cli rayd events)" >&2; exit 2 ;;
+	dashboard)
+		binaries=(rayito-dashboard-stack:./dashboard/cmd/stack)
+		tags=lambda.norpc
+		;;
+	*) echo "dist: unknown component $component (known: cli rayd events dashboard)" >&2; exit 2 ;;
 	esac
 	ver=$(version "$component")
 	[ -n "$ver" ] || { echo "dist: no version for $component in $src/versions.yaml" >&2; exit 1; }
