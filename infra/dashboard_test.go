@@ -98,62 +98,16 @@ var dbFunctions = map[string]struct {
 var dbAuditDenied = []string{"dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PartiQLDelete", "dynamodb:PartiQLUpdate", "dynamodb:UpdateItem"}
 
 func dbDocuments(tpl map[string]any) (map[string][]stmt, problems) {
-	var p problems
-	docs := map[string][]stmt{}
-	add := func(loc string, doc any) {
-		dm, _ := doc.(map[string]any)
-		if dm["Version"] != "2012-10-17" {
-			p.addf("%s: Version %v", loc, dm["Version"])
-		}
-		list, ok := dm["Statement"].([]any)
-		if !ok {
-			p.addf("%s: Statement is not a list", loc)
-			return
-		}
-		for i, raw := range list {
-			s, err := parseStatement(raw)
-			if err != nil {
-				p.addf("%s statement %d: %v", loc, i, err)
-				continue
-			}
-			docs[loc] = append(docs[loc], s)
-		}
-	}
-	res := section(tpl, "Resources")
-	for name, r := range res {
-		rm, _ := r.(map[string]any)
-		typ, _ := rm["Type"].(string)
-		if want, ok := dbResources[name]; !ok || want != typ {
-			p.addf("resource %s: unexpected (type %q)", name, typ)
-		}
-		pr, _ := rm["Properties"].(map[string]any)
+	return roleDocuments(tpl, dbResources, func(name, typ string, props map[string]any, _ func(string, any), p *problems) {
 		switch typ {
-		case "AWS::IAM::Role":
-			add(name+"/AssumeRolePolicyDocument", pr["AssumeRolePolicyDocument"])
-			pols, _ := pr["Policies"].([]any)
-			for _, pol := range pols {
-				pm, _ := pol.(map[string]any)
-				add(fmt.Sprintf("%s/Policies/%v", name, pm["PolicyName"]), pm["PolicyDocument"])
-			}
-			for _, k := range []string{"ManagedPolicyArns", "PermissionsBoundary"} {
-				if _, ok := pr[k]; ok {
-					p.addf("resource %s: unexpected %s", name, k)
-				}
-			}
 		case "AWS::DynamoDB::Table":
-			if name != "AuditTable" && pr["ResourcePolicy"] != nil {
+			if name != "AuditTable" && props["ResourcePolicy"] != nil {
 				p.addf("resource %s: a resource policy grants outside the expectation table", name)
 			}
 		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::SNS::TopicPolicy", "AWS::IAM::User", "AWS::IAM::AccessKey":
 			p.addf("resource %s: %s grants outside the expectation table", name, typ)
 		}
-	}
-	for name := range dbResources {
-		if _, ok := res[name]; !ok {
-			p.addf("resource %s: missing", name)
-		}
-	}
-	return docs, p
+	})
 }
 
 func dbCheckInvariants(docs map[string][]stmt) problems {

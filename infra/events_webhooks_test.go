@@ -115,48 +115,8 @@ var evFunctions = map[string]struct {
 // evDocuments returns every policy document (roles' trust and inline
 // policies, managed policies) by location.
 func evDocuments(tpl map[string]any) (map[string][]stmt, problems) {
-	var p problems
-	docs := map[string][]stmt{}
-	add := func(loc string, doc any) {
-		dm, _ := doc.(map[string]any)
-		if dm["Version"] != "2012-10-17" {
-			p.addf("%s: Version %v", loc, dm["Version"])
-		}
-		list, ok := dm["Statement"].([]any)
-		if !ok {
-			p.addf("%s: Statement is not a list", loc)
-			return
-		}
-		for i, raw := range list {
-			s, err := parseStatement(raw)
-			if err != nil {
-				p.addf("%s statement %d: %v", loc, i, err)
-				continue
-			}
-			docs[loc] = append(docs[loc], s)
-		}
-	}
-	res := section(tpl, "Resources")
-	for name, r := range res {
-		rm, _ := r.(map[string]any)
-		typ, _ := rm["Type"].(string)
-		if want, ok := evResources[name]; !ok || want != typ {
-			p.addf("resource %s: unexpected (type %q)", name, typ)
-		}
-		props, _ := rm["Properties"].(map[string]any)
+	return roleDocuments(tpl, evResources, func(name, typ string, props map[string]any, add func(string, any), p *problems) {
 		switch typ {
-		case "AWS::IAM::Role":
-			add(name+"/AssumeRolePolicyDocument", props["AssumeRolePolicyDocument"])
-			pols, _ := props["Policies"].([]any)
-			for _, pol := range pols {
-				pm, _ := pol.(map[string]any)
-				add(fmt.Sprintf("%s/Policies/%v", name, pm["PolicyName"]), pm["PolicyDocument"])
-			}
-			for _, k := range []string{"ManagedPolicyArns", "PermissionsBoundary"} {
-				if _, ok := props[k]; ok {
-					p.addf("resource %s: unexpected %s", name, k)
-				}
-			}
 		case "AWS::IAM::ManagedPolicy":
 			for _, k := range []string{"Roles", "Users", "Groups"} {
 				if _, ok := props[k]; ok {
@@ -167,13 +127,7 @@ func evDocuments(tpl map[string]any) (map[string][]stmt, problems) {
 		case "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy", "AWS::IAM::Policy":
 			p.addf("resource %s: %s grants outside the expectation table", name, typ)
 		}
-	}
-	for name := range evResources {
-		if _, ok := res[name]; !ok {
-			p.addf("resource %s: missing", name)
-		}
-	}
-	return docs, p
+	})
 }
 
 // evCheckInvariants are the rules the tables encode, stated on their own

@@ -1028,3 +1028,64 @@ func TestCheckerReportsWidening(t *testing.T) {
 		})
 	}
 }
+
+// roleDocuments returns every policy document of a template's IAM roles
+// (trust and inline policies) by location; checks that its resources are
+// exactly want (logical id → type) and that no role takes a managed policy
+// or a boundary; and hands every other resource to other, which adds the
+// documents (add) or problems of its kind.
+func roleDocuments(tpl map[string]any, want map[string]string, other func(name, typ string, props map[string]any, add func(loc string, doc any), p *problems)) (map[string][]stmt, problems) {
+	var p problems
+	docs := map[string][]stmt{}
+	add := func(loc string, doc any) {
+		dm, _ := doc.(map[string]any)
+		if dm["Version"] != "2012-10-17" {
+			p.addf("%s: Version %v", loc, dm["Version"])
+		}
+		list, ok := dm["Statement"].([]any)
+		if !ok {
+			p.addf("%s: Statement is not a list", loc)
+			return
+		}
+		for i, raw := range list {
+			s, err := parseStatement(raw)
+			if err != nil {
+				p.addf("%s statement %d: %v", loc, i, err)
+				continue
+			}
+			docs[loc] = append(docs[loc], s)
+		}
+	}
+	res := section(tpl, "Resources")
+	for name, r := range res {
+		rm, _ := r.(map[string]any)
+		typ, _ := rm["Type"].(string)
+		if w, ok := want[name]; !ok || w != typ {
+			p.addf("resource %s: unexpected (type %q)", name, typ)
+		}
+		props, _ := rm["Properties"].(map[string]any)
+		if typ != "AWS::IAM::Role" {
+			if other != nil {
+				other(name, typ, props, add, &p)
+			}
+			continue
+		}
+		add(name+"/AssumeRolePolicyDocument", props["AssumeRolePolicyDocument"])
+		pols, _ := props["Policies"].([]any)
+		for _, pol := range pols {
+			pm, _ := pol.(map[string]any)
+			add(fmt.Sprintf("%s/Policies/%v", name, pm["PolicyName"]), pm["PolicyDocument"])
+		}
+		for _, k := range []string{"ManagedPolicyArns", "PermissionsBoundary"} {
+			if _, ok := props[k]; ok {
+				p.addf("resource %s: unexpected %s", name, k)
+			}
+		}
+	}
+	for name := range want {
+		if _, ok := res[name]; !ok {
+			p.addf("resource %s: missing", name)
+		}
+	}
+	return docs, p
+}
