@@ -45,6 +45,7 @@ var dbExpected = map[string][]stmt{
 		{Sid: "CostBudgetAndCache", If: "CostOn", Actions: []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}, Resources: []string{dbState}, Condition: []string{dbCostRows}},
 		{Sid: "GetCostAndUsageUnscoped", If: "CostOn", Actions: []string{"ce:GetCostAndUsage"}, Resources: []string{"*"}},
 		{Sid: "AssumeActionsRole", If: "ActionsOn", Actions: []string{"sts:AssumeRole"}, Resources: []string{dbActionsRole}},
+		{Sid: "ReadTheLogo", If: "LogoOn", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:${AWS::Partition}:s3:::${LogoBucket}/${LogoKey}"}},
 		ownLogs("ApiLogGroup"),
 	},
 	"ActionsRole/AssumeRolePolicyDocument": {
@@ -85,7 +86,7 @@ var dbFunctions = map[string]struct {
 		"RAYITO_DASHBOARD_HOSTED_UI_DOMAIN": "Ref:HostedUIDomain", "RAYITO_DASHBOARD_GROUP": "Ref:ActionsGroup",
 		"RAYITO_DASHBOARD_AUDIT_TABLE": "Ref:AuditTable", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable",
 		"RAYITO_DASHBOARD_ACTIONS_ROLE_ARN": "If:ActionsOn:" + dbActionsRole, "RAYITO_DASHBOARD_COST_EXPLORER": "Ref:EnableCostExplorer",
-		"RAYITO_DASHBOARD_THEME": "Ref:Theme",
+		"RAYITO_DASHBOARD_THEME": "Ref:Theme", "RAYITO_DASHBOARD_LOGO": "If:LogoOn:s3://${LogoBucket}/${LogoKey}",
 	}},
 	"QuotaFunction": {"QuotaRole", "QuotaLogGroup", map[string]string{
 		"RAYITO_DASHBOARD_MODE": "quota", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable", "RAYITO_DASHBOARD_QUOTA_TOPIC_ARN": "Ref:QuotaTopic",

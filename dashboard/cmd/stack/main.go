@@ -18,6 +18,7 @@ import (
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 	ce "github.com/aws/aws-sdk-go-v2/service/costexplorer"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -57,6 +58,13 @@ func run(ctx context.Context) error {
 		}
 		lambda.StartWithOptions(func(ctx context.Context) (stackapi.QuotaSummary, error) { return q.Run(ctx) }, lambda.WithContext(ctx))
 		return nil
+	}
+	if env.LogoBucket != "" {
+		logo, err := stackapi.LoadLogo(ctx, s3.NewFromConfig(cfg), env.LogoBucket, env.LogoKey)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dashboard stack: the logo is not readable or not a valid logo: no logo is served")
+		}
+		env.Config.Logo = logo
 	}
 	v, err := jwt.New(jwt.Config{Region: cfg.Region, PoolID: env.Config.PoolID, ClientID: env.Config.ClientID})
 	if err != nil {

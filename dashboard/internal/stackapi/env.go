@@ -27,6 +27,7 @@ const (
 	EnvQuotaLimit     = "RAYITO_DASHBOARD_QUOTA_LIMIT"
 	EnvQuotaPercent   = "RAYITO_DASHBOARD_QUOTA_PERCENT"
 	EnvTheme          = "RAYITO_DASHBOARD_THEME" // a theme JSON (docs/dashboard.md); invalid is discarded
+	EnvLogo           = "RAYITO_DASHBOARD_LOGO"  // s3://bucket/key of an SVG logo, or "" (logo.go)
 	EnvRegion         = "AWS_REGION"
 )
 
@@ -45,6 +46,8 @@ type Env struct {
 	QuotaPercent int
 	// ThemeDiscarded is set when RAYITO_DASHBOARD_THEME was invalid.
 	ThemeDiscarded bool
+	// LogoBucket and LogoKey name the logo object ("": none).
+	LogoBucket, LogoKey string
 }
 
 var (
@@ -133,6 +136,11 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 			e.ThemeDiscarded = true
 		}
 	}
+	b, k, err := ParseLogoLocation(getenv(EnvLogo))
+	if err != nil {
+		return Env{}, err
+	}
+	e.LogoBucket, e.LogoKey = b, k
 	e.Config = c
 	return e, nil
 }

@@ -275,7 +275,7 @@ func TestIdentityBeforeAnything(t *testing.T) {
 		t.Fatalf("/config.json = %d %v", st, m)
 	}
 	for k := range m {
-		if k != "clientId" && k != "hostedUiDomain" && k != "region" && k != "title" {
+		if k != "clientId" && k != "hostedUiDomain" && k != "region" && k != "title" && k != "logo" {
 			t.Fatalf("/config.json publishes %q", k)
 		}
 	}

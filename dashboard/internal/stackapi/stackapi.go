@@ -95,6 +95,8 @@ type Config struct {
 	Group string
 	// Theme is a validated theme (the zero value serves the factory one).
 	Theme theme.Theme
+	// Logo is a validated SVG (LoadLogo), or nil: none.
+	Logo []byte
 }
 
 // Handler answers Function URL requests.
@@ -154,13 +156,21 @@ func (h *Handler) Handle(ctx context.Context, req events.LambdaFunctionURLReques
 		}
 		return answer(http.StatusOK, "text/css; charset=utf-8", string(h.theme().CSS())), nil
 	}
+	if path == "/logo.svg" && h.Config.Logo != nil {
+		if method != http.MethodGet && method != http.MethodHead {
+			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil
+		}
+		r := answer(http.StatusOK, "image/svg+xml", string(h.Config.Logo))
+		r.Headers["Content-Security-Policy"] = LogoCSP
+		return r, nil
+	}
 	if path == "/config.json" {
 		if method != http.MethodGet {
 			return h.fail(http.StatusMethodNotAllowed, "method_not_allowed"), nil
 		}
 		return h.json(http.StatusOK, map[string]any{
 			"hostedUiDomain": h.Config.HostedUIDomain, "clientId": h.Config.ClientID, "region": h.Config.Region,
-			"title": h.theme().Title,
+			"title": h.theme().Title, "logo": h.Config.Logo != nil,
 		}), nil
 	}
 	if !strings.HasPrefix(path, "/api/v1/") {

@@ -111,6 +111,7 @@ async function main() {
   cfg = await (await fetch("/config.json", { credentials: "omit" })).json();
   $("region").value = cfg.region || "";
   if (cfg.title) { document.title = cfg.title; $("title").textContent = cfg.title; }
+  if (cfg.logo) { $("logo").src = "/logo.svg"; $("logo").hidden = false; }
   $("signin").addEventListener("click", signIn);
   $("signout").addEventListener("click", () => { token = null; show(); });
   $("refresh").addEventListener("click", refresh);
