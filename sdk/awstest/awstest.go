@@ -45,12 +45,9 @@ var (
 	installErr  error
 )
 
-// cacheDir is $RAYITO_TEST_CACHE, else the user's cache directory's
-// rayito-test.
+// cacheDir is the user's cache directory's rayito-test ($XDG_CACHE_HOME
+// moves it).
 func cacheDir() (string, error) {
-	if d := os.Getenv("RAYITO_TEST_CACHE"); d != "" {
-		return d, nil
-	}
 	d, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
