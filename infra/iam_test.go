@@ -492,29 +492,7 @@ func isNoValue(v any) bool {
 func documents(tpl map[string]any) (map[string][]stmt, problems) {
 	var p problems
 	docs := map[string][]stmt{}
-	add := func(loc string, doc any) {
-		dm, ok := doc.(map[string]any)
-		if !ok {
-			p.addf("%s: policy document is not a mapping", loc)
-			return
-		}
-		if dm["Version"] != "2012-10-17" {
-			p.addf("%s: Version %v", loc, dm["Version"])
-		}
-		list, ok := dm["Statement"].([]any)
-		if !ok {
-			p.addf("%s: Statement is not a list", loc)
-			return
-		}
-		for i, raw := range list {
-			s, err := parseStatement(raw)
-			if err != nil {
-				p.addf("%s statement %d: %v", loc, i, err)
-				continue
-			}
-			docs[loc] = append(docs[loc], s)
-		}
-	}
+	add := func(loc string, doc any) { addDocument(docs, &p, loc, doc) }
 	for name, r := range section(tpl, "Resources") {
 		rm, _ := r.(map[string]any)
 		typ, _ := rm["Type"].(string)
@@ -1037,25 +1015,7 @@ func TestCheckerReportsWidening(t *testing.T) {
 func roleDocuments(tpl map[string]any, want map[string]string, other func(name, typ string, props map[string]any, add func(loc string, doc any), p *problems)) (map[string][]stmt, problems) {
 	var p problems
 	docs := map[string][]stmt{}
-	add := func(loc string, doc any) {
-		dm, _ := doc.(map[string]any)
-		if dm["Version"] != "2012-10-17" {
-			p.addf("%s: Version %v", loc, dm["Version"])
-		}
-		list, ok := dm["Statement"].([]any)
-		if !ok {
-			p.addf("%s: Statement is not a list", loc)
-			return
-		}
-		for i, raw := range list {
-			s, err := parseStatement(raw)
-			if err != nil {
-				p.addf("%s statement %d: %v", loc, i, err)
-				continue
-			}
-			docs[loc] = append(docs[loc], s)
-		}
-	}
+	add := func(loc string, doc any) { addDocument(docs, &p, loc, doc) }
 	res := section(tpl, "Resources")
 	for name, r := range res {
 		rm, _ := r.(map[string]any)
@@ -1088,4 +1048,30 @@ func roleDocuments(tpl map[string]any, want map[string]string, other func(name, 
 		}
 	}
 	return docs, p
+}
+
+// addDocument parses one policy document into docs[loc], reporting what
+// is not a 2012-10-17 document of statements.
+func addDocument(docs map[string][]stmt, p *problems, loc string, doc any) {
+	dm, ok := doc.(map[string]any)
+	if !ok {
+		p.addf("%s: policy document is not a mapping", loc)
+		return
+	}
+	if dm["Version"] != "2012-10-17" {
+		p.addf("%s: Version %v", loc, dm["Version"])
+	}
+	list, ok := dm["Statement"].([]any)
+	if !ok {
+		p.addf("%s: Statement is not a list", loc)
+		return
+	}
+	for i, raw := range list {
+		s, err := parseStatement(raw)
+		if err != nil {
+			p.addf("%s statement %d: %v", loc, i, err)
+			continue
+		}
+		docs[loc] = append(docs[loc], s)
+	}
 }
