@@ -175,29 +175,18 @@ func (e *eventsAWS) register(ctx context.Context, url string, types []EventType,
 // list returns the registry, oldest first.
 func (e *eventsAWS) list(ctx context.Context) ([]Webhook, error) {
 	var hooks []Webhook
-	var start map[string]ddbtypes.AttributeValue
-	for {
-		out, err := e.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 &e.table,
-			KeyConditionExpression:    aws.String("pk = :pk"),
-			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": ddbS(events.TableWebhooksPK)},
-			ConsistentRead:            aws.Bool(true),
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return nil, dynamoErr("Query", webhookAdminPolicy, err)
-		}
-		for _, it := range out.Items {
-			w, err := webhookFromItem(it)
-			if err != nil {
-				return nil, err
-			}
-			hooks = append(hooks, w)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		start = out.LastEvaluatedKey
+	err := e.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 &e.table,
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": ddbS(events.TableWebhooksPK)},
+		ConsistentRead:            aws.Bool(true),
+	}, webhookAdminPolicy, func(it map[string]ddbtypes.AttributeValue) error {
+		w, err := webhookFromItem(it)
+		hooks = append(hooks, w)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(hooks, func(i, j int) bool {
 		if !hooks[i].CreatedAt.Equal(hooks[j].CreatedAt) {
@@ -208,31 +197,57 @@ func (e *eventsAWS) list(ctx context.Context) ([]Webhook, error) {
 	return hooks, nil
 }
 
+// queryAll runs a query through all its pages (the AWS SDK's paginator),
+// handing each item to each; policy names what grants the query.
+func (e *eventsAWS) queryAll(ctx context.Context, in *dynamodb.QueryInput, policy string, each func(map[string]ddbtypes.AttributeValue) error) error {
+	pages := dynamodb.NewQueryPaginator(e.db, in)
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return dynamoErr("Query", policy, err)
+		}
+		for _, it := range out.Items {
+			if err := each(it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// item reads an item's string and number attributes ("" and false when
+// absent or of another type).
+type item map[string]ddbtypes.AttributeValue
+
+func (it item) str(k string) string {
+	if v, ok := it[k].(*ddbtypes.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func (it item) num(k string) (int64, bool) {
+	v, ok := it[k].(*ddbtypes.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	return n, err == nil
+}
+
 // errItemShape reports an item of the events table the SDK cannot read.
 func errItemShape() error {
 	return newError(ReasonInternal, "rayito: an item of the events table has an unexpected shape")
 }
 
-func webhookFromItem(it map[string]ddbtypes.AttributeValue) (Webhook, error) {
-	str := func(k string) string {
-		if v, ok := it[k].(*ddbtypes.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
-	}
-	if str(events.TableAttrKind) != events.TableKindWebhook || str(attrWebhookID) == "" || str(attrURL) == "" {
+func webhookFromItem(raw map[string]ddbtypes.AttributeValue) (Webhook, error) {
+	it := item(raw)
+	ms, ok := it.num(attrCreatedAtMs)
+	if !ok || it.str(events.TableAttrKind) != events.TableKindWebhook || it.str(attrWebhookID) == "" || it.str(attrURL) == "" {
 		return Webhook{}, errItemShape()
 	}
-	n, ok := it[attrCreatedAtMs].(*ddbtypes.AttributeValueMemberN)
-	if !ok {
-		return Webhook{}, errItemShape()
-	}
-	ms, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil {
-		return Webhook{}, errItemShape()
-	}
-	w := Webhook{ID: str(attrWebhookID), URL: str(attrURL), CreatedAt: time.UnixMilli(ms).UTC()}
-	if ss, ok := it[attrTypes].(*ddbtypes.AttributeValueMemberSS); ok {
+	w := Webhook{ID: it.str(attrWebhookID), URL: it.str(attrURL), CreatedAt: time.UnixMilli(ms).UTC()}
+	if ss, ok := raw[attrTypes].(*ddbtypes.AttributeValueMemberSS); ok {
 		ts := append([]string(nil), ss.Value...)
 		sort.Strings(ts)
 		for _, t := range ts {
@@ -272,31 +287,20 @@ func (e *eventsAWS) remove(ctx context.Context, id string) error {
 // sandboxes' partitions only; no index holds every sandbox's events).
 func (e *eventsAWS) getEvents(ctx context.Context, q EventsQuery) ([]LifecycleEvent, error) {
 	var evs []LifecycleEvent
-	var start map[string]ddbtypes.AttributeValue
-	for {
-		out, err := e.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:              &e.table,
-			KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :ev)"),
-			ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
-				":pk": ddbS(events.TableSandboxPK(q.SandboxID)), ":ev": ddbS(events.TableEventSKPrefix),
-			},
-			ConsistentRead:    aws.Bool(true),
-			ExclusiveStartKey: start,
-		})
-		if err != nil {
-			return nil, dynamoErr("Query", eventsReaderPolicy, err)
-		}
-		for _, it := range out.Items {
-			ev, err := eventFromItem(it, q.SandboxID)
-			if err != nil {
-				return nil, err
-			}
-			evs = append(evs, ev)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			break
-		}
-		start = out.LastEvaluatedKey
+	err := e.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:              &e.table,
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :ev)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":pk": ddbS(events.TableSandboxPK(q.SandboxID)), ":ev": ddbS(events.TableEventSKPrefix),
+		},
+		ConsistentRead: aws.Bool(true),
+	}, eventsReaderPolicy, func(it map[string]ddbtypes.AttributeValue) error {
+		ev, err := eventFromItem(it, q.SandboxID)
+		evs = append(evs, ev)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Generation < evs[j].Generation })
 	return orderAndLimit(evs, q), nil
@@ -319,29 +323,16 @@ func orderAndLimit(evs []LifecycleEvent, q EventsQuery) []LifecycleEvent {
 	return evs
 }
 
-func eventFromItem(it map[string]ddbtypes.AttributeValue, sandboxID string) (LifecycleEvent, error) {
-	str := func(k string) string {
-		if v, ok := it[k].(*ddbtypes.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
-	}
-	num := func(k string) (int64, bool) {
-		v, ok := it[k].(*ddbtypes.AttributeValueMemberN)
-		if !ok {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(v.Value, 10, 64)
-		return n, err == nil
-	}
-	gen, ok1 := num("generation")
-	at, ok2 := num("occurred_at_ms")
+func eventFromItem(raw map[string]ddbtypes.AttributeValue, sandboxID string) (LifecycleEvent, error) {
+	it := item(raw)
+	gen, ok1 := it.num("generation")
+	at, ok2 := it.num("occurred_at_ms")
 	ev := LifecycleEvent{
-		EventID: str("event_id"), SandboxID: str("sandbox_id"), Type: EventType(str("type")),
-		KillReason: str("kill_reason"), OccurredAt: time.UnixMilli(at).UTC(), ImageARN: str("image_arn"),
+		EventID: it.str("event_id"), SandboxID: it.str("sandbox_id"), Type: EventType(it.str("type")),
+		KillReason: it.str("kill_reason"), OccurredAt: time.UnixMilli(at).UTC(), ImageARN: it.str("image_arn"),
 	}
-	if !ok1 || !ok2 || gen < 1 || str(events.TableAttrKind) != events.TableKindEvent || ev.SandboxID != sandboxID ||
-		ev.EventID == "" || !strings.HasPrefix(str(events.TableAttrSK), events.TableEventSKPrefix) || !events.Type(ev.Type).Valid() {
+	if !ok1 || !ok2 || gen < 1 || it.str(events.TableAttrKind) != events.TableKindEvent || ev.SandboxID != sandboxID ||
+		ev.EventID == "" || !strings.HasPrefix(it.str(events.TableAttrSK), events.TableEventSKPrefix) || !events.Type(ev.Type).Valid() {
 		return LifecycleEvent{}, errItemShape()
 	}
 	ev.Generation = uint64(gen)
