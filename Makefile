@@ -95,6 +95,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/runpayload
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/template
+	go test -run '^$$' -fuzz '^FuzzDecodeRuntime$$' -fuzztime $(FUZZTIME) ./proto/template
 	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./proto/compat
 	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzParseDiagReply$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred

@@ -314,3 +314,83 @@ func Decode(b []byte) (*Spec, error) {
 	}
 	return &s, nil
 }
+
+// RuntimePath is where a sandbox's root filesystem holds the template's
+// runtime configuration (Runtime): rayd reads it at start.
+const RuntimePath = "/etc/rayito/template.json"
+
+// Runtime is what rayd needs of a template: the defaults its sandboxes
+// start with and the start command. The run payload's envs, user and
+// workdir win over these defaults.
+type Runtime struct {
+	V       int               `json:"v"`
+	Name    string            `json:"name"`
+	Envs    map[string]string `json:"envs,omitempty"`
+	Workdir string            `json:"workdir,omitempty"`
+	User    string            `json:"user,omitempty"`
+	Start   *Start            `json:"start,omitempty"`
+}
+
+// RuntimeOf is the runtime configuration of a template named name built
+// from s.
+func RuntimeOf(name string, s *Spec) *Runtime {
+	c := s.Config()
+	r := &Runtime{V: Version, Name: name, Workdir: c.Workdir, User: c.User}
+	if len(c.Envs) > 0 {
+		r.Envs = c.Envs
+	}
+	if s.Start != nil {
+		st := *s.Start
+		r.Start = &st
+	}
+	return r
+}
+
+// Validate checks every rule of the runtime configuration.
+func (r *Runtime) Validate() error {
+	if r.V != Version {
+		return invalid("v must be %d", Version)
+	}
+	if !ValidName(r.Name) {
+		return invalid("name must be a template name")
+	}
+	steps := []Step{{Workdir: r.Workdir}, {User: r.User}}
+	if len(r.Envs) > 0 {
+		steps = append(steps, Step{Env: r.Envs})
+	}
+	s := Spec{V: Version, Base: "runtime", Steps: steps, Start: r.Start}
+	return s.Validate()
+}
+
+// DecodeRuntime parses and validates a runtime configuration.
+func DecodeRuntime(b []byte) (*Runtime, error) {
+	if len(b) > MaxSpecLen {
+		return nil, invalid("the runtime configuration is larger than %d bytes", MaxSpecLen)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r Runtime
+	if err := dec.Decode(&r); err != nil {
+		return nil, invalid("not a runtime object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, invalid("trailing data after the runtime configuration")
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// EncodeRuntime returns the runtime configuration's JSON after validating
+// it.
+func EncodeRuntime(r *Runtime) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, invalid("cannot encode")
+	}
+	return b, nil
+}

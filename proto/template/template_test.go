@@ -110,3 +110,39 @@ func FuzzDecode(f *testing.F) {
 		_ = s.Config()
 	})
 }
+
+func TestRuntime(t *testing.T) {
+	s := &Spec{V: 1, Base: "local", Steps: []Step{{Env: map[string]string{"A": "1"}}, {Workdir: "/opt/app"}}, Start: &Start{Cmd: "x", ReadyPort: 80}}
+	b, err := EncodeRuntime(RuntimeOf("web", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := DecodeRuntime(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Envs["A"] != "1" || r.Workdir != "/opt/app" || r.User != "user" || r.Start.ReadyPort != 80 || r.Name != "web" {
+		t.Fatalf("%+v", r)
+	}
+	for _, doc := range []string{`{"v":1,"name":"Bad","workdir":"/a","user":"user"}`, `{"v":1,"name":"a","workdir":"a","user":"user"}`, `{"v":1,"name":"a","workdir":"/a","user":"x"}`, `{"v":1,"name":"a","workdir":"/a","user":"user","x":1}`} {
+		if _, err := DecodeRuntime([]byte(doc)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+}
+
+func FuzzDecodeRuntime(f *testing.F) {
+	f.Add([]byte(`{"v":1,"name":"web","envs":{"A":"1"},"workdir":"/a","user":"user","start":{"cmd":"x","ready_port":8000}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRuntime(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if _, err := EncodeRuntime(r); err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+	})
+}
