@@ -33,6 +33,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/envd/process/processconnect"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/limits"
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 	"github.com/rayito-dev/rayito/rayd/internal/apiserver"
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
@@ -57,6 +58,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 	"github.com/rayito-dev/rayito/rayd/internal/sudo"
+	"github.com/rayito-dev/rayito/rayd/internal/templatestart"
 	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
@@ -91,6 +93,9 @@ type Config struct {
 	// namespace count as the platform on it, and no TCP caller does.
 	HooksFD  int
 	StateDir string
+	// TemplateConfig is the image's template configuration file
+	// (proto/template.RuntimePath by default); a missing file: none.
+	TemplateConfig string
 	// AllowRoot lets clients run as root (RAYITO_ALLOW_ROOT=1).
 	AllowRoot bool
 	// SudoSocket is where rayd serves sudo to the sandbox's users when
@@ -196,6 +201,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	})
 	fs.StringVar(&cfg.HooksAddr, "hooks-addr", "", fmt.Sprintf("address of the platform's lifecycle hooks (HTTP/1.1) (default: the host of -api-addr, port %d)", limits.HooksPort))
 	fs.StringVar(&cfg.StateDir, "state-dir", defaultStateDir(), "directory for rayd's private state (created 0700)")
+	fs.StringVar(&cfg.TemplateConfig, "template-config", ptemplate.RuntimePath, "the image's template configuration (defaults and start command); a missing file means none")
 	fs.StringVar(&cfg.SudoSocket, "sudo-socket", "", "with RAYITO_ALLOW_ROOT=1 (and rayd as root), serve sudo to the sandbox's users on this Unix socket (its client looks at "+sudo.SocketPath+"); empty: no sudo")
 	fs.IntVar(&cfg.HooksFD, "hooks-fd", -1, "listening Unix socket descriptor the platform calls the hooks on; then only clients outside rayd's pid namespace are the platform, and every caller on -hooks-addr (\"\" for none) counts as sandbox code; -1: none")
 	fs.IntVar(&cfg.ReadyFD, "ready-fd", -1, "descriptor to write 'R' to (then close) once rayd serves; -1: none")
@@ -536,6 +542,7 @@ type Daemon struct {
 	egress       *egressParts // the proxy and DNS forwarder when rayd programs the network
 	onTerminated func()
 	stopOnce     sync.Once
+	start        *templatestart.Starter
 	lifecycleFields
 	sudoFields
 }
@@ -558,7 +565,11 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		d.ownsSup = true
 	}
 	d.Supervisor = sup
-	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses})
+	tmpl, err := templatestart.Load(cfg.TemplateConfig)
+	if err != nil {
+		return nil, err
+	}
+	d.State = sandbox.New(sandbox.Options{Logger: log, Terminate: d.stopProcesses, Template: tmpl})
 	k := cfg.knobs.get()
 	d.wireLifecycle(k)
 	d.wireEvents(cfg, log)
@@ -573,6 +584,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Env: d.processEnv,
 	}
 	d.wireSudo(cfg, builder, log)
+	d.start = templatestart.New(tmpl, sup, builder, log)
 	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, Preload: cfg.PreloadKernel || cfg.EagerKernel, DetachGrace: k.detachGrace, KernelSpecDirs: k.kernelSpecDirs})
 	d.Hooks = hooks.New(hooks.Options{
 		Lifecycle:        life{d},
@@ -606,6 +618,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
 	healthSvc.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
+	healthSvc.SetTemplateStart(d.start.Ready)
 	healthSvc.SetEgress(d.Network)
 	healthSvc.SetLifecycle(lifeState{d})
 	healthSvc.SetIsolation(cfg.Isolation)

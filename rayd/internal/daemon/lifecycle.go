@@ -150,6 +150,9 @@ func (l life) Run(ctx context.Context, microvmID, payload string) hooks.Outcome 
 		// Kernels start only now: their keys and seeds are this
 		// sandbox's own (nothing unique before /run).
 		l.d.Code.OnRun()
+		// The template's start command, with this sandbox's
+		// configuration.
+		l.d.start.Start(b)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/accesstoken"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
 )
 
@@ -56,6 +57,9 @@ type Boot struct {
 // Options configure a State.
 type Options struct {
 	Logger *slog.Logger
+	// Template is the image's template configuration (its defaults: the
+	// payload's envs, user and workdir win over them); nil: none.
+	Template *ptemplate.Runtime
 	// Terminate stops user processes; called by the /terminate hook.
 	Terminate func(ctx context.Context)
 	// Now is the clock; nil means time.Now.
@@ -66,6 +70,7 @@ type Options struct {
 type State struct {
 	log       *slog.Logger
 	terminate func(ctx context.Context)
+	template  *ptemplate.Runtime
 	started   time.Time
 
 	sandboxID atomic.Pointer[string]
@@ -82,7 +87,7 @@ func New(opts Options) *State {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &State{log: log, terminate: opts.Terminate, started: now()}
+	return &State{log: log, terminate: opts.Terminate, started: now(), template: opts.Template}
 }
 
 // Run installs the boot configuration from the /run envelope. The hooks
@@ -108,6 +113,7 @@ func (s *State) Run(_ context.Context, microvmID, runHookPayload string) hooks.O
 		WorkdirSet:  p.Workdir != "",
 		Metadata:    maps.Clone(p.Metadata),
 	}
+	s.applyTemplate(b, p)
 	if p.Limits != nil {
 		b.CPUSeconds = p.Limits.CPUSeconds
 	}
@@ -126,6 +132,27 @@ func (s *State) Run(_ context.Context, microvmID, runHookPayload string) hooks.O
 	s.boot.Store(b)
 	s.log.Info("sandbox configured", "envs", len(b.Envs), "metadata_keys", len(b.Metadata))
 	return hooks.OutcomeInstalled
+}
+
+// applyTemplate puts the template's defaults under the payload's: its
+// envs first (the payload's win), its user and workdir where the payload
+// names none.
+func (s *State) applyTemplate(b *Boot, p *runpayload.Payload) {
+	t := s.template
+	if t == nil {
+		return
+	}
+	if len(t.Envs) > 0 {
+		envs := maps.Clone(t.Envs)
+		maps.Copy(envs, b.Envs)
+		b.Envs = envs
+	}
+	if p.User == "" && t.User != "" {
+		b.User = t.User
+	}
+	if p.Workdir == "" && t.Workdir != "" && t.Workdir != runpayload.DefaultWorkdir {
+		b.Workdir, b.WorkdirSet = t.Workdir, true
+	}
 }
 
 func reasonOf(err error) string {
@@ -178,3 +205,6 @@ func validSandboxID(id string) bool {
 	}
 	return true
 }
+
+// Template is the image's template configuration; nil: none.
+func (s *State) Template() *ptemplate.Runtime { return s.template }

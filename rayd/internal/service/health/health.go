@@ -35,6 +35,7 @@ type Service struct {
 	metrics                  *metrics.Sampler
 	lifecycle                LifecycleSource // hooks and timeout (lifecycle.go); nil: not wired
 	kernel                   func() bool     // kernel_ready; nil: false
+	templateReady            func() bool     // the template start command is ready; nil: no template start
 	egress                   EgressSource    // nil: enforcement NONE, IMDS not blocked
 	logs                     *logring.Ring   // Logs (logs.go); nil: no records
 }
@@ -49,6 +50,10 @@ type EgressSource interface {
 // SetEgress sets where Health's egress_enforcement and imds_blocked come
 // from. Call it before serving.
 func (s *Service) SetEgress(e EgressSource) { s.egress = e }
+
+// SetTemplateStart makes agent_ready wait for the template's start
+// command (templatestart.Starter.Ready) and reports features.template_start.
+func (s *Service) SetTemplateStart(ready func() bool) { s.templateReady = ready }
 
 // SetKernelReady sets what Health reports as kernel_ready (the code
 // service's readiness of the default kernel). Call it before serving.
@@ -107,7 +112,7 @@ func New(state *sandbox.State, anomalies func() uint64, services []string) *Serv
 func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequest]) (*connect.Response[raydv1.HealthResponse], error) {
 	b := s.state.Boot()
 	resp := &raydv1.HealthResponse{
-		AgentReady:        b != nil,
+		AgentReady:        b != nil && (s.templateReady == nil || s.templateReady()),
 		AgentVersion:      version.Version,
 		UptimeMs:          uint64(s.state.Uptime().Milliseconds()),
 		SandboxId:         s.state.SandboxID(),
@@ -116,7 +121,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
-		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents},
+		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TemplateStart: s.templateReady != nil},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
 		RootAllowed:       s.rootAllowed,
