@@ -10,6 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.50.12
 	github.com/aws/smithy-go v1.28.9
+	github.com/moby/patternmatcher v0.6.1
 	github.com/rayito-dev/rayito/proto v0.1.0
 	google.golang.org/protobuf v1.36.12
 )
