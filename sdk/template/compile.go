@@ -126,7 +126,8 @@ type collector struct {
 	cfg      *compileConfig
 	entries  map[string]*entry
 	isDir    map[string]bool // copy source -> is a directory
-	files    int
+	count    int // entries, directories included (the limit)
+	files    int // files and links
 	bytes    int64
 	warned   map[string]bool
 	warnings []string
@@ -354,14 +355,16 @@ func (c *collector) add(rel string, fi fs.FileInfo, target string) error {
 	if !fi.IsDir() {
 		c.warnSecret(rel)
 	}
-	c.files++
+	c.count++
 	switch {
 	case fi.Mode().IsRegular():
+		c.files++
 		c.bytes += fi.Size()
 	case target != "":
+		c.files++
 		c.bytes += int64(len(target))
 	}
-	if c.files > c.cfg.maxFiles {
+	if c.count > c.cfg.maxFiles {
 		return pathErr(ErrContextTooLarge, "", fmt.Sprintf("more than %d entries", c.cfg.maxFiles))
 	}
 	if c.bytes > c.cfg.maxBytes {
