@@ -126,8 +126,8 @@ type collector struct {
 	cfg      *compileConfig
 	entries  map[string]*entry
 	isDir    map[string]bool // copy source -> is a directory
-	count    int // entries, directories included (the limit)
-	files    int // files and links
+	count    int             // entries, directories included (the limit)
+	files    int             // files and links
 	bytes    int64
 	warned   map[string]bool
 	warnings []string
