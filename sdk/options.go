@@ -170,6 +170,11 @@ type config struct {
 	events *LifecycleEvents
 	// eventsTable is WithEventsTable's, else RAYITO_EVENTS_TABLE.
 	eventsTable string
+
+	// index is WithIndex's table (nil: no metadata index; index.go).
+	index *DynamoDbIndex
+	// sizeMiB is WithMemory's memory size (0: the template's; size.go).
+	sizeMiB int
 }
 
 func newConfig(opts []Option) *config {

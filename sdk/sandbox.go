@@ -129,12 +129,20 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := cfg.checkSecrets(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkIndex(); err != nil {
+		return nil, err
+	}
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
 			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
 		}
 		template = LocalTemplate
+	}
+	if cfg.sizeMiB != 0 {
+		if template, err = sizedTemplate(cfg, template); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
 		// The platform would run the host's /usr whatever the name and
@@ -195,6 +203,11 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	s := newSandbox(cfg, mv, vm, token)
 	s.createOpts = slices.Clone(opts)
+	if cfg.index != nil {
+		if err := s.writeIndex(ctx, vm, in.MaximumDurationInSeconds); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.noTokens {
 		if err := cfg.tokens().Save(s.id, token); err != nil {
 			if !cfg.keepOnFailure {
@@ -713,7 +726,7 @@ func List(ctx context.Context, opts ...Option) ([]Info, error) {
 		return nil, err
 	}
 	var out []Info
-	for item, err := range mv.ListAll(ctx, microvms.ListInput{}) {
+	for item, err := range listItems(ctx, cfg, mv) {
 		if err != nil {
 			return nil, controlPlaneErr(cfg, "", err)
 		}
@@ -733,7 +746,13 @@ func List(ctx context.Context, opts ...Option) ([]Info, error) {
 				return nil, ctx.Err()
 			}
 		}
-		if len(cfg.metadataFilter) > 0 {
+		if item.indexed {
+			// A verified index row answers, paused sandboxes included.
+			if !matches(item.metadata, cfg.metadataFilter) {
+				continue
+			}
+			info.Metadata = item.metadata
+		} else if len(cfg.metadataFilter) > 0 {
 			md, ok := metadataOf(ctx, cfg, mv, item.MicrovmID, item.State)
 			if !ok || !matches(md, cfg.metadataFilter) {
 				continue
