@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 )
 
 // MaxDockerfileLen bounds FromDockerfile's input.
@@ -71,28 +73,29 @@ func FromDockerfile(text string) (*Template, error) {
 		}
 		// Join continuation lines: a trailing backslash removes the line
 		// break; blank and comment lines inside are dropped, as Docker does.
+		var joined strings.Builder
 		for {
 			t := strings.TrimRightFunc(cur, unicode.IsSpace)
 			if !strings.HasSuffix(t, `\`) {
+				joined.WriteString(cur)
 				break
 			}
-			cur = t[:len(t)-1]
-			next := ""
+			joined.WriteString(t[:len(t)-1])
+			cur = ""
 			for i < len(lines) {
 				l := strings.TrimRight(lines[i], "\r")
 				i++
 				if lt := strings.TrimSpace(l); lt == "" || strings.HasPrefix(lt, "#") {
 					continue
 				}
-				next = l
+				cur = l
 				break
 			}
-			if next == "" {
+			if cur == "" {
 				break
 			}
-			cur += next
 		}
-		if err := p.instruction(lineNo, strings.TrimSpace(cur)); err != nil {
+		if err := p.instruction(lineNo, strings.TrimSpace(joined.String())); err != nil {
 			return nil, err
 		}
 	}
@@ -194,6 +197,9 @@ func isKeyword(kw string) bool {
 // returns the first mistake the builder recorded for them as an error of
 // line.
 func (p *dfParser) push(line int, instr string, next *Template) error {
+	if len(next.steps) > ptemplate.MaxSteps {
+		return lineErr(line, instr, "a template has at most 256 steps")
+	}
 	for len(p.stepLines) < len(next.steps) {
 		p.stepLines = append(p.stepLines, line)
 	}
@@ -501,6 +507,15 @@ func (p *dfParser) finish() (*Template, error) {
 	t := p.t.SetStartCmd(start, port)
 	if len(t.errs) > len(p.t.errs) {
 		return nil, lineErr(p.cmdLine, "CMD", t.errs[len(p.t.errs)].Reason)
+	}
+	return checkSpec(t)
+}
+
+// checkSpec refuses a template whose spec proto/template would refuse
+// (its encoded size), so what FromDockerfile accepts compiles.
+func checkSpec(t *Template) (*Template, error) {
+	if _, err := ptemplate.Encode(t.spec(func(string) bool { return false })); err != nil {
+		return nil, lineErr(0, "", "the template's spec is too large")
 	}
 	return t, nil
 }
