@@ -59,6 +59,7 @@ import (
 
 	"github.com/rayito-dev/rayito/localvm/internal/api"
 	"github.com/rayito-dev/rayito/localvm/internal/registry"
+	"github.com/rayito-dev/rayito/localvm/internal/templates"
 	"github.com/rayito-dev/rayito/proto/localplatform"
 )
 
@@ -192,6 +193,8 @@ type Server struct {
 	// events is the lifecycle events pipeline (events.go); nil in tests'
 	// fakes.
 	events *eventsPlane
+	// templates are the platform's templates (templates.go).
+	templates *templates.Store
 
 	closeOnce sync.Once
 	closeErr  error
@@ -373,7 +376,12 @@ func isLoopback(host string) bool {
 }
 
 func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
+	tpl, err := openTemplates(opts, d)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := registry.Open(ctx, registry.Options{
+		Templates:    tpl,
 		StateDir:     opts.StateDir,
 		Launcher:     d.launcher,
 		Minter:       d.minter,
@@ -398,7 +406,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		_ = reg.Close(ctx)
 		return nil, err
 	}
-	return &Server{opts: opts, log: opts.Logger, deps: d, reg: reg, api: h, proxy: d.newProxy(reg.Lookup), owner: uint32(os.Geteuid())}, nil
+	return &Server{opts: opts, log: opts.Logger, deps: d, reg: reg, api: h, proxy: d.newProxy(reg.Lookup), owner: uint32(os.Geteuid()), templates: tpl}, nil
 }
 
 // route refuses every user but the owner (see owner.go), then sends
@@ -413,6 +421,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == localplatform.TransferSettingsPath {
 		s.transferSettings(w, r)
+		return
+	}
+	if r.URL.Path == localplatform.TemplatesPath || strings.HasPrefix(r.URL.Path, localplatform.TemplatesPath+"/") {
+		s.templatesRoute(w, r)
 		return
 	}
 	if r.URL.Path == localplatform.EventsPath || strings.HasPrefix(r.URL.Path, localplatform.EventsPath+"/") {
@@ -528,6 +540,9 @@ func (s *Server) Privileged() bool { return s.deps.launcher.Privileged() }
 // call's result.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
+		if s.templates != nil {
+			s.templates.Close()
+		}
 		s.closeErr = s.reg.Close(ctx)
 		if s.events != nil {
 			s.events.close()

@@ -157,14 +157,14 @@ func TestCreateRefusesBadOptionsLocally(t *testing.T) {
 	if _, err := Connect(ctx, "microvm-1", WithAccessToken("not a token")); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad token: %v", err)
 	}
-	// The local platform has two templates: another is refused before
-	// any call (it ran the host's /usr and reported the name it was
-	// given).
+	// The local platform has its two images and the templates built on
+	// it: a name that cannot be one is refused before any call (whether
+	// a valid name was built is the platform's answer).
 	if _, err := Create(ctx, WithEndpoint("http://127.0.0.1:1"), WithTemplate("python:3.12")); !errors.Is(err, ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), `"python:3.12" is not available there`) {
+		!strings.Contains(err.Error(), `"python:3.12" cannot name one`) {
 		t.Fatalf("local with another template: %v", err)
 	}
-	for _, tmpl := range []string{LocalTemplate, LocalRootTemplate} {
+	for _, tmpl := range []string{LocalTemplate, LocalRootTemplate, "my-template"} {
 		if _, err := Create(ctx, WithEndpoint("http://127.0.0.1:1"), WithTemplate(tmpl)); errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("local with its own template %s: %v", tmpl, err)
 		}

@@ -296,19 +296,40 @@ const maxEventsAnswer = 1 << 20
 // a URL, a key or a secret.
 func localEvents(ctx context.Context, cfg *config, method, path string, in, out any) error {
 	var body io.Reader
+	header := http.Header{}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return newError(ReasonInvalidArgument, "events request", err)
 		}
 		body = bytes.NewReader(b)
+		header.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(cfg.endpoint, "/")+path, body)
+	return localCall(ctx, cfg, localRequest{method: method, path: path, body: body, header: header, what: "events", missing: "this local platform has no events pipeline (update it)"}, out, nil)
+}
+
+// localRequest is one call of the local platform's own routes
+// (/_rayito/...).
+type localRequest struct {
+	method, path string
+	body         io.Reader
+	header       http.Header
+	// what names the feature in errors; missing is the error of a
+	// platform without the route.
+	what, missing string
+}
+
+// localCall makes one call of the local platform's own routes (owner
+// only). A 2xx answer goes to out (JSON) when not nil, or is copied to raw
+// when not nil. Errors never quote a URL, a key or a secret; the
+// platform's error bodies are localplatform.EventsError.
+func localCall(ctx context.Context, cfg *config, lr localRequest, out any, raw io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, lr.method, strings.TrimRight(cfg.endpoint, "/")+lr.path, lr.body)
 	if err != nil {
 		return newError(ReasonInvalidArgument, "invalid local platform endpoint")
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	for k, v := range lr.header {
+		req.Header[k] = v
 	}
 	hc := cfg.httpClient
 	if hc == nil {
@@ -323,16 +344,22 @@ func localEvents(ctx context.Context, cfg *config, method, path string, in, out 
 		if errors.As(err, &oe) && oe.Op == "dial" {
 			return newError(ReasonPlatformUnavailable, "no local platform at "+cfg.endpoint+"; start one with `rayito local up`")
 		}
-		return newError(ReasonInternal, "the local platform's events: the request failed")
+		return newError(ReasonInternal, "the local platform's "+lr.what+": the request failed")
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 && raw != nil {
+		if _, err := io.Copy(raw, resp.Body); err != nil {
+			return newError(ReasonInternal, "the local platform's "+lr.what+": the answer was cut")
+		}
+		return nil
+	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxEventsAnswer))
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
 			return nil
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return newError(ReasonInternal, "the local platform's events answer is malformed")
+			return newError(ReasonInternal, "the local platform's "+lr.what+" answer is malformed")
 		}
 		return nil
 	}
@@ -348,11 +375,13 @@ func localEvents(ctx context.Context, cfg *config, method, path string, in, out 
 	case resp.StatusCode == http.StatusNotFound && e.Code == localplatform.EventsNotFound:
 		return newError(ReasonNotFound, msg)
 	case resp.StatusCode == http.StatusNotFound:
-		return newError(ReasonUnimplemented, "this local platform has no events pipeline (update it)")
+		return newError(ReasonUnimplemented, lr.missing)
 	case resp.StatusCode == http.StatusBadRequest:
 		return newError(ReasonInvalidArgument, msg)
+	case resp.StatusCode == http.StatusConflict:
+		return newError(ReasonConflict, msg)
 	}
-	return newError(ReasonInternal, "the local platform's events: "+msg)
+	return newError(ReasonInternal, "the local platform's "+lr.what+": "+msg)
 }
 
 // enableEvents gives the sandbox's daemon its key (Create, WithEvents).

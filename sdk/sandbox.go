@@ -18,6 +18,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
@@ -144,10 +145,10 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
-		// The platform would run the host's /usr whatever the name and
-		// report that name: refuse what it does not have.
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has two templates, %q and %q (root allowed): %q is not available there", LocalTemplate, LocalRootTemplate, template))
+	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate && !ptemplate.ValidName(template) {
+		// The local platform has its two images and the templates built
+		// on it (BuildTemplate), each named like this.
+		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has %q, %q (root allowed) and the templates built on it: %q cannot name one", LocalTemplate, LocalRootTemplate, template))
 	}
 	token, err := accesstoken.New()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
 	"github.com/rayito-dev/rayito/cli/internal/command/stack"
+	"github.com/rayito-dev/rayito/cli/internal/command/template"
 	"github.com/rayito-dev/rayito/cli/internal/version"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
@@ -67,6 +68,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			sandbox.Command(f),
 			local.Command(f),
 			image.Command(f),
+			template.Command(f),
 			doctor.Command(f),
 			e2b.Command(f),
 			events.Command(f),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -66,18 +67,20 @@ func CheckCreateOptions(cmd *cli.Command, b rayito.Backend, getenv func(string) 
 	return CheckTemplate(b, "RAYITO_TEMPLATE", getenv("RAYITO_TEMPLATE"))
 }
 
-// CheckTemplate refuses, on the local backend, a template t other than
-// LocalTemplate and LocalRootTemplate (or none): a usage error naming
-// where it came from, a flag ("--template") or an environment variable
-// ("RAYITO_TEMPLATE").
+// CheckTemplate refuses, on the local backend, a template t that can name
+// neither LocalTemplate, LocalRootTemplate nor a template built on the
+// platform (rayito template build): a usage error naming where it came
+// from, a flag ("--template") or an environment variable
+// ("RAYITO_TEMPLATE"). Whether a valid name was built is the platform's
+// answer.
 func CheckTemplate(b rayito.Backend, from, t string) error {
-	if b != rayito.BackendLocal || t == "" || t == LocalTemplate || t == LocalRootTemplate {
+	if b != rayito.BackendLocal || t == "" || t == LocalTemplate || t == LocalRootTemplate || ptemplate.ValidName(t) {
 		return nil
 	}
 	if strings.HasPrefix(from, "-") {
-		return Usagef("%s %s: the local platform has two templates, %s and %s (root allowed); other templates are AWS only (RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
+		return Usagef("%s %s: the local platform has %s, %s (root allowed) and the templates built on it (rayito template list), named with a-z, 0-9, - and _; an image ARN is AWS only (RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
 	}
-	return EnvUsagef("%s=%s: the local platform has two templates, %s and %s (root allowed); other templates are AWS only (unset it, or set RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
+	return EnvUsagef("%s=%s: the local platform has %s, %s (root allowed) and the templates built on it (rayito template list), named with a-z, 0-9, - and _; an image ARN is AWS only (unset it, or set RAYITO_BACKEND=aws)", from, quoteShort(t), LocalTemplate, LocalRootTemplate)
 }
 
 // quoteShort quotes s for a message, cut to a readable length.

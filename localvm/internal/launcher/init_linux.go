@@ -99,6 +99,13 @@ type initConfig struct {
 	// comes with the go byte is the platform's services directory
 	// (services_linux.go), not a launcher directory.
 	PlatformDir bool `json:"platform_dir,omitempty"`
+	// Template is "", templateRun or templateBuild: the layer's descriptor
+	// comes as fdTemplate (see TemplateLayer).
+	Template string `json:"template,omitempty"`
+	// templateFD is that descriptor, in the init; usrIdmapFD a building
+	// sandbox's idmapped /usr (fdUsrIdmap).
+	templateFD int
+	usrIdmapFD int
 }
 
 // MaybeRunInit runs the sandbox init and exits when this process was started
@@ -196,7 +203,25 @@ func runInit(args []string) int {
 		}
 	}
 
+	cfg.templateFD, cfg.usrIdmapFD = -1, -1
+	if fd, ok := fds[fdTemplate]; ok {
+		if cfg.Mode == modeIsolated && cfg.Template != "" {
+			cfg.templateFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
+	if fd, ok := fds[fdUsrIdmap]; ok {
+		if cfg.Mode == modeIsolated && cfg.Template == templateBuild {
+			cfg.usrIdmapFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
 	fail := failer(syncFile)
+	if cfg.Template != "" && cfg.templateFD < 0 {
+		return fail(fmt.Errorf("a template sandbox without its layer"))
+	}
 	switch cfg.Mode {
 	case modeIsolated:
 		if dirFD < 0 {
@@ -282,7 +307,7 @@ func runRayd(syncFile *os.File, env, args []string, fail func(error) int, nonDum
 
 // maxExtraFDs bounds the descriptors that come with the go byte after the
 // launcher directory's.
-const maxExtraFDs = 4
+const maxExtraFDs = 6
 
 // recvGo waits for the launcher's go byte on the sync socket and returns
 // the descriptors that came with it, close-on-exec: the launcher

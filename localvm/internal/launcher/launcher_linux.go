@@ -233,6 +233,9 @@ func (l *Launcher) Isolation() Isolation {
 // the platform calls it too, to refuse a request before it creates
 // anything.
 func (l *Launcher) Check(spec Spec) error {
+	if spec.Template != nil && (!l.priv || !l.userns) {
+		return fmt.Errorf("%w: templates need the root local platform with user namespaces", ErrNeedsPrivilege)
+	}
 	if l.priv {
 		return nil
 	}
@@ -672,6 +675,19 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		extra = append(extra, fd)
 		cfg.ExtraFDs = append(cfg.ExtraFDs, fdPlatformDir)
 	}
+	if err := prepareTemplate(spec, ld, base); err != nil {
+		return inst, err
+	}
+	if spec.Template != nil {
+		// Its descriptor is opened in the init's mount namespace once the
+		// init runs (overlayfs takes only layers of its own namespace).
+		cfg.ExtraFDs = append(cfg.ExtraFDs, fdTemplate)
+		cfg.Template = templateRun
+		if spec.Template.Build {
+			cfg.Template = templateBuild
+			cfg.ExtraFDs = append(cfg.ExtraFDs, fdUsrIdmap)
+		}
+	}
 	if failInit != nil {
 		failInit(cfg)
 	}
@@ -723,6 +739,22 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	}
 	if netErr != nil {
 		return inst, netErr
+	}
+	if spec.Template != nil {
+		fd, ferr := openInInit(s.pid, spec.Template.Dir)
+		if ferr != nil {
+			return inst, fmt.Errorf("%w: %w", ErrTemplate, ferr)
+		}
+		defer unix.Close(fd)
+		extra = append(extra, fd)
+		if spec.Template.Build {
+			ufd, uerr := idmappedUsr(s.pid)
+			if uerr != nil {
+				return inst, fmt.Errorf("%w: %w", ErrTemplate, uerr)
+			}
+			defer unix.Close(ufd)
+			extra = append(extra, ufd)
+		}
 	}
 	if err = release(ctx, s, ld, extra...); err != nil {
 		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)

@@ -72,7 +72,11 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 	if err := mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
 		return err
 	}
-	if err := bindReadOnly("/usr", filepath.Join(root, "usr")); err != nil {
+	if cfg.Template != "" {
+		if err := setupTemplate(cfg, root, cfg.templateFD); err != nil {
+			return err
+		}
+	} else if err := bindReadOnly("/usr", filepath.Join(root, "usr")); err != nil {
 		return err
 	}
 	// /bin, /sbin, /lib*: symlinks into /usr on merged-/usr hosts, else
@@ -102,7 +106,14 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 			}
 		}
 	}
-	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname, cfg.DNS); err != nil {
+	var etcExtra map[string][]byte
+	if cfg.Template == templateRun {
+		var err error
+		if etcExtra, err = templateEtc(cfg.templateFD); err != nil {
+			return err
+		}
+	}
+	if err := setupEtc(filepath.Join(root, "etc"), cfg.Hostname, cfg.DNS, etcExtra); err != nil {
 		return err
 	}
 	// /home/user: a private tmpfs of bounded size owned by the sandbox's
@@ -113,8 +124,17 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 		return err
 	}
 	homeOpts := fmt.Sprintf("mode=0750,uid=%d,gid=%d,%s", sandboxUID, sandboxUID, sizeOpt(cfg.Tmpfs.Home))
-	if err := unix.Mount("tmpfs", home, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, homeOpts); err != nil {
+	if cfg.Template == templateBuild {
+		// The layer's own home, read-write.
+		if err := setupTemplateHome(cfg, home, cfg.templateFD); err != nil {
+			return err
+		}
+	} else if err := unix.Mount("tmpfs", home, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, homeOpts); err != nil {
 		return fmt.Errorf("mounting /home/user: %w", err)
+	} else if cfg.Template == templateRun {
+		if err := setupTemplateHome(cfg, home, cfg.templateFD); err != nil {
+			return err
+		}
 	}
 	// /tmp and /var/tmp (1777) and /run (0755, rayd's state is /run/rayd):
 	// private tmpfs of bounded size.
@@ -146,7 +166,13 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 			return err
 		}
 	}
-	if err := setupSandboxBin(root); err != nil {
+	if cfg.Template == templateBuild {
+		if err := setupBuildContext(root, cfg.templateFD); err != nil {
+			return err
+		}
+		// No read-only layer over /usr/local/bin while it is being built
+		// (the build runs as root: no sudo needed).
+	} else if err := setupSandboxBin(root); err != nil {
 		// The sandbox goes without python and sudo, as before them.
 		fmt.Fprintf(os.Stderr, "%s: no python or sudo in /usr/local/bin: %v\n", InitArgv0, err)
 	}
@@ -367,7 +393,7 @@ const maxEtcCopy = 8 << 20
 // setupEtc mounts a small tmpfs on dir, writes the generated account and
 // network files, copies or binds the allow-listed host files and makes it
 // read-only.
-func setupEtc(dir, hostname string, dns []string) error {
+func setupEtc(dir, hostname string, dns []string, extra map[string][]byte) error {
 	if err := mkdir(dir, 0o755); err != nil {
 		return err
 	}
@@ -400,6 +426,15 @@ func setupEtc(dir, hostname string, dns []string) error {
 	}
 	if err := os.Symlink("../proc/self/mounts", filepath.Join(dir, "mtab")); err != nil {
 		return err
+	}
+	for name, content := range extra {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			return err
+		}
 	}
 	for _, name := range etcCopies {
 		if err := copyEtc("/etc/"+name, filepath.Join(dir, name)); err != nil {

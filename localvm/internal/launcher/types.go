@@ -38,7 +38,33 @@ type Spec struct {
 	Dir string
 	// Env is added to rayd's own environment (e.g. RAYITO_ALLOW_ROOT).
 	Env []string
+	// Template, when set, gives the sandbox a template's layer: only the
+	// root platform (namespaces and a user namespace) has templates.
+	Template *TemplateLayer
 }
+
+// TemplateLayer is a template's root filesystem layer: a directory of the
+// platform's (0755, its parents private) holding
+//
+//	usr/           laid over the host's /usr (an overlayfs upper layer)
+//	opt/           the sandbox's /opt
+//	home/          copied into the sandbox's /home/user at start
+//	runtime.json   its proto/template.Runtime, written to /etc/rayito/template.json
+//
+// With Build, the sandbox builds the layer instead: usr/ is the writable
+// upper layer of its /usr (work/ the overlay's work directory), opt/ and
+// home/ are its /opt and /home/user, read-write, and context/ is bound
+// read-only at BuildContextPath. The launcher gives usr/, work/ and opt/ to
+// the sandbox's root and home/ to its user; whoever reads the layer
+// afterwards owns it again.
+type TemplateLayer struct {
+	Dir   string
+	Build bool
+}
+
+// BuildContextPath is where a building sandbox sees the template's copied
+// files.
+const BuildContextPath = "/run/rayito-build/context"
 
 // Record is what the platform persists about a running sandbox so that a
 // restarted platform can re-adopt it or clean up after it. JSON-encoded.

@@ -79,6 +79,9 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 		r.mu.Unlock()
 	}()
 	spec := sandboxSpec(v.id, v.dir, v.pub.ImageArn, v.pub.EgressNetworkConnectors)
+	if v.layer != "" {
+		spec.Template = &launcher.TemplateLayer{Dir: v.layer}
+	}
 	var inst launcher.Instance
 	if p := v.pooled; p != nil {
 		var ok bool

@@ -87,7 +87,7 @@ func poolSpec(id, dir string) launcher.Spec {
 // sandbox: same limits (Assign cannot change them) and no environment of
 // rayd's own. Its Internet access is applied at hand-out.
 func poolFits(spec launcher.Spec) bool {
-	return spec.MemoryBytes == 0 && spec.PidsMax == 0 && len(spec.Env) == 0
+	return spec.MemoryBytes == 0 && spec.PidsMax == 0 && len(spec.Env) == 0 && spec.Template == nil
 }
 
 // takePooledLocked takes the oldest pooled sandbox whose rayd is alive out

@@ -261,7 +261,22 @@ type Options struct {
 	// most MaxPrebooted. It needs a launcher whose PoolSupport is nil:
 	// with any other the registry logs why once and keeps no pool.
 	Prebooted int
+	// Templates resolves images other than the platform's own two to a
+	// template's layer (localvm/internal/templates); nil: no templates,
+	// and such an image does not exist.
+	Templates Templates
 }
+
+// Templates resolves a template name to its layer directory.
+type Templates interface {
+	// Layer returns the directory of the ready layer of template name, or
+	// an error wrapping ErrNoTemplate.
+	Layer(name string) (string, error)
+}
+
+// ErrNoTemplate is what Templates.Layer wraps for a name without a ready
+// layer.
+var ErrNoTemplate = errors.New("no such template")
 
 // Registry is the set of microVMs. It is safe for concurrent use.
 type Registry struct {
@@ -280,6 +295,7 @@ type Registry struct {
 	runWait    time.Duration
 	hc         *http.Client
 	seq        atomic.Uint64
+	templates  Templates
 
 	// base is cancelled by Close: it aborts launches in progress and
 	// releases the goroutines that watch running sandboxes.
@@ -306,6 +322,8 @@ type vm struct {
 	dir         string
 	clientToken string
 	fingerprint string
+
+	layer string // a template's layer directory; "": none
 
 	pub  microvmsapi.Microvm // mu
 	inst launcher.Instance   // mu; nil until launched or adopted
@@ -351,6 +369,7 @@ func Open(ctx context.Context, opts Options) (*Registry, error) {
 		log:        opts.Logger,
 		launcher:   opts.Launcher,
 		minter:     opts.Minter,
+		templates:  opts.Templates,
 		vmsDir:     VMsDir(opts.StateDir),
 		max:        opts.MaxSandboxes,
 		retention:  opts.TerminatedRetention,
@@ -439,6 +458,22 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		return microvmsapi.Microvm{}, validationErr("The image " + localplatform.RootImage + " (root allowed) needs the root local platform: without root, rayd cannot run anything as root.")
 	}
 	spec := sandboxSpec("", "", in.ImageIdentifier, in.EgressNetworkConnectors)
+	var layer string
+	if in.ImageIdentifier != localplatform.Image && in.ImageIdentifier != localplatform.RootImage {
+		if r.templates == nil {
+			return microvmsapi.Microvm{}, notFoundImage(in.ImageIdentifier)
+		}
+		if layer, err = r.templates.Layer(in.ImageIdentifier); err != nil {
+			if errors.Is(err, ErrNoTemplate) {
+				return microvmsapi.Microvm{}, notFoundImage(in.ImageIdentifier)
+			}
+			return microvmsapi.Microvm{}, err
+		}
+		if !r.launcher.Privileged() {
+			return microvmsapi.Microvm{}, validationErr("The image " + in.ImageIdentifier + " is a template: templates need the root local platform.")
+		}
+		spec.Template = &launcher.TemplateLayer{Dir: layer}
+	}
 
 	r.mu.Lock()
 	if r.closed {
@@ -487,6 +522,7 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		kick:        make(chan struct{}, 1),
 		changed:     make(chan struct{}),
 		gen:         1,
+		layer:       layer,
 	}
 	v.pub = microvmsapi.Microvm{
 		MicrovmID:                id,
