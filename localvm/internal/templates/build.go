@@ -261,4 +261,3 @@ func (t tokenHeader) WrapStreamingClient(next connect.StreamingClientFunc) conne
 func (t tokenHeader) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
 }
-
