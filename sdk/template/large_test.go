@@ -12,7 +12,7 @@ import (
 // quotes) parse in time linear in their size.
 func TestLargeInputs(t *testing.T) {
 	t.Parallel()
-	n := 300000
+	n := 100000
 	for name, in := range map[string]string{
 		"continuations": "FROM a\nRUN " + strings.Repeat("\\\n", n),
 		"comments":      "FROM a\n" + strings.Repeat("#\n", n),
