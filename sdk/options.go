@@ -306,7 +306,8 @@ func WithStates(states ...string) Option {
 
 // WithMetadataFilter makes List keep running sandboxes whose metadata has
 // every given key with the given value (read through each sandbox's
-// Health).
+// Health). With WithIndex the metadata index's verified rows answer
+// instead, so paused sandboxes are found too, without waking them.
 func WithMetadataFilter(md map[string]string) Option {
 	return sandboxOption(func(c *config) { c.metadataFilter = maps.Clone(md) })
 }

@@ -720,6 +720,10 @@ func lookup(ctx context.Context, id string, opts []Option) (*config, *microvms.C
 // WithMetadataFilter ask for. The platform's listing has no end reasons:
 // WithEndReasons reads them (EndReason, EndDetail, EndedAt), one call per
 // ended sandbox.
+// With WithIndex, each page of the platform's listing is matched with the
+// metadata index's rows (one BatchGetItem a page; see DynamoDbIndex): a
+// row counts only for a listed sandbox of the same image and start, the
+// state always comes from the listing, and Info.Metadata comes from it.
 func List(ctx context.Context, opts ...Option) ([]Info, error) {
 	cfg := newConfig(opts)
 	mv, err := controlPlane(ctx, cfg)
