@@ -417,9 +417,16 @@ func TestFreezeOnCgroupV2(t *testing.T) {
 	if err := inst.Thaw(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if c3 := readCounter(t, rec); c3 <= c1 {
-		t.Fatalf("the counter did not go on: %d then %d", c1, c3)
+	// Thawed, it goes on (polled: a loaded machine may take a while to
+	// schedule it).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c3 := readCounter(t, rec)
+		if c3 > c1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the counter did not go on: %d then %d", c1, c3)
+		}
 	}
 	if err := inst.Freeze(t.Context()); err != nil {
 		t.Fatal(err)

@@ -150,6 +150,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm/internal/launcher"
 	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	ptemplate "github.com/rayito-dev/rayito/proto/template"
 )
 
 // Launcher starts, re-adopts and cleans up sandboxes; package launcher
@@ -459,10 +460,10 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	}
 	spec := sandboxSpec("", "", in.ImageIdentifier, in.EgressNetworkConnectors)
 	var layer string
-	if in.ImageIdentifier != localplatform.Image && in.ImageIdentifier != localplatform.RootImage {
-		if r.templates == nil {
-			return microvmsapi.Microvm{}, notFoundImage(in.ImageIdentifier)
-		}
+	// A template's name (with templates: other identifiers, image ARNs
+	// among them, run the host's /usr as they always did, which the AWS
+	// fake's engine relies on; the SDK refuses them on the local backend).
+	if r.templates != nil && in.ImageIdentifier != localplatform.Image && in.ImageIdentifier != localplatform.RootImage && ptemplate.ValidName(in.ImageIdentifier) {
 		if layer, err = r.templates.Layer(in.ImageIdentifier); err != nil {
 			if errors.Is(err, ErrNoTemplate) {
 				return microvmsapi.Microvm{}, notFoundImage(in.ImageIdentifier)
