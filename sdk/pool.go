@@ -55,6 +55,12 @@ type PoolConfig struct {
 	// SweepInterval is how often the pool asks the platform about its
 	// slots; default DefaultPoolSweepInterval.
 	SweepInterval time.Duration
+	// Warmup, when set, runs on every new sandbox of the pool before it
+	// is paused (install a dependency, start a server, write a file):
+	// what it leaves in memory and on disk is there when Take hands the
+	// sandbox out. An error kills the sandbox (a fill failure). It must
+	// not keep sbx: the pool pauses it.
+	Warmup func(ctx context.Context, sbx *Sandbox) error
 	// Store keeps the slots' records; default NewPoolMemoryStore. With
 	// NewPoolFileStore a pool made again over the same file adopts the
 	// previous one's sandboxes. A store belongs to one pool (and one set
@@ -411,8 +417,8 @@ func fillBackoff(n int) time.Duration {
 	return min(time.Second<<min(n-1, 6), time.Minute)
 }
 
-// fill creates one slot: Create, record, Pause (unless the platform
-// cannot), ready. A failure waits fillBackoff before this filler gives
+// fill creates one slot: Create, record, Warmup, Pause (unless the
+// platform cannot), ready. A failure waits fillBackoff before this filler gives
 // way, so that a broken configuration does not spin.
 func (p *SandboxPool) fill() {
 	defer p.wg.Done()
@@ -454,6 +460,15 @@ func (p *SandboxPool) fillOne() bool {
 	p.saveLocked()
 	keepAwake := p.keepAwake
 	p.mu.Unlock()
+	if p.cfg.Warmup != nil {
+		if err := p.cfg.Warmup(p.ctx, sbx); err != nil {
+			if p.ctx.Err() == nil {
+				p.base.logger.Debug("pool: warmup failed", "sandbox", slot.ID, "err", err)
+			}
+			p.dropFilling(slot.ID)
+			return p.ctx.Err() != nil
+		}
+	}
 	if !keepAwake {
 		if err := sbx.Pause(p.ctx); err != nil {
 			if ReasonOf(err) == ReasonInvalidArgument && p.ctx.Err() == nil {
@@ -464,11 +479,7 @@ func (p *SandboxPool) fillOne() bool {
 				p.mu.Unlock()
 				p.base.logger.Info("pool: the platform cannot pause sandboxes; the pool keeps its slots running")
 			} else {
-				p.mu.Lock()
-				delete(p.filling, slot.ID)
-				p.saveLocked()
-				p.mu.Unlock()
-				_ = p.killLater(slot.ID)
+				p.dropFilling(slot.ID)
 				return p.ctx.Err() != nil
 			}
 		}
@@ -487,6 +498,16 @@ func (p *SandboxPool) fillOne() bool {
 	p.broadcastLocked()
 	p.mu.Unlock()
 	return true
+}
+
+// dropFilling forgets a slot that failed while filling and kills its
+// sandbox.
+func (p *SandboxPool) dropFilling(id string) {
+	p.mu.Lock()
+	delete(p.filling, id)
+	p.saveLocked()
+	p.mu.Unlock()
+	_ = p.killLater(id)
 }
 
 // sweeper sweeps at once, then every SweepInterval, until Close.

@@ -524,3 +524,40 @@ func FuzzDecodePoolFile(f *testing.F) {
 		}
 	})
 }
+
+// Warmup runs on every new sandbox before its pause; a failing one kills
+// the sandbox and counts as a fill failure.
+func TestPoolWarmup(t *testing.T) {
+	t.Parallel()
+	f := newPoolFake(t)
+	var mu sync.Mutex
+	var seen []string
+	warmup := func(ctx context.Context, sbx *Sandbox) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, sbx.ID())
+		if len(seen) == 1 {
+			return errors.New("warmup failed")
+		}
+		return nil
+	}
+	p, err := NewPool(t.Context(), PoolConfig{Size: 1, FillConcurrency: 1, Warmup: warmup, Create: f.opts(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	waitFor(t, "a ready slot", func() bool { return p.Stats().Ready == 1 })
+	if st := p.Stats(); st.FillFailures != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	mu.Lock()
+	first := seen[0]
+	mu.Unlock()
+	waitFor(t, "the failed slot's end", func() bool {
+		vm, err := f.mv.GetMicrovm(t.Context(), first)
+		return err == nil && ended(vm.State)
+	})
+	if n := f.calls(microvms.OpSuspendMicrovm); n != 1 {
+		t.Errorf("%d suspends, want 1 (the warmed sandbox's)", n)
+	}
+}
