@@ -97,7 +97,9 @@ func (t *Template) next() int { return len(t.orEmpty().steps) }
 // contents go into dst; a file becomes dst, or dst/<its name> when dst
 // ends with a slash. The context's .dockerignore applies; symbolic links
 // are never followed (see the package documentation). Glob characters
-// (*, ?, [, ]) and backslashes are refused in src.
+// (*, ?, [, ]) are refused in src, and quotes, backslashes, '$' and
+// control characters in both paths (the Dockerfile layer could not write
+// them unambiguously).
 func (t *Template) Copy(src, dst string, opts ...CopyOption) *Template {
 	var c copyConfig
 	for _, o := range opts {
