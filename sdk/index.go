@@ -111,9 +111,15 @@ type indexRow struct {
 	Metadata  map[string]string
 }
 
+// indexDB is the part of the DynamoDB client the index uses.
+type indexDB interface {
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
 // indexClient is one call's DynamoDB client of the index.
 type indexClient struct {
-	db  *dynamodb.Client
+	db  indexDB
 	idx DynamoDbIndex
 }
 

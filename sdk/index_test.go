@@ -473,3 +473,77 @@ func FuzzParseIndexRow(f *testing.F) {
 		}
 	})
 }
+
+// holdBack is dynalite behind a throttle: each BatchGetItem answers only
+// its first key and hands the rest back as UnprocessedKeys, as DynamoDB
+// does under load.
+type holdBack struct {
+	db    *dynamodb.Client
+	calls int
+}
+
+func (h *holdBack) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return h.db.PutItem(ctx, in, o...)
+}
+
+func (h *holdBack) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	h.calls++
+	first := map[string]ddbtypes.KeysAndAttributes{}
+	rest := map[string]ddbtypes.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		f := ka
+		f.Keys = ka.Keys[:1]
+		first[table] = f
+		if len(ka.Keys) > 1 {
+			r := ka
+			r.Keys = ka.Keys[1:]
+			rest[table] = r
+		}
+	}
+	out, err := h.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: first}, o...)
+	if err != nil {
+		return nil, err
+	}
+	out.UnprocessedKeys = rest
+	return out, nil
+}
+
+func TestIndexUnprocessedKeysRetried(t *testing.T) {
+	w := newIndexWorld(t)
+	ctx := t.Context()
+	var ids []string
+	for i := range 5 {
+		id := fmt.Sprintf("microvm-%d", i)
+		ids = append(ids, id)
+		w.put(t, map[string]ddbtypes.AttributeValue{"pk": ddbS(id), "image_arn": ddbS("arn:img"), "started_at": ddbN(1700000000000 + int64(i))})
+	}
+	// A forged-looking row that does not parse is left out, not an error.
+	w.put(t, map[string]ddbtypes.AttributeValue{"pk": ddbS("microvm-bad"), "image_arn": ddbN(3), "started_at": ddbN(1)})
+	h := &holdBack{db: w.db}
+	ic := &indexClient{db: h, idx: DynamoDbIndex{Table: w.table}}
+	rows, err := ic.getRows(ctx, append(append([]string{}, ids...), "microvm-bad", "microvm-absent", ids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 || h.calls != 7 { // 7 distinct keys, one per call
+		t.Errorf("%d rows in %d calls, want 5 rows in 7", len(rows), h.calls)
+	}
+	// Keys never processed: the listing fails, typed, after the attempts.
+	stuck := &stuckDB{}
+	ic = &indexClient{db: stuck, idx: DynamoDbIndex{Table: w.table}}
+	if _, err := ic.getRows(ctx, ids); !errors.Is(err, ErrResourceExhausted) || stuck.calls != idxBatchAttempts {
+		t.Errorf("err %v after %d calls, want ErrResourceExhausted after %d", err, stuck.calls, idxBatchAttempts)
+	}
+}
+
+// stuckDB never processes a key.
+type stuckDB struct{ calls int }
+
+func (s *stuckDB) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func (s *stuckDB) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	s.calls++
+	return &dynamodb.BatchGetItemOutput{UnprocessedKeys: in.RequestItems}, nil
+}
