@@ -150,6 +150,11 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		// on it (BuildTemplate), each named like this.
 		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has %q, %q (root allowed) and the templates built on it: %q cannot name one", LocalTemplate, LocalRootTemplate, template))
 	}
+	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
+		if err := checkLocalTemplate(ctx, cfg, template); err != nil {
+			return nil, err
+		}
+	}
 	token, err := accesstoken.New()
 	if err != nil {
 		return nil, err

@@ -212,3 +212,22 @@ func templateInfo(t localplatform.Template) *TemplateInfo {
 	return &TemplateInfo{Name: t.Name, State: t.State, SHA256: t.SHA256, Reason: t.Reason, Step: t.Step, Message: t.Message,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Unchanged: t.Unchanged}
 }
+
+// checkLocalTemplate tells, before Create's call, why a template of the
+// local platform cannot start sandboxes: not built, building, or its only
+// build failed (a template with an earlier good build starts from it).
+func checkLocalTemplate(ctx context.Context, cfg *config, name string) error {
+	var t localplatform.Template
+	err := localCall(ctx, cfg, localRequest{method: http.MethodGet, path: templatePath(name), what: "templates", missing: templatesMissing}, &t, nil)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return newError(ReasonInvalidArgument, fmt.Sprintf("template %q is not built on this platform (rayito template list)", name))
+	case err != nil:
+		return err
+	case t.State == TemplateReady:
+		return nil
+	}
+	// BUILDING or FAILED: the platform starts sandboxes from a layer built
+	// earlier, if there is one; else RunMicrovm says the image is missing.
+	return nil
+}
