@@ -71,9 +71,9 @@ type DynamoDbIndex struct {
 // IndexTerminate, the sandbox was terminated).
 var ErrIndexWrite = errors.New("rayito: metadata index write failed")
 
-// ErrIndexRow: a row of the index is not one this SDK writes (List
+// errIndexRow: a row of the index is not one this SDK writes (List
 // ignores such rows; parseIndexRow returns it).
-var ErrIndexRow = errors.New("rayito: malformed metadata index row")
+var errIndexRow = errors.New("rayito: malformed metadata index row")
 
 // WithIndex makes Create write each new sandbox's row to the metadata
 // index, and List read the rows (see DynamoDbIndex).
@@ -232,11 +232,11 @@ func (s *Sandbox) writeIndex(ctx context.Context, vm *microvmsapi.Microvm, maxDu
 
 // parseIndexRow reads a row (untrusted: anyone who can write the table
 // writes rows). Anything that is not shaped like the rows Create writes
-// is ErrIndexRow.
+// is errIndexRow.
 func parseIndexRow(item map[string]ddbtypes.AttributeValue) (indexRow, error) {
 	var r indexRow
 	bad := func(what string) (indexRow, error) {
-		return indexRow{}, fmt.Errorf("%w: %s", ErrIndexRow, what)
+		return indexRow{}, fmt.Errorf("%w: %s", errIndexRow, what)
 	}
 	pk, ok := item[idxPK].(*ddbtypes.AttributeValueMemberS)
 	if !ok || !validSandboxID(pk.Value) {

@@ -426,8 +426,8 @@ func TestParseIndexRow(t *testing.T) {
 	} {
 		m := good()
 		mut(m)
-		if _, err := parseIndexRow(m); !errors.Is(err, ErrIndexRow) {
-			t.Errorf("%s: %v, want ErrIndexRow", name, err)
+		if _, err := parseIndexRow(m); !errors.Is(err, errIndexRow) {
+			t.Errorf("%s: %v, want errIndexRow", name, err)
 		}
 	}
 }
@@ -458,7 +458,7 @@ func FuzzParseIndexRow(f *testing.F) {
 		}
 		r, err := parseIndexRow(item)
 		if err != nil {
-			if !errors.Is(err, ErrIndexRow) {
+			if !errors.Is(err, errIndexRow) {
 				t.Fatalf("untyped error %v", err)
 			}
 			return
