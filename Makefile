@@ -136,6 +136,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
 	go test -run '^$$' -fuzz '^FuzzParseGitStatus$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzParseGitBranches$$' -fuzztime $(FUZZTIME) ./sdk
+	go test -run '^$$' -fuzz '^FuzzParseIndexRow$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzParseMeminfo$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/oomcount
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
