@@ -225,7 +225,7 @@ func (c *collector) copySource(src string) error {
 		}
 		if fi.IsDir() {
 			c.isDir[src] = true
-			if excluded && !c.ig.mayReinclude() {
+			if excluded && !c.ig.mayReinclude(src) {
 				return pathErr(ErrContextPath, src, "is excluded by .dockerignore")
 			}
 			if !excluded {
@@ -277,7 +277,7 @@ func (c *collector) walkDir(tree, dir string, dirFI fs.FileInfo, info patternmat
 			return err
 		}
 		if fi.IsDir() {
-			if excluded && !c.ig.mayReinclude() {
+			if excluded && !c.ig.mayReinclude(rel) {
 				continue
 			}
 			if !excluded {

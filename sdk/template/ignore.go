@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/moby/patternmatcher"
 	"github.com/moby/patternmatcher/ignorefile"
@@ -82,5 +83,39 @@ func (ig *ignorer) excluded(rel string, parent patternmatcher.MatchInfo) (bool, 
 }
 
 // mayReinclude reports whether a '!' pattern could bring back something
-// under an excluded directory (then the walk goes on inside it).
-func (ig *ignorer) mayReinclude() bool { return ig.pm != nil && ig.pm.Exclusions() }
+// under the excluded directory dir (then the walk goes on inside it, else
+// it skips the whole tree, as Docker does).
+//
+// What decides a path under dir is what decided dir, plus the patterns
+// that match the path itself but not dir or its parents. Without "**",
+// a pattern of n slash-separated parts matches paths of n components only
+// ('*' and '?' never match a slash), so a '!' pattern can match below dir
+// only if it has more parts than dir has components and its first parts
+// match dir's. Patterns with "**", '[' or '\' are taken to match anywhere.
+func (ig *ignorer) mayReinclude(dir string) bool {
+	if ig.pm == nil || !ig.pm.Exclusions() {
+		return false
+	}
+	k := strings.Count(dir, "/") + 1
+	for _, p := range ig.pm.Patterns() {
+		if !p.Exclusion() {
+			continue
+		}
+		s := p.String()
+		if strings.Contains(s, "**") || strings.ContainsAny(s, "[\\") {
+			return true
+		}
+		parts := strings.Split(s, "/")
+		if len(parts) <= k {
+			continue
+		}
+		prefix, err := patternmatcher.New([]string{strings.Join(parts[:k], "/")})
+		if err != nil {
+			return true
+		}
+		if ok, _, err := prefix.MatchesUsingParentResults(dir, patternmatcher.MatchInfo{}); err != nil || ok {
+			return true
+		}
+	}
+	return false
+}

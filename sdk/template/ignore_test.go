@@ -64,6 +64,10 @@ func TestDockerignoreSemantics(t *testing.T) {
 			[]string{"#notcomment"}, []string{"notcomment"}},
 		{"a negation with a leading slash", "*.txt\n!/keep.txt\n",
 			[]string{"a.txt"}, []string{"keep.txt"}},
+		{"a negation elsewhere does not reach into an excluded directory", "node_modules\n!README.md\n",
+			[]string{"node_modules/x/y", "node_modules/README.md/z"}, []string{"README.md", "src/README.md"}},
+		{"a wildcard negation reaches into an excluded directory", "a\n!a/*/keep\n",
+			[]string{"a/b/other", "a/top"}, []string{"a/b/keep", "a/c/keep"}},
 		{"a .git directory", ".git\n",
 			[]string{".git/config", ".git/objects/ab/cd"}, []string{".gitignore", "a/.git-keep"}},
 	}
