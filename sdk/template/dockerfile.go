@@ -113,7 +113,6 @@ func firstWord(s string) (word, rest string) {
 
 type dfParser struct {
 	t          *Template
-	stepLines  []int // the Dockerfile line of each builder step
 	workdir    string
 	seenInstr  bool
 	cmd, entry *dfCommand
@@ -151,7 +150,7 @@ func (p *dfParser) instruction(line int, text string) error {
 	first := !p.seenInstr
 	p.seenInstr = true
 	if kw != "FROM" && first {
-		return lineErr(line, kw, "a Dockerfile starts with FROM")
+		return lineErr(line, instrName(kw), "a Dockerfile starts with FROM")
 	}
 	switch kw {
 	case "FROM":
@@ -170,27 +169,25 @@ func (p *dfParser) instruction(line int, text string) error {
 		return p.command(line, kw, rest)
 	case "EXPOSE":
 		return p.expose(line, rest)
-	case "":
-		return lineErr(line, "", "not an instruction")
 	}
-	if !isKeyword(kw) {
+	if instrName(kw) == "" {
 		return lineErr(line, "", "not an instruction")
 	}
 	return lineErr(line, kw, "instruction not supported")
 }
 
-// isKeyword: the instruction is named in errors only when it looks like
-// one (an instruction name is never a value the caller passed).
-func isKeyword(kw string) bool {
-	if len(kw) > 16 {
-		return false
+// instrName is kw when it looks like an instruction (up to 16 letters),
+// else "": an error names an instruction, never other text of the line.
+func instrName(kw string) string {
+	if kw == "" || len(kw) > 16 {
+		return ""
 	}
 	for _, r := range kw {
 		if r < 'A' || r > 'Z' {
-			return false
+			return ""
 		}
 	}
-	return true
+	return kw
 }
 
 // push makes next (p.t plus the steps of one instruction) current, or
@@ -199,9 +196,6 @@ func isKeyword(kw string) bool {
 func (p *dfParser) push(line int, instr string, next *Template) error {
 	if len(next.steps) > ptemplate.MaxSteps {
 		return lineErr(line, instr, "a template has at most 256 steps")
-	}
-	for len(p.stepLines) < len(next.steps) {
-		p.stepLines = append(p.stepLines, line)
 	}
 	if len(next.errs) > len(p.t.errs) {
 		e := next.errs[len(p.t.errs)]

@@ -151,6 +151,8 @@ func TestFromDockerfileRefused(t *testing.T) {
 		{"FROM alpine\nRUN " + strings.Repeat("x", MaxDockerfileLen) + "\n", 0, ""},
 		{"FROM alpine\n\xff\n", 0, ""},
 		{"FROM alpine\nrun-this\n", 2, ""},
+		{"AKIA-secret-looking first line\nFROM alpine\n", 1, ""},
+		{"FROM alpine\nsecretvalue123 x\n", 2, ""},
 	}
 	for _, tc := range cases {
 		_, err := FromDockerfile(tc.text)
