@@ -107,11 +107,15 @@ type SandboxPool struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	ready      []PoolSlot          // oldest first
-	filling    map[string]PoolSlot // created, not ready yet
-	fillers    int                 // fill goroutines running
-	changed    chan struct{}       // closed (and replaced) when a slot is ready or the pool closes
+	mu      sync.Mutex
+	ready   []PoolSlot          // oldest first
+	filling map[string]PoolSlot // created, not ready yet
+	// live are the Sandbox values of the ready slots this process filled:
+	// a Take without options hands out that value, whose endpoint token
+	// is already minted (one control-plane call less per Take).
+	live       map[string]*Sandbox
+	fillers    int           // fill goroutines running
+	changed    chan struct{} // closed (and replaced) when a slot is ready or the pool closes
 	closed     bool
 	keepAwake  bool // the platform cannot pause
 	failStreak int
@@ -171,7 +175,7 @@ func NewPool(ctx context.Context, pc PoolConfig) (*SandboxPool, error) {
 	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &SandboxPool{cfg: pc, create: create, base: cfg, mv: mv, store: pc.Store, lifetime: lifetime,
-		ctx: bg, cancel: cancel, filling: map[string]PoolSlot{}, changed: make(chan struct{})}
+		ctx: bg, cancel: cancel, filling: map[string]PoolSlot{}, live: map[string]*Sandbox{}, changed: make(chan struct{})}
 	var stale []string
 	for _, r := range records {
 		if r.Filling {
@@ -236,7 +240,8 @@ func takeOptions(opts []TakeOption) (wait bool, rest []Option, err error) {
 // RUNNING and its daemon answering; a slot that cannot be resumed is
 // killed and the next one tried), else, when no slot is ready, a sandbox
 // created on the spot with the pool's Create options (or, WithWait, the
-// next slot that becomes ready). Either way the pool then refills. The
+// next slot that becomes ready). Either way the pool then refills, once
+// the sandbox is handed out (a create beside the resume would slow it). The
 // sandbox is the caller's: Close does not kill it. With secret options
 // (see TakeOption) a resumed slot's gateways, placeholders and header
 // rules are configured after its resume; if that fails the slot is killed
@@ -259,18 +264,26 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 		if len(p.ready) > 0 {
 			slot := p.ready[0]
 			p.ready = slices.Delete(p.ready, 0, 1)
+			live := p.live[slot.ID]
+			delete(p.live, slot.ID)
 			short := p.shortLived(slot.ExpiresAt)
 			if short {
 				p.stats.Swept++
 			}
 			p.saveLocked()
-			p.refillLocked()
 			p.mu.Unlock()
 			if short {
 				_ = p.kill(context.WithoutCancel(ctx), slot.ID)
+				p.refill()
 				continue
 			}
-			sbx, retry, err := p.handOut(ctx, slot, extra)
+			if len(extra) > 0 {
+				live = nil
+			}
+			sbx, retry, err := p.handOut(ctx, slot, live, extra)
+			// The refill starts once the hand-out is done: a create
+			// running beside the resume would slow it down.
+			p.refill()
 			if err == nil {
 				p.count(func(s *PoolStats) { s.Hits++; s.Taken++ })
 				return sbx, nil
@@ -284,9 +297,9 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 			continue
 		}
 		if !wait {
-			p.refillLocked()
 			p.mu.Unlock()
 			sbx, err := Create(ctx, append(slices.Clone(p.create), extra...)...)
+			p.refill()
 			if err != nil {
 				return nil, err
 			}
@@ -303,9 +316,17 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 	}
 }
 
-// handOut resumes slot and configures its secrets. retry is true when
-// the slot itself failed (gone, not resumable): the next one may do.
-func (p *SandboxPool) handOut(ctx context.Context, slot PoolSlot, extra []Option) (_ *Sandbox, retry bool, _ error) {
+// handOut resumes slot (through live, its Sandbox from the fill, when
+// given) and configures its secrets. retry is true when the slot itself
+// failed (gone, not resumable): the next one may do.
+func (p *SandboxPool) handOut(ctx context.Context, slot PoolSlot, live *Sandbox, extra []Option) (_ *Sandbox, retry bool, _ error) {
+	if live != nil {
+		if err := live.Resume(ctx); err != nil {
+			live.dp.close()
+			return nil, true, err
+		}
+		return live, false, nil
+	}
 	opts := append(slices.Clone(p.create), extra...)
 	cfg := newConfig(append(slices.Clone(opts), WithAccessToken(slot.AccessToken)))
 	vm, err := p.mv.GetMicrovm(ctx, slot.ID)
@@ -358,6 +379,7 @@ func (p *SandboxPool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	slots := p.ready
 	p.ready = nil
+	clear(p.live)
 	p.mu.Unlock()
 	var errs []error
 	for _, s := range slots {
@@ -400,6 +422,13 @@ func (p *SandboxPool) saveLocked() {
 	if err := p.store.Save(context.WithoutCancel(p.ctx), recs); err != nil {
 		p.base.logger.Warn("pool: cannot save its records", "err", err)
 	}
+}
+
+// refill is refillLocked with the lock taken.
+func (p *SandboxPool) refill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refillLocked()
 }
 
 // refillLocked starts fills up to the pool's size, FillConcurrency at a
@@ -494,6 +523,7 @@ func (p *SandboxPool) fillOne() bool {
 	}
 	slot.Filling = false
 	p.ready = append(p.ready, slot)
+	p.live[slot.ID] = sbx
 	p.saveLocked()
 	p.broadcastLocked()
 	p.mu.Unlock()
@@ -560,6 +590,7 @@ func (p *SandboxPool) sweep(ctx context.Context) {
 	p.ready = slices.DeleteFunc(p.ready, func(s PoolSlot) bool {
 		if drop[s.ID] {
 			kill = append(kill, s.ID)
+			delete(p.live, s.ID)
 			return true
 		}
 		return false

@@ -24,6 +24,7 @@ func All() []Suite {
 		{"checkpoint100m", Checkpoint},
 		{"pty", Pty},
 		{"pause", Pause},
+		{"pool", Pool},
 		{"runcode", RunCode},
 		{"density", Density},
 		{"memory", Memory},

@@ -96,7 +96,7 @@ func TestUnavailableSuites(t *testing.T) {
 			t.Fatal("egress should be unavailable without root")
 		}
 	}
-	if len(Names()) != 14 {
+	if len(Names()) != 15 {
 		t.Fatalf("suites %v", Names())
 	}
 }
