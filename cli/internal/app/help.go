@@ -23,7 +23,7 @@ type envVar struct{ name, what string }
 var environment = []envVar{
 	{"RAYITO_BACKEND", "the platform: local (default) or aws (CLI and SDK)"},
 	{"RAYITO_ENDPOINT", "the local platform's URL (CLI and SDK; --endpoint wins; `local serve` listens there); default: the endpoint the user's own platform recorded in its state dir (rayito/localvm/endpoint), else http://127.0.0.1:7450"},
-	{"RAYITO_TEMPLATE", "the image of new sandboxes: on aws an image name or ARN, required there (CLI and SDK; create --template wins); `doctor --aws` checks it. The local platform has one, local: the CLI refuses any other there"},
+	{"RAYITO_TEMPLATE", "the image of new sandboxes: on aws an image name or ARN, required there (CLI and SDK; create --template wins); `doctor --aws` checks it. Locally local (the default), local-root or a template built with `rayito template build`"},
 	{"RAYITO_ARTIFACT_BUCKET", "the S3 bucket of the image artifacts: `image publish` without --bucket, `doctor --aws`"},
 	{"RAYITO_EVENTS_TABLE", "the events stack's DynamoDB table (its EventsTableName output) on aws: `events` without --table, and the SDK's webhook and event calls (WithEventsTable wins)"},
 	{"RAYITO_GIT_USERNAME", "`sandbox git` clone/push/pull: the user name of the git credentials (never a flag: it is often the token)"},

@@ -74,7 +74,7 @@ func createFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "auto-resume", Usage: "resume a paused sandbox on a request (with --idle) and give it a new deadline then (with --on-timeout pause)"},
 		&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
 		&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
-		&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default) or local-root (root allowed: commands as root, sudo)"},
+		&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default), local-root (root allowed: commands as root, sudo) or a template built with rayito template build"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 		&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 		&cli.StringFlag{Name: "persist", Usage: "persist HOME at `s3://BUCKET/PREFIX` (s3:///PREFIX: the local platform's bucket): the sandbox is bound to it, and its checkpoint, when there is one, is restored before it is handed out (on AWS it needs --execution-role)"},
