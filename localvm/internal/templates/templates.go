@@ -443,12 +443,17 @@ func readSpec(zr *zip.Reader) (*ptemplate.Spec, error) {
 	var total uint64
 	var specFile *zip.File
 	seen := map[string]bool{}
+	kinds := map[string]fs.FileMode{} // context paths (without the trailing /) by type
 	for _, f := range zr.File {
 		name := f.Name
-		if seen[name] {
+		key := strings.TrimSuffix(name, "/")
+		if seen[name] || seen[key] {
 			return nil, fmt.Errorf("%w: a duplicate entry", ErrInvalid)
 		}
-		seen[name] = true
+		seen[name], seen[key] = true, true
+		if rel, ok := strings.CutPrefix(key, strings.TrimSuffix(ptemplate.ContextDir, "/")+"/"); ok {
+			kinds[rel] = f.Mode().Type()
+		}
 		total += f.UncompressedSize64
 		if total > maxUncompressed {
 			return nil, fmt.Errorf("%w: more than %d bytes uncompressed", ErrInvalid, maxUncompressed)
@@ -468,6 +473,16 @@ func readSpec(zr *zip.Reader) (*ptemplate.Spec, error) {
 			}
 		default:
 			return nil, fmt.Errorf("%w: an entry outside Dockerfile, template.json and context/", ErrInvalid)
+		}
+	}
+	// No entry under a link: extracting it would go through the link (a
+	// link that stays inside where it is written may lead elsewhere once
+	// it sits under another link).
+	for rel := range kinds {
+		for p := path.Dir(rel); p != "." && p != "/"; p = path.Dir(p) {
+			if kinds[p]&fs.ModeSymlink != 0 {
+				return nil, fmt.Errorf("%w: an entry lies under a link", ErrInvalid)
+			}
 		}
 	}
 	if specFile == nil {

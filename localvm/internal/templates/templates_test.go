@@ -364,3 +364,28 @@ func FuzzArtifact(f *testing.F) {
 		})
 	})
 }
+
+// TestNoEntryUnderALink: links that each stay inside the context, chained
+// (x -> ., x/x2 -> ., x/x2/y -> ../../etc), would let an entry under them
+// leave it: any entry under a link is refused, and a link is never
+// followed while extracting.
+func TestNoEntryUnderALink(t *testing.T) {
+	s, _ := openStore(t, &fakeBuilder{})
+	spec := specJSON(t, &ptemplate.Spec{V: 1, Base: "local", Steps: []ptemplate.Step{{Copy: &ptemplate.Copy{Src: "x", Dst: "/home/user/x"}}}})
+	link := fs.ModeSymlink | 0o777
+	art := zipOf(t, entry{name: "template.json", body: spec},
+		entry{name: "context/x", body: ".", mode: link},
+		entry{name: "context/x/x2", body: ".", mode: link},
+		entry{name: "context/x/x2/y", body: "../../etc", mode: link},
+		entry{name: "context/x/x2/y/passwd", body: "pwned"})
+	if _, err := s.Put(context.Background(), "a", bytes.NewReader(art), "", false); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("chained links: %v", err)
+	}
+	// A directory and a link of one name are a duplicate.
+	art = zipOf(t, entry{name: "template.json", body: spec},
+		entry{name: "context/x/", mode: fs.ModeDir | 0o755},
+		entry{name: "context/x", body: ".", mode: link})
+	if _, err := s.Put(context.Background(), "a", bytes.NewReader(art), "", false); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a directory and a link of one name: %v", err)
+	}
+}
