@@ -1468,7 +1468,9 @@ type SectionResult struct {
 	Placeholders []*PlaceholderStatus `protobuf:"bytes,5,rep,name=placeholders,proto3" json:"placeholders,omitempty"`
 	// A fixed explanation of an INVALID or UNSUPPORTED code naming the field
 	// (e.g. "routes[1].headers[0].name: not a token"), never a value.
-	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// The metrics export's counters (CONFIG_SECTION_TELEMETRY_EXPORT).
+	Telemetry     *TelemetryStatus `protobuf:"bytes,7,opt,name=telemetry,proto3" json:"telemetry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1545,6 +1547,80 @@ func (x *SectionResult) GetMessage() string {
 	return ""
 }
 
+func (x *SectionResult) GetTelemetry() *TelemetryStatus {
+	if x != nil {
+		return x.Telemetry
+	}
+	return nil
+}
+
+// TelemetryStatus is the metrics export's state: counts and a class, never
+// the endpoint or the token.
+type TelemetryStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Batches the collector accepted.
+	Exported uint64 `protobuf:"varint,1,opt,name=exported,proto3" json:"exported,omitempty"`
+	// Batches given up: the queue was full (the oldest goes), the collector
+	// refused them (4xx) or the retries ran out.
+	Dropped uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The class of the last failure ("" when none): network, timeout,
+	// rejected, server_error, unauthorized, no_credentials, queue_full.
+	LastErrorClass string `protobuf:"bytes,3,opt,name=last_error_class,json=lastErrorClass,proto3" json:"last_error_class,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TelemetryStatus) Reset() {
+	*x = TelemetryStatus{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryStatus) ProtoMessage() {}
+
+func (x *TelemetryStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryStatus.ProtoReflect.Descriptor instead.
+func (*TelemetryStatus) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TelemetryStatus) GetExported() uint64 {
+	if x != nil {
+		return x.Exported
+	}
+	return 0
+}
+
+func (x *TelemetryStatus) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *TelemetryStatus) GetLastErrorClass() string {
+	if x != nil {
+		return x.LastErrorClass
+	}
+	return ""
+}
+
 // ConfigureResponse holds the outcome of each present section.
 type ConfigureResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -1556,7 +1632,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1644,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[19]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1657,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{19}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfigureResponse) GetResults() []*SectionResult {
@@ -1607,7 +1683,7 @@ type ConfigureStatusRequest struct {
 
 func (x *ConfigureStatusRequest) Reset() {
 	*x = ConfigureStatusRequest{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1695,7 @@ func (x *ConfigureStatusRequest) String() string {
 func (*ConfigureStatusRequest) ProtoMessage() {}
 
 func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[20]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1708,7 @@ func (x *ConfigureStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusRequest) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{20}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{21}
 }
 
 // ConfigureStatusResponse holds every section's state.
@@ -1646,7 +1722,7 @@ type ConfigureStatusResponse struct {
 
 func (x *ConfigureStatusResponse) Reset() {
 	*x = ConfigureStatusResponse{}
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1734,7 @@ func (x *ConfigureStatusResponse) String() string {
 func (*ConfigureStatusResponse) ProtoMessage() {}
 
 func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[21]
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1747,7 @@ func (x *ConfigureStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureStatusResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureStatusResponse) Descriptor() ([]byte, []int) {
-	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{21}
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConfigureStatusResponse) GetSections() []*SectionResult {
@@ -1791,7 +1867,7 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"\x11_lifecycle_eventsB\x13\n" +
 	"\x11_telemetry_exportB\x11\n" +
 	"\x0f_secret_gatewayB\x16\n" +
-	"\x14_secret_placeholdersJ\x04\b\a\x10\x10\"\xb7\x02\n" +
+	"\x14_secret_placeholdersJ\x04\b\a\x10\x10\"\xf6\x02\n" +
 	"\rSectionResult\x127\n" +
 	"\asection\x18\x01 \x01(\x0e2\x1d.rayito.rayd.v1.ConfigSectionR\asection\x12/\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x1b.rayito.rayd.v1.SectionCodeR\x04code\x12\x1f\n" +
@@ -1799,7 +1875,12 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"errorClass\x12:\n" +
 	"\x06routes\x18\x04 \x03(\v2\".rayito.rayd.v1.GatewayRouteStatusR\x06routes\x12E\n" +
 	"\fplaceholders\x18\x05 \x03(\v2!.rayito.rayd.v1.PlaceholderStatusR\fplaceholders\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"y\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12=\n" +
+	"\ttelemetry\x18\a \x01(\v2\x1f.rayito.rayd.v1.TelemetryStatusR\ttelemetry\"q\n" +
+	"\x0fTelemetryStatus\x12\x1a\n" +
+	"\bexported\x18\x01 \x01(\x04R\bexported\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\x12(\n" +
+	"\x10last_error_class\x18\x03 \x01(\tR\x0elastErrorClass\"y\n" +
 	"\x11ConfigureResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.rayito.rayd.v1.SectionResultR\aresults\x12+\n" +
 	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration\"\x18\n" +
@@ -1844,7 +1925,7 @@ func file_rayito_rayd_v1_configure_proto_rawDescGZIP() []byte {
 }
 
 var file_rayito_rayd_v1_configure_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_rayito_rayd_v1_configure_proto_goTypes = []any{
 	(ConfigSection)(0),               // 0: rayito.rayd.v1.ConfigSection
 	(SectionCode)(0),                 // 1: rayito.rayd.v1.SectionCode
@@ -1868,9 +1949,10 @@ var file_rayito_rayd_v1_configure_proto_goTypes = []any{
 	(*PlaceholderStatus)(nil),        // 19: rayito.rayd.v1.PlaceholderStatus
 	(*ConfigureRequest)(nil),         // 20: rayito.rayd.v1.ConfigureRequest
 	(*SectionResult)(nil),            // 21: rayito.rayd.v1.SectionResult
-	(*ConfigureResponse)(nil),        // 22: rayito.rayd.v1.ConfigureResponse
-	(*ConfigureStatusRequest)(nil),   // 23: rayito.rayd.v1.ConfigureStatusRequest
-	(*ConfigureStatusResponse)(nil),  // 24: rayito.rayd.v1.ConfigureStatusResponse
+	(*TelemetryStatus)(nil),          // 22: rayito.rayd.v1.TelemetryStatus
+	(*ConfigureResponse)(nil),        // 23: rayito.rayd.v1.ConfigureResponse
+	(*ConfigureStatusRequest)(nil),   // 24: rayito.rayd.v1.ConfigureStatusRequest
+	(*ConfigureStatusResponse)(nil),  // 25: rayito.rayd.v1.ConfigureStatusResponse
 }
 var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	3,  // 0: rayito.rayd.v1.S3MountsConfig.mounts:type_name -> rayito.rayd.v1.S3Mount
@@ -1895,17 +1977,18 @@ var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
 	1,  // 19: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
 	18, // 20: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
 	19, // 21: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
-	21, // 22: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
-	21, // 23: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
-	20, // 24: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
-	23, // 25: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
-	22, // 26: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
-	24, // 27: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
-	26, // [26:28] is the sub-list for method output_type
-	24, // [24:26] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	22, // 22: rayito.rayd.v1.SectionResult.telemetry:type_name -> rayito.rayd.v1.TelemetryStatus
+	21, // 23: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
+	21, // 24: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
+	20, // 25: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
+	24, // 26: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
+	23, // 27: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
+	25, // 28: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
+	27, // [27:29] is the sub-list for method output_type
+	25, // [25:27] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_configure_proto_init() }
@@ -1924,7 +2007,7 @@ func file_rayito_rayd_v1_configure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_configure_proto_rawDesc), len(file_rayito_rayd_v1_configure_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
