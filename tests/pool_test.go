@@ -175,6 +175,51 @@ func TestPoolLocal(t *testing.T) {
 	t.Logf("stats: %+v", pool.Stats())
 }
 
+// Take's secret options reach the taken sandbox: WithSecrets' envs in
+// its commands, from a resumed slot (and from whatever the second Take
+// gets); a sandbox option is refused before any slot is used.
+func TestPoolTakeSecrets(t *testing.T) {
+	if !isRoot() {
+		t.Skip("the pool pauses its sandboxes: that needs the root platform's cgroup freezer; run as root")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	store := rayito.NewMemorySecretStore()
+	if _, err := store.CreateSecret(ctx, "api/key", []byte("s3cr3t-value")); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := rayito.NewPool(ctx, rayito.PoolConfig{Size: 1, Create: p.opts()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(context.Background())
+	waitUntil(t, "a ready slot", 2*time.Minute, func() bool { return pool.Stats().Ready == 1 })
+	if _, err := pool.Take(ctx, rayito.WithEnvs(map[string]string{"A": "b"})); !errors.Is(err, rayito.ErrInvalidArgument) {
+		t.Fatalf("Take with WithEnvs = %v", err)
+	}
+	if st := pool.Stats(); st.Ready != 1 || st.Taken != 0 {
+		t.Fatalf("a refused Take used a slot: %+v", st)
+	}
+	secrets := []rayito.Option{rayito.WithSecretStore(store), rayito.WithSecrets(map[string]rayito.SecretRef{"API_KEY": {Name: "api/key"}})}
+	// The second Take is a fallback unless the refill beat it.
+	for i, want := range []string{"hit", "second"} {
+		sbx, err := pool.Take(ctx, secrets...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sbx.Kill(context.Background())
+		res, err := sbx.Commands.Run(ctx, `echo "$API_KEY"`)
+		if err != nil || res.Stdout != "s3cr3t-value\n" {
+			t.Fatalf("%s: %+v %v", want, res, err)
+		}
+		if st := pool.Stats(); st.Hits < 1 || st.Taken != i+1 {
+			t.Fatalf("%s: stats %+v", want, st)
+		}
+	}
+}
+
 // The pool on the aws backend, through the scripted fake in front of the
 // real platform: filling is RunMicrovm then SuspendMicrovm, Take is
 // ResumeMicrovm, Close is TerminateMicrovm of the ready slots, all
