@@ -70,8 +70,9 @@ type PoolConfig struct {
 
 // PoolStats are a SandboxPool's counters (SandboxPool.Stats).
 type PoolStats struct {
-	// Ready is how many slots wait to be taken; Filling how many are
-	// being created (or paused) now.
+	// Ready is how many slots wait to be taken; Filling how many fills
+	// are under way (created, warmed up or paused now, or waiting out the
+	// backoff after a failure).
 	Ready, Filling int
 	// Taken counts the sandboxes Take handed out: Hits (a ready slot,
 	// resumed) plus Fallbacks (created on the spot: no slot was ready).
