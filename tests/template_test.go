@@ -45,9 +45,17 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	escape := "/usr/local/bin/rayito-template-test-" + filepath.Base(dir)
+	// A host file the template deletes (an overlayfs whiteout in its
+	// layer): gone in its sandboxes, still on the host and in local's.
+	docs, _ := filepath.Glob("/usr/share/doc/*/copyright")
+	if len(docs) == 0 {
+		t.Skip("no /usr/share/doc/*/copyright on this host to delete in a template")
+	}
+	deleted := docs[0]
 	tpl, err := template.FromDockerfile("FROM local\n" +
 		`RUN printf '#!/bin/sh\necho hello from the template\n' > /usr/local/bin/greet && chmod 755 /usr/local/bin/greet && touch ` + escape + "\n" +
 		"COPY --chown=user greeting.txt /home/user/greeting.txt\n")
+	tpl = tpl.RunCmd("rm " + deleted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +66,9 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 	}
 	if _, err := os.Stat(escape); err == nil {
 		t.Fatalf("the build wrote %s on the host", escape)
+	}
+	if _, err := os.Stat(deleted); err != nil {
+		t.Fatalf("the build deleted %s on the host: %v", deleted, err)
 	}
 	run := func(sbx *rayito.Sandbox, cmd string) string {
 		t.Helper()
@@ -78,7 +89,8 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 		"stat -c %U /home/user/greeting.txt": "user",
 		"echo $GREETING":                     "hi",
 		"id -un":                             "user",
-		"test -w /usr/local/bin && echo w || echo ro": "ro",
+		"test -w /usr/local/bin && echo w || echo ro":        "ro",
+		"test -e " + deleted + " && echo there || echo gone": "gone",
 	} {
 		if got := run(sbx, cmd); got != want {
 			t.Errorf("%s: %q, want %q", cmd, got, want)
@@ -102,6 +114,9 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 	defer plain.Kill(ctx)
 	if got := run(plain, "command -v greet || echo none"); got != "none" {
 		t.Errorf("local sees the template's program: %q", got)
+	}
+	if got := run(plain, "test -e "+deleted+" && echo there || echo gone"); got != "there" {
+		t.Errorf("local lost the file the template deleted: %q", got)
 	}
 	// An unknown template is refused, naming it.
 	if _, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("nope"))...); !errors.Is(err, rayito.ErrInvalidArgument) || !strings.Contains(err.Error(), "nope") {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -82,26 +83,43 @@ func (b *SandboxBuilder) Build(ctx context.Context, layer string, spec *ptemplat
 		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the build directory could not be made"}
 	}
 	defer os.RemoveAll(dir)
+	// What the build writes goes to a bounded tmpfs (charged to the build
+	// sandbox's memory too), copied to the layer on disk once it is done:
+	// a build cannot fill the host's disk.
+	scratch, err := mountScratch(layer)
+	if err != nil {
+		fmt.Fprintf(log, "the build's scratch space could not be made\n")
+		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the build's scratch space could not be made"}
+	}
+	defer unmountScratch(scratch)
 	u, _ := uuid.NewRandom()
 	id := "microvm-" + u.String()
 	inst, err := b.Launcher.Launch(ctx, launcher.Spec{
 		ID: id, Dir: dir, LogPath: filepath.Join(dir, "rayd.log"), Internet: true,
-		Env:      []string{"RAYITO_ALLOW_ROOT=1"},
-		Template: &launcher.TemplateLayer{Dir: layer, Build: true},
+		MemoryBytes: buildMemory,
+		Env:         []string{"RAYITO_ALLOW_ROOT=1"},
+		Template:    &launcher.TemplateLayer{Dir: scratch, Build: true},
 	})
 	if err != nil {
 		fmt.Fprintf(log, "the build sandbox did not start\n")
 		return &BuildError{Reason: localplatform.TemplateReasonLaunchFailed, Step: -1, Message: "the build sandbox did not start"}
 	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		defer cancel()
-		_ = inst.Terminate(tctx)
-		select {
-		case <-inst.Done():
-		case <-tctx.Done():
-		}
-	}()
+	var once sync.Once
+	stopped := false
+	stop := func() bool {
+		once.Do(func() {
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			defer cancel()
+			_ = inst.Terminate(tctx)
+			select {
+			case <-inst.Done():
+				stopped = true
+			case <-tctx.Done():
+			}
+		})
+		return stopped
+	}
+	defer stop()
 	dial := b.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
@@ -155,6 +173,14 @@ func (b *SandboxBuilder) Build(ctx context.Context, layer string, spec *ptemplat
 		}
 	}
 	fmt.Fprintf(log, "done: %d steps\n", len(spec.Steps))
+	// The sandbox ends before its layer is read.
+	if !stop() {
+		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the build sandbox did not end"}
+	}
+	if err := copyLayer(scratch, layer); err != nil {
+		fmt.Fprintf(log, "the layer could not be saved\n")
+		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the layer could not be saved"}
+	}
 	return nil
 }
 
