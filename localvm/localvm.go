@@ -395,6 +395,9 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Layers are kept while a sandbox (adopted ones too) runs them.
+	tpl.SetInUse(reg.LayersInUse)
+	tpl.Sweep()
 	rates := api.DefaultRates()
 	if !opts.AWSQuotas {
 		for op := range rates {

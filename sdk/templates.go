@@ -224,10 +224,12 @@ func checkLocalTemplate(ctx context.Context, cfg *config, name string) error {
 		return newError(ReasonInvalidArgument, fmt.Sprintf("template %q is not built on this platform (rayito template list)", name))
 	case err != nil:
 		return err
-	case t.State == TemplateReady:
+	case t.Runnable:
+		// READY, or a layer built earlier while another builds or after
+		// one failed.
 		return nil
+	case t.State == TemplateFailed:
+		return newError(ReasonInvalidArgument, fmt.Sprintf("template %q has no built layer: its build failed (%s; rayito template logs %s)", name, t.Reason, name))
 	}
-	// BUILDING or FAILED: the platform starts sandboxes from a layer built
-	// earlier, if there is one; else RunMicrovm says the image is missing.
-	return nil
+	return newError(ReasonInvalidArgument, fmt.Sprintf("template %q has no built layer yet: it is %s", name, t.State))
 }

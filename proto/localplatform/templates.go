@@ -57,6 +57,9 @@ type Template struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Unchanged: the PUT artifact was already built; nothing was done.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Runnable: a built layer exists (READY, or an earlier build's while
+	// another builds or after one failed): sandboxes can start from it.
+	Runnable bool `json:"runnable"`
 }
 
 // TemplateList is TemplatesPath's answer.

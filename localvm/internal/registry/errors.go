@@ -51,9 +51,3 @@ var ErrNotFound error = &Error{Type: microvmsapi.ResourceNotFoundException, Mess
 
 // ErrClosed is returned by every operation once Close has begun.
 var ErrClosed error = &Error{Type: microvmsapi.InternalServerException, Message: "The local platform is shutting down."}
-
-// notFoundImage is RunMicrovm's answer for an image the platform does not
-// have (the name is the caller's own, not a secret).
-func notFoundImage(name string) error {
-	return validationErr("The image " + name + " is neither local, local-root nor a template built on this platform (rayito template build).")
-}

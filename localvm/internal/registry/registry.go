@@ -460,20 +460,20 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	}
 	spec := sandboxSpec("", "", in.ImageIdentifier, in.EgressNetworkConnectors)
 	var layer string
-	// A template's name (with templates: other identifiers, image ARNs
-	// among them, run the host's /usr as they always did, which the AWS
-	// fake's engine relies on; the SDK refuses them on the local backend).
+	// A template's name gets its layer.
 	if r.templates != nil && in.ImageIdentifier != localplatform.Image && in.ImageIdentifier != localplatform.RootImage && ptemplate.ValidName(in.ImageIdentifier) {
-		if layer, err = r.templates.Layer(in.ImageIdentifier); err != nil {
-			if errors.Is(err, ErrNoTemplate) {
-				return microvmsapi.Microvm{}, notFoundImage(in.ImageIdentifier)
-			}
+		// A name no template has runs the host's /usr, as before templates
+		// (the AWS fake's engine names its images; the SDK refuses such a
+		// name on the local backend before any call).
+		if layer, err = r.templates.Layer(in.ImageIdentifier); err != nil && !errors.Is(err, ErrNoTemplate) {
 			return microvmsapi.Microvm{}, err
 		}
-		if !r.launcher.Privileged() {
+		if layer != "" && !r.launcher.Privileged() {
 			return microvmsapi.Microvm{}, validationErr("The image " + in.ImageIdentifier + " is a template: templates need the root local platform.")
 		}
-		spec.Template = &launcher.TemplateLayer{Dir: layer}
+		if layer != "" {
+			spec.Template = &launcher.TemplateLayer{Dir: layer}
+		}
 	}
 
 	r.mu.Lock()
@@ -1032,3 +1032,17 @@ func cloneStrings(s []string) []string {
 // ~/.local/state/rayito/localvm (the contract its clients share:
 // proto/localplatform).
 func DefaultStateDir() string { return localplatform.DefaultStateDir(os.Getenv, os.Geteuid()) }
+
+// LayersInUse returns the template layers of the microVMs that are not
+// TERMINATED (their sandboxes may have them mounted).
+func (r *Registry) LayersInUse() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	in := map[string]bool{}
+	for _, v := range r.vms {
+		if v.layer != "" && v.pub.State != microvmsapi.StateTerminated {
+			in[v.layer] = true
+		}
+	}
+	return in
+}

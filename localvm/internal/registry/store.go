@@ -38,6 +38,8 @@ type stateFile struct {
 	// SuspendedAt is when a SUSPENDED microVM was suspended (its idle
 	// policy's suspendedDurationSeconds count from it).
 	SuspendedAt *time.Time `json:"suspendedAt,omitempty"`
+	// Layer is the template layer the microVM runs (its directory).
+	Layer string `json:"layer,omitempty"`
 }
 
 func (r *Registry) statePath(id string) string { return filepath.Join(r.vmsDir, id+".json") }
@@ -120,6 +122,7 @@ func fileLocked(v *vm) stateFile {
 		Microvm:     clone(v.pub),
 		ClientToken: v.clientToken,
 		Fingerprint: v.fingerprint,
+		Layer:       v.layer,
 	}
 	if v.rec != nil {
 		rec := *v.rec
@@ -216,6 +219,7 @@ func (r *Registry) load(id string) (*vm, error) {
 		dir:         filepath.Join(r.vmsDir, id),
 		clientToken: sf.ClientToken,
 		fingerprint: sf.Fingerprint,
+		layer:       sf.Layer,
 		pub:         sf.Microvm,
 		rec:         sf.Record,
 		suspendedAt: sf.SuspendedAt,

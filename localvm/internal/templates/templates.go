@@ -71,6 +71,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	building map[string]bool
+	inUse    func() map[string]bool
 	wg       sync.WaitGroup
 	base     context.Context
 	cancel   context.CancelFunc
@@ -149,11 +150,45 @@ func (s *Store) recover(name string) {
 		st.UpdatedAt = s.now().UTC()
 		_ = s.writeStatus(name, st, "")
 	}
-	keep, _ := s.layerOf(name)
 	_ = os.RemoveAll(filepath.Join(s.dir, name, "builds"))
+}
+
+// SetInUse gives the store the layers sandboxes run (registry
+// LayersInUse): Sweep keeps them.
+func (s *Store) SetInUse(f func() map[string]bool) {
+	s.mu.Lock()
+	s.inUse = f
+	s.mu.Unlock()
+}
+
+// Sweep removes the layers that are neither a template's current one, nor
+// being built, nor run by a sandbox. The platform sweeps once its
+// sandboxes are adopted, and after each build and delete.
+func (s *Store) Sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries, _ := os.ReadDir(s.dir)
+	for _, e := range entries {
+		if e.IsDir() && ptemplate.ValidName(e.Name()) {
+			s.sweepLocked(e.Name())
+		}
+	}
+}
+
+// sweepLocked is Sweep for one template; s.mu is held.
+func (s *Store) sweepLocked(name string) {
+	if s.building[name] {
+		return
+	}
+	var used map[string]bool
+	if s.inUse != nil {
+		used = s.inUse()
+	}
+	keep, _ := s.layerOf(name)
 	layers, _ := os.ReadDir(filepath.Join(s.dir, name, "layers"))
 	for _, l := range layers {
-		if p := filepath.Join(s.dir, name, "layers", l.Name()); p != keep {
+		p := filepath.Join(s.dir, name, "layers", l.Name())
+		if p != keep && !used[p] {
 			_ = os.RemoveAll(p)
 		}
 	}
@@ -224,7 +259,9 @@ func (s *Store) Get(name string) (*localplatform.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &st.Template, nil
+	out := st.Template
+	out.Runnable = st.Layer != ""
+	return &out, nil
 }
 
 // List returns every template, by name.
@@ -239,7 +276,9 @@ func (s *Store) List() ([]localplatform.Template, error) {
 			continue
 		}
 		if st, err := s.status(e.Name()); err == nil {
-			out = append(out, st.Template)
+			t := st.Template
+			t.Runnable = st.Layer != ""
+			out = append(out, t)
 		}
 	}
 	return out, nil
@@ -271,7 +310,11 @@ func (s *Store) Delete(name string) error {
 	if _, err := s.status(name); err != nil {
 		return err
 	}
-	return os.Remove(filepath.Join(s.dir, name, "status.json"))
+	if err := os.Remove(filepath.Join(s.dir, name, "status.json")); err != nil {
+		return err
+	}
+	s.sweepLocked(name)
+	return nil
 }
 
 // ValidName reports whether name may name a template here: a template name
@@ -385,8 +428,9 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, wantSHA strin
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer release()
 		s.run(name, layer, id, spec, st)
+		release()
+		s.Sweep()
 	}()
 	return &out, nil
 }

@@ -308,6 +308,19 @@ func TestOpenRecovers(t *testing.T) {
 	if err != nil || st.State != localplatform.TemplateBuilding || got.State != localplatform.TemplateFailed || got.Reason != localplatform.TemplateReasonInterrupted {
 		t.Fatalf("%+v %v", got, err)
 	}
+	// Its layer goes at the sweep, unless a sandbox runs it.
+	layers, _ := os.ReadDir(filepath.Join(dir, "templates", "a", "layers"))
+	if len(layers) != 1 {
+		t.Fatalf("%d layers before the sweep", len(layers))
+	}
+	used := filepath.Join(dir, "templates", "a", "layers", layers[0].Name())
+	s2.SetInUse(func() map[string]bool { return map[string]bool{used: true} })
+	s2.Sweep()
+	if _, err := os.Stat(used); err != nil {
+		t.Fatalf("a layer in use was swept: %v", err)
+	}
+	s2.SetInUse(nil)
+	s2.Sweep()
 	if layers, _ := os.ReadDir(filepath.Join(dir, "templates", "a", "layers")); len(layers) != 0 {
 		t.Fatalf("%d layers left", len(layers))
 	}
