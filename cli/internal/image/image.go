@@ -86,6 +86,29 @@ type Options struct {
 	// BaseDigest, when set ("sha256:<64 hex>"), is used instead of the
 	// source directory's base.digest.
 	BaseDigest string
+	// Template, when set, merges a template into the artifact: its
+	// layer goes into the Dockerfile (InsertLayer) and its files under
+	// TemplateDir.
+	Template *Template
+}
+
+// Template is a template to merge into the artifact.
+type Template struct {
+	// Layer is the lines to insert before the base's final CMD or
+	// ENTRYPOINT (TemplateLayer's, then TemplateTrailer's).
+	Layer []string
+	// Files are the template's entries, named relative to TemplateDir.
+	Files []TemplateFile
+}
+
+// TemplateFile is one entry of a merged template: a directory (Name ends
+// in "/") or a regular file whose contents Open reads (or Data holds,
+// when Open is nil).
+type TemplateFile struct {
+	Name string
+	Exec bool // mode 0755, else 0644
+	Data []byte
+	Open func() (io.ReadCloser, error)
 }
 
 // SymlinkError: Path (relative to the source directory, "." for the
@@ -170,8 +193,9 @@ func ParseDigest(s string) (string, error) {
 type entry struct {
 	name string // slash-separated, relative; directories end in "/"
 	mode fs.FileMode
-	abs  string // the source file; "" for a directory or data
-	data []byte // contents not read from abs (the Dockerfile)
+	abs  string                        // the source file; "" for a directory or data
+	data []byte                        // contents not read from abs (the Dockerfile)
+	open func() (io.ReadCloser, error) // a merged template's file
 }
 
 // Build writes the artifact of srcDir to dst and returns its sha256 (hex).
@@ -216,6 +240,14 @@ func add(zw *zip.Writer, e entry) error {
 		return nil
 	case e.data != nil:
 		_, err = w.Write(e.data)
+		return err
+	case e.open != nil:
+		r, err := e.open()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		_, err = io.Copy(w, r)
 		return err
 	}
 	// The file may have been swapped for a link since the walk: do not
@@ -336,6 +368,30 @@ func collect(srcDir string, opts Options) ([]entry, error) {
 		return nil, &TemplateError{Path: tpath, Reason: "no FROM pinned by @sha256:" + Placeholder}
 	}
 	df := bytes.ReplaceAll(text, []byte(Placeholder), []byte(hexDigest))
+	if t := opts.Template; t != nil {
+		merged, err := InsertLayer(string(df), t.Layer)
+		if err != nil {
+			return nil, err
+		}
+		df = []byte(merged)
+		kept = append(kept, entry{name: TemplateDir, mode: fs.ModeDir | 0o755})
+		for _, f := range t.Files {
+			if !validTemplateName(f.Name) {
+				return nil, fmt.Errorf("%w: a template entry's name is not a clean relative path", ErrLayer)
+			}
+			e := entry{name: TemplateDir + f.Name, mode: 0o644, data: f.Data, open: f.Open}
+			switch {
+			case strings.HasSuffix(f.Name, "/"):
+				e.mode, e.data, e.open = fs.ModeDir|0o755, nil, nil
+			case f.Exec:
+				e.mode = 0o755
+			}
+			if e.data == nil && e.open == nil && e.mode.IsRegular() {
+				e.data = []byte{}
+			}
+			kept = append(kept, e)
+		}
+	}
 	kept = append(kept, entry{name: DockerfileName, mode: 0o644, data: df})
 	sort.Slice(kept, func(i, j int) bool { return kept[i].name < kept[j].name })
 	for i := 1; i < len(kept); i++ {
@@ -367,4 +423,19 @@ func baseDigest(srcDir string, opts Options) (string, error) {
 		return "", &DigestError{Path: p, Reason: err.Error()}
 	}
 	return h, nil
+}
+
+// validTemplateName: a clean, relative, slash-separated name, a directory
+// ending in "/".
+func validTemplateName(n string) bool {
+	p := strings.TrimSuffix(n, "/")
+	if p == "" || strings.ContainsAny(p, "\\\x00") || path.IsAbs(p) || path.Clean(p) != p {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." || part == "." {
+			return false
+		}
+	}
+	return true
 }

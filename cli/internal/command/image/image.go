@@ -110,6 +110,11 @@ func checkPaths(dir, out string) error {
 // writeZip builds dir into a temporary file beside out and renames it to
 // out once complete: out is either the old file or the whole new one.
 func writeZip(dir, out string) (sum string, size int64, err error) {
+	return writeZipWith(dir, out, build.Options{})
+}
+
+// writeZipWith is writeZip with the builder's options.
+func writeZipWith(dir, out string, opts build.Options) (sum string, size int64, err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
 	if err != nil {
 		return "", 0, err
@@ -121,7 +126,7 @@ func writeZip(dir, out string) (sum string, size int64, err error) {
 		}
 	}()
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	if sum, err = build.Build(w, dir, build.Options{}); err != nil {
+	if sum, err = build.Build(w, dir, opts); err != nil {
 		return "", 0, err
 	}
 	if err = w.Flush(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,12 @@ const (
 	// the SDK) and the sha256 of the artifact of the last publish.
 	TagRaydVersion    = "rayito:rayd-version"
 	TagArtifactSHA256 = "rayito:artifact-sha256"
+	// TagTemplate names the template an image is built from (rayito
+	// template build on AWS); TagBuildSHA256 is the sha256 of that
+	// build's whole configuration, artifact included: the same value on
+	// a launchable image means there is nothing to build.
+	TagTemplate    = "rayito:template"
+	TagBuildSHA256 = "rayito:build-sha256"
 	// TagManagedBy marks an image another tool owns (rayito-cdk): publish
 	// refuses to change it.
 	TagManagedBy = "rayito:managed-by"
@@ -85,13 +92,9 @@ type artifactOut struct {
 
 // publishSpec is publish's validated command line.
 type publishSpec struct {
-	name, bucket, prefix, role string
-	dir, zip                   string // one of them
-	baseVersion                string
-	memory                     int
-	osCapsAll                  bool
-	waitTimeout                time.Duration
-	json                       bool
+	Target
+	dir, zip string // one of them
+	json     bool
 }
 
 func publishCommand(f *cliutil.Factory) *cli.Command {
@@ -113,18 +116,11 @@ func publishCommand(f *cliutil.Factory) *cli.Command {
 			"\n" +
 			"Exit codes: 0 the image can launch, 1 a failure (a failed build names its build id; a\n" +
 			"build already in progress), 2 usage, 124 --wait-timeout passed (the build goes on).",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "bucket", Usage: "the S3 `BUCKET` of the artifacts (default: " + ArtifactBucketEnv + ")"},
-			&cli.StringFlag{Name: "prefix", Value: DefaultPrefix, Usage: "the key `PREFIX` of the artifacts in the bucket (infra/iam.yaml grants images/)"},
-			&cli.StringFlag{Name: "build-role", Usage: "the IAM role `ARN` the service builds the image with (required)"},
+		Flags: append(TargetFlags(),
 			&cli.StringFlag{Name: "dir", Value: "image", Usage: "the image's source `DIR`, built as `rayito image zip` does"},
 			&cli.StringFlag{Name: "zip", Usage: "publish this artifact `FILE` (from `rayito image zip`) instead of building --dir"},
-			&cli.StringFlag{Name: "base-image-version", Value: "1", Usage: "the `VERSION` of the managed base image " + baseImageName},
-			&cli.IntFlag{Name: "memory", Value: 2048, Usage: "the image's memory in `MiB`: " + joinInts(microvmsapi.MemorySizesMiB)},
-			&cli.StringFlag{Name: "os-capabilities", Usage: "ALL grants the image's processes the additional OS `CAPABILITIES` (default: none)"},
-			&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "wait at most this `DURATION` for the build"},
 			cliutil.JSONFlag(),
-		},
+		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			spec, err := parsePublish(f, cmd)
 			if err != nil {
@@ -135,21 +131,72 @@ func publishCommand(f *cliutil.Factory) *cli.Command {
 	}
 }
 
+// TargetFlags are the flags of Target: where the artifact goes and how
+// the image is built (publish's, and template build's on AWS).
+func TargetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "bucket", Usage: "the S3 `BUCKET` of the artifacts (default: " + ArtifactBucketEnv + ")"},
+		&cli.StringFlag{Name: "prefix", Value: DefaultPrefix, Usage: "the key `PREFIX` of the artifacts in the bucket (infra/iam.yaml grants images/)"},
+		&cli.StringFlag{Name: "build-role", Usage: "the IAM role `ARN` the service builds the image with (required)"},
+		&cli.StringFlag{Name: "base-image-version", Value: "1", Usage: "the `VERSION` of the managed base image " + baseImageName},
+		&cli.IntFlag{Name: "memory", Value: 2048, Usage: "the image's memory in `MiB`: " + joinInts(microvmsapi.MemorySizesMiB)},
+		&cli.StringFlag{Name: "os-capabilities", Usage: "ALL grants the image's processes the additional OS `CAPABILITIES` (default: none)"},
+		&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "wait at most this `DURATION` for the build"},
+	}
+}
+
+// Target is where an artifact goes and how its image NAME is built: the
+// validated TargetFlags.
+type Target struct {
+	name, bucket, prefix, role string
+	baseVersion                string
+	memory                     int
+	osCapsAll                  bool
+	waitTimeout                time.Duration
+}
+
+// Name is the image's name.
+func (t *Target) Name() string { return t.name }
+
+// WaitTimeout is --wait-timeout.
+func (t *Target) WaitTimeout() time.Duration { return t.waitTimeout }
+
 // parsePublish checks the whole command line before anything is built or
 // sent: every mistake is a usage error (exit 2).
 func parsePublish(f *cliutil.Factory, cmd *cli.Command) (*publishSpec, error) {
 	if cmd.Args().Len() != 1 {
 		return nil, cliutil.Usagef("publish takes one argument, the image NAME")
 	}
-	s := &publishSpec{
-		name:        cmd.Args().First(),
+	t, err := ParseTarget(f, cmd, cmd.Args().First())
+	if err != nil {
+		return nil, err
+	}
+	s := &publishSpec{Target: *t, json: cmd.Bool("json")}
+	if cmd.IsSet("zip") {
+		if cmd.IsSet("dir") {
+			return nil, cliutil.Usagef("--zip and --dir exclude each other")
+		}
+		s.zip = cmd.String("zip")
+		if s.zip == "" {
+			return nil, cliutil.Usagef("--zip is empty")
+		}
+	} else {
+		s.dir = cmd.String("dir")
+	}
+	return s, nil
+}
+
+// ParseTarget checks the image name and TargetFlags: every mistake is a
+// usage error (exit 2).
+func ParseTarget(f *cliutil.Factory, cmd *cli.Command, name string) (*Target, error) {
+	s := &Target{
+		name:        name,
 		bucket:      cmd.String("bucket"),
 		prefix:      strings.Trim(cmd.String("prefix"), "/"),
 		role:        cmd.String("build-role"),
 		baseVersion: cmd.String("base-image-version"),
 		memory:      int(cmd.Int("memory")),
 		waitTimeout: cmd.Duration("wait-timeout"),
-		json:        cmd.Bool("json"),
 	}
 	if !imageNameRE.MatchString(s.name) {
 		return nil, cliutil.Usagef("image name %q: 1 to 64 letters, digits, '-' or '_'", s.name)
@@ -190,29 +237,21 @@ func parsePublish(f *cliutil.Factory, cmd *cli.Command) (*publishSpec, error) {
 	if s.waitTimeout <= 0 {
 		return nil, cliutil.Usagef("--wait-timeout must be positive")
 	}
-	if cmd.IsSet("zip") {
-		if cmd.IsSet("dir") {
-			return nil, cliutil.Usagef("--zip and --dir exclude each other")
-		}
-		s.zip = cmd.String("zip")
-		if s.zip == "" {
-			return nil, cliutil.Usagef("--zip is empty")
-		}
-	} else {
-		s.dir = cmd.String("dir")
-	}
 	return s, nil
 }
 
-// artifact is the zip to publish.
-type artifact struct {
+// Artifact is the zip to publish.
+type Artifact struct {
 	path   string
 	sha256 string // hex
 	size   int64
 }
 
+// SHA256 is the artifact's hex sha256.
+func (a *Artifact) SHA256() string { return a.sha256 }
+
 // key is the artifact's content-addressed key under prefix.
-func (a *artifact) key(prefix string) string {
+func (a *Artifact) key(prefix string) string {
 	k := "rayito-image-" + a.sha256 + ".zip"
 	if prefix != "" {
 		k = prefix + "/" + k
@@ -222,17 +261,9 @@ func (a *artifact) key(prefix string) string {
 
 // makeArtifact builds --dir into tmp (a directory of its own) or checks
 // --zip: a zip with a Dockerfile at its root.
-func makeArtifact(s *publishSpec, tmp string) (*artifact, error) {
+func makeArtifact(s *publishSpec, tmp string) (*Artifact, error) {
 	if s.zip == "" {
-		out := filepath.Join(tmp, "rayito-image.zip")
-		if err := checkPaths(s.dir, out); err != nil {
-			return nil, err
-		}
-		sum, size, err := writeZip(s.dir, out)
-		if err != nil {
-			return nil, classify(err)
-		}
-		return &artifact{path: out, sha256: sum, size: size}, nil
+		return BuildArtifact(s.dir, tmp, build.Options{})
 	}
 	st, err := os.Stat(s.zip)
 	switch {
@@ -262,7 +293,22 @@ func makeArtifact(s *publishSpec, tmp string) (*artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &artifact{path: s.zip, sha256: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+	return &Artifact{path: s.zip, sha256: hex.EncodeToString(h.Sum(nil)), size: n}, nil
+}
+
+// BuildArtifact builds the image's source dir as `rayito image zip` does,
+// with opts (a merged template), into tmp (a directory of its own). A
+// refused tree (digest, lock, Dockerfile template) is a usage error.
+func BuildArtifact(dir, tmp string, opts build.Options) (*Artifact, error) {
+	out := filepath.Join(tmp, "rayito-image.zip")
+	if err := checkPaths(dir, out); err != nil {
+		return nil, err
+	}
+	sum, size, err := writeZipWith(dir, out, opts)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &Artifact{path: out, sha256: sum, size: size}, nil
 }
 
 // buildInProgress is the error for an image whose build is running.
@@ -280,10 +326,95 @@ func publish(ctx context.Context, f *cliutil.Factory, s *publishSpec) error {
 	if err != nil {
 		return err
 	}
-
-	env, err := loadAWS(ctx)
+	res, err := Publish(ctx, f, &Build{Target: &s.Target, Artifact: art})
+	var te *WaitTimeoutError
+	if errors.As(err, &te) {
+		return cli.Exit(fmt.Sprintf("image %s: still not launchable after %s (--wait-timeout); the build goes on: see 'rayito image list %s'",
+			s.name, s.waitTimeout, s.name), cliutil.ExitTimeout)
+	}
 	if err != nil {
 		return err
+	}
+	if s.json {
+		return cliutil.PrintJSON(f.IO.Out, publishOut{
+			ARN: res.Image.ImageArn, Version: res.Version.ImageVersion,
+			Artifact: artifactOut{Bucket: s.bucket, Key: res.Key, SHA256: art.sha256, Uploaded: res.Uploaded},
+			State:    string(res.Image.State), VersionState: string(res.Version.State), Status: string(res.Version.Status),
+		})
+	}
+	_, err = fmt.Fprintln(f.IO.Out, res.Image.ImageArn)
+	return err
+}
+
+// Build is one publish of an artifact as a version of the image
+// Target.Name.
+type Build struct {
+	Target   *Target
+	Artifact *Artifact
+	// Template, when set, names the template the artifact is built from
+	// (rayito template build on AWS): the image carries TagTemplate (this
+	// name) and TagBuildSHA256 (the hash of the whole build
+	// configuration); an existing image without that TagTemplate is
+	// refused, and an unchanged build (the same TagBuildSHA256 on a
+	// launchable image) is not built again unless Force.
+	Template string
+	Force    bool
+}
+
+// Result is what Publish did.
+type Result struct {
+	// Image and Version are the launchable image and version.
+	Image   *microvmsapi.MicrovmImage
+	Version *microvmsapi.MicrovmImageVersion
+	// Key is the artifact's key in Target's bucket; Uploaded says whether
+	// this publish put it there.
+	Key      string
+	Uploaded bool
+	// Unchanged: the image already runs this build (Build.Template);
+	// nothing was uploaded or built.
+	Unchanged bool
+}
+
+// WaitTimeoutError: the image was still not launchable after Target's
+// --wait-timeout; the build goes on.
+type WaitTimeoutError struct {
+	Name  string
+	Limit time.Duration
+}
+
+func (e *WaitTimeoutError) Error() string {
+	return fmt.Sprintf("image %s: still not launchable after %s", e.Name, e.Limit)
+}
+
+// BuildFailedError is a failed build of the image. Its Error names the
+// states and the build id, never the service's stateReason.
+type BuildFailedError struct {
+	Name, ARN, Version, BuildID string
+	states                      string
+	// StateReason is the service's free text about the failure (the
+	// build's, else the version's): to classify, never to print.
+	StateReason string
+}
+
+func (e *BuildFailedError) Error() string {
+	msg := fmt.Sprintf("image %s version %s failed to build (%s)", e.Name, orUnknown(e.Version), e.states)
+	if e.BuildID != "" {
+		msg += fmt.Sprintf("; build id %s: read its stateReason with GetMicrovmImageBuild (image %s, version %s) and its log in CloudWatch", e.BuildID, e.ARN, e.Version)
+	}
+	return msg
+}
+
+// Publish uploads b's artifact to Target's bucket by its content hash
+// (once), creates the image or builds a new version of it, and waits
+// until it can launch, with progress on stderr. A build still running
+// after Target's wait timeout is a *WaitTimeoutError; a failed build a
+// *BuildFailedError; a refused build for a quota matches
+// microvms.ErrQuotaExceeded.
+func Publish(ctx context.Context, f *cliutil.Factory, b *Build) (*Result, error) {
+	s, art := b.Target, b.Artifact
+	env, err := loadAWS(ctx)
+	if err != nil {
+		return nil, err
 	}
 	mv := env.MicroVMs
 
@@ -294,31 +425,49 @@ func publish(ctx context.Context, f *cliutil.Factory, s *publishSpec) error {
 	case errors.Is(err, microvms.ErrNotFound):
 		existing = nil
 	case err != nil:
-		return err
+		return nil, err
 	case busy(existing.State):
-		return buildInProgress(s.name)
+		return nil, buildInProgress(s.name)
 	case gone(existing.State):
-		return fmt.Errorf("image %s is %s: publish again once it is deleted, or under another name", s.name, existing.State)
+		return nil, fmt.Errorf("image %s is %s: publish again once it is deleted, or under another name", s.name, existing.State)
 	case existing.Tags[TagManagedBy] != "" && existing.Tags[TagManagedBy] != "rayito":
 		// A stack declares this image: a publish would silently undo it.
-		return fmt.Errorf("image %s is managed by %s (its %s tag): publish it through that stack; nothing was uploaded or changed",
+		return nil, fmt.Errorf("image %s is managed by %s (its %s tag): publish it through that stack; nothing was uploaded or changed",
 			s.name, safeWord(existing.Tags[TagManagedBy]), TagManagedBy)
+	case b.Template != "" && existing.Tags[TagTemplate] != b.Template:
+		return nil, fmt.Errorf("image %s exists and is not the template %s (its %s tag): choose another name; nothing was uploaded or changed",
+			s.name, b.Template, TagTemplate)
 	}
 
 	key := art.key(s.prefix)
+	where := "s3://" + s.bucket + "/" + key
+	cfg := buildConfig(s, env.Region, where)
+	tags := map[string]string{TagRaydVersion: rayito.Version, TagArtifactSHA256: art.sha256}
+	if b.Template != "" {
+		tags[TagTemplate] = b.Template
+		tags[TagBuildSHA256] = configHash(cfg)
+		if existing != nil && !b.Force && existing.Tags[TagBuildSHA256] == tags[TagBuildSHA256] &&
+			existing.State.Launchable() && existing.LatestActiveImageVersion != "" {
+			ver, err := mv.GetMicrovmImageVersion(ctx, existing.ImageArn, existing.LatestActiveImageVersion)
+			if err != nil {
+				return nil, err
+			}
+			if ver.Launchable() {
+				return &Result{Image: existing, Version: ver, Key: key, Unchanged: true}, nil
+			}
+		}
+	}
+
 	uploaded, err := upload(ctx, env.S3, s.bucket, key, art)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	where := "s3://" + s.bucket + "/" + key
 	if uploaded {
 		fmt.Fprintf(f.IO.Err, "artifact %s: uploaded (%d bytes)\n", where, art.size)
 	} else {
 		fmt.Fprintf(f.IO.Err, "artifact %s: already in S3, not uploaded\n", where)
 	}
 
-	cfg := buildConfig(s, env.Region, where)
-	tags := map[string]string{TagRaydVersion: rayito.Version, TagArtifactSHA256: art.sha256}
 	var img *microvmsapi.MicrovmImage
 	if existing == nil {
 		img, err = mv.CreateMicrovmImage(ctx, &microvmsapi.CreateMicrovmImageInput{
@@ -326,9 +475,9 @@ func publish(ctx context.Context, f *cliutil.Factory, s *publishSpec) error {
 		})
 		switch {
 		case errors.Is(err, microvms.ErrConflict):
-			return fmt.Errorf("image %s was created by someone else meanwhile: publish again to build a new version of it", s.name)
+			return nil, fmt.Errorf("image %s was created by someone else meanwhile: publish again to build a new version of it", s.name)
 		case err != nil:
-			return quotaHint(s.name, err)
+			return nil, quotaHint(s.name, err)
 		}
 		fmt.Fprintf(f.IO.Err, "image %s: created, building version %s\n", s.name, orUnknown(img.ImageVersion))
 	} else {
@@ -337,9 +486,9 @@ func publish(ctx context.Context, f *cliutil.Factory, s *publishSpec) error {
 		})
 		switch {
 		case errors.Is(err, microvms.ErrConflict):
-			return buildInProgress(s.name)
+			return nil, buildInProgress(s.name)
 		case err != nil:
-			return quotaHint(s.name, err)
+			return nil, quotaHint(s.name, err)
 		}
 		fmt.Fprintf(f.IO.Err, "image %s: building version %s\n", s.name, orUnknown(img.ImageVersion))
 		// UpdateMicrovmImage takes no tags: the image's tags follow its
@@ -357,20 +506,19 @@ func publish(ctx context.Context, f *cliutil.Factory, s *publishSpec) error {
 	p.finish()
 	if err != nil {
 		if ctx.Err() == nil && wctx.Err() != nil {
-			return cli.Exit(fmt.Sprintf("image %s: still not launchable after %s (--wait-timeout); the build goes on: see 'rayito image list %s'",
-				s.name, s.waitTimeout, s.name), cliutil.ExitTimeout)
+			return nil, &WaitTimeoutError{Name: s.name, Limit: s.waitTimeout}
 		}
-		return err
+		return nil, err
 	}
-	if s.json {
-		return cliutil.PrintJSON(f.IO.Out, publishOut{
-			ARN: final.ImageArn, Version: ver.ImageVersion,
-			Artifact: artifactOut{Bucket: s.bucket, Key: key, SHA256: art.sha256, Uploaded: uploaded},
-			State:    string(final.State), VersionState: string(ver.State), Status: string(ver.Status),
-		})
-	}
-	_, err = fmt.Fprintln(f.IO.Out, final.ImageArn)
-	return err
+	return &Result{Image: final, Version: ver, Key: key, Uploaded: uploaded}, nil
+}
+
+// configHash is the hex sha256 of a build configuration's JSON (its
+// artifact's URI holds the artifact's sha256).
+func configHash(cfg microvmsapi.ImageBuildConfig) string {
+	b, _ := json.Marshal(cfg) // a struct of strings, numbers and slices
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // quotaHint names the quotas a refused build may have hit.
@@ -400,7 +548,7 @@ func orUnknown(v string) string {
 
 // buildConfig is the whole build configuration, sent by Create and by
 // every Update (a PUT: nothing is inherited from the previous version).
-func buildConfig(s *publishSpec, region, uri string) microvmsapi.ImageBuildConfig {
+func buildConfig(s *Target, region, uri string) microvmsapi.ImageBuildConfig {
 	cfg := microvmsapi.ImageBuildConfig{
 		BaseImageArn:      "arn:aws:lambda:" + region + ":aws:microvm-image:" + baseImageName,
 		BaseImageVersion:  s.baseVersion,
@@ -431,7 +579,7 @@ func buildConfig(s *publishSpec, region, uri string) microvmsapi.ImageBuildConfi
 // upload puts the artifact at key unless an object is there already (the
 // key is the content's sha256, so that object is this artifact), and
 // reports whether it uploaded (awsenv.PutOnce: conditional, checksummed).
-func upload(ctx context.Context, c *s3.Client, bucket, key string, a *artifact) (bool, error) {
+func upload(ctx context.Context, c *s3.Client, bucket, key string, a *Artifact) (bool, error) {
 	fh, err := os.Open(a.path)
 	if err != nil {
 		return false, err
@@ -491,7 +639,8 @@ func waitGate(ctx context.Context, c *microvms.Client, name, arn, version string
 }
 
 // buildFailed words a failed build with the short state names and the
-// build's id, never the service's stateReason (free text from the build).
+// build's id, never the service's stateReason (free text from the build),
+// which the error keeps to classify only.
 func buildFailed(ctx context.Context, c *microvms.Client, name, arn string, img *microvmsapi.MicrovmImage, ver *microvmsapi.MicrovmImageVersion, version string) error {
 	if !failedState(img.State) {
 		// The version was read after the image: read the image again for
@@ -500,11 +649,11 @@ func buildFailed(ctx context.Context, c *microvms.Client, name, arn string, img 
 			img = again
 		}
 	}
-	states := "image " + string(img.State)
+	e := &BuildFailedError{Name: name, ARN: arn, Version: version, states: "image " + string(img.State)}
 	if ver != nil {
-		states += ", version " + string(ver.State)
+		e.states += ", version " + string(ver.State)
+		e.StateReason = ver.StateReason
 	}
-	msg := fmt.Sprintf("image %s version %s failed to build (%s)", name, orUnknown(version), states)
 	if version != "" {
 		var last *microvmsapi.MicrovmImageBuild
 		for bd, err := range c.ListAllMicrovmImageBuilds(ctx, arn, version, microvms.ListBuildsInput{}) {
@@ -516,8 +665,11 @@ func buildFailed(ctx context.Context, c *microvms.Client, name, arn string, img 
 			}
 		}
 		if last != nil && last.BuildID != "" {
-			msg += fmt.Sprintf("; build id %s: read its stateReason with GetMicrovmImageBuild (image %s, version %s) and its log in CloudWatch", last.BuildID, arn, version)
+			e.BuildID = last.BuildID
+			if last.StateReason != "" {
+				e.StateReason = last.StateReason
+			}
 		}
 	}
-	return errors.New(msg)
+	return e
 }

@@ -362,7 +362,7 @@ func TestPublishWaitTimeout(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
-	a := &artifact{sha256: strings.Repeat("ab", 32)}
+	a := &Artifact{sha256: strings.Repeat("ab", 32)}
 	if got := a.key(DefaultPrefix); got != "images/rayito-image-"+a.sha256+".zip" {
 		t.Error(got)
 	}
