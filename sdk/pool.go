@@ -282,9 +282,15 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 				live = nil
 			}
 			sbx, retry, err := p.handOut(ctx, slot, live, extra)
-			// The refill starts once the hand-out is done: a create
-			// running beside the resume would slow it down.
-			p.refill()
+			if err == nil {
+				// The refill starts a moment after the hand-out: a
+				// create running beside the resume, or beside the first
+				// commands that follow a Take at once, slows them down
+				// (the local platform's own pool waits the same way).
+				p.refillAfter(refillQuiet)
+			} else {
+				p.refill()
+			}
 			if err == nil {
 				p.count(func(s *PoolStats) { s.Hits++; s.Taken++ })
 				return sbx, nil
@@ -430,6 +436,26 @@ func (p *SandboxPool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refillLocked()
+}
+
+// refillQuiet is how long after a hand-out the refill waits.
+const refillQuiet = 150 * time.Millisecond
+
+// refillAfter refills the pool after d, unless it closes first.
+func (p *SandboxPool) refillAfter(d time.Duration) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		if sleep(p.ctx, d) == nil {
+			p.refill()
+		}
+	}()
 }
 
 // refillLocked starts fills up to the pool's size, FillConcurrency at a
