@@ -100,9 +100,9 @@ func templatesFail(w http.ResponseWriter, err error) {
 	case errors.Is(err, templates.ErrNotFound):
 		eventsErr(w, http.StatusNotFound, localplatform.EventsNotFound, "no such template")
 	case errors.Is(err, templates.ErrBusy), errors.Is(err, templates.ErrTooMany):
-		eventsErr(w, http.StatusConflict, "conflict", err.Error())
+		eventsErr(w, http.StatusConflict, localplatform.TemplatesConflict, err.Error())
 	case errors.Is(err, templates.ErrNoRoot):
-		eventsErr(w, http.StatusBadRequest, "unsupported", "templates need the root local platform (run `rayito local up` as root)")
+		eventsErr(w, http.StatusBadRequest, localplatform.TemplatesUnsupported, "templates need the root local platform (run `rayito local up` as root)")
 	default:
 		eventsErr(w, http.StatusInternalServerError, localplatform.EventsUnavailable, "the template store failed")
 	}

@@ -376,6 +376,8 @@ func localCall(ctx context.Context, cfg *config, lr localRequest, out any, raw i
 		return newError(ReasonNotFound, msg)
 	case resp.StatusCode == http.StatusNotFound:
 		return newError(ReasonUnimplemented, lr.missing)
+	case resp.StatusCode == http.StatusBadRequest && e.Code == localplatform.TemplatesUnsupported:
+		return newError(ReasonUnimplemented, msg)
 	case resp.StatusCode == http.StatusBadRequest:
 		return newError(ReasonInvalidArgument, msg)
 	case resp.StatusCode == http.StatusConflict:

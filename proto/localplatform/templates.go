@@ -22,6 +22,17 @@ const (
 	MaxTemplateArtifact = 512 << 20
 )
 
+// Error codes of the templates routes (in localplatform.EventsError,
+// beside the events routes' own).
+const (
+	// TemplatesUnsupported: this platform cannot build templates (it does
+	// not run as root).
+	TemplatesUnsupported = "unsupported"
+	// TemplatesConflict: the template is being built, or too many builds
+	// run.
+	TemplatesConflict = "conflict"
+)
+
 // Template states.
 const (
 	TemplateBuilding = "BUILDING"
