@@ -158,6 +158,9 @@ type Target struct {
 // Name is the image's name.
 func (t *Target) Name() string { return t.name }
 
+// Bucket is the artifacts' bucket.
+func (t *Target) Bucket() string { return t.bucket }
+
 // WaitTimeout is --wait-timeout.
 func (t *Target) WaitTimeout() time.Duration { return t.waitTimeout }
 
@@ -655,16 +658,7 @@ func buildFailed(ctx context.Context, c *microvms.Client, name, arn string, img 
 		e.StateReason = ver.StateReason
 	}
 	if version != "" {
-		var last *microvmsapi.MicrovmImageBuild
-		for bd, err := range c.ListAllMicrovmImageBuilds(ctx, arn, version, microvms.ListBuildsInput{}) {
-			if err != nil {
-				break
-			}
-			if last == nil || bd.CreatedAt != nil && last.CreatedAt != nil && bd.CreatedAt.After(last.CreatedAt.Time) {
-				last = &bd
-			}
-		}
-		if last != nil && last.BuildID != "" {
+		if last := LastBuild(ctx, c, arn, version); last != nil && last.BuildID != "" {
 			e.BuildID = last.BuildID
 			if last.StateReason != "" {
 				e.StateReason = last.StateReason

@@ -116,7 +116,7 @@ func TestPublishCreatesThenUpdates(t *testing.T) {
 	}
 	// A conditional write (If-None-Match: *) that S3 verifies (the sha256).
 	raw, _ := hex.DecodeString(sum)
-	if h := w.s3Put[0]; h.Get("If-None-Match") != "*" || h.Get("X-Amz-Checksum-Sha256") != base64.StdEncoding.EncodeToString(raw) {
+	if h := w.S3Puts()[0]; h.Get("If-None-Match") != "*" || h.Get("X-Amz-Checksum-Sha256") != base64.StdEncoding.EncodeToString(raw) {
 		t.Errorf("PUT headers %v", h)
 	}
 	if !strings.Contains(r.err, "s3://"+testBucket+"/"+key+": uploaded") {
@@ -189,7 +189,7 @@ func TestPublishCreatesThenUpdates(t *testing.T) {
 // there, and does not count that as an upload.
 func TestPublishHeadForbidden(t *testing.T) {
 	w := newWorld(t, 2)
-	w.headForbidden = true
+	w.SetHeadForbidden(true)
 	args := []string{"publish", "rayito-h", "--bucket", testBucket, "--build-role", testRole, "--dir", w.dir, "--json"}
 	r := w.run(args...)
 	if r.code != 0 || !strings.Contains(r.out, `"uploaded": true`) {
@@ -269,8 +269,8 @@ func TestPublishManagedByStack(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.err, "image rayito-cdk is managed by rayito-cdk (its rayito:managed-by tag): publish it through that stack") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
-	if w.puts() != 0 || len(w.s3Req) != 0 {
-		t.Errorf("S3 requests: %v", w.s3Req)
+	if w.puts() != 0 || len(w.S3Requests()) != 0 {
+		t.Errorf("S3 requests: %v", w.S3Requests())
 	}
 	for _, op := range w.ops() {
 		if op == string(microvms.OpUpdateMicrovmImage) {
@@ -322,8 +322,8 @@ func TestPublishUsage(t *testing.T) {
 	if n := len(w.mv.Requests()); n != 0 {
 		t.Errorf("%d control-plane requests: %v", n, w.ops())
 	}
-	if len(w.s3Req) != 0 {
-		t.Errorf("S3 requests: %v", w.s3Req)
+	if len(w.S3Requests()) != 0 {
+		t.Errorf("S3 requests: %v", w.S3Requests())
 	}
 }
 
