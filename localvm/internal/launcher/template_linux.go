@@ -3,8 +3,6 @@ package launcher
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayito-dev/rayito/localvm/internal/fscopy"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
 )
 
@@ -69,7 +68,7 @@ func prepareTemplate(spec Spec, ld string, base uint32) error {
 		}
 		return os.Chmod(filepath.Join(t.Dir, "home"), 0o750)
 	}
-	if err := copyTree(filepath.Join(t.Dir, "home"), filepath.Join(ld, homeSeedDir), user, maxHomeSeed); err != nil {
+	if err := fscopy.Tree(filepath.Join(t.Dir, "home"), filepath.Join(ld, homeSeedDir), fscopy.Options{UID: user, Limit: maxHomeSeed}); err != nil {
 		return fmt.Errorf("%w: its home: %w", ErrTemplate, err)
 	}
 	return nil
@@ -102,76 +101,6 @@ func idmappedUsr(pid int) (int, error) {
 // mount namespace.
 func openInInit(pid int, dir string) (int, error) {
 	return unix.Open("/proc/"+strconv.Itoa(pid)+"/root"+dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-}
-
-// copyTree copies the directories, regular files and symbolic links of
-// src (absent: nothing) into dst, owned by uid, without following a link,
-// set-id bits dropped, at most limit bytes of file data.
-func copyTree(src, dst string, uid int, limit int64) error {
-	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	var total int64
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		mode := info.Mode().Perm()
-		switch {
-		case d.IsDir():
-			if err := os.Mkdir(out, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			if err := os.Chmod(out, mode); err != nil {
-				return err
-			}
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			if err := os.Symlink(target, out); err != nil {
-				return err
-			}
-		case info.Mode().IsRegular():
-			total += info.Size()
-			if total > limit {
-				return fmt.Errorf("more than %d bytes", limit)
-			}
-			if err := copyFile(p, out, mode); err != nil {
-				return err
-			}
-		default:
-			return nil // devices, FIFOs, sockets, whiteouts: left out
-		}
-		return os.Lchown(out, uid, uid)
-	})
-}
-
-func copyFile(src, dst string, mode fs.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // setupTemplate runs in the init, in setupSandbox, after the root's /usr
@@ -224,7 +153,7 @@ func setupTemplateHome(cfg *initConfig, home string, fd int) error {
 		return bindWritable("/proc/self/fd/"+strconv.Itoa(fd)+"/home", home)
 	}
 	seed := homeSeedDir // relative to the launcher directory, the init's cwd
-	if err := copyTree(seed, home, sandboxUID, maxHomeSeed); err != nil {
+	if err := fscopy.Tree(seed, home, fscopy.Options{UID: sandboxUID, Limit: maxHomeSeed}); err != nil {
 		return fmt.Errorf("copying the template's home: %w", err)
 	}
 	return os.RemoveAll(seed)

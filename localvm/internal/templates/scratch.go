@@ -1,16 +1,14 @@
 package templates
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/fscopy"
 )
 
 // A build's limits: the memory of its sandbox, and the size of the tmpfs
@@ -55,119 +53,13 @@ func unmountScratch(scratch string) {
 }
 
 // copyLayer copies the usr/, opt/ and home/ a build wrote in scratch into
-// layer: directories, files, links, overlayfs whiteouts (0/0 character
-// devices) and the user.overlay.* attributes that mark opaque directories;
-// nothing else. Owners are set afterwards (finishLayer).
+// layer, overlayfs whiteouts and opaque directories included. Owners are
+// set afterwards (finishLayer).
 func copyLayer(scratch, layer string) error {
 	for _, d := range []string{"usr", "opt", "home"} {
-		src := filepath.Join(scratch, d)
-		if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(scratch, p)
-			if err != nil {
-				return err
-			}
-			out := filepath.Join(layer, rel)
-			info, err := e.Info()
-			if err != nil {
-				return err
-			}
-			m := info.Mode()
-			switch {
-			case m.IsDir():
-				if err := os.Mkdir(out, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-					return err
-				}
-				if err := os.Chmod(out, m.Perm()); err != nil {
-					return err
-				}
-			case m.IsRegular():
-				if err := copyRegular(p, out, m.Perm()); err != nil {
-					return err
-				}
-			case m&fs.ModeSymlink != 0:
-				target, err := os.Readlink(p)
-				if err != nil {
-					return err
-				}
-				return os.Symlink(target, out)
-			case m&fs.ModeCharDevice != 0:
-				st, ok := info.Sys().(*syscall.Stat_t)
-				if !ok || st.Rdev != 0 {
-					return nil // only whiteouts
-				}
-				return unix.Mknod(out, unix.S_IFCHR|0o000, 0)
-			default:
-				return nil
-			}
-			return copyOverlayXattrs(p, out)
-		})
-		if err != nil {
+		if err := fscopy.Tree(filepath.Join(scratch, d), filepath.Join(layer, d), fscopy.Options{UID: -1, Overlay: true}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func copyRegular(src, dst string, mode fs.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Chmod(mode); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// copyOverlayXattrs copies the user.overlay.* attributes of src to dst.
-func copyOverlayXattrs(src, dst string) error {
-	buf := make([]byte, 4096)
-	n, err := unix.Llistxattr(src, buf)
-	if err != nil || n == 0 {
-		return nil // none, or a filesystem without them
-	}
-	for _, name := range splitNames(buf[:n]) {
-		if len(name) < len("user.overlay.") || name[:len("user.overlay.")] != "user.overlay." {
-			continue
-		}
-		val := make([]byte, 4096)
-		vn, err := unix.Lgetxattr(src, name, val)
-		if err != nil {
-			return err
-		}
-		if err := unix.Lsetxattr(dst, name, val[:vn], 0); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func splitNames(b []byte) []string {
-	var out []string
-	start := 0
-	for i, c := range b {
-		if c == 0 {
-			if i > start {
-				out = append(out, string(b[start:i]))
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
