@@ -91,17 +91,20 @@ func buildCommand(f *cliutil.Factory) *cli.Command {
 			"warning) into a deterministic artifact, sends it to the platform and waits for the build,\n" +
 			"showing progress on stderr. The same artifact already built is not built again (--force).\n" +
 			"A failed build exits 1 with its reason and step; `rayito template logs NAME` shows its output.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Value: "Dockerfile", Usage: "the Dockerfile's `PATH`"},
 			&cli.StringFlag{Name: "context", Usage: "the build context `DIR` (default: the Dockerfile's directory)"},
 			&cli.BoolFlag{Name: "force", Usage: "build again an artifact already built"},
 			&cli.BoolFlag{Name: "no-wait", Usage: "return once the build has started"},
 			&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "give up waiting after `DURATION` (exit 124; the build goes on)"},
 			cliutil.JSONFlag(),
-		},
+		}, awsBuildFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name, err := nameArg(cmd)
 			if err != nil {
+				return err
+			}
+			if done, err := buildOnAWS(ctx, f, cmd, name); done {
 				return err
 			}
 			text, err := readDockerfile(cmd.String("file"))
@@ -233,6 +236,9 @@ func statusCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
+			if done, err := statusOnAWS(ctx, f, cmd, name); done {
+				return err
+			}
 			opts, err := options(ctx, f)
 			if err != nil {
 				return err
@@ -258,6 +264,9 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name, err := nameArg(cmd)
 			if err != nil {
+				return err
+			}
+			if done, err := logsOnAWS(ctx, f, name); done {
 				return err
 			}
 			opts, err := options(ctx, f)
