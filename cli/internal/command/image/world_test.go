@@ -1,16 +1,11 @@
 package image
 
 import (
-	"bytes"
-	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/urfave/cli/v3"
 
-	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/command/image/imagetest"
 	"github.com/rayito-dev/rayito/sdk/microvms/microvmstest"
 )
@@ -48,21 +43,8 @@ type result struct {
 // environment (Factory.Env; the AWS SDK reads the process's).
 func run(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: func(k string) string { return env[k] }}
-	root := &cli.Command{
-		Name: "rayito", Writer: &out, ErrWriter: &errb,
-		Commands:       []*cli.Command{Command(f)},
-		ExitErrHandler: func(context.Context, *cli.Command, error) {},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := root.Run(ctx, append([]string{"rayito", "image"}, args...))
-	msg, code := cliutil.Exit(err)
-	if msg != "" {
-		errb.WriteString("rayito: " + msg + "\n")
-	}
-	return result{out.String(), errb.String(), code}
+	r := imagetest.Run(t, Command, func(k string) string { return env[k] }, args...)
+	return result{r.Out, r.Err, r.Code}
 }
 
 func (w *world) run(args ...string) result {

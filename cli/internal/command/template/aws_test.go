@@ -60,17 +60,13 @@ func newAWSWorld(t *testing.T, polls int) *awsWorld {
 	return w
 }
 
-type result struct {
-	out, err string
-	code     int
-}
+type result = imagetest.Result
 
 // run runs `rayito template ARGS...` in process with RAYITO_BACKEND=aws
 // (unless env says otherwise).
 func run(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	getenv := func(k string) string {
+	return imagetest.Run(t, Command, func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
 		}
@@ -78,21 +74,7 @@ func run(t *testing.T, env map[string]string, args ...string) result {
 			return "aws"
 		}
 		return ""
-	}
-	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: getenv}
-	root := &cli.Command{
-		Name: "rayito", Writer: &out, ErrWriter: &errb,
-		Commands:       []*cli.Command{Command(f)},
-		ExitErrHandler: func(context.Context, *cli.Command, error) {},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := root.Run(ctx, append([]string{"rayito", "template"}, args...))
-	msg, code := cliutil.Exit(err)
-	if msg != "" {
-		errb.WriteString("rayito: " + msg + "\n")
-	}
-	return result{out.String(), errb.String(), code}
+	}, args...)
 }
 
 func (w *awsWorld) build(name string, extra ...string) result {
@@ -159,12 +141,12 @@ func (w *awsWorld) object(key string) map[string]string {
 func TestAWSBuild(t *testing.T) {
 	w := newAWSWorld(t, 3)
 	r := w.build("web", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", r.code, r.out, r.err)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.Code, r.Out, r.Err)
 	}
 	var out awsBuildJSON
-	if err := json.Unmarshal([]byte(r.out), &out); err != nil {
-		t.Fatalf("stdout: %v\n%s", err, r.out)
+	if err := json.Unmarshal([]byte(r.Out), &out); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, r.Out)
 	}
 	arn := w.MV.ImageARN("web")
 	wantKey := "images/rayito-image-" + out.SHA256 + ".zip"
@@ -235,8 +217,8 @@ func TestAWSBuild(t *testing.T) {
 
 	// Unchanged: nothing uploaded, no new version.
 	r = w.build("web", "--json")
-	if r.code != 0 || !strings.Contains(r.out, `"unchanged": true`) || !strings.Contains(r.out, `"sha256": "`+out.SHA256+`"`) {
-		t.Fatalf("rebuild: exit %d\n%s\n%s", r.code, r.out, r.err)
+	if r.Code != 0 || !strings.Contains(r.Out, `"unchanged": true`) || !strings.Contains(r.Out, `"sha256": "`+out.SHA256+`"`) {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", r.Code, r.Out, r.Err)
 	}
 	if n := w.count(microvms.OpUpdateMicrovmImage); n != 0 {
 		t.Errorf("%d UpdateMicrovmImage for an unchanged template", n)
@@ -247,8 +229,8 @@ func TestAWSBuild(t *testing.T) {
 
 	// --force: one new version, the artifact already in S3.
 	r = w.build("web", "--force")
-	if r.code != 0 || r.out != arn+"\n" {
-		t.Fatalf("--force: exit %d\n%s\n%s", r.code, r.out, r.err)
+	if r.Code != 0 || r.Out != arn+"\n" {
+		t.Fatalf("--force: exit %d\n%s\n%s", r.Code, r.Out, r.Err)
 	}
 	if n := w.count(microvms.OpUpdateMicrovmImage); n != 1 {
 		t.Errorf("%d UpdateMicrovmImage with --force, want 1", n)
@@ -262,27 +244,27 @@ func TestAWSBuild(t *testing.T) {
 
 	// Another memory: the same artifact, another build.
 	r = w.build("web", "--memory", "4096")
-	if r.code != 0 || w.count(microvms.OpUpdateMicrovmImage) != 2 {
-		t.Fatalf("--memory: exit %d, %d updates\n%s", r.code, w.count(microvms.OpUpdateMicrovmImage), r.err)
+	if r.Code != 0 || w.count(microvms.OpUpdateMicrovmImage) != 2 {
+		t.Fatalf("--memory: exit %d, %d updates\n%s", r.Code, w.count(microvms.OpUpdateMicrovmImage), r.Err)
 	}
 
 	// A changed context file: a new artifact, uploaded, built.
 	imagetest.WriteTree(t, w.ctx, map[string]string{"app/main.py": "print('bye')\n"})
 	r = w.build("web", "--memory", "4096", "--json")
-	if r.code != 0 || !strings.Contains(r.out, `"uploaded": true`) || w.count(microvms.OpUpdateMicrovmImage) != 3 || w.Puts() != 2 {
-		t.Fatalf("changed: exit %d, %d updates, %d puts\n%s\n%s", r.code, w.count(microvms.OpUpdateMicrovmImage), w.Puts(), r.out, r.err)
+	if r.Code != 0 || !strings.Contains(r.Out, `"uploaded": true`) || w.count(microvms.OpUpdateMicrovmImage) != 3 || w.Puts() != 2 {
+		t.Fatalf("changed: exit %d, %d updates, %d puts\n%s\n%s", r.Code, w.count(microvms.OpUpdateMicrovmImage), w.Puts(), r.Out, r.Err)
 	}
 
 	// status on AWS.
 	r = run(t, nil, "status", "web", "--json")
 	var st statusJSON
-	if r.code != 0 || json.Unmarshal([]byte(r.out), &st) != nil || st.State != "READY" || st.ActiveVersion != "4" || st.ImageARN != arn || len(st.SHA256) != 64 {
-		t.Errorf("status: exit %d %+v\n%s", r.code, st, r.err)
+	if r.Code != 0 || json.Unmarshal([]byte(r.Out), &st) != nil || st.State != "READY" || st.ActiveVersion != "4" || st.ImageARN != arn || len(st.SHA256) != 64 {
+		t.Errorf("status: exit %d %+v\n%s", r.Code, st, r.Err)
 	}
 	// logs on AWS: not built, naming the log group.
 	r = run(t, nil, "logs", "web")
-	if r.code != 1 || !strings.Contains(r.err, "template logs on AWS are not built yet") || !strings.Contains(r.err, "/rayito/web") {
-		t.Errorf("logs: exit %d %s", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "template logs on AWS are not built yet") || !strings.Contains(r.Err, "/rayito/web") {
+		t.Errorf("logs: exit %d %s", r.Code, r.Err)
 	}
 	for _, rq := range w.MV.Requests() {
 		if !rq.Signed {
@@ -345,32 +327,32 @@ func TestAWSBuildFailed(t *testing.T) {
 	w := newAWSWorld(t, 2)
 	w.MV.FailBuilds(1)
 	r := w.build("bad", "--json")
-	if r.code != 1 {
-		t.Fatalf("exit %d\n%s", r.code, r.err)
+	if r.Code != 1 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Err)
 	}
-	if !strings.Contains(r.err, "rayito: template bad: the build failed (build_failed): image bad version 1 failed to build (image CREATE_FAILED, version FAILED); build id build-") {
-		t.Errorf("stderr:\n%s", r.err)
+	if !strings.Contains(r.Err, "rayito: template bad: the build failed (build_failed): image bad version 1 failed to build (image CREATE_FAILED, version FAILED); build id build-") {
+		t.Errorf("stderr:\n%s", r.Err)
 	}
-	if strings.Contains(r.err, "hook did not answer") {
-		t.Errorf("the service's stateReason leaked:\n%s", r.err)
+	if strings.Contains(r.Err, "hook did not answer") {
+		t.Errorf("the service's stateReason leaked:\n%s", r.Err)
 	}
 	var out awsBuildJSON
-	if err := json.Unmarshal([]byte(r.out), &out); err != nil || out.State != "FAILED" || out.Reason != ReasonBuildFailed || !strings.HasPrefix(out.BuildID, "build-") {
-		t.Errorf("--json %v: %s", err, r.out)
+	if err := json.Unmarshal([]byte(r.Out), &out); err != nil || out.State != "FAILED" || out.Reason != ReasonBuildFailed || !strings.HasPrefix(out.BuildID, "build-") {
+		t.Errorf("--json %v: %s", err, r.Out)
 	}
 	r = run(t, nil, "status", "bad", "--json")
 	var st statusJSON
-	if r.code != 0 || json.Unmarshal([]byte(r.out), &st) != nil || st.State != "FAILED" || st.Reason != ReasonBuildFailed || st.FailedVersion != "1" {
-		t.Errorf("status: exit %d %s %s", r.code, r.out, r.err)
+	if r.Code != 0 || json.Unmarshal([]byte(r.Out), &st) != nil || st.State != "FAILED" || st.Reason != ReasonBuildFailed || st.FailedVersion != "1" {
+		t.Errorf("status: exit %d %s %s", r.Code, r.Out, r.Err)
 	}
 	r = run(t, nil, "logs", "bad")
-	if r.code != 1 || !strings.Contains(r.err, "(the failed build build-") {
-		t.Errorf("logs: exit %d %s", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "(the failed build build-") {
+		t.Errorf("logs: exit %d %s", r.Code, r.Err)
 	}
 	// A failed build is built again, unchanged or not.
 	r = w.build("bad")
-	if r.code != 0 || w.count(microvms.OpUpdateMicrovmImage) != 1 {
-		t.Errorf("rebuild: exit %d, %d updates: %s", r.code, w.count(microvms.OpUpdateMicrovmImage), r.err)
+	if r.Code != 0 || w.count(microvms.OpUpdateMicrovmImage) != 1 {
+		t.Errorf("rebuild: exit %d, %d updates: %s", r.Code, w.count(microvms.OpUpdateMicrovmImage), r.Err)
 	}
 }
 
@@ -378,25 +360,25 @@ func TestAWSBuildQuota(t *testing.T) {
 	w := newAWSWorld(t, 2)
 	w.MV.Fail(microvms.OpCreateMicrovmImage, 1, 402, "ServiceQuotaExceededException", "")
 	r := w.build("q", "--json")
-	if r.code != 1 || !strings.Contains(r.err, "(build_quota)") || !strings.Contains(r.out, `"reason": "build_quota"`) {
-		t.Fatalf("exit %d\n%s\n%s", r.code, r.out, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "(build_quota)") || !strings.Contains(r.Out, `"reason": "build_quota"`) {
+		t.Fatalf("exit %d\n%s\n%s", r.Code, r.Out, r.Err)
 	}
 	w.MV.Fail(microvms.OpGetMicrovmImage, 1, 500, "ServiceException", "")
 	r = w.build("q")
-	if r.code != 1 || !strings.Contains(r.err, "(aws_error)") {
-		t.Fatalf("exit %d\n%s", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "(aws_error)") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Err)
 	}
 }
 
 func TestAWSBuildWaitTimeout(t *testing.T) {
 	w := newAWSWorld(t, 1000)
 	r := w.build("slow", "--wait-timeout", "50ms")
-	if r.code != 124 || !strings.Contains(r.err, "template slow: still building after 50ms (--wait-timeout); the build goes on") {
-		t.Fatalf("exit %d: %s", r.code, r.err)
+	if r.Code != 124 || !strings.Contains(r.Err, "template slow: still building after 50ms (--wait-timeout); the build goes on") {
+		t.Fatalf("exit %d: %s", r.Code, r.Err)
 	}
 	r = run(t, nil, "status", "slow", "--json")
-	if r.code != 0 || !strings.Contains(r.out, `"state": "BUILDING"`) {
-		t.Errorf("status: exit %d %s %s", r.code, r.out, r.err)
+	if r.Code != 0 || !strings.Contains(r.Out, `"state": "BUILDING"`) {
+		t.Errorf("status: exit %d %s %s", r.Code, r.Out, r.Err)
 	}
 }
 
@@ -405,15 +387,15 @@ func TestAWSBuildNotATemplate(t *testing.T) {
 	w := newAWSWorld(t, 2)
 	w.MV.AddImage("plain")
 	r := w.build("plain")
-	if r.code != 1 || !strings.Contains(r.err, "image plain exists and is not the template plain (its rayito:template tag)") {
-		t.Fatalf("exit %d: %s", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "image plain exists and is not the template plain (its rayito:template tag)") {
+		t.Fatalf("exit %d: %s", r.Code, r.Err)
 	}
 	if w.Puts() != 0 || w.count(microvms.OpUpdateMicrovmImage) != 0 {
 		t.Error("something was uploaded or built")
 	}
 	r = run(t, nil, "status", "plain")
-	if r.code != 1 || !strings.Contains(r.err, "is not a template") {
-		t.Errorf("status: exit %d %s", r.code, r.err)
+	if r.Code != 1 || !strings.Contains(r.Err, "is not a template") {
+		t.Errorf("status: exit %d %s", r.Code, r.Err)
 	}
 }
 
@@ -434,24 +416,24 @@ func TestAWSBuildUsage(t *testing.T) {
 	} {
 		imagetest.WriteTree(t, w.ctx, map[string]string{"Dockerfile": c.dockerfile})
 		r := w.build("u", c.args...)
-		if r.code != 2 || !strings.Contains(r.err, c.want) {
-			t.Errorf("%q %v: exit %d %s; want %q", c.dockerfile, c.args, r.code, r.err, c.want)
+		if r.Code != 2 || !strings.Contains(r.Err, c.want) {
+			t.Errorf("%q %v: exit %d %s; want %q", c.dockerfile, c.args, r.Code, r.Err, c.want)
 		}
 	}
 	// A broken image tree is base_image_invalid.
 	imagetest.WriteTree(t, w.ctx, map[string]string{"Dockerfile": testDockerfile})
 	imagetest.WriteTree(t, w.Dir, map[string]string{"base.digest": "nope\n"})
-	if r := w.build("u"); r.code != 2 || !strings.Contains(r.err, "base_image_invalid") {
-		t.Errorf("bad digest: exit %d %s", r.code, r.err)
+	if r := w.build("u"); r.Code != 2 || !strings.Contains(r.Err, "base_image_invalid") {
+		t.Errorf("bad digest: exit %d %s", r.Code, r.Err)
 	}
 	// A bad name.
-	if r := w.build("Bad"); r.code != 2 || !strings.Contains(r.err, `template name "Bad"`) {
-		t.Errorf("bad name: exit %d %s", r.code, r.err)
+	if r := w.build("Bad"); r.Code != 2 || !strings.Contains(r.Err, `template name "Bad"`) {
+		t.Errorf("bad name: exit %d %s", r.Code, r.Err)
 	}
 	// The AWS flags on the local platform.
 	r := run(t, map[string]string{"RAYITO_BACKEND": "local"}, "build", "u", "--bucket", imagetest.Bucket)
-	if r.code != 2 || !strings.Contains(r.err, "--bucket is for template builds on AWS") {
-		t.Errorf("local --bucket: exit %d %s", r.code, r.err)
+	if r.Code != 2 || !strings.Contains(r.Err, "--bucket is for template builds on AWS") {
+		t.Errorf("local --bucket: exit %d %s", r.Code, r.Err)
 	}
 	if n := len(w.MV.Requests()); n != 0 || len(w.S3Requests()) != 0 {
 		t.Errorf("%d control-plane requests (%v), S3 %v", n, w.Ops(), w.S3Requests())

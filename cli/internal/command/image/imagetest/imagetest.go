@@ -5,6 +5,8 @@
 package imagetest
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,9 +14,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 
 	"github.com/rayito-dev/rayito/sdk/microvms"
 	"github.com/rayito-dev/rayito/sdk/microvms/microvmstest"
@@ -174,4 +180,34 @@ func (w *World) Ops() []string {
 		ops = append(ops, string(r.Op))
 	}
 	return ops
+}
+
+// Result is one run of the CLI: its stdout, its stderr (with the
+// "rayito: " line of its error) and its exit code.
+type Result struct {
+	Out, Err string
+	Code     int
+}
+
+// Run runs `rayito NAME ARGS...` in process, NAME being the command group
+// command makes, with getenv as the CLI's own environment (Factory.Env;
+// the AWS SDK reads the process's).
+func Run(t *testing.T, command func(*cliutil.Factory) *cli.Command, getenv func(string) string, args ...string) Result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: getenv}
+	group := command(f)
+	root := &cli.Command{
+		Name: "rayito", Writer: &out, ErrWriter: &errb,
+		Commands:       []*cli.Command{group},
+		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := root.Run(ctx, append([]string{"rayito", group.Name}, args...))
+	msg, code := cliutil.Exit(err)
+	if msg != "" {
+		errb.WriteString("rayito: " + msg + "\n")
+	}
+	return Result{out.String(), errb.String(), code}
 }
