@@ -226,7 +226,7 @@ func InsertLayer(base string, lines []string) (string, error) {
 		in := instr{kw: strings.ToUpper(kw), first: i}
 		// A line ending in a backslash continues on the next; comment and
 		// blank lines inside an instruction are skipped, as Docker does.
-		for strings.HasSuffix(strings.TrimRight(src[i], " \t"), "\\") && i+1 < len(src) {
+		for strings.HasSuffix(strings.TrimRight(src[i], " \t\r"), "\\") && i+1 < len(src) {
 			i++
 			for i+1 < len(src) && isCommentOrBlank(src[i]) {
 				i++

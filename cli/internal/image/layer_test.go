@@ -1,7 +1,10 @@
 package image
 
 import (
+	"archive/zip"
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,4 +175,64 @@ func FuzzInsertLayer(f *testing.F) {
 			t.Fatalf("the base changed:\n%q\n%q", base, got)
 		}
 	})
+}
+
+// Build with a template: its entries under template/, modes fixed, its
+// layer in the Dockerfile; a bad name or a clash with the tree refused.
+func TestBuildWithTemplate(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, 0o022, Epoch)
+	tmpl := &Template{
+		Layer: []string{"USER root"},
+		Files: []TemplateFile{
+			{Name: "context/"},
+			{Name: "context/run.sh", Exec: true, Data: []byte("#!/bin/sh\n")},
+			{Name: "context/big", Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("big\n")), nil }},
+			{Name: "context/empty"},
+		},
+	}
+	data, sum := build(t, dir, Options{Template: tmpl})
+	if _, again := build(t, dir, Options{Template: tmpl}); again != sum {
+		t.Error("not deterministic")
+	}
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		got[f.Name] = f.Mode().String() + " " + string(b)
+	}
+	for name, want := range map[string]string{
+		"template/":               "drwxr-xr-x ",
+		"template/context/":       "drwxr-xr-x ",
+		"template/context/run.sh": "-rwxr-xr-x #!/bin/sh\n",
+		"template/context/big":    "-rw-r--r-- big\n",
+		"template/context/empty":  "-rw-r--r-- ",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+	if df := got[DockerfileName]; !strings.HasSuffix(df, "COPY a.txt /a.txt\nUSER root\n") {
+		t.Errorf("Dockerfile %q", df)
+	}
+
+	for _, name := range []string{"../x", "/abs", "a/../b", "", "a//b"} {
+		var buf bytes.Buffer
+		_, err := Build(&buf, dir, Options{Template: &Template{Files: []TemplateFile{{Name: name}}}})
+		if !errors.Is(err, ErrLayer) || buf.Len() != 0 {
+			t.Errorf("%q: %v, %d bytes", name, err, buf.Len())
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "template"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := Build(&buf, dir, Options{Template: tmpl}); err == nil || !strings.Contains(err.Error(), "two entries") {
+		t.Errorf("a template/ in the tree: %v", err)
+	}
 }
