@@ -121,8 +121,10 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 // incompatible one is an *IncompatibleAgentError. If the sandbox does not
 // become ready, or its daemon is incompatible, it is terminated, unless
 // WithKeepOnFailure.
-func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
+func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 	cfg := newConfig(opts)
+	ctx, sp := startSpan(ctx, cfg, "Create", "")
+	defer func() { sp.set(created.spanID(), cfg.template); sp.end(err) }()
 	plan, err := planRun(cfg)
 	if err != nil {
 		return nil, err
@@ -133,17 +135,17 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if err := cfg.checkIndex(); err != nil {
 		return nil, err
 	}
+	if cfg.telemetry != nil {
+		if _, err := telemetrySection(cfg.telemetry); err != nil {
+			return nil, err
+		}
+	}
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
 			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
 		}
 		template = LocalTemplate
-	}
-	if cfg.sizeMiB != 0 {
-		if template, err = sizedTemplate(cfg, template); err != nil {
-			return nil, err
-		}
 	}
 	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate && !ptemplate.ValidName(template) {
 		// The local platform has its two images and the templates built
@@ -152,6 +154,11 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
 		if err := checkLocalTemplate(ctx, cfg, template); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.sizeMiB != 0 {
+		if template, err = sizedTemplate(cfg, template); err != nil {
 			return nil, err
 		}
 	}
@@ -248,6 +255,14 @@ func Create(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		// Its created event leaves once the daemon holds its key; a
 		// sandbox whose events are off is not handed out.
 		if err := s.enableEvents(ctx); err != nil {
+			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	if cfg.telemetry != nil {
+		// A sandbox whose metrics export was asked for and cannot run is
+		// not handed out.
+		if err := s.enableTelemetry(ctx, cfg.telemetry); err != nil {
 			_ = s.Kill(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -394,8 +409,10 @@ func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
 //
 // An unknown id is "sandbox X not found" (errors.Is ErrNotFound); an
 // ended sandbox a *SandboxEndedError.
-func Connect(ctx context.Context, id string, opts ...Option) (*Sandbox, error) {
+func Connect(ctx context.Context, id string, opts ...Option) (_ *Sandbox, err error) {
 	cfg := newConfig(opts)
+	ctx, sp := startSpan(ctx, cfg, "Connect", spanID(id))
+	defer func() { sp.end(err) }()
 	if !tokenstore.ValidID(id) {
 		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
 	}
@@ -473,7 +490,9 @@ func endedErr(cfg *config, vm *microvmsapi.Microvm) error {
 
 // Kill terminates the sandbox and removes its token from the store.
 // Killing an ended sandbox is not an error.
-func (s *Sandbox) Kill(ctx context.Context) error {
+func (s *Sandbox) Kill(ctx context.Context) (err error) {
+	ctx, sp := s.span(ctx, "Kill")
+	defer func() { sp.end(err) }()
 	defer s.dp.close()
 	if err := s.mv.TerminateMicrovm(ctx, s.id); err != nil {
 		return controlPlaneErr(s.cfg, s.id, err)
@@ -488,8 +507,10 @@ func (s *Sandbox) Kill(ctx context.Context) error {
 // every platform (local ones at other endpoints, AWS), and a sandbox of
 // that id may live on another. Create sweeps it once no sandbox can be
 // that old (see sweepTokens).
-func Kill(ctx context.Context, id string, opts ...Option) error {
+func Kill(ctx context.Context, id string, opts ...Option) (err error) {
 	cfg := newConfig(opts)
+	ctx, sp := startSpan(ctx, cfg, "Kill", spanID(id))
+	defer func() { sp.end(err) }()
 	if !tokenstore.ValidID(id) {
 		return newError(ReasonInvalidArgument, fmt.Sprintf("invalid sandbox id %q", id))
 	}

@@ -2,8 +2,6 @@ package rayito
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
@@ -25,8 +23,9 @@ const MaxSizeMiB = 8192
 // then be an image name, and the image that runs is the one of that size
 // (SizedTemplateName: WithTemplate("mytemplate"), WithMemory(2048) runs the
 // image mytemplate-2gb); an image ARN names one size already and is
-// refused. The local platform cannot size sandboxes yet (each has 2 GiB):
-// Create refuses WithMemory there with ErrUnimplemented.
+// refused. The root local platform sizes its sandboxes from the same names
+// (local-4gb, mytemplate-512mb: the memory limit, and the tmpfs bounds that
+// follow from it); one without root refuses sizes.
 func WithMemory(mib int) Option { return sandboxOption(func(c *config) { c.sizeMiB = mib }) }
 
 // RoundSize returns the size mib rounds up to (512, 1024, 2048, 4096 or
@@ -45,15 +44,7 @@ func RoundSize(mib int) (int, error) {
 
 // SizeSuffix is the image-name suffix of a size: 512mb, 1gb, 2gb, 4gb or
 // 8gb ("" for a size that is not one of the five).
-func SizeSuffix(mib int) string {
-	if !slices.Contains(microvmsapi.MemorySizesMiB, mib) {
-		return ""
-	}
-	if mib < 1024 {
-		return strconv.Itoa(mib) + "mb"
-	}
-	return strconv.Itoa(mib/1024) + "gb"
-}
+func SizeSuffix(mib int) string { return microvmsapi.SizeSuffix(mib) }
 
 // SizedTemplateName is the name of template's image of mib MiB
 // (rounded up as WithMemory does): "<template>-<size>", e.g.
@@ -93,9 +84,6 @@ func sizedTemplate(cfg *config, template string) (string, error) {
 	size, err := RoundSize(cfg.sizeMiB)
 	if err != nil {
 		return "", err
-	}
-	if cfg.backend != BackendAWS {
-		return "", newError(ReasonUnimplemented, "the local platform cannot size sandboxes yet (each has 2 GiB): leave WithMemory out there")
 	}
 	name, err := SizedTemplateName(template, size)
 	if err != nil {

@@ -181,3 +181,46 @@ func TestTemplateStartAndFailure(t *testing.T) {
 		t.Errorf("list: %+v %v", list, err)
 	}
 }
+
+// TestSizesOnLocalPlatform: WithMemory names the sized image
+// (<template>-<size>) and the root local platform gives the sandbox that
+// memory limit, for local and for a template alike.
+func TestSizesOnLocalPlatform(t *testing.T) {
+	if !isRoot() {
+		t.Skip("needs root: sizes are cgroup memory limits")
+	}
+	p := startPlatform(t, "")
+	defer p.stop(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := buildTemplate(ctx, t, p, "tiny", template.FromBaseImage("local").RunCmd("mkdir -p /opt/tiny"), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		template string
+		mib      int
+		want     uint64
+	}{{"", 512, 512 << 20}, {"tiny", 1000, 1024 << 20}, {"", 0, 2048 << 20}} {
+		opts := p.opts(rayito.WithMemory(c.mib))
+		if c.mib == 0 {
+			opts = p.opts()
+		}
+		if c.template != "" {
+			opts = append(opts, rayito.WithTemplate(c.template))
+		}
+		sbx, err := rayito.Create(ctx, opts...)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		info, err := sbx.Info(ctx)
+		if err != nil || info.MemoryLimit != c.want {
+			t.Errorf("%+v: memory limit %d, %v", c, info.MemoryLimit, err)
+		}
+		if c.template == "tiny" {
+			if res, err := sbx.Commands.Run(ctx, "test -d /opt/tiny && echo yes"); err != nil || strings.TrimSpace(res.Stdout) != "yes" {
+				t.Errorf("the sized template's layer: %v %+v", err, res)
+			}
+		}
+		sbx.Kill(ctx)
+	}
+}

@@ -78,10 +78,7 @@ func (r *Registry) boot(v *vm, ctx context.Context, payload string) launcher.Ins
 		v.cancelStart()
 		r.mu.Unlock()
 	}()
-	spec := sandboxSpec(v.id, v.dir, v.pub.ImageArn, v.pub.EgressNetworkConnectors)
-	if v.layer != "" {
-		spec.Template = &launcher.TemplateLayer{Dir: v.layer}
-	}
+	spec := v.image.spec(v.id, v.dir, v.pub.EgressNetworkConnectors)
 	var inst launcher.Instance
 	if p := v.pooled; p != nil {
 		var ok bool

@@ -324,7 +324,8 @@ type vm struct {
 	clientToken string
 	fingerprint string
 
-	layer string // a template's layer directory; "": none
+	layer string    // a template's layer directory; "": none
+	image imagePlan // what its image name resolved to
 
 	pub  microvmsapi.Microvm // mu
 	inst launcher.Instance   // mu; nil until launched or adopted
@@ -455,26 +456,12 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	id, endpoint := "microvm-"+u.String(), u.String()+EndpointSuffix
 	payload := in.RunHookPayload
 	in.RunHookPayload = ""
-	if in.ImageIdentifier == localplatform.RootImage && !r.launcher.Privileged() {
-		return microvmsapi.Microvm{}, validationErr("The image " + localplatform.RootImage + " (root allowed) needs the root local platform: without root, rayd cannot run anything as root.")
+	img, err := r.resolveImage(in.ImageIdentifier)
+	if err != nil {
+		return microvmsapi.Microvm{}, err
 	}
-	spec := sandboxSpec("", "", in.ImageIdentifier, in.EgressNetworkConnectors)
-	var layer string
-	// A template's name gets its layer.
-	if r.templates != nil && in.ImageIdentifier != localplatform.Image && in.ImageIdentifier != localplatform.RootImage && ptemplate.ValidName(in.ImageIdentifier) {
-		// A name no template has runs the host's /usr, as before templates
-		// (the AWS fake's engine names its images; the SDK refuses such a
-		// name on the local backend before any call).
-		if layer, err = r.templates.Layer(in.ImageIdentifier); err != nil && !errors.Is(err, ErrNoTemplate) {
-			return microvmsapi.Microvm{}, err
-		}
-		if layer != "" && !r.launcher.Privileged() {
-			return microvmsapi.Microvm{}, validationErr("The image " + in.ImageIdentifier + " is a template: templates need the root local platform.")
-		}
-		if layer != "" {
-			spec.Template = &launcher.TemplateLayer{Dir: layer}
-		}
-	}
+	spec := img.spec("", "", in.EgressNetworkConnectors)
+	layer := img.layer
 
 	r.mu.Lock()
 	if r.closed {
@@ -524,6 +511,7 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		changed:     make(chan struct{}),
 		gen:         1,
 		layer:       layer,
+		image:       img,
 	}
 	v.pub = microvmsapi.Microvm{
 		MicrovmID:                id,
@@ -1045,4 +1033,78 @@ func (r *Registry) LayersInUse() map[string]bool {
 		}
 	}
 	return in
+}
+
+// imagePlan is what an image name resolves to on the local platform.
+type imagePlan struct {
+	// base is local, local-root, or any other name (the host's /usr).
+	base string
+	// layer is a template's layer directory ("": none).
+	layer string
+	// memory is the size a "-<size>" suffix asked for, in bytes (0: the
+	// default).
+	memory int64
+}
+
+// spec is the launch spec of a sandbox of the image.
+func (p imagePlan) spec(id, dir string, egress []string) launcher.Spec {
+	spec := sandboxSpec(id, dir, p.base, egress)
+	spec.MemoryBytes = p.memory
+	if p.layer != "" {
+		spec.Template = &launcher.TemplateLayer{Dir: p.layer}
+	}
+	return spec
+}
+
+// resolveImage resolves an image name: local, local-root, a template's
+// name (its layer), any of those with a size suffix
+// (microvmsapi.SplitSizedName: the memory limit), or any other name, which
+// runs the host's /usr as before templates (the AWS fake's engine names
+// its images; the SDK refuses such a name on the local backend).
+func (r *Registry) resolveImage(name string) (imagePlan, error) {
+	plan, found, err := r.lookupImage(name)
+	if err != nil {
+		return plan, err
+	}
+	if !found {
+		if base, mib, ok := microvmsapi.SplitSizedName(name); ok {
+			if sized, found, err := r.lookupImage(base); err != nil {
+				return plan, err
+			} else if found {
+				plan = sized
+				plan.memory = int64(mib) << 20
+			}
+		}
+	}
+	if plan.base == localplatform.RootImage && !r.launcher.Privileged() {
+		return plan, validationErr("The image " + localplatform.RootImage + " (root allowed) needs the root local platform: without root, rayd cannot run anything as root.")
+	}
+	if plan.layer != "" && !r.launcher.Privileged() {
+		return plan, validationErr("The image " + name + " is a template: templates need the root local platform.")
+	}
+	if plan.memory != 0 && !r.launcher.Privileged() {
+		return plan, validationErr("The image " + name + " names a size: sizes need the root local platform (cgroups).")
+	}
+	return plan, nil
+}
+
+// lookupImage resolves an exact name: found for local, local-root and a
+// template with a layer; otherwise the name runs the host's /usr.
+func (r *Registry) lookupImage(name string) (imagePlan, bool, error) {
+	plan := imagePlan{base: name}
+	if name == localplatform.Image || name == localplatform.RootImage {
+		return plan, true, nil
+	}
+	if r.templates == nil || !ptemplate.ValidName(name) {
+		return plan, false, nil
+	}
+	layer, err := r.templates.Layer(name)
+	if errors.Is(err, ErrNoTemplate) {
+		return plan, false, nil
+	}
+	if err != nil {
+		return plan, false, err
+	}
+	plan.layer = layer
+	return plan, true, nil
 }
