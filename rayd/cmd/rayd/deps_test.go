@@ -52,6 +52,11 @@ var allowedModules = map[string]bool{
 	"github.com/aws/aws-sdk-go-v2/service/internal/s3shared":        true,
 	"github.com/aws/aws-sdk-go-v2/service/s3":                       true,
 	"github.com/aws/smithy-go":                                      true,
+	// The metrics export (internal/telemetry, issue 31): OTLP's message
+	// types only (metrics, common, resource); the collector package,
+	// which holds the gRPC service, is not linked (the request is written
+	// by hand around the ResourceMetrics), so neither is gRPC.
+	"go.opentelemetry.io/proto/otlp": true,
 }
 
 // awsPackages are the only AWS SDK packages rayd may link, by prefix: the

@@ -21,6 +21,8 @@ func (d *Daemon) wireConfigure(cfg Config, log *slog.Logger) {
 		State:  d.State,
 		Logger: log,
 		Events: d.events,
+		// The metrics export (package telemetry).
+		Telemetry: d.telemetry,
 		Gateway: func() gateway.Options {
 			// The system roots are read now, before the sandbox's CA is
 			// laid over the system bundle: the gateway never trusts it.

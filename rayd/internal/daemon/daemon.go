@@ -58,6 +58,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/service/pty"
 	"github.com/rayito-dev/rayito/rayd/internal/streamlimit"
 	"github.com/rayito-dev/rayito/rayd/internal/sudo"
+	"github.com/rayito-dev/rayito/rayd/internal/telemetry"
 	"github.com/rayito-dev/rayito/rayd/internal/templatestart"
 	"github.com/rayito-dev/rayito/rayd/internal/transfer"
 	"github.com/rayito-dev/rayito/rayd/internal/version"
@@ -540,6 +541,7 @@ type Daemon struct {
 	ownsSup      bool
 	sampler      *metrics.Sampler
 	egress       *egressParts // the proxy and DNS forwarder when rayd programs the network
+	telemetry    *telemetry.Exporter
 	onTerminated func()
 	stopOnce     sync.Once
 	start        *templatestart.Starter
@@ -574,6 +576,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.wireLifecycle(k)
 	d.wireEvents(cfg, log)
 	d.wireNetwork(cfg, log)
+	d.wireTelemetry(log)
 	d.wireConfigure(cfg, log)
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
@@ -617,6 +620,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
 	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
 	healthSvc.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
+	healthSvc.SetTelemetryExport(d.Configure.TelemetryExportSupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
 	healthSvc.SetTemplateStart(d.start.Ready)
 	healthSvc.SetEgress(d.Network)
@@ -786,6 +790,7 @@ func (d *Daemon) Serve(ctx context.Context, apiLn net.Listener, hooksLns ...net.
 	// Kernels first: their directories and sockets go with them.
 	d.Code.Close()
 	d.Configure.Close()
+	d.telemetry.Stop()
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelStop()
 	d.stopProcesses(sctx)

@@ -169,6 +169,7 @@ func (l life) Terminating() {
 // if Terminating did not emit it, then every process ends.
 func (l life) Terminate(ctx context.Context) {
 	l.d.events.Killed(events.KillRequest)
+	l.d.telemetry.Stop()
 	l.d.State.Terminate(ctx)
 }
 
@@ -183,6 +184,8 @@ func (l life) Suspend(ctx context.Context) int {
 	cut := l.d.quiesce.Close()
 	streamsDone := waitBounded(ctx, quiesceStreams, func(ctx context.Context) bool { return l.d.quiesce.Wait(ctx, quiesce.Stream) })
 	callsDone := waitBounded(ctx, quiesceCalls, func(ctx context.Context) bool { return l.d.quiesce.Wait(ctx, quiesce.Unary) })
+	// The metrics export sends what it holds and a last sample (2 s).
+	l.d.flushTelemetry(ctx)
 	synced := syncFS(ctx, syncWait)
 	// The paused line leaves before the machine can freeze.
 	l.d.events.Flush(eventsFlushWait)

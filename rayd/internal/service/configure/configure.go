@@ -33,7 +33,7 @@ func (s *Service) Configure(ctx context.Context, req *connect.Request[raydv1.Con
 		results = append(results, s.applyEvents(m.LifecycleEvents))
 	}
 	if m.TelemetryExport != nil {
-		notBuilt(raydv1.ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT, "telemetry exports")
+		results = append(results, s.applyTelemetry(m.TelemetryExport))
 	}
 	if m.SecretGateway != nil {
 		results = append(results, s.applyRoutes(m.SecretGateway))

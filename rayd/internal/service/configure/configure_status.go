@@ -22,6 +22,9 @@ func (s *Service) ConfigureStatus(ctx context.Context, _ *connect.Request[raydv1
 	resp := &raydv1.ConfigureStatusResponse{ConfigGeneration: s.generation}
 	for _, r := range s.results {
 		r = proto.Clone(r).(*raydv1.SectionResult)
+		if r.Section == raydv1.ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT && r.Code == raydv1.SectionCode_SECTION_CODE_APPLIED {
+			r = s.telemetryResult(r)
+		}
 		if s.gw != nil {
 			switch r.Section {
 			case raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY:

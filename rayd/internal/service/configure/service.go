@@ -1,9 +1,9 @@
 // Package configure implements ConfigureService, one file per RPC: the
 // optional features configured after the sandbox is ready. Built here:
 // the secret gateway (its loopback routes) and the transparent secret
-// placeholders, both served by the gateway module; the other sections
-// (telemetry export, S3 mounts, EFS volumes) answer UNSUPPORTED with the
-// class not_built (docs/features.md). The lifecycle events section hands
+// placeholders, both served by the gateway module; the telemetry export
+// (package telemetry); the other sections (S3 mounts, EFS volumes) answer
+// UNSUPPORTED with the class not_built (docs/features.md). The lifecycle events section hands
 // the sandbox's event key to rayd's emitter (package lifeevents).
 //
 // Secret values arrive only in Configure requests and live only in the
@@ -43,6 +43,7 @@ const (
 	ClassEgressUnavailable = "egress_unavailable" // placeholders need rayd's egress proxy and firewall
 	ClassNotBuilt          = "not_built"          // the section's feature is not built in this rayd
 	ClassFailed            = "failed"             // applying failed; the previous configuration is in force
+	ClassNoExecutionRole   = "no_execution_role"  // the execution role's credentials are not available to rayd
 )
 
 // Intercept is the network service's side of the placeholders.
@@ -89,7 +90,11 @@ type Options struct {
 	// Unsupported when that is set: the sandbox's code could read the
 	// key from rayd's memory and sign events.
 	Events Events
-	Logger *slog.Logger
+	// Telemetry serves the telemetry_export section; nil: UNSUPPORTED
+	// not_built. Its bearer token is a secret: the section answers
+	// UNSUPPORTED with Unsupported when that is set.
+	Telemetry Telemetry
+	Logger    *slog.Logger
 }
 
 // Service implements raydv1connect.ConfigureServiceHandler.

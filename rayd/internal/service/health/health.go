@@ -30,6 +30,7 @@ type Service struct {
 	isolation                raydv1.Isolation
 	configure, secretGateway bool
 	lifecycleEvents          bool
+	telemetryExport          bool
 	rootAllowed              bool
 	limits                   *raydv1.SandboxLimits
 	metrics                  *metrics.Sampler
@@ -84,6 +85,11 @@ func (s *Service) SetSecretGateway(ok bool) {
 // serving.
 func (s *Service) SetLifecycleEvents(ok bool) { s.lifecycleEvents = ok }
 
+// SetTelemetryExport sets features.telemetry_export: whether the
+// telemetry_export configure section is served here. Call it before
+// serving.
+func (s *Service) SetTelemetryExport(ok bool) { s.telemetryExport = ok }
+
 // SetRootAllowed sets root_allowed: whether clients may run as root
 // (and the sandbox's users have sudo). Call it before serving.
 func (s *Service) SetRootAllowed(ok bool) { s.rootAllowed = ok }
@@ -121,7 +127,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
-		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TemplateStart: s.templateReady != nil},
+		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TelemetryExport: s.telemetryExport, TemplateStart: s.templateReady != nil},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
 		RootAllowed:       s.rootAllowed,
