@@ -75,6 +75,7 @@ func createFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "idle", Usage: "let the platform pause the sandbox after this `DURATION` without traffic (at least 1m)", HideDefault: true},
 		&cli.DurationFlag{Name: "idle-suspend-for", Usage: "with --idle, end the sandbox after this `DURATION` paused (default: the rest of its lifetime)", HideDefault: true},
 		&cli.StringFlag{Name: "template", Usage: "the sandbox's `IMAGE`: on AWS an image ARN or name (default: RAYITO_TEMPLATE); locally local (the default), local-root (root allowed: commands as root, sudo) or a template built with rayito template build"},
+		&cli.IntFlag{Name: "memory", Usage: "the sandbox's memory in `MIB`: 512, 1024, 2048, 4096 or 8192 (others round up); the image of that size, <template>-<size> (locally: the root platform's memory limit)", HideDefault: true},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "`NAME=VALUE` for every command (not for secrets: it travels in the creation payload)"},
 		&cli.StringSliceFlag{Name: "metadata", Usage: "`KEY=VALUE` label (repeatable)"},
 		&cli.StringFlag{Name: "persist", Usage: "persist HOME at `s3://BUCKET/PREFIX` (s3:///PREFIX: the local platform's bucket): the sandbox is bound to it, and its checkpoint, when there is one, is restored before it is handed out (on AWS it needs --execution-role)"},
@@ -128,6 +129,13 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 	opts = append(opts, lifeOpts...)
 	if t := cmd.String("template"); t != "" {
 		opts = append(opts, rayito.WithTemplate(t))
+	}
+	if cmd.IsSet("memory") {
+		mib := cmd.Int("memory")
+		if _, err := rayito.RoundSize(int(mib)); err != nil {
+			return nil, cliutil.Usage(err)
+		}
+		opts = append(opts, rayito.WithMemory(int(mib)))
 	}
 	opts = append(opts, cliutil.NetworkOptions(cmd)...)
 	opts = append(opts, cliutil.PlacementOptions(cmd)...)
