@@ -164,7 +164,9 @@ func (e *Execution) PNGs() [][]byte {
 }
 
 // RunCode runs code in the sandbox's interpreter (see Interpreter.Run).
-func (s *Sandbox) RunCode(ctx context.Context, code string, opts ...CodeOption) (*Execution, error) {
+func (s *Sandbox) RunCode(ctx context.Context, code string, opts ...CodeOption) (_ *Execution, err error) {
+	ctx, sp := s.span(ctx, "RunCode")
+	defer func() { sp.end(err) }()
 	return s.Code.Run(ctx, code, opts...)
 }
 

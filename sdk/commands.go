@@ -138,7 +138,9 @@ type CommandResult struct {
 
 // Run runs command with bash -c and waits for it. A non-zero exit returns
 // the result and a *CommandExitError.
-func (c *Commands) Run(ctx context.Context, command string, opts ...CommandOption) (*CommandResult, error) {
+func (c *Commands) Run(ctx context.Context, command string, opts ...CommandOption) (_ *CommandResult, err error) {
+	ctx, sp := c.sbx.span(ctx, "Commands.Run")
+	defer func() { sp.end(err) }()
 	return c.Exec(ctx, []string{"bash", "-c", command}, opts...)
 }
 

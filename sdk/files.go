@@ -105,7 +105,9 @@ func (c *fileConfig) userMsg() *raydv1.User {
 
 // Read returns a file's content (locally over the HTTP/1.1 file endpoint,
 // on AWS over an RPC stream).
-func (f *Files) Read(ctx context.Context, path string, opts ...FileOption) ([]byte, error) {
+func (f *Files) Read(ctx context.Context, path string, opts ...FileOption) (_ []byte, err error) {
+	ctx, sp := f.sbx.span(ctx, "Files.Read")
+	defer func() { sp.end(err) }()
 	if f.PrefersURL(math.MaxInt64) { // transfers are set up: by size
 		if b, ok, err := f.readThroughURL(ctx, path, opts); ok {
 			return b, err
@@ -180,7 +182,9 @@ func (f *Files) readHTTP(ctx context.Context, path string, opts []FileOption) ([
 // Write writes data to path atomically (parents are created). Data above
 // FileEndpointThreshold (any data, locally) goes over the HTTP/1.1 file
 // endpoint unless metadata is given.
-func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (*Entry, error) {
+func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (_ *Entry, err error) {
+	ctx, sp := f.sbx.span(ctx, "Files.Write")
+	defer func() { sp.end(err) }()
 	c := fileOpts(opts)
 	if f.PrefersURL(int64(len(data))) { // transfers.go
 		h := sha256.Sum256(data)

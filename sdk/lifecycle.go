@@ -317,8 +317,10 @@ func (s *Sandbox) SetTimeout(ctx context.Context, d time.Duration, opts ...SetTi
 // a sandbox that is still starting is paused once it runs; an ended one
 // is a *SandboxEndedError. Paused time counts towards its maximum
 // lifetime.
-func (s *Sandbox) Pause(ctx context.Context) error {
-	err := pause(ctx, s.cfg, s.mv, s.id)
+func (s *Sandbox) Pause(ctx context.Context) (err error) {
+	ctx, sp := s.span(ctx, "Pause")
+	defer func() { sp.end(err) }()
+	err = pause(ctx, s.cfg, s.mv, s.id)
 	// Its connections do not survive the pause.
 	s.dp.close()
 	return err
@@ -331,7 +333,9 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 // paused was not checked). An ended sandbox is a *SandboxEndedError; one
 // that does not answer within the ready timeout (WithReadyTimeout) is
 // ErrNotReady.
-func (s *Sandbox) Resume(ctx context.Context) error {
+func (s *Sandbox) Resume(ctx context.Context) (err error) {
+	ctx, sp := s.span(ctx, "Resume")
+	defer func() { sp.end(err) }()
 	if err := resume(ctx, s.cfg, s.mv, s.id); err != nil {
 		return err
 	}

@@ -156,6 +156,9 @@ type config struct {
 	secretConfig  // WithSecretStore, WithSecretCache, WithSecrets
 	gatewayConfig // WithGateways, WithSecretPlaceholders
 
+	telemetryConfig // WithTelemetry (telemetry.go)
+	tracingConfig   // WithTracerProvider (tracing.go)
+
 	// WithExecutionRole, WithTemplateVersion, WithIngressConnectors,
 	// WithEgressConnectors, WithEndpointRootCAs.
 	aws awsConfig
