@@ -576,7 +576,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.wireLifecycle(k)
 	d.wireEvents(cfg, log)
 	d.wireNetwork(cfg, log)
-	d.wireTelemetry(log)
+	d.wireTelemetry(cfg, log)
 	d.wireConfigure(cfg, log)
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},

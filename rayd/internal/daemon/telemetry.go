@@ -14,10 +14,13 @@ const telemetryFlushWait = 2 * time.Second
 
 // wireTelemetry builds the metrics exporter the telemetry_export section
 // configures. It samples through the daemon's sampler (made later in New,
-// read at each sample). The execution role cannot sign exports here yet:
-// that auth answers UNSUPPORTED no_execution_role (docs/telemetry.md).
-func (d *Daemon) wireTelemetry(log *slog.Logger) {
+// read at each sample). The execution role signs with the credentials of
+// the metadata service persistence uses (the platform's socket on the
+// local platform).
+func (d *Daemon) wireTelemetry(cfg Config, log *slog.Logger) {
+	pc := persistConfig(cfg)
 	d.telemetry = telemetry.New(telemetry.Options{
+		Signer: telemetry.NewRoleSigner(telemetry.RoleOptions{IMDSEndpoint: pc.IMDSEndpoint, Dial: pc.Dial}),
 		Sample: func(ctx context.Context) (metrics.Sample, error) {
 			return d.sampler.Current(ctx)
 		},

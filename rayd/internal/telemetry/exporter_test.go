@@ -308,8 +308,10 @@ func TestQueueOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "drops", func() bool { return e.Status().Dropped >= 2 })
+	// The retries (at most one per interval) and the drops race for the
+	// class: either is right here (TestQueueFullClass pins it).
 	st := e.Status()
-	if st.LastErrorClass != ClassQueueFull || st.Exported != 0 {
+	if st.LastErrorClass != ClassQueueFull && st.LastErrorClass != ClassServerError || st.Exported != 0 {
 		t.Errorf("status %+v", st)
 	}
 	e.mu.Lock()
@@ -426,5 +428,29 @@ func TestExecutionRoleSigner(t *testing.T) {
 	e2.Flush(t.Context())
 	if st := e2.Status(); st.LastErrorClass != ClassNoCredentials || st.Dropped != 1 {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// Queueing past the bound drops the oldest batches, counted, class
+// queue_full; the newest stay.
+func TestQueueFullClass(t *testing.T) {
+	t.Parallel()
+	col := newCollector(t)
+	e := newExporter(t, nil, func(o *Options) { o.Queue = 3 })
+	c := testConfig(t, col, time.Hour)
+	for range 5 {
+		e.sampleInto(t.Context(), c)
+	}
+	e.mu.Lock()
+	ids := []uint64{}
+	for _, b := range e.queue {
+		ids = append(ids, b.id)
+	}
+	e.mu.Unlock()
+	if st := e.Status(); st.Dropped != 2 || st.LastErrorClass != ClassQueueFull {
+		t.Errorf("status %+v", st)
+	}
+	if len(ids) != 3 || ids[0] != 3 || ids[2] != 5 {
+		t.Errorf("queue ids %v, want [3 4 5]", ids)
 	}
 }
