@@ -40,8 +40,9 @@ func OtlpBearer(token string) OtlpAuth { return OtlpAuth{token: token} }
 // OtlpExecutionRole signs the exports (SigV4) with the sandbox's execution
 // role. The role's PutMetricData cannot be scoped by namespace: a
 // compromised sandbox could write arbitrary metrics (security model, T23).
-// Daemons that cannot reach the role's credentials refuse it
-// (ReasonUnimplemented, class no_execution_role).
+// Credentials the daemon cannot get show in TelemetryStatus as
+// no_credentials; a daemon built without the signer refuses it
+// (ReasonUnimplemented, class no_execution_role). docs/telemetry.md.
 func OtlpExecutionRole() OtlpAuth { return OtlpAuth{role: true} }
 
 // String names the kind of authentication, never the token.
