@@ -203,7 +203,7 @@ func templatesBackend(cfg *config) error {
 	case BackendLocal:
 		return nil
 	case BackendAWS:
-		return newError(ReasonUnimplemented, "template builds on AWS are not built yet (docs/features.md): build on the local platform, or publish an image with `rayito image publish`")
+		return newError(ReasonUnimplemented, "the SDK builds templates on the local platform only: on AWS, build with `RAYITO_BACKEND=aws rayito template build` (docs/templates.md)")
 	}
 	return errBackend(cfg)
 }

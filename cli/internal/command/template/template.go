@@ -1,8 +1,9 @@
 // Package template is `rayito template`: build a template from a
 // Dockerfile (a strict subset: FROM, RUN, COPY, ENV, WORKDIR, USER, CMD)
 // and follow it (status, logs, list, delete). Builds run on the local
-// platform (a root platform: docs/templates.md); on AWS they are not built
-// yet.
+// platform (a root platform) or, with RAYITO_BACKEND=aws, as a MicroVM image
+// built from the Rayito image with the template's layer (aws.go;
+// docs/templates.md).
 package template
 
 import (
@@ -32,9 +33,11 @@ func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "template",
 		Usage: "build templates (a root filesystem layer from a Dockerfile) and follow their builds",
-		Description: "A template is what sandboxes start from: `rayito create --template NAME`. The local\n" +
-			"platform builds it in a sandbox of its own, over its `local` base (the host's /usr), from a\n" +
-			"Dockerfile subset: FROM local, RUN, COPY, ENV, WORKDIR, USER, CMD (docs/templates.md).",
+		Description: "A template is what sandboxes start from: `rayito sandbox create --template NAME`. The\n" +
+			"local platform builds it in a sandbox of its own, over its `local` base (the host's /usr); on\n" +
+			"AWS (RAYITO_BACKEND=aws) it is a MicroVM image: the Rayito image (FROM rayito) with the\n" +
+			"template's layer. Both from a Dockerfile subset: FROM, RUN, COPY, ENV, WORKDIR, USER, CMD\n" +
+			"(docs/templates.md).",
 		Commands: []*cli.Command{buildCommand(f), statusCommand(f), logsCommand(f), listCommand(f), deleteCommand(f)},
 	}
 }
