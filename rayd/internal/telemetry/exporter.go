@@ -286,12 +286,12 @@ func (e *Exporter) sampleInto(ctx context.Context, cfg *Config) {
 	s, err := e.opts.Sample(sctx)
 	cancel()
 	if err != nil {
-		e.fail(ClassSample, false)
+		e.fail(ClassSample)
 		return
 	}
 	body, err := encode(*cfg, e.opts.SandboxID(), s)
 	if err != nil {
-		e.fail(ClassSample, false)
+		e.fail(ClassSample)
 		return
 	}
 	e.mu.Lock()
@@ -407,7 +407,7 @@ func (e *Exporter) post(ctx context.Context, cfg *Config, body []byte) (string, 
 }
 
 // fail records a class without a batch.
-func (e *Exporter) fail(class string, _ bool) {
+func (e *Exporter) fail(class string) {
 	e.mu.Lock()
 	e.status.LastErrorClass = class
 	e.mu.Unlock()
