@@ -145,6 +145,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
 	go test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/netpolicy
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/telemetry
 	go test -run '^$$' -fuzz '^FuzzValidUpstream$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/network
 	go test -run '^$$' -fuzz '^FuzzParseConnect$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
 	go test -run '^$$' -fuzz '^FuzzParseAbsoluteURI$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
