@@ -7,7 +7,7 @@ import (
 
 func TestResolve(t *testing.T) {
 	all, err := resolve([]string{"all"})
-	if err != nil || len(all) != 14 {
+	if err != nil || len(all) != 15 {
 		t.Fatalf("all = %d %v", len(all), err)
 	}
 	some, err := resolve([]string{"exec", " pty"})

@@ -390,10 +390,12 @@ func TestFirewallLockFileRemoved(t *testing.T) {
 	if err := ha.removeFile(); err != nil {
 		t.Fatal(err)
 	}
-	ha.unlock()
+	// Gone while a holds the lock (once a unlocks, b may make a new one at
+	// once: checking after the unlock raced with it).
 	if _, err := os.Stat(a.lockPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("lock file after removeFile: %v", err)
 	}
+	ha.unlock()
 	var hb *fwLock
 	select {
 	case hb = <-got:
