@@ -125,6 +125,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
 	go test -run '^$$' -fuzz '^FuzzValidateLogo$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
 	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./dashboard/local
+	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./dashboard/internal/strictjson
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/jwt
 	go test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./dashboard/internal/stackapi
 	go test -run '^$$' -fuzz '^FuzzOneLine$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack

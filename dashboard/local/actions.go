@@ -2,11 +2,12 @@ package local
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/rayito-dev/rayito/dashboard/internal/session"
+	"github.com/rayito-dev/rayito/dashboard/internal/strictjson"
 )
 
 // actionRequest is the body of POST /api/v1/actions.
@@ -43,9 +44,10 @@ func (s *Server) postActions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req actionRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
+	// Exact keys only: encoding/json alone would take "Confirm" for
+	// confirm (strictjson).
+	body, err := io.ReadAll(r.Body)
+	if err != nil || strictjson.Decode(body, &req) != nil {
 		apiError(w, http.StatusBadRequest, "invalid_request")
 		return
 	}

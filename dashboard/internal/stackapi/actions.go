@@ -2,17 +2,16 @@ package stackapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	cip "github.com/aws/aws-sdk-go-v2/service/cognitoidentityprovider"
 
 	"github.com/rayito-dev/rayito/dashboard/internal/jwt"
+	"github.com/rayito-dev/rayito/dashboard/internal/strictjson"
 )
 
 // Directory is the part of Cognito the actions re-check uses.
@@ -105,9 +104,9 @@ func (h *Handler) actions(ctx context.Context, c *jwt.Claims, req events.LambdaF
 		return h.fail(http.StatusForbidden, "actions_disabled")
 	}
 	var in actionRequest
-	d := json.NewDecoder(strings.NewReader(string(body)))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&in); err != nil || d.More() {
+	// Exact keys only (strictjson): encoding/json alone would take
+	// "Confirm" for confirm.
+	if strictjson.Decode(body, &in) != nil {
 		return h.fail(http.StatusBadRequest, "invalid_request")
 	}
 	if _, ok := actionNames[in.Action]; !ok || len(in.IDs) == 0 {

@@ -6,12 +6,12 @@ package theme
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rayito-dev/rayito/dashboard/internal/strictjson"
 )
 
 // ErrInvalid reports a theme or logo the dashboard refuses.
@@ -72,13 +72,10 @@ func Parse(data []byte) (Theme, error) {
 		Font   *string `json:"font"`
 		Colors *Colors `json:"colors"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return Theme{}, fmt.Errorf("%w: the theme is not a JSON object of title, font and colors (background, surface, text, muted, accent, danger)", ErrInvalid)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Theme{}, fmt.Errorf("%w: data after the theme's JSON object", ErrInvalid)
+	// Exact keys, once each (strictjson): encoding/json alone matches
+	// keys without regard to case and keeps the last of duplicates.
+	if err := strictjson.Decode(data, &in); err != nil {
+		return Theme{}, fmt.Errorf("%w: the theme is not a JSON object of title, font and colors (background, surface, text, muted, accent, danger), each key once and in lower case", ErrInvalid)
 	}
 	t := Default()
 	if in.Title != nil {
