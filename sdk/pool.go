@@ -328,7 +328,7 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 // failed (gone, not resumable): the next one may do.
 func (p *SandboxPool) handOut(ctx context.Context, slot PoolSlot, live *Sandbox, extra []Option) (_ *Sandbox, retry bool, _ error) {
 	if live != nil {
-		if err := live.Resume(ctx); err != nil {
+		if err := live.resumeSlot(ctx); err != nil {
 			live.dp.close()
 			return nil, true, err
 		}
@@ -345,7 +345,7 @@ func (p *SandboxPool) handOut(ctx context.Context, slot PoolSlot, live *Sandbox,
 	}
 	s := newSandbox(cfg, p.mv, vm, slot.AccessToken)
 	s.createOpts = opts
-	if err := s.Resume(ctx); err != nil {
+	if err := s.resumeSlot(ctx); err != nil {
 		s.dp.close()
 		return nil, true, err
 	}

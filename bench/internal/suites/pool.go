@@ -26,6 +26,14 @@ const (
 // poolSize is the pool the suite takes from.
 const poolSize = 3
 
+// poolSettle is the quiet time before every timed call of the suite, for
+// every subject alike: a pool's slot was paused a while before a Take,
+// so the floor's sandbox is too, and no subject starts right behind the
+// previous one's work (a resume straight after a busy moment was 30–40 %
+// faster on this machine than one after a quiet moment, whatever the
+// subject).
+const poolSettle = 250 * time.Millisecond
+
 // echo runs `echo ok` in s and checks its output.
 func echo(ctx context.Context, s *rayito.Sandbox) error {
 	res, err := s.Commands.Run(ctx, "echo ok")
@@ -48,7 +56,8 @@ func closePool(p *rayito.SandboxPool) {
 // bare Sandbox.Resume of a paused sandbox (what any Take must at least
 // do) and "F echo" = that Resume + the same command. Interleaved, n=30.
 // Before every iteration, outside the timers, the pool is full again (the
-// harness waits for Stats().Ready == 3) and the F sandbox is paused; the
+// harness waits for Stats().Ready == 3) and the F sandbox is paused, and
+// every timed call starts after poolSettle of quiet; the
 // sandboxes taken or created are killed and waited for, outside the
 // timers. It needs the root platform (pause is the cgroup freezer).
 func Pool(ctx context.Context, e *Env) harness.Result {
@@ -84,6 +93,7 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 		if err := full(ctx); err != nil {
 			return 0, err
 		}
+		time.Sleep(poolSettle)
 		hits := p.Stats().Hits
 		var sbx *rayito.Sandbox
 		d, err := timeIt(func() error {
@@ -108,6 +118,7 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 		if err := floor.Pause(ctx); err != nil {
 			return 0, fmt.Errorf("pause: %w", err)
 		}
+		time.Sleep(poolSettle)
 		return timeIt(func() error {
 			if err := floor.Resume(ctx); err != nil {
 				return err
@@ -127,6 +138,7 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 			if err := full(ctx); err != nil {
 				return 0, err
 			}
+			time.Sleep(poolSettle)
 			var sbx *rayito.Sandbox
 			d, err := timeIt(func() error {
 				var err error
@@ -142,7 +154,7 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 		return failed("pool", err)
 	}
 	r := harness.FromSamples("pool", "ms", false, s,
-		"R = SandboxPool.Take from a full pool of 3 paused sandboxes (ResumeMicrovm, the cgroup thaw, Health ready) + Commands.Run(\"echo ok\"), the sandbox's first command; R warmed = the same from a second pool of 3 whose Warmup ran `true` before each pause; R create = rayito.Create + the same command; F = a bare Sandbox.Resume of a paused sandbox, F echo = that Resume + the same command; the pool refilled and the F sandbox paused before each iteration, kills waited for, all outside the timers")
+		"R = SandboxPool.Take from a full pool of 3 paused sandboxes (ResumeMicrovm, the cgroup thaw, Health ready) + Commands.Run(\"echo ok\"), the sandbox's first command; R warmed = the same from a second pool of 3 whose Warmup ran `true` before each pause; R create = rayito.Create + the same command; F = a bare Sandbox.Resume of a paused sandbox, F echo = that Resume + the same command; the pool refilled and the F sandbox paused before each iteration, then 250 ms of quiet before every timed call, kills waited for, all outside the timers")
 	if r.R != nil {
 		r.SetMetric(MetricPoolTakeP50, r.R.P50)
 		if r.F != nil && r.F.P50 > 0 {
