@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -120,7 +121,12 @@ func versionCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the version (as --version does)",
-		Action: func(context.Context, *cli.Command) error {
+		Flags: []cli.Flag{cliutil.JSONFlag()},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.Bool("json") {
+				return cliutil.PrintJSON(f.IO.Out, map[string]string{"version": version.Version, "description": version.String(),
+					"go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH})
+			}
 			_, err := fmt.Fprintln(f.IO.Out, version.String())
 			return err
 		},

@@ -148,3 +148,21 @@ func TestEnvironmentListsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+// Every command that does something takes --json (the groups, help and
+// shell completion scripts excepted).
+func TestEveryCommandTakesJSON(t *testing.T) {
+	t.Parallel()
+	for _, path := range commandPaths() {
+		if len(path) == 0 || path[0] == "help" || path[0] == "completion" {
+			continue
+		}
+		help := helpOf(t, append(append([]string(nil), path...), "--help")...)
+		if strings.Contains(help, "COMMANDS:") {
+			continue
+		}
+		if !strings.Contains(help, "--json") {
+			t.Errorf("rayito %s takes no --json", strings.Join(path, " "))
+		}
+	}
+}

@@ -37,6 +37,7 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new output"},
 			&cli.StringFlag{Name: "state-dir", Usage: "the local platform's state `DIR` (default: " + localvm.DefaultStateDir() + ")"},
+			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := cliutil.CheckArgs(cmd, 1, "the sandbox id"); err != nil {
@@ -67,7 +68,15 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 				return cliutil.OnSandbox(id, errors.New("cannot read its log: "+errors.Unwrap(err).Error()))
 			}
 			defer fh.Close()
-			if _, err := io.Copy(f.IO.Out, fh); err != nil {
+			var out io.Writer = f.IO.Out
+			if cmd.Bool("json") {
+				// rayd's records are JSON lines already; anything else
+				// becomes {"text": line}.
+				jl := cliutil.NewJSONLines(f.IO.Out)
+				defer jl.Close()
+				out = jl
+			}
+			if _, err := io.Copy(out, fh); err != nil {
 				return err
 			}
 			if !cmd.Bool("follow") {
@@ -75,14 +84,14 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return follow(ctx, f, id, fh)
+			return follow(ctx, f, out, id, fh)
 		},
 	}
 }
 
 // follow copies what is appended to fh until the sandbox has ended (and
 // its last output is copied) or ctx ends.
-func follow(ctx context.Context, f *cliutil.Factory, id string, fh *os.File) error {
+func follow(ctx context.Context, f *cliutil.Factory, out io.Writer, id string, fh *os.File) error {
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	lastCheck := time.Now()
@@ -92,7 +101,7 @@ func follow(ctx context.Context, f *cliutil.Factory, id string, fh *os.File) err
 			return nil
 		case <-tick.C:
 		}
-		if _, err := io.Copy(f.IO.Out, fh); err != nil {
+		if _, err := io.Copy(out, fh); err != nil {
 			return err
 		}
 		if time.Since(lastCheck) < 2*time.Second {
@@ -100,7 +109,7 @@ func follow(ctx context.Context, f *cliutil.Factory, id string, fh *os.File) err
 		}
 		lastCheck = time.Now()
 		if ended(ctx, f, id) {
-			_, err := io.Copy(f.IO.Out, fh)
+			_, err := io.Copy(out, fh)
 			return err
 		}
 	}

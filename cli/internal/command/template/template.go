@@ -264,6 +264,7 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 		Name:      "logs",
 		Usage:     "print the output of a template's last build",
 		ArgsUsage: "NAME",
+		Flags:     []cli.Flag{cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name, err := nameArg(cmd)
 			if err != nil {
@@ -276,7 +277,15 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return usageOr(rayito.TemplateLogs(ctx, name, f.IO.Out, opts...))
+			if !cmd.Bool("json") {
+				return usageOr(rayito.TemplateLogs(ctx, name, f.IO.Out, opts...))
+			}
+			jl := cliutil.NewJSONLines(f.IO.Out) // a line: {"text": ...}
+			err = rayito.TemplateLogs(ctx, name, jl, opts...)
+			if cerr := jl.Close(); err == nil {
+				err = cerr
+			}
+			return usageOr(err)
 		},
 	}
 }
