@@ -159,6 +159,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzTemplateLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzInsertLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
+	go test -run '^$$' -fuzz '^FuzzJSONLines$$' -fuzztime $(FUZZTIME) ./cli/internal/cliutil
 	go test -run '^$$' -fuzz '^FuzzParseRules$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRouteTarget$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRepack$$' -fuzztime $(FUZZTIME) ./e2b
