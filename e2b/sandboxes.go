@@ -49,7 +49,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/fork", s.handleFork)
 	m.HandleFunc("POST /sandboxes/{id}/snapshots", s.handleSnapshotCreate)
 	m.HandleFunc("GET /snapshots", s.handleSnapshotList)
-	m.HandleFunc("DELETE /templates/{templateID}", s.handleSnapshotDelete)
+	m.HandleFunc("DELETE /templates/{templateID}", s.handleTemplateDelete)
+	s.templateRoutes()
 	s.unsupportedRoutes()
 }
 
@@ -71,11 +72,15 @@ func (s *Server) sandboxID(w http.ResponseWriter, r *http.Request) (string, bool
 
 // template maps an E2B templateID onto a Rayito template.
 func (s *Server) template(id string) (string, error) {
-	if len(s.opts.Templates) == 0 {
-		return "", nil
-	}
 	if t, ok := s.opts.Templates[id]; ok {
 		return t, nil
+	}
+	// A template built through the gateway (templates.go).
+	if t, ok := s.builtTemplate(id); ok {
+		return t, nil
+	}
+	if len(s.opts.Templates) == 0 {
+		return "", nil
 	}
 	if t, ok := s.opts.Templates[""]; ok {
 		return t, nil

@@ -108,6 +108,7 @@ type Server struct {
 	plat    platform
 	maxCopy int64
 	snaps   *snapshotStore // nil: snapshots are off
+	tmpl    *templateStore // E2B template builds (templates.go)
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -172,6 +173,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Close forgets every connected sandbox. Sandboxes keep running.
 func (s *Server) Close() error {
+	s.closeTemplates()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -269,6 +271,9 @@ func (s *Server) dispatch(sw *statusWriter, r *http.Request) {
 		sw.route = "router"
 		sw.sandbox = id
 		s.route(sw, r, id, strconv.Itoa(EnvdPort))
+		return
+	}
+	if s.serveTemplateUpload(sw, r) {
 		return
 	}
 	_, pattern := s.mux.Handler(r)
