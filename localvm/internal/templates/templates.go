@@ -340,87 +340,16 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, wantSHA strin
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, localplatform.MaxTemplateArtifact+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: the artifact could not be read", ErrInvalid)
-	}
-	if n > localplatform.MaxTemplateArtifact {
-		return nil, fmt.Errorf("%w: the artifact is larger than %d bytes", ErrInvalid, localplatform.MaxTemplateArtifact)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if wantSHA != "" && !strings.EqualFold(wantSHA, sum) {
-		return nil, fmt.Errorf("%w: the artifact's sha256 is not the one announced", ErrInvalid)
-	}
-	zr, err := zip.NewReader(tmp, n)
-	if err != nil {
-		return nil, fmt.Errorf("%w: the artifact is not a zip", ErrInvalid)
-	}
-	spec, err := readSpec(zr)
+	zr, spec, sum, err := receive(tmp, r, wantSHA)
 	if err != nil {
 		return nil, err
 	}
-	if spec.Base != localplatform.Image {
-		return nil, fmt.Errorf("%w: the local platform builds templates on %q only (FromBaseImage(%q))", ErrInvalid, localplatform.Image, localplatform.Image)
+	done, release, err := s.claim(name, sum, force)
+	if done != nil || err != nil {
+		return done, err
 	}
-
-	s.mu.Lock()
-	if s.building[name] {
-		s.mu.Unlock()
-		return nil, ErrBusy
-	}
-	if len(s.building) >= maxConcurrent {
-		s.mu.Unlock()
-		return nil, ErrTooMany
-	}
-	if st, err := s.status(name); err == nil && !force && st.State == localplatform.TemplateReady && st.SHA256 == sum {
-		s.mu.Unlock()
-		out := st.Template
-		out.Unchanged = true
-		return &out, nil
-	}
-	s.building[name] = true
-	s.mu.Unlock()
-	release := func() {
-		s.mu.Lock()
-		delete(s.building, name)
-		s.mu.Unlock()
-	}
-
-	id := newID()
-	tdir := filepath.Join(s.dir, name)
-	layer := filepath.Join(tdir, "layers", id)
-	if err := os.MkdirAll(filepath.Join(tdir, "layers"), 0o700); err != nil {
-		release()
-		return nil, err
-	}
-	if err := os.Mkdir(layer, 0o755); err != nil {
-		release()
-		return nil, err
-	}
-	if err := extractContext(zr, filepath.Join(layer, "context")); err != nil {
-		_ = os.RemoveAll(layer)
-		release()
-		return nil, err
-	}
-	rt, err := ptemplate.EncodeRuntime(ptemplate.RuntimeOf(name, spec))
-	if err == nil {
-		err = os.WriteFile(filepath.Join(layer, "runtime.json"), rt, 0o644)
-	}
+	layer, id, st, err := s.stage(name, zr, spec, sum)
 	if err != nil {
-		_ = os.RemoveAll(layer)
-		release()
-		return nil, err
-	}
-	prev, _ := s.status(name)
-	now := s.now().UTC()
-	st := &statusFile{Template: localplatform.Template{Name: name, State: localplatform.TemplateBuilding, SHA256: sum, Step: -1, CreatedAt: now, UpdatedAt: now}}
-	if prev != nil {
-		st.CreatedAt = prev.CreatedAt
-		st.Layer = prev.Layer // still the ready one while this builds
-	}
-	if err := s.writeStatus(name, st, ""); err != nil {
-		_ = os.RemoveAll(layer)
 		release()
 		return nil, err
 	}
@@ -433,6 +362,103 @@ func (s *Store) Put(ctx context.Context, name string, r io.Reader, wantSHA strin
 		s.Sweep()
 	}()
 	return &out, nil
+}
+
+// receive copies the artifact from r into tmp and checks it: its size,
+// its sha256 against wantSHA (when not ""), a zip with a valid spec on
+// the local platform's base.
+func receive(tmp *os.File, r io.Reader, wantSHA string) (*zip.Reader, *ptemplate.Spec, string, error) {
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, localplatform.MaxTemplateArtifact+1))
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%w: the artifact could not be read", ErrInvalid)
+	}
+	if n > localplatform.MaxTemplateArtifact {
+		return nil, nil, "", fmt.Errorf("%w: the artifact is larger than %d bytes", ErrInvalid, localplatform.MaxTemplateArtifact)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if wantSHA != "" && !strings.EqualFold(wantSHA, sum) {
+		return nil, nil, "", fmt.Errorf("%w: the artifact's sha256 is not the one announced", ErrInvalid)
+	}
+	zr, err := zip.NewReader(tmp, n)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%w: the artifact is not a zip", ErrInvalid)
+	}
+	spec, err := readSpec(zr)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if spec.Base != localplatform.Image {
+		return nil, nil, "", fmt.Errorf("%w: the local platform builds templates on %q only (FromBaseImage(%q))", ErrInvalid, localplatform.Image, localplatform.Image)
+	}
+	return zr, spec, sum, nil
+}
+
+// claim marks name as building and returns the release of that mark; or
+// done, the READY template, when it was built from the same artifact and
+// force is not set; or ErrBusy, ErrTooMany.
+func (s *Store) claim(name, sum string, force bool) (done *localplatform.Template, release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.building[name] {
+		return nil, nil, ErrBusy
+	}
+	if len(s.building) >= maxConcurrent {
+		return nil, nil, ErrTooMany
+	}
+	if st, err := s.status(name); err == nil && !force && st.State == localplatform.TemplateReady && st.SHA256 == sum {
+		out := st.Template
+		out.Unchanged = true
+		return &out, nil, nil
+	}
+	s.building[name] = true
+	return nil, func() {
+		s.mu.Lock()
+		delete(s.building, name)
+		s.mu.Unlock()
+	}, nil
+}
+
+// stage makes the new layer's directory with the context and the runtime
+// configuration, and records the build as BUILDING (the ready layer, if
+// any, stays current meanwhile). On error nothing of it is left.
+func (s *Store) stage(name string, zr *zip.Reader, spec *ptemplate.Spec, sum string) (layer, id string, st *statusFile, err error) {
+	id = newID()
+	tdir := filepath.Join(s.dir, name)
+	layer = filepath.Join(tdir, "layers", id)
+	if err := os.MkdirAll(filepath.Join(tdir, "layers"), 0o700); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.Mkdir(layer, 0o755); err != nil {
+		return "", "", nil, err
+	}
+	dir := layer // the returns below clear layer
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if err := extractContext(zr, filepath.Join(layer, "context")); err != nil {
+		return "", "", nil, err
+	}
+	rt, err := ptemplate.EncodeRuntime(ptemplate.RuntimeOf(name, spec))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(layer, "runtime.json"), rt, 0o644)
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	prev, _ := s.status(name)
+	now := s.now().UTC()
+	st = &statusFile{Template: localplatform.Template{Name: name, State: localplatform.TemplateBuilding, SHA256: sum, Step: -1, CreatedAt: now, UpdatedAt: now}}
+	if prev != nil {
+		st.CreatedAt = prev.CreatedAt
+		st.Layer = prev.Layer // still the ready one while this builds
+	}
+	if err := s.writeStatus(name, st, ""); err != nil {
+		return "", "", nil, err
+	}
+	return layer, id, st, nil
 }
 
 // run builds layer and records the outcome.
