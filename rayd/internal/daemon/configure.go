@@ -42,6 +42,9 @@ func (d *Daemon) wireConfigure(cfg Config, log *slog.Logger) {
 		opts.Proxy = d.egress.proxy
 		opts.Trust = trustca.New(trustca.Options{})
 	}
+	if d.mounts != nil {
+		opts.Mounts = d.mounts // an interface holding a nil pointer is not nil
+	}
 	d.Configure = configure.New(opts)
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/envd/process/processconnect"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/limits"
+	ps3 "github.com/rayito-dev/rayito/proto/s3mount"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
 	"github.com/rayito-dev/rayito/rayd/internal/apiserver"
 	"github.com/rayito-dev/rayito/rayd/internal/hooks"
@@ -42,6 +43,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/metrics"
 	"github.com/rayito-dev/rayito/rayd/internal/persist"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/s3mount"
 	"github.com/rayito-dev/rayito/rayd/internal/safefs"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
 	codesvc "github.com/rayito-dev/rayito/rayd/internal/service/code"
@@ -154,6 +156,11 @@ type Config struct {
 	// (localplatform.ServicesSocket): its metadata service and
 	// S3-compatible store, which HOME persistence uses instead of AWS's.
 	PlatformDirFD int
+	// MountHelper is the S3 mount helper (-mount-helper; default
+	// s3mount.DefaultHelper, AWS's mount-s3); AllowedMountBuckets the
+	// allow-list from rayd's environment (RAYITO_ALLOWED_MOUNT_BUCKETS).
+	MountHelper         string
+	AllowedMountBuckets string
 
 	// E2B serves E2B's envd protocol (the E2B shim) on E2BAddr beside
 	// the API (-e2b, default on). E2BAddrSet tells that -e2b-addr was
@@ -181,7 +188,7 @@ type Config struct {
 
 // ParseFlags parses rayd's command line.
 func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ImageARN: getenv(imageARNEnv), ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1, PlatformDirFD: -1}
+	cfg := Config{AllowRoot: getenv("RAYITO_ALLOW_ROOT") == "1", ImageARN: getenv(imageARNEnv), AllowedMountBuckets: getenv(ps3.AllowEnv), ReadyFD: -1, HooksFD: -1, MemoryEventsFD: -1, LifecycleFD: -1, PlatformDirFD: -1}
 	fs := flag.NewFlagSet("rayd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.APIAddr, "api-addr", fmt.Sprintf(":%d", limits.DefaultAPIPort), "address of the RPC API (Connect, gRPC, gRPC-Web; HTTP/1.1 and h2c)")
@@ -220,6 +227,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
 	fs.IntVar(&cfg.PlatformDirFD, "platform-dir-fd", -1, "descriptor of the directory holding the local platform's services socket (its metadata service and S3-compatible store, for HOME persistence); -1: none (AWS: the instance metadata service and S3)")
+	fs.StringVar(&cfg.MountHelper, "mount-helper", s3mount.DefaultHelper, "the S3 mount helper rayd starts for each mount (mount-s3's command line; the local platform names its own)")
 	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
 	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use), preload (on first use, in an interpreter that loaded ipykernel at boot: a faster first cell for about 50 MB until then) or eager (preloaded, and started right after /run: for images made for code)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")
@@ -542,6 +550,7 @@ type Daemon struct {
 	sampler      *metrics.Sampler
 	egress       *egressParts // the proxy and DNS forwarder when rayd programs the network
 	telemetry    *telemetry.Exporter
+	mounts       *s3mount.Manager // nil where rayd is not root
 	onTerminated func()
 	stopOnce     sync.Once
 	start        *templatestart.Starter
@@ -577,6 +586,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.wireEvents(cfg, log)
 	d.wireNetwork(cfg, log)
 	d.wireTelemetry(cfg, log)
+	d.wireS3Mounts(cfg, tmpl, log)
 	d.wireConfigure(cfg, log)
 	builder := &launch.Builder{
 		Resolver:   &identity.Resolver{AllowRoot: cfg.AllowRoot},
@@ -621,6 +631,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
 	healthSvc.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
 	healthSvc.SetTelemetryExport(d.Configure.TelemetryExportSupported())
+	healthSvc.SetS3Mounts(d.Configure.S3MountsSupported())
 	healthSvc.SetKernelReady(d.Code.KernelReady)
 	healthSvc.SetTemplateStart(d.start.Ready)
 	healthSvc.SetEgress(d.Network)

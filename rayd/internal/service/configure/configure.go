@@ -42,7 +42,7 @@ func (s *Service) Configure(ctx context.Context, req *connect.Request[raydv1.Con
 		results = append(results, s.applyPlaceholders(ctx, m.SecretPlaceholders))
 	}
 	if m.S3Mounts != nil {
-		notBuilt(raydv1.ConfigSection_CONFIG_SECTION_S3_MOUNTS, "S3 mounts")
+		results = append(results, s.applyS3Mounts(ctx, m.S3Mounts))
 	}
 	if m.EfsVolumes != nil {
 		notBuilt(raydv1.ConfigSection_CONFIG_SECTION_EFS_VOLUMES, "EFS volumes")

@@ -25,6 +25,9 @@ func (s *Service) ConfigureStatus(ctx context.Context, _ *connect.Request[raydv1
 		if r.Section == raydv1.ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT && r.Code == raydv1.SectionCode_SECTION_CODE_APPLIED {
 			r = s.telemetryResult(r)
 		}
+		if r.Section == raydv1.ConfigSection_CONFIG_SECTION_S3_MOUNTS {
+			r = s.s3Status(r)
+		}
 		if s.gw != nil {
 			switch r.Section {
 			case raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY:

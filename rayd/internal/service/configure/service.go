@@ -2,8 +2,8 @@
 // optional features configured after the sandbox is ready. Built here:
 // the secret gateway (its loopback routes) and the transparent secret
 // placeholders, both served by the gateway module; the telemetry export
-// (package telemetry); the other sections (S3 mounts, EFS volumes) answer
-// UNSUPPORTED with the class not_built (docs/features.md). The lifecycle events section hands
+// (package telemetry); the S3 mounts (package s3mount); the EFS volumes
+// section answers UNSUPPORTED with the class not_built (docs/features.md). The lifecycle events section hands
 // the sandbox's event key to rayd's emitter (package lifeevents).
 //
 // Secret values arrive only in Configure requests and live only in the
@@ -94,7 +94,10 @@ type Options struct {
 	// not_built. Its bearer token is a secret: the section answers
 	// UNSUPPORTED with Unsupported when that is set.
 	Telemetry Telemetry
-	Logger    *slog.Logger
+	// Mounts serves the s3_mounts section (s3mount.Manager); nil:
+	// UNSUPPORTED not_built (rayd is not root here).
+	Mounts Mounts
+	Logger *slog.Logger
 }
 
 // Service implements raydv1connect.ConfigureServiceHandler.
@@ -161,6 +164,7 @@ func (s *Service) Close() {
 	if s.gw != nil {
 		_ = s.gw.Close()
 	}
+	s.closeMounts()
 }
 
 // Env returns the variables processes started from now on get: each

@@ -30,6 +30,7 @@ type Service struct {
 	isolation                raydv1.Isolation
 	configure, secretGateway bool
 	lifecycleEvents          bool
+	s3Mounts                 bool
 	telemetryExport          bool
 	rootAllowed              bool
 	limits                   *raydv1.SandboxLimits
@@ -90,6 +91,11 @@ func (s *Service) SetLifecycleEvents(ok bool) { s.lifecycleEvents = ok }
 // serving.
 func (s *Service) SetTelemetryExport(ok bool) { s.telemetryExport = ok }
 
+// SetS3Mounts sets features.s3_mounts: whether the s3_mounts configure
+// section can mount here (rayd as root, a mount helper, /dev/fuse). Call
+// it before serving.
+func (s *Service) SetS3Mounts(ok bool) { s.s3Mounts = ok }
+
 // SetRootAllowed sets root_allowed: whether clients may run as root
 // (and the sandbox's users have sudo). Call it before serving.
 func (s *Service) SetRootAllowed(ok bool) { s.rootAllowed = ok }
@@ -127,7 +133,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
-		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TelemetryExport: s.telemetryExport, TemplateStart: s.templateReady != nil},
+		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TelemetryExport: s.telemetryExport, S3Mounts: s.s3Mounts, TemplateStart: s.templateReady != nil},
 		Isolation:         s.isolation,
 		Limits:            s.limits,
 		RootAllowed:       s.rootAllowed,
