@@ -828,6 +828,7 @@ func (s *Server) unpackTemplateFiles(paths map[string]string) (string, error) {
 	if err != nil {
 		return "", errors.New("the gateway cannot unpack the files")
 	}
+	budget := int64(MaxTemplateFilesBytes) // all of a build's files together
 	for h, p := range paths {
 		if err := os.Mkdir(filepath.Join(ctxDir, h), 0o755); err != nil {
 			os.RemoveAll(ctxDir)
@@ -838,12 +839,13 @@ func (s *Server) unpackTemplateFiles(paths map[string]string) (string, error) {
 			os.RemoveAll(ctxDir)
 			return "", errors.New("the gateway cannot unpack the files")
 		}
-		err = extractTemplateFiles(f, filepath.Join(ctxDir, h))
+		n, err := extractTemplateFiles(f, filepath.Join(ctxDir, h), budget)
 		f.Close()
 		if err != nil {
 			os.RemoveAll(ctxDir)
 			return "", err
 		}
+		budget -= n
 	}
 	return ctxDir, nil
 }

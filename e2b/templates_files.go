@@ -40,15 +40,16 @@ type tarVisitor func(name string, dir bool, mode fs.FileMode, r io.Reader) error
 // regular files (a symbolic or hard link, a device, a fifo is refused);
 // names clean, relative and inside the context (no "..", no absolute
 // path, no NUL or backslash); no name twice; at most
-// MaxTemplateFilesEntries entries and MaxTemplateFilesBytes bytes. Errors
-// match ErrTemplateFiles and never name an entry.
-func walkTemplateFiles(r io.Reader, visit tarVisitor) error {
+// MaxTemplateFilesEntries entries and maxBytes bytes of files. It returns
+// the bytes of files. Errors match ErrTemplateFiles and never name an
+// entry.
+func walkTemplateFiles(r io.Reader, maxBytes int64, visit tarVisitor) (int64, error) {
 	br := bufio.NewReader(r)
 	var src io.Reader = br
 	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return filesErr("not a gzip stream")
+			return 0, filesErr("not a gzip stream")
 		}
 		defer zr.Close()
 		zr.Multistream(false)
@@ -64,44 +65,44 @@ func walkTemplateFiles(r io.Reader, visit tarVisitor) error {
 			break
 		}
 		if err != nil {
-			return filesErr("not a tar archive")
+			return 0, filesErr("not a tar archive")
 		}
 		n++
 		if n > MaxTemplateFilesEntries {
-			return filesErr("more than %d entries", MaxTemplateFilesEntries)
+			return 0, filesErr("more than %d entries", MaxTemplateFilesEntries)
 		}
 		name, ok := cleanTarName(h.Name)
 		if !ok {
-			return filesErr("an entry's name is not a clean relative path inside the context")
+			return 0, filesErr("an entry's name is not a clean relative path inside the context")
 		}
 		if seen[name] {
-			return filesErr("an entry is in the archive twice")
+			return 0, filesErr("an entry is in the archive twice")
 		}
 		seen[name] = true
 		mode := fs.FileMode(h.Mode).Perm()
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := visit(name, true, mode|0o700, nil); err != nil {
-				return err
+				return 0, err
 			}
 		case tar.TypeReg:
-			if h.Size < 0 || total+h.Size > MaxTemplateFilesBytes {
-				return filesErr("the files are larger than %d bytes", MaxTemplateFilesBytes)
+			if h.Size < 0 || total+h.Size > maxBytes {
+				return 0, filesErr("the files are larger than %d bytes", maxBytes)
 			}
 			total += h.Size
 			if err := visit(name, false, mode|0o600, io.LimitReader(tr, h.Size)); err != nil {
-				return err
+				return 0, err
 			}
 		case tar.TypeSymlink, tar.TypeLink:
-			return filesErr("links are not supported in a template's files (copy what they point to)")
+			return 0, filesErr("links are not supported in a template's files (copy what they point to)")
 		default:
-			return filesErr("only files and directories are supported in a template's files")
+			return 0, filesErr("only files and directories are supported in a template's files")
 		}
 	}
 	if n == 0 {
-		return filesErr("the archive is empty")
+		return 0, filesErr("the archive is empty")
 	}
-	return nil
+	return total, nil
 }
 
 // cleanTarName: "./a/b/" is "a/b"; absolute names, "..", empty parts,
@@ -127,7 +128,7 @@ func cleanTarName(name string) (string, bool) {
 
 // checkTemplateFiles checks an uploaded archive whole without keeping it.
 func checkTemplateFiles(r io.Reader) error {
-	return walkTemplateFiles(r, func(_ string, _ bool, _ fs.FileMode, r io.Reader) error {
+	_, err := walkTemplateFiles(r, MaxTemplateFilesBytes, func(_ string, _ bool, _ fs.FileMode, r io.Reader) error {
 		if r != nil {
 			if _, err := io.Copy(io.Discard, r); err != nil {
 				return filesErr("the archive is truncated")
@@ -135,18 +136,20 @@ func checkTemplateFiles(r io.Reader) error {
 		}
 		return nil
 	})
+	return err
 }
 
 // extractTemplateFiles unpacks an archive into dir (which must exist,
 // empty) through an os.Root: nothing lands outside it whatever the
-// archive says. A file's parent directories are made as needed.
-func extractTemplateFiles(r io.Reader, dir string) error {
+// archive says. A file's parent directories are made as needed. At most
+// maxBytes of files; it returns how many it wrote.
+func extractTemplateFiles(r io.Reader, dir string, maxBytes int64) (int64, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer root.Close()
-	return walkTemplateFiles(r, func(name string, isDir bool, mode fs.FileMode, r io.Reader) error {
+	return walkTemplateFiles(r, maxBytes, func(name string, isDir bool, mode fs.FileMode, r io.Reader) error {
 		if d := path.Dir(name); d != "." {
 			if err := root.MkdirAll(d, 0o755); err != nil {
 				return filesErr("a directory cannot be made")

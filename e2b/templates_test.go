@@ -189,8 +189,11 @@ func tarOf(t testing.TB, gz bool, entries ...string) []byte {
 func TestTemplateFiles(t *testing.T) {
 	good := tarOf(t, true, "app/", "", "app/main.py", "print(1)\n", "./app/sub/", "", "app/sub/x", "x")
 	dir := t.TempDir()
-	if err := extractTemplateFiles(bytes.NewReader(good), dir); err != nil {
-		t.Fatal(err)
+	if n, err := extractTemplateFiles(bytes.NewReader(good), dir, MaxTemplateFilesBytes); err != nil || n != 10 {
+		t.Fatal(n, err)
+	}
+	if _, err := extractTemplateFiles(bytes.NewReader(good), t.TempDir(), 9); !errors.Is(err, ErrTemplateFiles) {
+		t.Fatalf("over the budget: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "app", "main.py")); err != nil || string(b) != "print(1)\n" {
 		t.Fatalf("%q %v", b, err)
@@ -208,7 +211,7 @@ func TestTemplateFiles(t *testing.T) {
 		"garbage":  []byte("not a tar at all, no"),
 		"gzip bad": {0x1f, 0x8b, 0, 1, 2},
 	} {
-		err := extractTemplateFiles(bytes.NewReader(bad), t.TempDir())
+		_, err := extractTemplateFiles(bytes.NewReader(bad), t.TempDir(), MaxTemplateFilesBytes)
 		if !errors.Is(err, ErrTemplateFiles) {
 			t.Errorf("%s: err %v, want ErrTemplateFiles", name, err)
 		}
@@ -237,7 +240,7 @@ func FuzzE2BTemplateFiles(f *testing.F) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		err := extractTemplateFiles(bytes.NewReader(b), dir)
+		_, err := extractTemplateFiles(bytes.NewReader(b), dir, 1<<20)
 		if err != nil && !errors.Is(err, ErrTemplateFiles) {
 			t.Fatalf("untyped error %v", err)
 		}
