@@ -157,6 +157,7 @@ type config struct {
 	gatewayConfig // WithGateways, WithSecretPlaceholders
 
 	telemetryConfig // WithTelemetry (telemetry.go)
+	mountsConfig    // WithMounts (mounts.go)
 	tracingConfig   // WithTracerProvider (tracing.go)
 
 	// WithExecutionRole, WithTemplateVersion, WithIngressConnectors,

@@ -140,6 +140,11 @@ func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 			return nil, err
 		}
 	}
+	if cfg.mounts != nil {
+		if _, err := mountList(cfg.mounts); err != nil {
+			return nil, err
+		}
+	}
 	template := cfg.template
 	if template == "" {
 		if cfg.backend == BackendAWS {
@@ -263,6 +268,13 @@ func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 		// A sandbox whose metrics export was asked for and cannot run is
 		// not handed out.
 		if err := s.enableTelemetry(ctx, cfg.telemetry); err != nil {
+			_ = s.Kill(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	if cfg.mounts != nil {
+		// A sandbox whose mounts failed is not handed out.
+		if err := s.enableMounts(ctx, cfg.mounts); err != nil {
 			_ = s.Kill(context.WithoutCancel(ctx))
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rayito-dev/rayito/rayd"
+	"github.com/rayito-dev/rayito/rayd/mounts3"
 )
 
 // The sandbox init is this binary re-executed as /proc/self/exe with
@@ -117,6 +118,11 @@ func MaybeRunInit() {
 		// The sandbox's sudo (this binary, bound at /usr/local/bin/sudo
 		// in every sandbox: see setupSandboxBin).
 		os.Exit(rayd.SudoMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == MountHelperArgv0 {
+		// The S3 mount helper (this binary, bound beside sudo), which
+		// rayd starts as uid 990 for each mount (s3mount_linux.go).
+		os.Exit(mounts3.Main(os.Args[1:], os.Stderr))
 	}
 	if len(os.Args) == 0 || filepath.Base(os.Args[0]) != InitArgv0 {
 		return

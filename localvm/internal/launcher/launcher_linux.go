@@ -628,11 +628,11 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	}
 	cfg := &initConfig{
 		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
-		RootDir: "root", Env: spec.Env, Tmpfs: tmpfsSizes(spec.MemoryBytes),
-		RaydArgs: append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
+		RootDir: "root", Env: mountEnv(spec.Env), Tmpfs: tmpfsSizes(spec.MemoryBytes),
+		RaydArgs: append(append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
 			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax),
 			// Served only when the spec allows root (RAYITO_ALLOW_ROOT).
-			"--sudo-socket", rayd.SudoSocket}, l.raydArgs()...),
+			"--sudo-socket", rayd.SudoSocket}, mountArgs()...), l.raydArgs()...),
 	}
 	for _, a := range l.opts.DNS {
 		cfg.DNS = append(cfg.DNS, a.String())

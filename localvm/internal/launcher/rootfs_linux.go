@@ -185,6 +185,9 @@ func setupSandbox(cfg *initConfig, dirFD int) error {
 	if err := setupDev(filepath.Join(root, "dev"), cfg.Tmpfs.Shm); err != nil {
 		return err
 	}
+	if err := setupFUSE(filepath.Join(root, "dev")); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: no FUSE for S3 mounts: %v\n", InitArgv0, err)
+	}
 
 	if err := unix.Chdir(root); err != nil {
 		return err
@@ -268,6 +271,9 @@ func setupSandboxBin(root string) error {
 		if err := os.WriteFile(filepath.Join(bin, SudoArgv0), nil, 0o755); err != nil {
 			return err
 		}
+		if err := os.WriteFile(filepath.Join(bin, MountHelperArgv0), nil, 0o755); err != nil {
+			return err
+		}
 	}
 	esc := strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`)
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
@@ -277,7 +283,10 @@ func setupSandboxBin(root string) error {
 	if !hasSudo {
 		return errors.New("no sudo: the launcher could not place its binary")
 	}
-	return bindReadOnly(sudoLink, filepath.Join(target, SudoArgv0))
+	if err := bindReadOnly(sudoLink, filepath.Join(target, SudoArgv0)); err != nil {
+		return err
+	}
+	return bindReadOnly(sudoLink, filepath.Join(target, MountHelperArgv0))
 }
 
 // hostHas is the path of name in the host's /usr/local/bin or /usr/bin

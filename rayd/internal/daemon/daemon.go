@@ -161,6 +161,9 @@ type Config struct {
 	// allow-list from rayd's environment (RAYITO_ALLOWED_MOUNT_BUCKETS).
 	MountHelper         string
 	AllowedMountBuckets string
+	// FUSEDevice is the FUSE device rayd opens for S3 mounts
+	// (-fuse-device; default /dev/fuse).
+	FUSEDevice string
 
 	// E2B serves E2B's envd protocol (the E2B shim) on E2BAddr beside
 	// the API (-e2b, default on). E2BAddrSet tells that -e2b-addr was
@@ -228,6 +231,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
 	fs.IntVar(&cfg.PlatformDirFD, "platform-dir-fd", -1, "descriptor of the directory holding the local platform's services socket (its metadata service and S3-compatible store, for HOME persistence); -1: none (AWS: the instance metadata service and S3)")
 	fs.StringVar(&cfg.MountHelper, "mount-helper", s3mount.DefaultHelper, "the S3 mount helper rayd starts for each mount (mount-s3's command line; the local platform names its own)")
+	fs.StringVar(&cfg.FUSEDevice, "fuse-device", "/dev/fuse", "the FUSE device rayd opens for S3 mounts")
 	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
 	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use), preload (on first use, in an interpreter that loaded ipykernel at boot: a faster first cell for about 50 MB until then) or eager (preloaded, and started right after /run: for images made for code)")
 	debug := fs.Bool("debug", false, "log at debug level (never logs payloads, commands or output)")

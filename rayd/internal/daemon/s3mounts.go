@@ -28,9 +28,10 @@ func (d *Daemon) wireS3Mounts(cfg Config, tmpl *ptemplate.Runtime, log *slog.Log
 		allow = allow.Union(ps3.ParseAllowList(tmpl.Envs[ps3.AllowEnv]))
 	}
 	o := s3mount.Options{
-		Helper:   cfg.MountHelper,
-		Allow:    func() ps3.AllowList { return allow },
-		OwnerUID: 1000, OwnerGID: 1000, // the sandbox's user
+		Helper:     cfg.MountHelper,
+		FUSEDevice: cfg.FUSEDevice,
+		Allow:      func() ps3.AllowList { return allow },
+		OwnerUID:   1000, OwnerGID: 1000, // the sandbox's user
 		Logger: log,
 	}
 	if pc := persistConfig(cfg); pc.Dial != nil {
