@@ -162,6 +162,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzJSONLines$$' -fuzztime $(FUZZTIME) ./cli/internal/cliutil
 	go test -run '^$$' -fuzz '^FuzzParseRules$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRouteTarget$$' -fuzztime $(FUZZTIME) ./e2b
+	go test -run '^$$' -fuzz '^FuzzE2BTemplateSteps$$' -fuzztime $(FUZZTIME) ./e2b
+	go test -run '^$$' -fuzz '^FuzzE2BTemplateFiles$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRepack$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzCheckEndpoint$$' -fuzztime $(FUZZTIME) ./proto/localplatform
 	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/events
