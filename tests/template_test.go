@@ -60,6 +60,11 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	tpl = tpl.SetEnvs(map[string]string{"GREETING": "hi"})
+	replaced := "/usr/local/bin/rayito-replaced-" + filepath.Base(dir)
+	t.Cleanup(func() { _ = os.Remove(replaced) })
+	if err := os.WriteFile(replaced, []byte("#!/bin/sh\necho v1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	info, err := buildTemplate(ctx, t, p, "greeter", tpl, dir)
 	if err != nil || info.State != rayito.TemplateReady {
 		t.Fatalf("build: %+v %v", info, err)
@@ -69,6 +74,21 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 	}
 	if _, err := os.Stat(deleted); err != nil {
 		t.Fatalf("the build deleted %s on the host: %v", deleted, err)
+	}
+	// What the template holds no longer follows the host's /usr: a
+	// program the host gains after the build, or replaces as package
+	// managers do (a new file renamed over it), is not seen in its
+	// sandboxes, while local's see both.
+	added := "/usr/local/bin/rayito-after-build-" + filepath.Base(dir)
+	t.Cleanup(func() { _ = os.Remove(added) })
+	if err := os.WriteFile(added, []byte("#!/bin/sh\necho added\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(replaced+".new", []byte("#!/bin/sh\necho v2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(replaced+".new", replaced); err != nil {
+		t.Fatal(err)
 	}
 	run := func(sbx *rayito.Sandbox, cmd string) string {
 		t.Helper()
@@ -91,6 +111,8 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 		"id -un":                             "user",
 		"test -w /usr/local/bin && echo w || echo ro":        "ro",
 		"test -e " + deleted + " && echo there || echo gone": "gone",
+		"test -e " + added + " && echo there || echo gone":   "gone",
+		replaced: "v1",
 	} {
 		if got := run(sbx, cmd); got != want {
 			t.Errorf("%s: %q, want %q", cmd, got, want)
@@ -117,6 +139,9 @@ func TestTemplateOnLocalPlatform(t *testing.T) {
 	}
 	if got := run(plain, "test -e "+deleted+" && echo there || echo gone"); got != "there" {
 		t.Errorf("local lost the file the template deleted: %q", got)
+	}
+	if got := run(plain, added+"; "+replaced); got != "added\nv2" {
+		t.Errorf("local does not see the host's /usr as it is now: %q", got)
 	}
 	// An unknown template is refused, naming it.
 	if _, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("nope"))...); !errors.Is(err, rayito.ErrInvalidArgument) || !strings.Contains(err.Error(), "nope") {

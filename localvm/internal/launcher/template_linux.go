@@ -116,8 +116,14 @@ func setupTemplate(cfg *initConfig, root string, fd int) error {
 	}
 	switch cfg.Template {
 	case templateRun:
+		// The layer's base (the host's /usr as it was at the end of the
+		// build), else the host's live /usr.
+		lower := "/usr"
+		if fi, err := os.Lstat(layer + "/" + TemplateBaseDir); err == nil && fi.IsDir() {
+			lower = layer + "/" + TemplateBaseDir
+		}
 		if err := mount("overlay", usr, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
-			"userxattr,lowerdir="+esc.Replace(layer+"/usr")+":/usr"); err != nil {
+			"userxattr,lowerdir="+esc.Replace(layer+"/usr")+":"+esc.Replace(lower)); err != nil {
 			return err
 		}
 		return bindReadOnly(layer+"/opt", opt)

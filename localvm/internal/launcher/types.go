@@ -46,7 +46,9 @@ type Spec struct {
 // TemplateLayer is a template's root filesystem layer: a directory of the
 // platform's (0755, its parents private) holding
 //
-//	usr/           laid over the host's /usr (an overlayfs upper layer)
+//	usr/           laid over base/ (an overlayfs upper layer)
+//	base/          the host's /usr as it was built on (TemplateBaseDir;
+//	               without it, the host's live /usr)
 //	opt/           the sandbox's /opt
 //	home/          copied into the sandbox's /home/user at start
 //	runtime.json   its proto/template.Runtime, written to /etc/rayito/template.json
@@ -61,6 +63,9 @@ type TemplateLayer struct {
 	Dir   string
 	Build bool
 }
+
+// TemplateBaseDir is the directory, in a template's layer, of its base.
+const TemplateBaseDir = "base"
 
 // BuildContextPath is where a building sandbox sees the template's copied
 // files.

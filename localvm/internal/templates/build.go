@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -181,7 +182,26 @@ func (b *SandboxBuilder) Build(ctx context.Context, layer string, spec *ptemplat
 		fmt.Fprintf(log, "the layer could not be saved\n")
 		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the layer could not be saved"}
 	}
-	return nil
+	return saveBase(layer, log)
+}
+
+// saveBase keeps the host's /usr as it is at the end of the build under
+// the layer (baseDir), or says in the log that the template runs on the
+// live /usr when the state directory cannot link to it.
+func saveBase(layer string, log io.Writer) error {
+	base := filepath.Join(layer, baseDir)
+	n, err := snapshotUsr("/usr", base)
+	if err == nil {
+		fmt.Fprintf(log, "base: the host's /usr as it is now (%d entries, linked)\n", n)
+		return nil
+	}
+	_ = os.RemoveAll(base)
+	if errors.Is(err, errBaseCrossDevice) {
+		fmt.Fprintf(log, "base: the host's live /usr (the platform's state directory is on another file system)\n")
+		return nil
+	}
+	fmt.Fprintf(log, "the base could not be saved\n")
+	return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the base could not be saved"}
 }
 
 func stepErr(ctx context.Context, reason string, step int, code int32, err error) error {
