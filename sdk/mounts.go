@@ -196,3 +196,10 @@ func mountResult(r *raydv1.SectionResult, list []ps3.Mount) error {
 	}
 	return e
 }
+
+// MountS3 replaces the sandbox's S3 mounts with m (empty: unmounts them
+// all) and waits up to MountWait for them, as WithMounts does at create;
+// a failure leaves no mount and is a *MountError. The sandbox stays.
+func (s *Sandbox) MountS3(ctx context.Context, m map[string]S3Mount) error {
+	return s.enableMounts(ctx, m)
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/rayito-dev/rayito/proto/localplatform"
 	ps3 "github.com/rayito-dev/rayito/proto/s3mount"
@@ -33,6 +34,8 @@ func (d *Daemon) wireS3Mounts(cfg Config, tmpl *ptemplate.Runtime, log *slog.Log
 		Allow:      func() ps3.AllowList { return allow },
 		OwnerUID:   1000, OwnerGID: 1000, // the sandbox's user
 		Logger: log,
+		// rayd's log: the helpers write fixed messages only.
+		Stderr: os.Stderr,
 	}
 	if pc := persistConfig(cfg); pc.Dial != nil {
 		o.Dial = pc.Dial

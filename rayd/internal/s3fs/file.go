@@ -282,7 +282,7 @@ func (w *writer) finish(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	if w.replacing && !w.truncated && w.written == 0 {
-		return 0
+		return 0 // opened without O_TRUNC and never written: unchanged
 	}
 	ctx = context.WithoutCancel(ctx) // a close interrupted must still upload or abort
 	b := &w.fsys.o.Bucket
@@ -318,11 +318,17 @@ func (w *writer) finish(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Flush (each close of a descriptor) uploads the file: the first one
-// does, later ones report its outcome.
+// Flush (each close of a descriptor) uploads the file once something
+// was written: a close before the first write (a shell's dup2 and close
+// of the descriptor it opened) leaves it open for writing, and Release
+// uploads a file closed without any write. A write after the upload is
+// EBADF. The upload's outcome is close's.
 func (w *writer) Flush(ctx context.Context) syscall.Errno {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.written == 0 && !w.done && w.failed == 0 {
+		return 0
+	}
 	return w.finish(ctx)
 }
 

@@ -110,7 +110,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	}
 	key := d.prefix + name
 	one := int32(1)
-	lo, err := d.fsys.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &d.fsys.o.Bucket, Prefix: ptr(key + "/"), MaxKeys: &one})
+	lo, err := d.fsys.list(ctx, &s3.ListObjectsV2Input{Bucket: &d.fsys.o.Bucket, Prefix: ptr(key + "/"), MaxKeys: &one})
 	if err != nil {
 		return nil, Errno(err)
 	}
@@ -146,7 +146,7 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	seen := map[string]bool{}
 	in := &s3.ListObjectsV2Input{Bucket: &d.fsys.o.Bucket, Prefix: &d.prefix, Delimiter: ptr("/")}
 	for {
-		lo, err := d.fsys.api.ListObjectsV2(ctx, in)
+		lo, err := d.fsys.list(ctx, in)
 		if err != nil {
 			return nil, Errno(err)
 		}
@@ -205,7 +205,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if d.local[name] {
 		// Only a directory made here, and only while nothing is in it.
 		one := int32(1)
-		lo, err := d.fsys.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &d.fsys.o.Bucket, Prefix: ptr(d.prefix + name + "/"), MaxKeys: &one})
+		lo, err := d.fsys.list(ctx, &s3.ListObjectsV2Input{Bucket: &d.fsys.o.Bucket, Prefix: ptr(d.prefix + name + "/"), MaxKeys: &one})
 		if err != nil {
 			return Errno(err)
 		}

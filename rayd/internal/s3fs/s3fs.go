@@ -172,8 +172,38 @@ func Class(err error) string {
 // is served.
 func Check(ctx context.Context, api API, o Options) error {
 	one := int32(1)
-	_, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &o.Bucket, Prefix: &o.Prefix, MaxKeys: &one, Delimiter: ptr("/")})
+	_, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &o.Bucket, Prefix: &o.Prefix, MaxKeys: &one})
+	if noSuchKey(err) {
+		return nil
+	}
 	return err
+}
+
+// noSuchKey reports a listing that found no key: S3 answers an empty
+// list, some S3-compatible stores NoSuchKey for a prefix without objects.
+func noSuchKey(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchKey"
+}
+
+// list is ListObjectsV2. An S3-compatible store that answers a delimited
+// listing of a prefix without objects with a 404 (gofakes3's file
+// backend, the local platform's store) gets the same listing without the
+// delimiter: when that succeeds, the prefix is empty.
+func (f *FS) list(ctx context.Context, in *s3.ListObjectsV2Input) (*s3.ListObjectsV2Output, error) {
+	out, err := f.api.ListObjectsV2(ctx, in)
+	if err == nil || in.Delimiter == nil || Errno(err) != syscall.ENOENT {
+		if noSuchKey(err) {
+			return &s3.ListObjectsV2Output{}, nil
+		}
+		return out, err
+	}
+	one := int32(1)
+	plain, perr := f.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: in.Bucket, Prefix: in.Prefix, MaxKeys: &one})
+	if perr != nil || len(plain.Contents) > 0 {
+		return nil, err
+	}
+	return &s3.ListObjectsV2Output{}, nil
 }
 
 func ptr[T any](v T) *T { return &v }
