@@ -387,7 +387,7 @@ func awsStatus(ctx context.Context, name string) (*statusJSON, error) {
 
 // logsOnAWS is `template logs` when RAYITO_BACKEND is aws (done): the CLI
 // has no CloudWatch Logs client yet, so it names where the log is.
-func logsOnAWS(ctx context.Context, f *cliutil.Factory, name string) (done bool, err error) {
+func logsOnAWS(ctx context.Context, f *cliutil.Factory, _ *cli.Command, name string) (done bool, err error) {
 	aws, err := onAWS(f)
 	if err != nil || !aws {
 		return err != nil, err

@@ -66,6 +66,32 @@ func nameArg(cmd *cli.Command) (string, error) {
 	return cmd.Args().First(), nil
 }
 
+// onAWSFunc is a command's AWS path: done says it ran (RAYITO_BACKEND is
+// aws) and err is its outcome.
+type onAWSFunc func(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, name string) (done bool, err error)
+
+// onTemplate is the action of a command on one named template: the name
+// argument, then the AWS path when there is one and the backend is AWS,
+// else run with the local platform's options.
+func onTemplate(f *cliutil.Factory, aws onAWSFunc, run func(ctx context.Context, cmd *cli.Command, name string, opts []rayito.Option) error) cli.ActionFunc {
+	return func(ctx context.Context, cmd *cli.Command) error {
+		name, err := nameArg(cmd)
+		if err != nil {
+			return err
+		}
+		if aws != nil {
+			if done, err := aws(ctx, f, cmd, name); done {
+				return err
+			}
+		}
+		opts, err := options(ctx, f)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cmd, name, opts)
+	}
+}
+
 // options is the user's local platform, which must answer.
 func options(ctx context.Context, f *cliutil.Factory) ([]rayito.Option, error) {
 	t, err := platform.Existing(ctx, f.Getenv)
@@ -234,18 +260,7 @@ func statusCommand(f *cliutil.Factory) *cli.Command {
 		Usage:     "show a template's state (BUILDING, READY, FAILED with its reason)",
 		ArgsUsage: "NAME",
 		Flags:     []cli.Flag{cliutil.JSONFlag()},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			name, err := nameArg(cmd)
-			if err != nil {
-				return err
-			}
-			if done, err := statusOnAWS(ctx, f, cmd, name); done {
-				return err
-			}
-			opts, err := options(ctx, f)
-			if err != nil {
-				return err
-			}
+		Action: onTemplate(f, statusOnAWS, func(ctx context.Context, cmd *cli.Command, name string, opts []rayito.Option) error {
 			t, err := rayito.GetTemplate(ctx, name, opts...)
 			if err != nil {
 				return usageOr(err)
@@ -255,7 +270,7 @@ func statusCommand(f *cliutil.Factory) *cli.Command {
 			}
 			printTemplates(f.IO.Out, []rayito.TemplateInfo{*t})
 			return nil
-		},
+		}),
 	}
 }
 
@@ -265,28 +280,17 @@ func logsCommand(f *cliutil.Factory) *cli.Command {
 		Usage:     "print the output of a template's last build",
 		ArgsUsage: "NAME",
 		Flags:     []cli.Flag{cliutil.JSONFlag()},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			name, err := nameArg(cmd)
-			if err != nil {
-				return err
-			}
-			if done, err := logsOnAWS(ctx, f, name); done {
-				return err
-			}
-			opts, err := options(ctx, f)
-			if err != nil {
-				return err
-			}
+		Action: onTemplate(f, logsOnAWS, func(ctx context.Context, cmd *cli.Command, name string, opts []rayito.Option) error {
 			if !cmd.Bool("json") {
 				return usageOr(rayito.TemplateLogs(ctx, name, f.IO.Out, opts...))
 			}
 			jl := cliutil.NewJSONLines(f.IO.Out) // a line: {"text": ...}
-			err = rayito.TemplateLogs(ctx, name, jl, opts...)
+			err := rayito.TemplateLogs(ctx, name, jl, opts...)
 			if cerr := jl.Close(); err == nil {
 				err = cerr
 			}
 			return usageOr(err)
-		},
+		}),
 	}
 }
 
@@ -326,15 +330,7 @@ func deleteCommand(f *cliutil.Factory) *cli.Command {
 		Usage:     "delete a template (sandboxes running it go on)",
 		ArgsUsage: "NAME",
 		Flags:     []cli.Flag{cliutil.JSONFlag()},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			name, err := nameArg(cmd)
-			if err != nil {
-				return err
-			}
-			opts, err := options(ctx, f)
-			if err != nil {
-				return err
-			}
+		Action: onTemplate(f, nil, func(ctx context.Context, cmd *cli.Command, name string, opts []rayito.Option) error {
 			if err := rayito.DeleteTemplate(ctx, name, opts...); err != nil {
 				return usageOr(err)
 			}
@@ -343,7 +339,7 @@ func deleteCommand(f *cliutil.Factory) *cli.Command {
 			}
 			fmt.Fprintf(f.IO.Out, "deleted %s\n", name)
 			return nil
-		},
+		}),
 	}
 }
 
