@@ -1,0 +1,532 @@
+package rayito
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rayito-dev/rayito/sdk/agentrunner"
+)
+
+// AgentRuntime is the coding agent that runs the task in the sandbox.
+type AgentRuntime string
+
+// The runtimes.
+const (
+	// AgentRuntimeDeepAgents is LangChain's Deep Agents (npm deepagents)
+	// driven by Rayito's runner, with shell and file tools in the workdir.
+	AgentRuntimeDeepAgents AgentRuntime = "deepagents"
+	// AgentRuntimeOpenCode is OpenCode (npm opencode-ai): not built yet
+	// (an *UnimplementedError).
+	AgentRuntimeOpenCode AgentRuntime = "opencode"
+)
+
+// AgentProvider is the API family of a model.
+type AgentProvider string
+
+// The providers. The Deep Agents runtime speaks to openai and
+// openai-compatible models today; the others answer an
+// *UnimplementedError.
+const (
+	ProviderBedrock          AgentProvider = "bedrock"
+	ProviderAnthropic        AgentProvider = "anthropic"
+	ProviderOpenAI           AgentProvider = "openai"
+	ProviderGoogle           AgentProvider = "google"
+	ProviderAzure            AgentProvider = "azure"
+	ProviderOpenAICompatible AgentProvider = "openai-compatible"
+)
+
+// AgentModel is the model an agent uses. The key never reaches the
+// sandbox: Gateway names the sandbox's secret gateway route (WithGateways,
+// e.g. OpenAICompatibleGateway) that adds it, and the runtime is given
+// only that route's loopback URL followed by BasePath.
+type AgentModel struct {
+	Provider AgentProvider
+	// ID is the model's id at the provider ("gpt-4.1", ...).
+	ID string
+	// Gateway is the name of the sandbox's gateway route to the provider.
+	Gateway string
+	// BasePath is appended to the route's URL (default "/v1").
+	BasePath string
+	// Region is the provider's region (Bedrock; not used yet).
+	Region string
+}
+
+// AgentPermission allows or denies a tool (and, for tools that take
+// one, a pattern such as a command prefix or a path glob). Permissions are
+// a PREFERENCE given to the runtime, not a security boundary: a model, or
+// a prompt injection in the workdir, can reach the same effect with
+// another tool. The boundary is the sandbox and its closed egress.
+type AgentPermission struct {
+	Tool    string
+	Pattern string
+	Allow   bool
+}
+
+// AgentSubAgent is a sub-agent the main agent may delegate to.
+type AgentSubAgent struct {
+	Name         string
+	Description  string
+	Instructions string
+}
+
+// AgentMCPServer is an MCP server the agent may use: a local process in
+// the sandbox (Command) or a remote one through a gateway route.
+type AgentMCPServer struct {
+	Name    string
+	Command []string
+	Gateway string
+}
+
+// AgentSpec describes the agent. Fields the chosen runtime cannot honour
+// yet make Run and Stream answer an *UnimplementedError rather than be
+// ignored.
+type AgentSpec struct {
+	Model AgentModel
+	// SmallModel is a cheaper model for side tasks (not used yet).
+	SmallModel *AgentModel
+	// Instructions are the agent's system prompt. Never logged.
+	Instructions string
+	// Permissions: see AgentPermission (not used yet).
+	Permissions []AgentPermission
+	// SubAgents (not used yet).
+	SubAgents []AgentSubAgent
+	// MCPServers (not used yet).
+	MCPServers []AgentMCPServer
+	// RawConfig is the runtime's own configuration (not used yet).
+	RawConfig json.RawMessage
+	// RuntimeVersion, when set, must be the installed runtime's version
+	// as the template's manifest records it (AgentRuntimeMismatch
+	// otherwise).
+	RuntimeVersion string
+}
+
+// AgentLimits bound a run; a zero field takes its default. Each ends the
+// run with its reason: AgentTimeout, AgentMaxSteps, AgentTokenBudget,
+// AgentOutputLimit.
+type AgentLimits struct {
+	// Timeout is the run's wall time (default 600 s).
+	Timeout time.Duration
+	// MaxSteps is the number of model steps (default 50).
+	MaxSteps int
+	// MaxTokens is the input plus output tokens of all steps (default
+	// 1 000 000).
+	MaxTokens int64
+	// MaxOutputBytes is the runtime's event stream (default 16 MiB).
+	MaxOutputBytes int64
+}
+
+// The default limits.
+const (
+	DefaultAgentTimeout        = 600 * time.Second
+	DefaultAgentMaxSteps       = 50
+	DefaultAgentMaxTokens      = 1_000_000
+	DefaultAgentMaxOutputBytes = 16 << 20
+)
+
+// AgentOption configures a run (Run, Stream).
+type AgentOption interface{ applyAgent(*agentConfig) }
+
+type agentConfig struct {
+	spec      AgentSpec
+	runtime   AgentRuntime
+	limits    AgentLimits
+	workdir   string
+	sessionID string
+}
+
+type agentOption func(*agentConfig)
+
+func (f agentOption) applyAgent(c *agentConfig) { f(c) }
+
+// WithAgentSpec sets the agent's spec.
+func WithAgentSpec(spec AgentSpec) AgentOption {
+	return agentOption(func(c *agentConfig) { c.spec = spec })
+}
+
+// WithAgentModel sets the spec's model.
+func WithAgentModel(m AgentModel) AgentOption {
+	return agentOption(func(c *agentConfig) { c.spec.Model = m })
+}
+
+// WithAgentRuntime chooses the runtime (default AgentRuntimeDeepAgents;
+// AgentRuntimeOpenCode is not built yet).
+func WithAgentRuntime(rt AgentRuntime) AgentOption {
+	return agentOption(func(c *agentConfig) { c.runtime = rt })
+}
+
+// WithAgentLimits sets the run's limits.
+func WithAgentLimits(l AgentLimits) AgentOption {
+	return agentOption(func(c *agentConfig) { c.limits = l })
+}
+
+// WithAgentWorkdir sets the directory the agent works in (default
+// /home/user).
+func WithAgentWorkdir(dir string) AgentOption {
+	return agentOption(func(c *agentConfig) { c.workdir = dir })
+}
+
+// WithAgentSession continues a previous run's session (not built yet: an
+// *UnimplementedError).
+func WithAgentSession(id string) AgentOption {
+	return agentOption(func(c *agentConfig) { c.sessionID = id })
+}
+
+// Agent runs coding agents in the sandbox (Sandbox.Agent).
+type Agent struct {
+	sbx *Sandbox
+}
+
+// Agent is the sandbox's coding agent. The sandbox needs a template built
+// with AgentTemplate and a gateway route to the model (WithGateways);
+// create it with Internet access denied so the gateway is the only way
+// out. One run at a time per sandbox (AgentBusy), across processes.
+func (s *Sandbox) Agent() *Agent { return &Agent{sbx: s} }
+
+// Run runs task to the end and returns the result, or an *AgentError
+// (errors.Is(err, ErrAgent)) with its reason. The task, instructions
+// and the agent's text are never logged.
+func (a *Agent) Run(ctx context.Context, task string, opts ...AgentOption) (*AgentResult, error) {
+	for ev, err := range a.Stream(ctx, task, opts...) {
+		if err != nil {
+			return nil, err
+		}
+		if ev.Type == AgentEventDone {
+			return ev.Result, nil
+		}
+	}
+	return nil, &AgentError{Reason: AgentRuntimeFailed}
+}
+
+// agentJob is the runner's stdin.
+type agentJob struct {
+	Task         string        `json:"task"`
+	Workdir      string        `json:"workdir"`
+	Model        agentJobModel `json:"model"`
+	Instructions string        `json:"instructions,omitempty"`
+	MaxSteps     int           `json:"max_steps"`
+}
+
+type agentJobModel struct {
+	ID      string `json:"id"`
+	BaseURL string `json:"base_url"`
+}
+
+// prepare checks the options and builds the job.
+func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJob, error) {
+	c := &agentConfig{runtime: AgentRuntimeDeepAgents, workdir: "/home/user"}
+	for _, o := range opts {
+		if o != nil {
+			o.applyAgent(c)
+		}
+	}
+	l := &c.limits
+	if l.Timeout == 0 {
+		l.Timeout = DefaultAgentTimeout
+	}
+	if l.MaxSteps == 0 {
+		l.MaxSteps = DefaultAgentMaxSteps
+	}
+	if l.MaxTokens == 0 {
+		l.MaxTokens = DefaultAgentMaxTokens
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = DefaultAgentMaxOutputBytes
+	}
+	if l.Timeout < 0 || l.MaxSteps < 0 || l.MaxTokens < 0 || l.MaxOutputBytes < 0 {
+		return nil, nil, fmt.Errorf("%w: agent limits must not be negative", ErrInvalidArgument)
+	}
+	if strings.TrimSpace(task) == "" {
+		return nil, nil, fmt.Errorf("%w: empty agent task", ErrInvalidArgument)
+	}
+	if !strings.HasPrefix(c.workdir, "/") || strings.ContainsRune(c.workdir, 0) {
+		return nil, nil, fmt.Errorf("%w: agent workdir must be an absolute path", ErrInvalidArgument)
+	}
+	unimpl := func(feature string) error {
+		return &UnimplementedError{Feature: feature, Reason: "not built yet for the " + string(c.runtime) + " runtime", Doc: agentDoc}
+	}
+	switch c.runtime {
+	case AgentRuntimeDeepAgents:
+	case AgentRuntimeOpenCode:
+		return nil, nil, &UnimplementedError{Feature: "agent runtime opencode", Reason: "not built yet", Doc: agentDoc}
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown agent runtime %q", ErrInvalidArgument, c.runtime)
+	}
+	sp := c.spec
+	switch {
+	case sp.SmallModel != nil:
+		return nil, nil, unimpl("AgentSpec.SmallModel")
+	case len(sp.Permissions) > 0:
+		return nil, nil, unimpl("AgentSpec.Permissions")
+	case len(sp.SubAgents) > 0:
+		return nil, nil, unimpl("AgentSpec.SubAgents")
+	case len(sp.MCPServers) > 0:
+		return nil, nil, unimpl("AgentSpec.MCPServers")
+	case len(sp.RawConfig) > 0:
+		return nil, nil, unimpl("AgentSpec.RawConfig")
+	case c.sessionID != "":
+		return nil, nil, unimpl("agent sessions")
+	case sp.Model.Region != "":
+		return nil, nil, unimpl("AgentModel.Region")
+	}
+	switch sp.Model.Provider {
+	case ProviderOpenAI, ProviderOpenAICompatible:
+	case ProviderBedrock, ProviderAnthropic, ProviderGoogle, ProviderAzure:
+		return nil, nil, unimpl("agent model provider " + string(sp.Model.Provider))
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown agent model provider %q", ErrInvalidArgument, sp.Model.Provider)
+	}
+	if sp.Model.ID == "" || sp.Model.Gateway == "" {
+		return nil, nil, fmt.Errorf("%w: the agent's model needs an id and a gateway route", ErrInvalidArgument)
+	}
+	gw := a.sbx.Gateway(sp.Model.Gateway)
+	if gw == nil {
+		return nil, nil, fmt.Errorf("%w: the sandbox has no gateway route %q", ErrInvalidArgument, sp.Model.Gateway)
+	}
+	base := sp.Model.BasePath
+	if base == "" {
+		base = "/v1"
+	}
+	if !strings.HasPrefix(base, "/") || strings.ContainsAny(base, "?#") {
+		return nil, nil, fmt.Errorf("%w: the model's base path must start with /", ErrInvalidArgument)
+	}
+	job := &agentJob{Task: task, Workdir: c.workdir, Instructions: sp.Instructions, MaxSteps: l.MaxSteps,
+		Model: agentJobModel{ID: sp.Model.ID, BaseURL: gw.URL() + strings.TrimSuffix(base, "/")}}
+	return c, job, nil
+}
+
+// checkRuntime reads the template's manifest and checks the runtime: its
+// version against spec.RuntimeVersion, the runner's bytes against the
+// sha256 the manifest records.
+func (a *Agent) checkRuntime(ctx context.Context, c *agentConfig) (agentrunner.ManifestRuntime, error) {
+	raw, err := a.sbx.Files.Read(ctx, agentrunner.ManifestPath)
+	if errors.Is(err, ErrNotFound) {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMissing}
+	}
+	if err != nil {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeFailed, Cause: err}
+	}
+	var m agentrunner.Manifest
+	if json.Unmarshal(raw, &m) != nil || m.V != 1 {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
+	}
+	rt, ok := m.Runtimes[string(c.runtime)]
+	if !ok || rt.Runner == "" {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMissing}
+	}
+	if c.spec.RuntimeVersion != "" && c.spec.RuntimeVersion != rt.Version {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
+	}
+	runner, err := a.sbx.Files.Read(ctx, rt.Runner)
+	if errors.Is(err, ErrNotFound) {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMissing}
+	}
+	if err != nil {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeFailed, Cause: err}
+	}
+	sum := sha256.Sum256(runner)
+	if hex.EncodeToString(sum[:]) != rt.RunnerSHA256 {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
+	}
+	return rt, nil
+}
+
+// Stream runs task and yields its events as they happen. A run that ends
+// without finishing yields, as its last element, an agent_failed event
+// together with its *AgentError; a done event (with Result) ends a run
+// that finished. Options that are wrong or not built yet are the only
+// element's error (ErrInvalidArgument, *UnimplementedError). Stopping the
+// iteration, or cancelling ctx, kills the runtime's process group
+// (AgentAborted).
+func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) iter.Seq2[AgentEvent, error] {
+	return func(yield func(AgentEvent, error) bool) {
+		c, job, err := a.prepare(task, opts)
+		if err != nil {
+			yield(AgentEvent{}, err)
+			return
+		}
+		failed := func(reason AgentReason, cause error) {
+			yield(AgentEvent{Type: AgentEventFailed, Reason: reason}, &AgentError{Reason: reason, Cause: cause})
+		}
+		runCtx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, errAgentTimeout)
+		defer cancel()
+		rt, err := a.checkRuntime(runCtx, c)
+		if err != nil {
+			var ae *AgentError
+			if errors.As(err, &ae) {
+				if r := a.ctxReason(ctx, runCtx); r != "" {
+					failed(r, nil)
+					return
+				}
+				yield(AgentEvent{Type: AgentEventFailed, Reason: ae.Reason}, err)
+				return
+			}
+			yield(AgentEvent{}, err)
+			return
+		}
+		in, err := json.Marshal(job)
+		if err != nil {
+			failed(AgentRuntimeFailed, err)
+			return
+		}
+		pr, pw := io.Pipe()
+		h, err := a.sbx.Commands.StartExec(runCtx, []string{"node", rt.Runner}, WithStdin(), WithCwd(c.workdir),
+			WithMaxOutputBytes(4096), OnStdout(func(b []byte) { _, _ = pw.Write(b) }), OnStderr(func([]byte) {}),
+			WithTag("rayito-agent"))
+		if err != nil {
+			pr.Close()
+			if r := a.ctxReason(ctx, runCtx); r != "" {
+				failed(r, nil)
+				return
+			}
+			failed(AgentRuntimeFailed, err)
+			return
+		}
+		killed := false
+		kill := func() {
+			if !killed {
+				killed = true
+				kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer kcancel()
+				_ = h.Kill(kctx)
+			}
+		}
+		defer kill()
+		defer pr.Close()
+		go func() {
+			_, werr := h.Wait(context.WithoutCancel(ctx))
+			_ = pw.CloseWithError(werr)
+		}()
+		if err := h.SendStdin(runCtx, in); err != nil {
+			kill()
+			if r := a.ctxReason(ctx, runCtx); r != "" {
+				failed(r, nil)
+				return
+			}
+			failed(AgentRuntimeFailed, err)
+			return
+		}
+		if err := h.CloseStdin(runCtx); err != nil {
+			kill()
+			failed(AgentRuntimeFailed, err)
+			return
+		}
+		// Reading stops when the context ends: the pipe is closed under
+		// the reader.
+		stop := context.AfterFunc(runCtx, func() { _ = pr.CloseWithError(context.Cause(runCtx)) })
+		defer stop()
+		lines := bufio.NewReaderSize(pr, 64<<10)
+		var outBytes int64
+		var total int64
+		for {
+			line, rerr := readAgentLine(lines)
+			outBytes += int64(len(line))
+			if outBytes > c.limits.MaxOutputBytes {
+				kill()
+				failed(AgentOutputLimit, nil)
+				return
+			}
+			if len(line) > 0 {
+				ev, perr := parseAgentEvent(line)
+				if perr != nil {
+					kill()
+					failed(AgentRuntimeFailed, nil)
+					return
+				}
+				switch ev.Type {
+				case AgentEventStepStarted:
+					if ev.Step > c.limits.MaxSteps {
+						kill()
+						failed(AgentMaxSteps, nil)
+						return
+					}
+				case AgentEventStepFinished:
+					total += ev.Usage.Total()
+				case AgentEventFailed:
+					kill()
+					failed(ev.Reason, nil)
+					return
+				case AgentEventDone:
+					ev.Result.Runtime, ev.Result.RuntimeVersion = c.runtime, rt.Version
+				}
+				if !yield(ev, nil) {
+					kill()
+					return
+				}
+				if ev.Type == AgentEventDone {
+					return
+				}
+				if total > c.limits.MaxTokens {
+					kill()
+					failed(AgentTokenBudget, nil)
+					return
+				}
+			}
+			if rerr != nil {
+				kill()
+				if errors.Is(rerr, errAgentLineTooLong) {
+					failed(AgentOutputLimit, nil)
+					return
+				}
+				if r := a.ctxReason(ctx, runCtx); r != "" {
+					failed(r, nil)
+					return
+				}
+				// The runner ended without done or agent_failed.
+				failed(AgentRuntimeFailed, nil)
+				return
+			}
+		}
+	}
+}
+
+// errAgentTimeout is the run context's cause when the run's timeout
+// passes.
+var errAgentTimeout = errors.New("agent timeout")
+
+// ctxReason is the reason the run's context ended, if it did: the run's
+// timeout, or the caller's context (aborted).
+func (a *Agent) ctxReason(ctx, runCtx context.Context) AgentReason {
+	switch {
+	case ctx.Err() != nil:
+		return AgentAborted
+	case errors.Is(context.Cause(runCtx), errAgentTimeout):
+		return AgentTimeout
+	case runCtx.Err() != nil:
+		return AgentAborted
+	}
+	return ""
+}
+
+// errAgentLineTooLong is an event line longer than maxAgentLine.
+var errAgentLineTooLong = errors.New("agent event line too long")
+
+// readAgentLine reads one line (without its newline) of at most
+// maxAgentLine bytes.
+func readAgentLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		line = append(line, frag...)
+		if len(line) > maxAgentLine {
+			return nil, errAgentLineTooLong
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		line = slices.Clip(line)
+		if n := len(line); n > 0 && line[n-1] == '\n' {
+			line = line[:n-1]
+		}
+		return line, err
+	}
+}

@@ -1,0 +1,115 @@
+package rayito
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rayito-dev/rayito/sdk/agentrunner"
+	"github.com/rayito-dev/rayito/sdk/template"
+)
+
+// AgentTemplateOption configures AgentTemplate.
+type AgentTemplateOption interface{ applyAgentTemplate(*agentTemplateConfig) }
+
+type agentTemplateConfig struct {
+	base     string
+	runtimes []AgentRuntime
+}
+
+type agentTemplateOption func(*agentTemplateConfig)
+
+func (f agentTemplateOption) applyAgentTemplate(c *agentTemplateConfig) { f(c) }
+
+// WithAgentBase sets the template AgentTemplate starts from (default
+// "local", the local platform's own, whose /usr has node).
+func WithAgentBase(base string) AgentTemplateOption {
+	return agentTemplateOption(func(c *agentTemplateConfig) { c.base = base })
+}
+
+// WithAgentRuntimes chooses the runtimes AgentTemplate installs (default:
+// Deep Agents). OpenCode is not built yet: asking for it makes
+// AgentTemplate answer an *UnimplementedError.
+func WithAgentRuntimes(rts ...AgentRuntime) AgentTemplateOption {
+	rts = slices.Clone(rts)
+	return agentTemplateOption(func(c *agentTemplateConfig) { c.runtimes = rts })
+}
+
+// AgentTemplate is a template that carries the agent runtimes: the Deep
+// Agents runner and its npm packages under /opt/agents/deepagents, and
+// the manifest /opt/agents/rayito-agent.json (runtime versions, the
+// runner's sha256). The build downloads the pinned tarballs (npm pack),
+// checks them with sha256sum -c against the pins of
+// sdk/agentrunner/pins.json, and installs with npm ci from the embedded
+// package-lock.json (which checks every package's integrity); it needs
+// Internet access and node 20 or later in the base. Build it like any
+// template (template.Compile with any context directory, BuildTemplate).
+func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
+	c := agentTemplateConfig{base: "local", runtimes: []AgentRuntime{AgentRuntimeDeepAgents}}
+	for _, o := range opts {
+		if o != nil {
+			o.applyAgentTemplate(&c)
+		}
+	}
+	pins, err := agentrunner.LoadPins()
+	if err != nil {
+		return nil, err
+	}
+	if len(c.runtimes) == 0 {
+		return nil, fmt.Errorf("%w: AgentTemplate: no runtime", ErrInvalidArgument)
+	}
+	tpl := template.FromBaseImage(c.base)
+	manifest := agentrunner.Manifest{V: 1, Runtimes: map[string]agentrunner.ManifestRuntime{}}
+	for _, rt := range c.runtimes {
+		switch rt {
+		case AgentRuntimeDeepAgents:
+		case AgentRuntimeOpenCode:
+			return nil, &UnimplementedError{Feature: "agent runtime opencode", Reason: "not built yet", Doc: agentDoc}
+		default:
+			return nil, fmt.Errorf("%w: AgentTemplate: unknown runtime %q", ErrInvalidArgument, rt)
+		}
+		pin, ok := pins.Runtimes[string(rt)]
+		if !ok {
+			return nil, fmt.Errorf("%w: AgentTemplate: no pins for %q", ErrInvalidArgument, rt)
+		}
+		dir := agentrunner.DeepAgentsDir
+		files := agentrunner.DeepAgentsFiles()
+		files["pins.sha256"] = []byte(pin.SHA256SumLines())
+		tpl = tpl.RunCmd("mkdir -p " + dir + " && chmod 0755 /opt/agents " + dir)
+		for _, name := range slices.Sorted(maps.Keys(files)) {
+			tpl = tpl.RunCmd(fmt.Sprintf("echo %s | base64 -d > %s/%s && chmod 0644 %s/%s",
+				base64.StdEncoding.EncodeToString(files[name]), dir, name, dir, name))
+		}
+		tpl = tpl.RunCmd(installScript(dir, pin))
+		manifest.Runtimes[string(rt)] = agentrunner.ManifestRuntime{
+			Version: pin.Version, Runner: agentrunner.DeepAgentsRunner,
+			RunnerSHA256: agentrunner.DeepAgentsRunnerSHA256(), Packages: pin.Packages,
+		}
+	}
+	mb, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	tpl = tpl.RunCmd(fmt.Sprintf("echo %s | base64 -d > %s && chmod 0644 %s",
+		base64.StdEncoding.EncodeToString(append(mb, '\n')), agentrunner.ManifestPath, agentrunner.ManifestPath))
+	return tpl, tpl.Err()
+}
+
+// installScript checks node, fetches the pinned tarballs, checks their
+// sha256 and installs from the lock file.
+func installScript(dir string, pin agentrunner.Runtime) string {
+	return strings.Join([]string{
+		"set -eu",
+		"export npm_config_cache=/tmp/rayito-npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false",
+		fmt.Sprintf(`v=$(node -p 'process.versions.node.split(".")[0]'); [ "$v" -ge %d ] || { echo "node $v is older than %d" >&2; exit 1; }`, pin.NodeMinMajor, pin.NodeMinMajor),
+		"t=$(mktemp -d /tmp/rayito-pins.XXXXXX)",
+		"cd \"$t\" && npm pack --silent " + strings.Join(pin.Specs(), " ") + " >/dev/null",
+		"sha256sum -c " + dir + "/pins.sha256",
+		"cd " + dir + " && npm ci --omit=dev --ignore-scripts --no-audit --no-fund",
+		"rm -rf \"$t\" /tmp/rayito-npm-cache",
+		"sha256sum " + agentrunner.DeepAgentsRunner,
+	}, "\n")
+}
