@@ -81,6 +81,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "persist", Usage: "persist HOME at `s3://BUCKET/PREFIX` (s3:///PREFIX: the local platform's bucket): the sandbox is bound to it, and its checkpoint, when there is one, is restored before it is handed out (on AWS it needs --execution-role)"},
 		&cli.StringFlag{Name: "persist-name", Usage: "the checkpoint's `NAME` under --persist's prefix (default: default)"},
 		&cli.StringFlag{Name: "persist-region", Usage: "the --persist bucket's `REGION` (default: the sandbox's)"},
+		&cli.StringSliceFlag{Name: "mount", Usage: "mount an S3 prefix: `SPEC` is PATH=BUCKET[/PREFIX][:rw[,overwrite][,delete]] (read-only by default; PATH under /mnt/ or /home/user/; the bucket must be in the image's RAYITO_ALLOWED_MOUNT_BUCKETS; repeatable, at most 4)"},
 		&cli.BoolFlag{Name: "events", Usage: "sign the sandbox's lifecycle events (created, paused, resumed, killed) for 'rayito events' and the webhooks (needs a root platform locally)"},
 		&cli.StringFlag{Name: "events-stack-key", Usage: "with --events, the events stack's key secret `ARN` " + cliutil.AWSOnly},
 	}, append(append(cliutil.NetworkFlags(), cliutil.SecretFlags()...), cliutil.PlacementFlags()...)...)
@@ -152,6 +153,13 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 		opts = append(opts, rayito.WithEvents(rayito.LifecycleEvents{StackKeySecretARN: cmd.String("events-stack-key")}))
 	case cmd.IsSet("events-stack-key"):
 		return nil, cliutil.Usagef("--events-stack-key goes with --events")
+	}
+	mounts, err := parseMounts(cmd.StringSlice("mount"))
+	if err != nil {
+		return nil, cliutil.Usage(err)
+	}
+	if mounts != nil {
+		opts = append(opts, rayito.WithMounts(mounts))
 	}
 	if s := cmd.String("persist"); s != "" {
 		p, err := rayito.ParseS3Prefix(s)
