@@ -16,6 +16,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/command/events"
 	"github.com/rayito-dev/rayito/cli/internal/command/image"
 	"github.com/rayito-dev/rayito/cli/internal/command/local"
+	mcpcmd "github.com/rayito-dev/rayito/cli/internal/command/mcp"
 	"github.com/rayito-dev/rayito/cli/internal/command/run"
 	"github.com/rayito-dev/rayito/cli/internal/command/sandbox"
 	"github.com/rayito-dev/rayito/cli/internal/command/stack"
@@ -74,6 +75,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			events.Command(f),
 			stack.Command(f),
 			dashboard.Command(f),
+			mcpcmd.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),
