@@ -32,6 +32,7 @@ var environment = []envVar{
 	{"RAYITO_ACCESS_TOKEN", "a sandbox's access token for exec, shell, cp and info (--token wins; default: the token stored by create)"},
 	{"RAYITO_DEBUG", "1: the platform that `run` starts in its own process logs at debug level to stderr"},
 	{"RAYITO_ALLOW_ROOT", "1 in rayd's own environment (inside the sandbox): lets clients run commands as root"},
+	{"RAYITO_ALLOWED_MOUNT_BUCKETS", "comma-separated buckets S3 mounts may name (--mount, WithMounts): in an image's environment or a template's, and in the local platform's, which passes it to its sandboxes; empty or unset refuses every mount"},
 	{"RAYITO_SECRETS_DIR", "the local secret store (`rayito secret`, the SDK's default store on the local platform), default $XDG_CONFIG_HOME/rayito/secrets or ~/.config/rayito/secrets"},
 	{"RAYITO_E2B_API_KEY", "one API key `e2b serve` and `local serve|up --e2b-addr` accept, beside the hashes in the E2B keys file"},
 	{"XDG_CONFIG_HOME", "base of the local secret store's default directory (see RAYITO_SECRETS_DIR) and of the E2B keys file ($XDG_CONFIG_HOME/rayito/e2b-keys)"},
