@@ -130,6 +130,28 @@ stat -c %U /mnt/data/hello.txt
 		t.Fatalf("the sandbox's user reaches FUSE: %q", res.Stdout)
 	}
 
+	// Pause and resume: the helpers freeze with the sandbox and serve on.
+	if err := sbx.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sbx.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = sbx.Commands.Run(ctx, `cat /mnt/data/hello.txt && echo again > /home/user/out/after.txt`)
+	if err != nil || res.Stdout != body {
+		t.Fatalf("after resume: %q %v", res.Stdout, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(objs, "data", "out", "after.txt")); err != nil || string(b) != "again\n" {
+		t.Fatalf("written after resume: %q %v", b, err)
+	}
+	// Unmounting (an empty section) leaves the directories empty.
+	if err := sbx.MountS3(ctx, map[string]rayito.S3Mount{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sbx.Commands.Run(ctx, `ls -A /mnt/data /home/user/out`); err != nil || strings.Contains(res.Stdout, "hello.txt") || strings.Contains(res.Stdout, "new.txt") {
+		t.Fatalf("after unmount: %q %v", res.Stdout, err)
+	}
+
 	// A bucket outside the allow-list: a typed error, and no sandbox.
 	_, err = rayito.Create(ctx, p.opts(rayito.WithMounts(map[string]rayito.S3Mount{"/mnt/x": {Bucket: "other-bucket"}}))...)
 	var me *rayito.MountError
