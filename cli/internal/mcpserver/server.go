@@ -121,17 +121,25 @@ func (s *Server) Close(ctx context.Context, keep bool) ([]string, error) {
 	if keep {
 		return nil, nil
 	}
-	var (
-		killed []string
-		errs   []error
-	)
-	for _, id := range sortedKeys(own) {
-		err := own[id].Kill(ctx)
-		if err != nil && !errors.Is(err, rayito.ErrNotFound) && !errors.Is(err, rayito.ErrSandboxEnded) {
-			errs = append(errs, fmt.Errorf("kill %s: %s", id, cliutil.Describe(err)))
-			continue
+	// In parallel: an MCP client gives a stdio server a few seconds
+	// after it closes stdin before it kills it.
+	ids := sortedKeys(own)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			err := own[id].Kill(ctx)
+			if err != nil && !errors.Is(err, rayito.ErrNotFound) && !errors.Is(err, rayito.ErrSandboxEnded) {
+				errs[i] = fmt.Errorf("kill %s: %s", id, cliutil.Describe(err))
+			}
+		})
+	}
+	wg.Wait()
+	var killed []string
+	for i, id := range ids {
+		if errs[i] == nil {
+			killed = append(killed, id)
 		}
-		killed = append(killed, id)
 	}
 	return killed, errors.Join(errs...)
 }

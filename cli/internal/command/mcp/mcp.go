@@ -152,11 +152,19 @@ func run(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
 	killed, err := srv.Close(cctx, keep)
 	switch {
 	case keep && len(srv.Owned()) > 0:
-		fmt.Fprintf(f.IO.Err, "rayito: mcp: kept %d sandboxes it created (--keep)\n", len(srv.Owned()))
+		fmt.Fprintf(f.IO.Err, "rayito: mcp: kept %s it created (--keep)\n", sandboxes(len(srv.Owned())))
 	case len(killed) > 0:
-		fmt.Fprintf(f.IO.Err, "rayito: mcp: killed the %d sandboxes it created\n", len(killed))
+		fmt.Fprintf(f.IO.Err, "rayito: mcp: killed %s it created\n", sandboxes(len(killed)))
 	}
 	return errors.Join(serveErr, err)
+}
+
+// sandboxes is "1 sandbox", "2 sandboxes".
+func sandboxes(n int) string {
+	if n == 1 {
+		return "1 sandbox"
+	}
+	return strconv.Itoa(n) + " sandboxes"
 }
 
 // listen opens the HTTP transport's socket: loopback only unless
