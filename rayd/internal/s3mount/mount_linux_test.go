@@ -81,6 +81,12 @@ func platform(t *testing.T, srv *persisttest.Server) func(ctx context.Context) (
 }
 
 func TestMountForReal(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fsmount", true: "mount2"}[legacy], func(t *testing.T) { testMountForReal(t, legacy) })
+	}
+}
+
+func testMountForReal(t *testing.T, legacy bool) {
 	needFUSE(t)
 	helper := buildHelper(t)
 	srv := persisttest.New(t, "data-bucket", "other-bucket")
@@ -98,7 +104,7 @@ func TestMountForReal(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "home/user"), 0o755)
 	m := New(Options{Root: root, Helper: helper, Dial: platform(t, srv), Endpoint: "http://" + strings.TrimPrefix(srv.S3.URL, "http://"),
 		IMDS: "http://imds.test", OwnerUID: 1000, OwnerGID: 1000, Timeout: 20 * time.Second, Stderr: os.Stderr, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Allow: func() ps3.AllowList { return ps3.ParseAllowList("data-bucket,missing-bucket") }})
+		Allow: func() ps3.AllowList { return ps3.ParseAllowList("data-bucket,missing-bucket") }, legacyMount: legacy})
 	t.Cleanup(m.Close)
 	err := m.Apply(ctx, []ps3.Mount{
 		{Path: "/mnt/ro", Bucket: "data-bucket", Prefix: "in/", ReadOnly: true},
@@ -109,6 +115,11 @@ func TestMountForReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, m, Mounted)
+	for _, mt := range m.mounts {
+		if (mt.pt.mnt >= 0) == legacy {
+			t.Fatalf("mount descriptor %d with legacy=%v", mt.pt.mnt, legacy)
+		}
+	}
 
 	ro, rw, ow := filepath.Join(root, "mnt/ro"), filepath.Join(root, "home/user/rw"), filepath.Join(root, "mnt/ow")
 	if b, err := os.ReadFile(filepath.Join(ro, "hello.txt")); err != nil || string(b) != "hello from s3\n" {

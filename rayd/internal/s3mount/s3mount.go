@@ -82,6 +82,8 @@ type Options struct {
 	// a bucket or a credential); nil discards it.
 	Stderr io.Writer
 	Logger *slog.Logger
+
+	legacyMount bool // tests: mount(2) as on kernels without the new mount API
 }
 
 // State is a mount's state.
@@ -231,13 +233,7 @@ func (m *Manager) start(mt *mount, spec ps3.Mount) error {
 	}
 	fuseFile := os.NewFile(uintptr(fuse), "fuse")
 	defer fuseFile.Close() // the helper holds it from now on
-	var flags uintptr = unix.MS_NOSUID | unix.MS_NODEV
-	if spec.ReadOnly {
-		flags |= unix.MS_RDONLY
-	}
-	opts := "fd=" + strconv.Itoa(fuse) + ",rootmode=40000,user_id=" + strconv.Itoa(m.o.HelperUID) +
-		",group_id=" + strconv.Itoa(m.o.HelperUID) + ",allow_other,default_permissions"
-	if err := unix.Mount("s3", "/proc/self/fd/"+strconv.Itoa(mt.pt.dir), "fuse", flags, opts); err != nil {
+	if err := m.mountFUSE(mt.pt, fuse, spec.ReadOnly); err != nil {
 		return err
 	}
 	files := []*os.File{fuseFile}
@@ -363,20 +359,24 @@ func spawner() {
 	}
 }
 
-// probe stats the mount point through the mount: the stat blocks until
-// the helper answers (nil) or the connection ends.
+// probe stats the mount's root: the stat blocks until the helper
+// answers (nil) or the connection ends.
 func probe(pt *point) <-chan error {
 	ready := make(chan error, 1)
-	parent, err := unix.Dup(pt.parent)
+	fd, base, flags := pt.parent, pt.base, unix.AT_SYMLINK_NOFOLLOW
+	if pt.mnt >= 0 {
+		fd, base, flags = pt.mnt, "", unix.AT_EMPTY_PATH
+	}
+	dup, err := unix.Dup(fd)
 	if err != nil {
 		ready <- err
 		return ready
 	}
-	go func(base string) {
-		defer unix.Close(parent)
+	go func() {
+		defer unix.Close(dup)
 		var st unix.Stat_t
-		ready <- unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW)
-	}(pt.base)
+		ready <- unix.Fstatat(dup, base, &st, flags)
+	}()
 	return ready
 }
 
@@ -478,10 +478,15 @@ func (m *Manager) unmountLocked() {
 	m.mounts = nil
 }
 
-// detach unmounts what is mounted at pt (MNT_DETACH), reached through
-// its parent's descriptor: a mount point cannot be renamed, so the name
-// in the parent is still the mount.
+// detach unmounts what is mounted at pt (MNT_DETACH): through the
+// mount's own descriptor (the new mount API), else through its parent's
+// descriptor (a mount point cannot be renamed, so the name in the parent
+// is still the mount).
 func detach(pt *point) {
+	if pt.mnt >= 0 {
+		_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(pt.mnt), unix.MNT_DETACH)
+		return
+	}
 	fd, err := unix.Openat2(pt.parent, pt.base, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,

@@ -18,15 +18,18 @@ type point struct {
 	parent int
 	dir    int
 	base   string
+	// mnt is the mount's own descriptor (its root), -1 without the new
+	// mount API.
+	mnt int
 }
 
 func (p *point) close() {
-	for _, fd := range []int{p.dir, p.parent} {
+	for _, fd := range []int{p.dir, p.parent, p.mnt} {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
 	}
-	p.dir, p.parent = -1, -1
+	p.dir, p.parent, p.mnt = -1, -1, -1
 }
 
 // openStep opens one component under dirfd without following any
@@ -86,7 +89,7 @@ func walk(root, p string, uid, gid int) (*point, error) {
 		closeFD(parent)
 		parent, fd = fd, nfd
 	}
-	return &point{parent: parent, dir: fd, base: comps[len(comps)-1]}, nil
+	return &point{parent: parent, dir: fd, base: comps[len(comps)-1], mnt: -1}, nil
 }
 
 func closeFD(fd int) {
