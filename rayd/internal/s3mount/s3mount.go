@@ -398,8 +398,16 @@ func (m *Manager) watch(mt *mount) {
 				return
 			}
 		} else {
-			<-mt.done
-			class = wire.ClassOfExit(mt.cmd.ProcessState.ExitCode())
+			// The connection ended (the helper is going) or the stat
+			// failed: the helper's exit names the class.
+			select {
+			case <-mt.done:
+				class = wire.ClassOfExit(mt.cmd.ProcessState.ExitCode())
+			case <-t.C:
+				class = ps3.ClassTimeout
+			case <-mt.stop:
+				return
+			}
 		}
 	case <-mt.done:
 		class = wire.ClassOfExit(mt.cmd.ProcessState.ExitCode())
@@ -417,7 +425,7 @@ func (m *Manager) watch(mt *mount) {
 	}
 	mt.set(Failed, class)
 	exit := -1
-	if mt.cmd.ProcessState != nil && isDone(mt.done) {
+	if isDone(mt.done) {
 		exit = mt.cmd.ProcessState.ExitCode()
 	}
 	m.log.Warn("s3 mount failed", "index", mt.idx, "class", class, "helper_exit", exit)
