@@ -280,3 +280,49 @@ func waitState(t *testing.T, m *Manager, want State) Result {
 	t.Fatalf("still %+v", m.Status())
 	return Result{}
 }
+
+// A helper that never serves times out; one that exits names the class
+// by its code; either way nothing stays mounted and no helper runs on.
+func TestMountHelperFailures(t *testing.T) {
+	needFUSE(t)
+	dir, err := os.MkdirTemp("", "s3mount-fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	for _, c := range []struct {
+		script, class string
+	}{
+		{"exec sleep 30", ps3.ClassTimeout},
+		{"exit 11", ps3.ClassIAMDenied},
+		{"exit 10", ps3.ClassNetwork},
+		{"exit 3", ps3.ClassFailed},
+	} {
+		helper := filepath.Join(dir, "helper")
+		os.Remove(helper)
+		os.WriteFile(helper, []byte("#!/bin/sh\n"+c.script+"\n"), 0o755)
+		root := t.TempDir()
+		m := New(Options{Root: root, Helper: helper, Timeout: time.Second, OwnerUID: 1000, OwnerGID: 1000,
+			Allow: func() ps3.AllowList { return ps3.ParseAllowList("bkt") }})
+		if err := m.Apply(context.Background(), []ps3.Mount{{Path: "/mnt/a", Bucket: "bkt", ReadOnly: true}}); err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if len(m.mounts) == 1 {
+			pid = m.mounts[0].cmd.Process.Pid
+		}
+		r := waitState(t, m, Failed)
+		if r.Class != c.class || r.Index != 0 {
+			t.Errorf("%q: %+v, want %s", c.script, r, c.class)
+		}
+		if ents, err := os.ReadDir(filepath.Join(root, "mnt/a")); err != nil || len(ents) != 0 {
+			t.Errorf("%q: still mounted: %v", c.script, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err == nil && !strings.Contains(string(b), "State:\tZ") {
+			t.Errorf("%q: helper %d still running", c.script, pid)
+		}
+		m.Close()
+	}
+}
