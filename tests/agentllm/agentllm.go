@@ -39,6 +39,7 @@ type Script struct {
 
 	mu       sync.Mutex
 	next     int
+	served   int
 	requests []Request
 }
 
@@ -95,7 +96,8 @@ func (s *Script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		ok = false
 	}
-	n := s.next
+	s.served++
+	n := s.served
 	s.mu.Unlock()
 	if !authorized {
 		http.Error(w, `{"error":{"message":"no key"}}`, http.StatusUnauthorized)
