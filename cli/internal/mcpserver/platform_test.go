@@ -228,8 +228,17 @@ func TestTools(t *testing.T) {
 	if msg := call(t, scs, "create", map[string]any{}, nil); !strings.Contains(msg, "--max-sandboxes") {
 		t.Errorf("a create past --max-sandboxes: %q", msg)
 	}
+	// One that ended (killed elsewhere) no longer counts.
+	if err := rayito.Kill(t.Context(), second.SandboxID, sdk...); err != nil {
+		t.Fatal(err)
+	}
+	var third CreateOutput
+	mustCall(t, scs, "create", map[string]any{}, &third)
+	if msg := call(t, scs, "kill", map[string]any{"sandbox_id": second.SandboxID}, nil); !strings.Contains(msg, "--only-own") {
+		t.Errorf("kill of an ended sandbox the server forgot: %q", msg)
+	}
 	killed, err := strict.Close(t.Context(), false)
-	if err != nil || len(killed) != 1 || killed[0] != second.SandboxID {
+	if err != nil || len(killed) != 1 || killed[0] != third.SandboxID {
 		t.Errorf("Close: %v %v", killed, err)
 	}
 

@@ -19,11 +19,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -156,6 +158,27 @@ func (s *Server) reserve() error {
 	}
 	s.creating++
 	return nil
+}
+
+// pruneEnded forgets the server's own sandboxes that have ended (their
+// timeout passed, or something else killed them), so they no longer count
+// against MaxSandboxes; it reports whether it forgot any.
+func (s *Server) pruneEnded(ctx context.Context) bool {
+	s.mu.Lock()
+	own := make(map[string]*rayito.Sandbox, len(s.own))
+	maps.Copy(own, s.own)
+	s.mu.Unlock()
+	pruned := false
+	for id, sbx := range own {
+		info, err := sbx.Info(ctx)
+		ended := errors.Is(err, rayito.ErrSandboxEnded) || errors.Is(err, rayito.ErrNotFound) ||
+			err == nil && (info.State == string(microvmsapi.StateTerminated) || info.State == string(microvmsapi.StateTerminating))
+		if ended {
+			s.forget(id)
+			pruned = true
+		}
+	}
+	return pruned
 }
 
 // adopt records a sandbox create made, giving back its reservation. When

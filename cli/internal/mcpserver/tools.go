@@ -121,10 +121,17 @@ func (s *Server) create(ctx context.Context, in CreateInput) (CreateOutput, erro
 	if in.Internet != nil && !*in.Internet {
 		opts = append(opts, rayito.WithAllowInternetAccess(false))
 	}
-	if err := s.reserve(); err != nil {
+	err := s.reserve()
+	if errors.Is(err, ErrTooMany) && s.pruneEnded(ctx) {
+		err = s.reserve()
+	}
+	if err != nil {
 		return CreateOutput{}, err
 	}
 	sbx, err := rayito.Create(ctx, opts...)
+	if err != nil {
+		sbx = nil
+	}
 	if !s.adopt(sbx) {
 		if sbx != nil {
 			// The server closed during the create: this one goes too.
@@ -523,6 +530,10 @@ func (s *Server) kill(ctx context.Context, in KillInput) (KillOutput, error) {
 		return KillOutput{}, err
 	}
 	if err := sbx.Kill(ctx); err != nil {
+		if errors.Is(err, rayito.ErrSandboxEnded) || errors.Is(err, rayito.ErrNotFound) {
+			// Gone already: no longer the server's to count or kill.
+			s.forget(in.SandboxID)
+		}
 		return KillOutput{}, err
 	}
 	s.forget(in.SandboxID)
