@@ -79,7 +79,7 @@ for component in "$@"; do
 	tags=''
 	case $component in
 	cli) binaries=(rayito:./cli/cmd/rayito) ;;
-	rayd) binaries=(rayd:./rayd/cmd/rayd) ;;
+	rayd) binaries=(rayd:./rayd/cmd/rayd rayito-mount-s3:./rayd/cmd/rayito-mount-s3) ;;
 	events)
 		binaries=(rayito-events-forwarder:./events/cmd/forwarder rayito-events-deliverer:./events/cmd/deliverer rayito-events-reconciler:./events/cmd/reconciler)
 		tags=lambda.norpc

@@ -75,7 +75,7 @@ var (
 	distLine     = regexp.MustCompile(`^make dist COMPONENTS=rayd$`)
 	lockLine     = regexp.MustCompile(`^uv pip compile (\S+)/requirements\.in --generate-hashes --python-version 3\.9 --python-platform aarch64-manylinux_2_28 -o (\S+)$`)
 	digestLine   = regexp.MustCompile(`^docker buildx imagetools inspect public\.ecr\.aws/lambda/microvms:al2023-minimal --format '\{\{\.Manifest\.Digest\}\}' > (\S+)$`)
-	distBinaries = regexp.MustCompile(`dist/(rayd-v[0-9.]+-linux-arm64)`)
+	distBinaries = regexp.MustCompile(`dist/((?:rayd|rayito-mount-s3)-v[0-9.]+-linux-arm64)`)
 )
 
 // TestAWSDocWalk runs docs/aws.md, every command of it in order, in one
@@ -139,7 +139,8 @@ func TestAWSDocWalk(t *testing.T) {
 			}
 			fmt.Fprintf(&script, "export %s=arn:aws:iam::123456789012:role/rayito-microvm-build-us-east-1\n", m[1])
 		case distLine.MatchString(l):
-			// The binary the next lines copy, with its SHA256SUMS line.
+			// The binaries the next lines copy, with their SHA256SUMS lines.
+			var sums strings.Builder
 			for _, b := range distBinaries.FindAllStringSubmatch(strings.Join(docShellLines(t, filepath.Join(root, "docs", "aws.md")), "\n"), -1) {
 				body := []byte("stand-in for " + b[1] + "\n")
 				sum := sha256.Sum256(body)
@@ -149,7 +150,8 @@ func TestAWSDocWalk(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(work, "dist", b[1]), body, 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(work, "dist", "SHA256SUMS"), []byte(hex.EncodeToString(sum[:])+"  "+b[1]+"\n"), 0o644); err != nil {
+				sums.WriteString(hex.EncodeToString(sum[:]) + "  " + b[1] + "\n")
+				if err := os.WriteFile(filepath.Join(work, "dist", "SHA256SUMS"), []byte(sums.String()), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}

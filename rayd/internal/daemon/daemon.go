@@ -157,7 +157,7 @@ type Config struct {
 	// S3-compatible store, which HOME persistence uses instead of AWS's.
 	PlatformDirFD int
 	// MountHelper is the S3 mount helper (-mount-helper; default
-	// s3mount.DefaultHelper, AWS's mount-s3); AllowedMountBuckets the
+	// s3mount.DefaultHelper, Rayito's rayito-mount-s3); AllowedMountBuckets the
 	// allow-list from rayd's environment (RAYITO_ALLOWED_MOUNT_BUCKETS).
 	MountHelper         string
 	AllowedMountBuckets string
@@ -230,7 +230,7 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.MemoryEventsFD, "memory-events-fd", -1, "descriptor of the sandbox's cgroup memory.events (v2) or memory.oom_control (v1), whose oom_kill count marks OOM-killed processes; -1: none (then /proc/vmstat without -isolation)")
 	fs.IntVar(&cfg.LifecycleFD, "lifecycle-fd", -1, "descriptor (a pipe the platform reads) rayd writes \"suspend\\n\" to when the sandbox's timeout expires with on_timeout pause; -1: none (nobody can suspend it then)")
 	fs.IntVar(&cfg.PlatformDirFD, "platform-dir-fd", -1, "descriptor of the directory holding the local platform's services socket (its metadata service and S3-compatible store, for HOME persistence); -1: none (AWS: the instance metadata service and S3)")
-	fs.StringVar(&cfg.MountHelper, "mount-helper", s3mount.DefaultHelper, "the S3 mount helper rayd starts for each mount (mount-s3's command line; the local platform names its own)")
+	fs.StringVar(&cfg.MountHelper, "mount-helper", s3mount.DefaultHelper, "the S3 mount helper rayd starts for each mount (mount-s3's command line: rayito-mount-s3, or AWS's mount-s3 1.10 or later)")
 	fs.StringVar(&cfg.FUSEDevice, "fuse-device", "/dev/fuse", "the FUSE device rayd opens for S3 mounts")
 	fs.StringVar(&cfg.Egress, "egress", EgressAuto, "whether rayd programs the sandbox's outbound network (network policy, IMDS block, egress proxy on 127.0.0.1): auto (when -isolation is full or rootless), on (in a microVM image) or off; never turn it on where rayd shares the machine's own network namespace")
 	kernelStart := fs.String("kernel-start", "lazy", "when the default Python kernel starts: lazy (on first use), preload (on first use, in an interpreter that loaded ipykernel at boot: a faster first cell for about 50 MB until then) or eager (preloaded, and started right after /run: for images made for code)")

@@ -46,8 +46,11 @@ import (
 // HelperUID is the uid and gid mount helpers run as.
 const HelperUID = 990
 
-// DefaultHelper is AWS's mount-s3 in the rayito-base-caps image.
-const DefaultHelper = "/usr/bin/mount-s3"
+// DefaultHelper is Rayito's own mount helper (package mounts3): in the
+// image (image/Dockerfile.in installs it beside rayd) and on the local
+// platform (its binary, bound there). AWS's mount-s3 ≥ 1.10 takes the
+// same command line: `-mount-helper /usr/bin/mount-s3`.
+const DefaultHelper = "/usr/local/bin/rayito-mount-s3"
 
 // DefaultTimeout bounds a mount from start to answering.
 const DefaultTimeout = 15 * time.Second
