@@ -132,6 +132,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
 	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
 	go test -run '^$$' -fuzz '^FuzzArtifact$$' -fuzztime $(FUZZTIME) ./localvm/internal/templates
+	go test -run '^$$' -fuzz '^FuzzS3Mounts$$' -fuzztime $(FUZZTIME) ./proto/s3mount
+	go test -run '^$$' -fuzz '^FuzzMountFlag$$' -fuzztime $(FUZZTIME) ./cli/internal/command/sandbox
 	go test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./rayd/internal/sudo
 	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/envdpath
 	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
@@ -170,8 +172,9 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzCheckWebhookURL$$' -fuzztime $(FUZZTIME) ./proto/events
 
 .PHONY: build
-build: ## Build rayd into .tmp/bin.
+build: ## Build rayd and its S3 mount helper into .tmp/bin.
 	go build -o $(BIN)/rayd ./rayd/cmd/rayd
+	go build -o $(BIN)/rayito-mount-s3 ./rayd/cmd/rayito-mount-s3
 
 .PHONY: check-modules
 check-modules: $(BIN)/release ## Every go.mod requires exactly what its module imports (siblings at versions.yaml's versions), tidy, no replace, no cross-module internal imports.
