@@ -131,6 +131,8 @@ const (
 	DefaultAgentMaxSteps       = 50
 	DefaultAgentMaxTokens      = 1_000_000
 	DefaultAgentMaxOutputBytes = 16 << 20
+	// MaxAgentInputBytes bounds the task plus the instructions.
+	MaxAgentInputBytes = 1 << 20
 )
 
 // AgentOption configures a run (Run, Stream).
@@ -247,6 +249,9 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 	}
 	if strings.TrimSpace(task) == "" {
 		return nil, nil, fmt.Errorf("%w: empty agent task", ErrInvalidArgument)
+	}
+	if len(task)+len(c.spec.Instructions) > MaxAgentInputBytes {
+		return nil, nil, fmt.Errorf("%w: the task and instructions are over %d bytes", ErrInvalidArgument, MaxAgentInputBytes)
 	}
 	if !strings.HasPrefix(c.workdir, "/") || strings.ContainsRune(c.workdir, 0) {
 		return nil, nil, fmt.Errorf("%w: agent workdir must be an absolute path", ErrInvalidArgument)

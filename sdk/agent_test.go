@@ -40,6 +40,7 @@ func TestAgentOptions(t *testing.T) {
 		"workdir":       {WithAgentModel(model), WithAgentWorkdir("rel")},
 		"limits":        {WithAgentModel(model), WithAgentLimits(AgentLimits{MaxSteps: -1})},
 		"no such route": {WithAgentModel(model)},
+		"too long":      {WithAgentSpec(AgentSpec{Model: model, Instructions: strings.Repeat("x", MaxAgentInputBytes)})},
 		"base path":     {WithAgentModel(AgentModel{Provider: ProviderOpenAI, ID: "m", Gateway: "model", BasePath: "v1"})},
 	}
 	for name, opts := range invalid {
