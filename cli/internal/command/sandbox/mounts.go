@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
+	ps3 "github.com/rayito-dev/rayito/proto/s3mount"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -13,7 +15,8 @@ var errMountFlag = errors.New("--mount takes PATH=BUCKET[/PREFIX][:rw[,overwrite
 // parseMounts turns --mount values into WithMounts' map: PATH=BUCKET,
 // PATH=BUCKET/PREFIX (a "/" is added to a prefix without one), and a
 // mode after the last ':' (ro, the default; rw; rw,overwrite; rw,delete).
-// The SDK checks the rest (paths, names, at most four).
+// Each mount and the set are checked with proto/s3mount's rules (the
+// SDK's and rayd's), so that a bad value is a usage error.
 func parseMounts(values []string) (map[string]rayito.S3Mount, error) {
 	if len(values) == 0 {
 		return nil, nil
@@ -56,7 +59,28 @@ func parseMounts(values []string) (map[string]rayito.S3Mount, error) {
 		if _, dup := out[path]; dup {
 			return nil, errors.New("--mount: the same path twice")
 		}
+		// The rules rayd and the SDK apply, checked here so that a bad
+		// flag is a usage error (exit 2) naming what the user wrote.
+		if err := ps3.Validate([]ps3.Mount{{Path: path, Bucket: m.Bucket, Prefix: m.Prefix, ReadOnly: !m.Writable,
+			AllowOverwrite: m.AllowOverwrite, AllowDelete: m.AllowDelete}}); err != nil {
+			var e *ps3.Error
+			if errors.As(err, &e) {
+				return nil, fmt.Errorf("--mount %s: %s %s", v, strings.ReplaceAll(e.Field, "mount_", ""), e.Reason)
+			}
+			return nil, fmt.Errorf("--mount %s: %w", v, err)
+		}
 		out[path] = m
+	}
+	all := make([]ps3.Mount, 0, len(out))
+	for p, m := range out {
+		all = append(all, ps3.Mount{Path: p, Bucket: m.Bucket, Prefix: m.Prefix, ReadOnly: !m.Writable})
+	}
+	if err := ps3.Validate(all); err != nil {
+		var e *ps3.Error
+		if errors.As(err, &e) {
+			return nil, errors.New("--mount: " + e.Reason)
+		}
+		return nil, err
 	}
 	return out, nil
 }

@@ -8,25 +8,32 @@ import (
 )
 
 func TestParseMounts(t *testing.T) {
-	got, err := parseMounts([]string{"/mnt/data=my-bucket", "/home/user/out=my-bucket/out:rw,overwrite", "/mnt/in=b2/a/b/:ro"})
+	got, err := parseMounts([]string{"/mnt/data=my-bucket", "/home/user/out=my-bucket/out:rw,overwrite", "/mnt/in=bk2/a/b/:ro"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]rayito.S3Mount{
 		"/mnt/data":      {Bucket: "my-bucket"},
 		"/home/user/out": {Bucket: "my-bucket", Prefix: "out/", Writable: true, AllowOverwrite: true},
-		"/mnt/in":        {Bucket: "b2", Prefix: "a/b/"},
+		"/mnt/in":        {Bucket: "bk2", Prefix: "a/b/"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v", got)
 	}
-	for _, bad := range []string{"", "/mnt/x", "=b", "/mnt/x=", "/mnt/x=b:wx", "/mnt/x=b:delete", "/mnt/x=/p/"} {
+	for _, bad := range []string{"", "/mnt/x", "=b", "/mnt/x=", "/mnt/x=bkt:wx", "/mnt/x=bkt:delete", "/mnt/x=/p/",
+		// The rules of proto/s3mount, checked by the CLI itself: a path
+		// outside /mnt/ and /home/user/, the roots themselves, a bucket
+		// with a dot or too short, a prefix with "..".
+		"/etc/x=bkt", "/mnt=bkt", "/home/user=bkt", "/mnt/../etc=bkt", "/mnt/x=my.bucket", "/mnt/x=b", "/mnt/x=bkt/../p/"} {
 		if _, err := parseMounts([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if _, err := parseMounts([]string{"/mnt/a=b", "/mnt/a=c"}); err == nil {
-		t.Error("duplicate accepted")
+	for _, bad := range [][]string{{"/mnt/a=bkt", "/mnt/a=bkc"}, {"/mnt/a=bkt", "/mnt/a/b=bkt"},
+		{"/mnt/a=bkt", "/mnt/b=bkt", "/mnt/c=bkt", "/mnt/d=bkt", "/mnt/e=bkt"}} {
+		if _, err := parseMounts(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
 
