@@ -97,6 +97,10 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 	if err != nil {
 		return nil, err
 	}
+	mounts, err := parseMounts(cmd.StringSlice("mount"))
+	if err != nil {
+		return nil, cliutil.Usage(err)
+	}
 	life := cmd.Duration("timeout")
 	if life < time.Duration(microvmsapi.MinDurationSeconds)*time.Second || life > time.Duration(microvmsapi.MaxDurationSeconds)*time.Second {
 		return nil, cliutil.Usagef("--timeout must be between 1s and 8h, got %s", life)
@@ -153,10 +157,6 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 		opts = append(opts, rayito.WithEvents(rayito.LifecycleEvents{StackKeySecretARN: cmd.String("events-stack-key")}))
 	case cmd.IsSet("events-stack-key"):
 		return nil, cliutil.Usagef("--events-stack-key goes with --events")
-	}
-	mounts, err := parseMounts(cmd.StringSlice("mount"))
-	if err != nil {
-		return nil, cliutil.Usage(err)
 	}
 	if mounts != nil {
 		opts = append(opts, rayito.WithMounts(mounts))

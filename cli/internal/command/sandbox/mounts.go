@@ -77,8 +77,13 @@ func parseMounts(values []string) (map[string]rayito.S3Mount, error) {
 	}
 	if err := ps3.Validate(all); err != nil {
 		var e *ps3.Error
-		if errors.As(err, &e) {
+		switch {
+		case errors.As(err, &e) && e.Index < 0:
 			return nil, errors.New("--mount: " + e.Reason)
+		case errors.As(err, &e):
+			// Each passed alone: two paths clash (the index is of a map's
+			// order, meaningless here).
+			return nil, errors.New("--mount: one path is another's or inside it")
 		}
 		return nil, err
 	}
