@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -72,6 +73,8 @@ type Server struct {
 	// creating counts creates under way (against MaxSandboxes).
 	creating int
 	closed   bool
+	// inFlight counts the requests being handled (see StdioTransport).
+	inFlight atomic.Int64
 }
 
 // New returns a Server with its tools registered.
@@ -83,6 +86,7 @@ func New(opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "rayito", Title: "Rayito sandboxes", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions(opts.OnlyOwn),
 	})
+	s.mcp.AddReceivingMiddleware(s.countInFlight)
 	s.addTools()
 	return s
 }

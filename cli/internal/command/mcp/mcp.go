@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	sdkmcp "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
@@ -140,7 +139,7 @@ func run(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
 		if err := announce(cmd, f, info); err != nil {
 			return err
 		}
-		serveErr = srv.MCP().Run(ctx, &sdkmcp.IOTransport{Reader: io.NopCloser(f.IO.In), Writer: nopWriteCloser{f.IO.Out}})
+		serveErr = srv.MCP().Run(ctx, srv.StdioTransport(f.IO.In, f.IO.Out))
 	} else {
 		serveErr = serveHTTP(ctx, cmd, f, srv, ln, info)
 	}
@@ -264,8 +263,3 @@ func keepNote(keep bool) string {
 	}
 	return "the sandboxes it creates end with it"
 }
-
-// nopWriteCloser: stdout is not closed when the session ends.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
