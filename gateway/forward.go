@@ -105,6 +105,9 @@ type fwd struct {
 	dropResp []string          // canonical names removed from the response
 	scrub    []string          // secret values; response headers containing one are removed
 	fail     func(class string)
+	// sent, when set, is called as the request leaves with the injected
+	// headers (for the audit trail).
+	sent func()
 }
 
 type fwdKey struct{}
@@ -195,6 +198,9 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	for _, h := range f.inject {
 		out.Header.Set(h.name, h.value)
+	}
+	if f.sent != nil {
+		f.sent()
 	}
 }
 

@@ -78,6 +78,8 @@ type Gateway struct {
 	transports map[*http.Transport]bool
 	retired    []*http.Transport
 	inter      map[*http.Server]net.Conn
+
+	auditLog auditLog // which secret went to which host (audit.go)
 }
 
 // RouteStatus is the status of one route.

@@ -148,10 +148,13 @@ func (g *Gateway) Grants(host string, port uint16) bool {
 // CheckPlain reports whether a plain-HTTP request head carries any
 // placeholder (also inside Basic credentials); each one found is counted as
 // Blocked.
-func (g *Gateway) CheckPlain(head []byte) bool {
+func (g *Gateway) CheckPlain(head []byte) bool { return len(g.checkPlain(head)) > 0 }
+
+// checkPlain is CheckPlain, returning the placeholders found.
+func (g *Gateway) checkPlain(head []byte) []*phEntry {
 	set := g.phs.Load()
 	if len(set.list) == 0 {
-		return false
+		return nil
 	}
 	var decoded [][]byte
 	lines := [][]byte(nil)
@@ -168,19 +171,19 @@ func (g *Gateway) CheckPlain(head []byte) bool {
 			decoded = append(decoded, []byte(d))
 		}
 	}
-	any := false
+	var found []*phEntry
 	for _, e := range set.list {
 		hit := bytes.Contains(head, []byte(e.cfg.token))
 		for _, d := range decoded {
 			hit = hit || bytes.Contains(d, []byte(e.cfg.token))
 		}
 		if hit {
-			any = true
+			found = append(found, e)
 			e.st.blocked.Add(1)
 			e.st.setClass(g, ClassBlocked)
 		}
 	}
-	return any
+	return found
 }
 
 // containsFold reports whether b contains sub (lower-case ASCII) in any
@@ -332,7 +335,8 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuse(w, ClassBadRequest, 0)
 			return
 		}
-		g.forward(w, r, &fwd{up: g.upstreamFor(h.host, h.port), scrub: scrub, inject: inject})
+		g.forward(w, r, &fwd{up: g.upstreamFor(h.host, h.port), scrub: scrub, inject: inject,
+			sent: func() { g.auditHeaders(AuditHeaderRule, "", inject, h.host, h.port) }})
 		return
 	}
 	blocked := false
@@ -340,6 +344,7 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e.cfg.host != h.host || e.cfg.port != h.port {
 			e.st.blocked.Add(1)
 			e.st.setClass(g, ClassBlocked)
+			g.audit(auditKey{mech: AuditPlaceholder, name: e.cfg.name, host: h.host, port: h.port, outcome: AuditWrongHost})
 			blocked = true
 		}
 	}
@@ -393,8 +398,10 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.dropResp = names
 		for e := range used {
 			e.st.injected.Add(1)
+			g.audit(auditKey{mech: AuditPlaceholder, name: e.cfg.name, host: h.host, port: h.port, outcome: AuditSent})
 		}
 	}
+	f.sent = func() { g.auditHeaders(AuditHeaderRule, "", inject, h.host, h.port) }
 	g.forward(w, r, f)
 }
 

@@ -75,6 +75,7 @@ func (rs *routeState) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dropResp: rt.dropResp,
 		scrub:    rt.cfg.scrubVal,
 		fail:     rs.fail,
+		sent:     func() { rs.g.auditHeaders(AuditRoute, rt.cfg.name, rt.cfg.headers, rt.cfg.host, rt.cfg.port) },
 	})
 }
 
