@@ -447,13 +447,26 @@ func (p *Proxy) interceptorFor(t target, dst netip.Addr) Interceptor {
 	return nil
 }
 
-// plainCarriesPlaceholder reports whether a plain-HTTP head carries a
-// secret placeholder.
-func (p *Proxy) plainCarriesPlaceholder(head []byte) bool {
+// PlainAuditor is an Interceptor that also records where a placeholder
+// seen in clear was going (the secret audit): CheckPlainTo is CheckPlain
+// for a request to host:port ("" and 0 when not known).
+type PlainAuditor interface {
+	CheckPlainTo(head []byte, host string, port uint16) bool
+}
+
+// plainCarriesPlaceholder reports whether a plain-HTTP head to host:port
+// carries a secret placeholder.
+func (p *Proxy) plainCarriesPlaceholder(head []byte, host string, port uint16) bool {
 	p.mu.Lock()
 	i := p.interceptor
 	p.mu.Unlock()
-	return i != nil && i.CheckPlain(head)
+	if i == nil {
+		return false
+	}
+	if a, ok := i.(PlainAuditor); ok {
+		return a.CheckPlainTo(head, host, port)
+	}
+	return i.CheckPlain(head)
 }
 
 // Stats returns a snapshot of the counters.

@@ -411,7 +411,7 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 			p.intercept(c, ic, in.buf, t)
 			return
 		}
-	} else if p.plainCarriesPlaceholder(in.buf) {
+	} else if p.plainCarriesPlaceholder(in.buf, t.host, t.port) {
 		answer(ReasonPlaceholder)
 		return
 	}
@@ -430,7 +430,7 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 	if !isTLS {
 		// Plain HTTP keeps being watched after the first head: a later
 		// request of the connection carrying a placeholder cuts it.
-		client = &placeholderGuard{Conn: c.client, p: p}
+		client = &placeholderGuard{Conn: c.client, p: p, host: t.host, port: t.port}
 	}
 	splice(client, in.buf, oc)
 }
@@ -442,6 +442,8 @@ func (p *Proxy) serveTransparent(ctx context.Context, c *proxyConn, in *inbuf, d
 type placeholderGuard struct {
 	net.Conn
 	p    *Proxy
+	host string // where the connection goes, for the audit
+	port uint16
 	tail []byte // the last guardOverlap bytes read
 	seam []byte // reused: tail followed by the start of the next read
 }
@@ -455,7 +457,7 @@ func (g *placeholderGuard) Read(b []byte) (int, error) {
 	if n > 0 {
 		// The read itself, and the seam with the previous one.
 		g.seam = append(append(g.seam[:0], g.tail...), b[:min(n, guardOverlap)]...)
-		if g.p.plainCarriesPlaceholder(b[:n]) || g.p.plainCarriesPlaceholder(g.seam) {
+		if g.p.plainCarriesPlaceholder(b[:n], g.host, g.port) || g.p.plainCarriesPlaceholder(g.seam, g.host, g.port) {
 			g.p.refuse("transparent_http", ReasonPlaceholder)
 			g.Conn.Close()
 			return 0, errPlaceholder
@@ -579,7 +581,11 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *proxyConn, in *inbuf) {
 		p.serveConnect(ctx, c, in, h)
 		return
 	}
-	if p.plainCarriesPlaceholder(in.buf[:h.size]) {
+	var to target // where the request goes, for the audit ("" when not absolute)
+	if u, err := parseAbsoluteURI(h.target); err == nil {
+		to = u.t
+	}
+	if p.plainCarriesPlaceholder(in.buf[:h.size], to.host, to.port) {
 		p.refuse("absolute", ReasonPlaceholder)
 		httpRefusal(c.client, ReasonPlaceholder)
 		return

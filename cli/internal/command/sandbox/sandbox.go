@@ -38,6 +38,7 @@ func Command(f *cliutil.Factory) *cli.Command {
 			logsCommand(f),
 			metricsCommand(f),
 			networkCommand(f),
+			auditCommand(f),
 			pauseCommand(f),
 			resumeCommand(f),
 			timeoutCommand(f),

@@ -192,6 +192,120 @@ func (TelemetryNames) EnumDescriptor() ([]byte, []int) {
 	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{2}
 }
 
+// SecretMechanism is how a secret leaves the sandbox.
+type SecretMechanism int32
+
+const (
+	SecretMechanism_SECRET_MECHANISM_UNSPECIFIED SecretMechanism = 0
+	// A placeholder substituted by the egress proxy.
+	SecretMechanism_SECRET_MECHANISM_PLACEHOLDER SecretMechanism = 1
+	// A header rule's header added to a request.
+	SecretMechanism_SECRET_MECHANISM_HEADER_RULE SecretMechanism = 2
+	// A secret gateway route's header added to a request.
+	SecretMechanism_SECRET_MECHANISM_GATEWAY_ROUTE SecretMechanism = 3
+)
+
+// Enum value maps for SecretMechanism.
+var (
+	SecretMechanism_name = map[int32]string{
+		0: "SECRET_MECHANISM_UNSPECIFIED",
+		1: "SECRET_MECHANISM_PLACEHOLDER",
+		2: "SECRET_MECHANISM_HEADER_RULE",
+		3: "SECRET_MECHANISM_GATEWAY_ROUTE",
+	}
+	SecretMechanism_value = map[string]int32{
+		"SECRET_MECHANISM_UNSPECIFIED":   0,
+		"SECRET_MECHANISM_PLACEHOLDER":   1,
+		"SECRET_MECHANISM_HEADER_RULE":   2,
+		"SECRET_MECHANISM_GATEWAY_ROUTE": 3,
+	}
+)
+
+func (x SecretMechanism) Enum() *SecretMechanism {
+	p := new(SecretMechanism)
+	*p = x
+	return p
+}
+
+func (x SecretMechanism) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SecretMechanism) Descriptor() protoreflect.EnumDescriptor {
+	return file_rayito_rayd_v1_configure_proto_enumTypes[3].Descriptor()
+}
+
+func (SecretMechanism) Type() protoreflect.EnumType {
+	return &file_rayito_rayd_v1_configure_proto_enumTypes[3]
+}
+
+func (x SecretMechanism) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SecretMechanism.Descriptor instead.
+func (SecretMechanism) EnumDescriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{3}
+}
+
+// SecretOutcome is what happened to the requests a record counts.
+type SecretOutcome int32
+
+const (
+	SecretOutcome_SECRET_OUTCOME_UNSPECIFIED SecretOutcome = 0
+	// The secret went to the host.
+	SecretOutcome_SECRET_OUTCOME_SENT SecretOutcome = 1
+	// A placeholder was seen in a request to a host that does not hold it:
+	// refused, nothing substituted.
+	SecretOutcome_SECRET_OUTCOME_WRONG_HOST SecretOutcome = 2
+	// A placeholder was seen in a plain-HTTP request to its own host:
+	// refused (never in clear).
+	SecretOutcome_SECRET_OUTCOME_PLAIN_HTTP SecretOutcome = 3
+)
+
+// Enum value maps for SecretOutcome.
+var (
+	SecretOutcome_name = map[int32]string{
+		0: "SECRET_OUTCOME_UNSPECIFIED",
+		1: "SECRET_OUTCOME_SENT",
+		2: "SECRET_OUTCOME_WRONG_HOST",
+		3: "SECRET_OUTCOME_PLAIN_HTTP",
+	}
+	SecretOutcome_value = map[string]int32{
+		"SECRET_OUTCOME_UNSPECIFIED": 0,
+		"SECRET_OUTCOME_SENT":        1,
+		"SECRET_OUTCOME_WRONG_HOST":  2,
+		"SECRET_OUTCOME_PLAIN_HTTP":  3,
+	}
+)
+
+func (x SecretOutcome) Enum() *SecretOutcome {
+	p := new(SecretOutcome)
+	*p = x
+	return p
+}
+
+func (x SecretOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SecretOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_rayito_rayd_v1_configure_proto_enumTypes[4].Descriptor()
+}
+
+func (SecretOutcome) Type() protoreflect.EnumType {
+	return &file_rayito_rayd_v1_configure_proto_enumTypes[4]
+}
+
+func (x SecretOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SecretOutcome.Descriptor instead.
+func (SecretOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{4}
+}
+
 // S3Mount mounts a bucket prefix at a path.
 type S3Mount struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1764,6 +1878,204 @@ func (x *ConfigureStatusResponse) GetConfigGeneration() uint64 {
 	return 0
 }
 
+// SecretAuditRequest asks for the audit trail.
+type SecretAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretAuditRequest) Reset() {
+	*x = SecretAuditRequest{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretAuditRequest) ProtoMessage() {}
+
+func (x *SecretAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretAuditRequest.ProtoReflect.Descriptor instead.
+func (*SecretAuditRequest) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{23}
+}
+
+// SecretAuditRecord counts the requests that carried one secret to one
+// host with one outcome.
+type SecretAuditRecord struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Mechanism SecretMechanism        `protobuf:"varint,1,opt,name=mechanism,proto3,enum=rayito.rayd.v1.SecretMechanism" json:"mechanism,omitempty"`
+	// The placeholder's name (its env var) or the route's name; empty for a
+	// header rule.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The header a rule or a route set; empty for a placeholder.
+	Header string `protobuf:"bytes,3,opt,name=header,proto3" json:"header,omitempty"`
+	// Where the requests went (lower-case); empty when not known.
+	Host    string        `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
+	Port    uint32        `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`
+	Outcome SecretOutcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=rayito.rayd.v1.SecretOutcome" json:"outcome,omitempty"`
+	Count   uint64        `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// The last request counted (Unix milliseconds).
+	LastUnixMs    int64 `protobuf:"varint,8,opt,name=last_unix_ms,json=lastUnixMs,proto3" json:"last_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretAuditRecord) Reset() {
+	*x = SecretAuditRecord{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretAuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretAuditRecord) ProtoMessage() {}
+
+func (x *SecretAuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretAuditRecord.ProtoReflect.Descriptor instead.
+func (*SecretAuditRecord) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SecretAuditRecord) GetMechanism() SecretMechanism {
+	if x != nil {
+		return x.Mechanism
+	}
+	return SecretMechanism_SECRET_MECHANISM_UNSPECIFIED
+}
+
+func (x *SecretAuditRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretAuditRecord) GetHeader() string {
+	if x != nil {
+		return x.Header
+	}
+	return ""
+}
+
+func (x *SecretAuditRecord) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *SecretAuditRecord) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *SecretAuditRecord) GetOutcome() SecretOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return SecretOutcome_SECRET_OUTCOME_UNSPECIFIED
+}
+
+func (x *SecretAuditRecord) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *SecretAuditRecord) GetLastUnixMs() int64 {
+	if x != nil {
+		return x.LastUnixMs
+	}
+	return 0
+}
+
+// SecretAuditResponse is the audit trail.
+type SecretAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*SecretAuditRecord   `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Requests not recorded because the trail was full.
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretAuditResponse) Reset() {
+	*x = SecretAuditResponse{}
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretAuditResponse) ProtoMessage() {}
+
+func (x *SecretAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rayito_rayd_v1_configure_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretAuditResponse.ProtoReflect.Descriptor instead.
+func (*SecretAuditResponse) Descriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_configure_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SecretAuditResponse) GetRecords() []*SecretAuditRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *SecretAuditResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 var File_rayito_rayd_v1_configure_proto protoreflect.FileDescriptor
 
 const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
@@ -1887,7 +2199,21 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"\x16ConfigureStatusRequest\"\x81\x01\n" +
 	"\x17ConfigureStatusResponse\x129\n" +
 	"\bsections\x18\x01 \x03(\v2\x1d.rayito.rayd.v1.SectionResultR\bsections\x12+\n" +
-	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration*\x82\x02\n" +
+	"\x11config_generation\x18\x02 \x01(\x04R\x10configGeneration\"\x14\n" +
+	"\x12SecretAuditRequest\"\x97\x02\n" +
+	"\x11SecretAuditRecord\x12=\n" +
+	"\tmechanism\x18\x01 \x01(\x0e2\x1f.rayito.rayd.v1.SecretMechanismR\tmechanism\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06header\x18\x03 \x01(\tR\x06header\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x05 \x01(\rR\x04port\x127\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x1d.rayito.rayd.v1.SecretOutcomeR\aoutcome\x12\x14\n" +
+	"\x05count\x18\a \x01(\x04R\x05count\x12 \n" +
+	"\flast_unix_ms\x18\b \x01(\x03R\n" +
+	"lastUnixMs\"l\n" +
+	"\x13SecretAuditResponse\x12;\n" +
+	"\arecords\x18\x01 \x03(\v2!.rayito.rayd.v1.SecretAuditRecordR\arecords\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped*\x82\x02\n" +
 	"\rConfigSection\x12\x1e\n" +
 	"\x1aCONFIG_SECTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONFIG_SECTION_S3_MOUNTS\x10\x01\x12\x1e\n" +
@@ -1906,10 +2232,21 @@ const file_rayito_rayd_v1_configure_proto_rawDesc = "" +
 	"\x0eTelemetryNames\x12\x1f\n" +
 	"\x1bTELEMETRY_NAMES_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16TELEMETRY_NAMES_RAYITO\x10\x01\x12\x17\n" +
-	"\x13TELEMETRY_NAMES_E2B\x10\x022\xc8\x01\n" +
+	"\x13TELEMETRY_NAMES_E2B\x10\x02*\x9b\x01\n" +
+	"\x0fSecretMechanism\x12 \n" +
+	"\x1cSECRET_MECHANISM_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cSECRET_MECHANISM_PLACEHOLDER\x10\x01\x12 \n" +
+	"\x1cSECRET_MECHANISM_HEADER_RULE\x10\x02\x12\"\n" +
+	"\x1eSECRET_MECHANISM_GATEWAY_ROUTE\x10\x03*\x86\x01\n" +
+	"\rSecretOutcome\x12\x1e\n" +
+	"\x1aSECRET_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SECRET_OUTCOME_SENT\x10\x01\x12\x1d\n" +
+	"\x19SECRET_OUTCOME_WRONG_HOST\x10\x02\x12\x1d\n" +
+	"\x19SECRET_OUTCOME_PLAIN_HTTP\x10\x032\xa0\x02\n" +
 	"\x10ConfigureService\x12P\n" +
 	"\tConfigure\x12 .rayito.rayd.v1.ConfigureRequest\x1a!.rayito.rayd.v1.ConfigureResponse\x12b\n" +
-	"\x0fConfigureStatus\x12&.rayito.rayd.v1.ConfigureStatusRequest\x1a'.rayito.rayd.v1.ConfigureStatusResponseB\xbc\x01\n" +
+	"\x0fConfigureStatus\x12&.rayito.rayd.v1.ConfigureStatusRequest\x1a'.rayito.rayd.v1.ConfigureStatusResponse\x12V\n" +
+	"\vSecretAudit\x12\".rayito.rayd.v1.SecretAuditRequest\x1a#.rayito.rayd.v1.SecretAuditResponseB\xbc\x01\n" +
 	"\x12com.rayito.rayd.v1B\x0eConfigureProtoP\x01Z<github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1;raydv1\xa2\x02\x03RRX\xaa\x02\x0eRayito.Rayd.V1\xca\x02\x0eRayito\\Rayd\\V1\xe2\x02\x1aRayito\\Rayd\\V1\\GPBMetadata\xea\x02\x10Rayito::Rayd::V1b\x06proto3"
 
 var (
@@ -1924,71 +2261,81 @@ func file_rayito_rayd_v1_configure_proto_rawDescGZIP() []byte {
 	return file_rayito_rayd_v1_configure_proto_rawDescData
 }
 
-var file_rayito_rayd_v1_configure_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_rayito_rayd_v1_configure_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_rayito_rayd_v1_configure_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_rayito_rayd_v1_configure_proto_goTypes = []any{
 	(ConfigSection)(0),               // 0: rayito.rayd.v1.ConfigSection
 	(SectionCode)(0),                 // 1: rayito.rayd.v1.SectionCode
 	(TelemetryNames)(0),              // 2: rayito.rayd.v1.TelemetryNames
-	(*S3Mount)(nil),                  // 3: rayito.rayd.v1.S3Mount
-	(*S3MountsConfig)(nil),           // 4: rayito.rayd.v1.S3MountsConfig
-	(*EfsVolume)(nil),                // 5: rayito.rayd.v1.EfsVolume
-	(*EfsVolumesConfig)(nil),         // 6: rayito.rayd.v1.EfsVolumesConfig
-	(*LifecycleEventsConfig)(nil),    // 7: rayito.rayd.v1.LifecycleEventsConfig
-	(*ExecutionRoleAuth)(nil),        // 8: rayito.rayd.v1.ExecutionRoleAuth
-	(*BearerAuth)(nil),               // 9: rayito.rayd.v1.BearerAuth
-	(*TelemetryExportConfig)(nil),    // 10: rayito.rayd.v1.TelemetryExportConfig
-	(*GatewayRule)(nil),              // 11: rayito.rayd.v1.GatewayRule
-	(*GatewayHeader)(nil),            // 12: rayito.rayd.v1.GatewayHeader
-	(*GatewayRoute)(nil),             // 13: rayito.rayd.v1.GatewayRoute
-	(*SecretGatewayConfig)(nil),      // 14: rayito.rayd.v1.SecretGatewayConfig
-	(*SecretPlaceholder)(nil),        // 15: rayito.rayd.v1.SecretPlaceholder
-	(*HeaderRule)(nil),               // 16: rayito.rayd.v1.HeaderRule
-	(*SecretPlaceholdersConfig)(nil), // 17: rayito.rayd.v1.SecretPlaceholdersConfig
-	(*GatewayRouteStatus)(nil),       // 18: rayito.rayd.v1.GatewayRouteStatus
-	(*PlaceholderStatus)(nil),        // 19: rayito.rayd.v1.PlaceholderStatus
-	(*ConfigureRequest)(nil),         // 20: rayito.rayd.v1.ConfigureRequest
-	(*SectionResult)(nil),            // 21: rayito.rayd.v1.SectionResult
-	(*TelemetryStatus)(nil),          // 22: rayito.rayd.v1.TelemetryStatus
-	(*ConfigureResponse)(nil),        // 23: rayito.rayd.v1.ConfigureResponse
-	(*ConfigureStatusRequest)(nil),   // 24: rayito.rayd.v1.ConfigureStatusRequest
-	(*ConfigureStatusResponse)(nil),  // 25: rayito.rayd.v1.ConfigureStatusResponse
+	(SecretMechanism)(0),             // 3: rayito.rayd.v1.SecretMechanism
+	(SecretOutcome)(0),               // 4: rayito.rayd.v1.SecretOutcome
+	(*S3Mount)(nil),                  // 5: rayito.rayd.v1.S3Mount
+	(*S3MountsConfig)(nil),           // 6: rayito.rayd.v1.S3MountsConfig
+	(*EfsVolume)(nil),                // 7: rayito.rayd.v1.EfsVolume
+	(*EfsVolumesConfig)(nil),         // 8: rayito.rayd.v1.EfsVolumesConfig
+	(*LifecycleEventsConfig)(nil),    // 9: rayito.rayd.v1.LifecycleEventsConfig
+	(*ExecutionRoleAuth)(nil),        // 10: rayito.rayd.v1.ExecutionRoleAuth
+	(*BearerAuth)(nil),               // 11: rayito.rayd.v1.BearerAuth
+	(*TelemetryExportConfig)(nil),    // 12: rayito.rayd.v1.TelemetryExportConfig
+	(*GatewayRule)(nil),              // 13: rayito.rayd.v1.GatewayRule
+	(*GatewayHeader)(nil),            // 14: rayito.rayd.v1.GatewayHeader
+	(*GatewayRoute)(nil),             // 15: rayito.rayd.v1.GatewayRoute
+	(*SecretGatewayConfig)(nil),      // 16: rayito.rayd.v1.SecretGatewayConfig
+	(*SecretPlaceholder)(nil),        // 17: rayito.rayd.v1.SecretPlaceholder
+	(*HeaderRule)(nil),               // 18: rayito.rayd.v1.HeaderRule
+	(*SecretPlaceholdersConfig)(nil), // 19: rayito.rayd.v1.SecretPlaceholdersConfig
+	(*GatewayRouteStatus)(nil),       // 20: rayito.rayd.v1.GatewayRouteStatus
+	(*PlaceholderStatus)(nil),        // 21: rayito.rayd.v1.PlaceholderStatus
+	(*ConfigureRequest)(nil),         // 22: rayito.rayd.v1.ConfigureRequest
+	(*SectionResult)(nil),            // 23: rayito.rayd.v1.SectionResult
+	(*TelemetryStatus)(nil),          // 24: rayito.rayd.v1.TelemetryStatus
+	(*ConfigureResponse)(nil),        // 25: rayito.rayd.v1.ConfigureResponse
+	(*ConfigureStatusRequest)(nil),   // 26: rayito.rayd.v1.ConfigureStatusRequest
+	(*ConfigureStatusResponse)(nil),  // 27: rayito.rayd.v1.ConfigureStatusResponse
+	(*SecretAuditRequest)(nil),       // 28: rayito.rayd.v1.SecretAuditRequest
+	(*SecretAuditRecord)(nil),        // 29: rayito.rayd.v1.SecretAuditRecord
+	(*SecretAuditResponse)(nil),      // 30: rayito.rayd.v1.SecretAuditResponse
 }
 var file_rayito_rayd_v1_configure_proto_depIdxs = []int32{
-	3,  // 0: rayito.rayd.v1.S3MountsConfig.mounts:type_name -> rayito.rayd.v1.S3Mount
-	5,  // 1: rayito.rayd.v1.EfsVolumesConfig.mounts:type_name -> rayito.rayd.v1.EfsVolume
+	5,  // 0: rayito.rayd.v1.S3MountsConfig.mounts:type_name -> rayito.rayd.v1.S3Mount
+	7,  // 1: rayito.rayd.v1.EfsVolumesConfig.mounts:type_name -> rayito.rayd.v1.EfsVolume
 	2,  // 2: rayito.rayd.v1.TelemetryExportConfig.names:type_name -> rayito.rayd.v1.TelemetryNames
-	8,  // 3: rayito.rayd.v1.TelemetryExportConfig.execution_role:type_name -> rayito.rayd.v1.ExecutionRoleAuth
-	9,  // 4: rayito.rayd.v1.TelemetryExportConfig.bearer:type_name -> rayito.rayd.v1.BearerAuth
-	12, // 5: rayito.rayd.v1.GatewayRoute.headers:type_name -> rayito.rayd.v1.GatewayHeader
-	11, // 6: rayito.rayd.v1.GatewayRoute.rules:type_name -> rayito.rayd.v1.GatewayRule
-	13, // 7: rayito.rayd.v1.SecretGatewayConfig.routes:type_name -> rayito.rayd.v1.GatewayRoute
-	11, // 8: rayito.rayd.v1.SecretPlaceholder.rules:type_name -> rayito.rayd.v1.GatewayRule
-	12, // 9: rayito.rayd.v1.HeaderRule.headers:type_name -> rayito.rayd.v1.GatewayHeader
-	15, // 10: rayito.rayd.v1.SecretPlaceholdersConfig.placeholders:type_name -> rayito.rayd.v1.SecretPlaceholder
-	16, // 11: rayito.rayd.v1.SecretPlaceholdersConfig.header_rules:type_name -> rayito.rayd.v1.HeaderRule
-	4,  // 12: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
-	6,  // 13: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
-	7,  // 14: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
-	10, // 15: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
-	14, // 16: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
-	17, // 17: rayito.rayd.v1.ConfigureRequest.secret_placeholders:type_name -> rayito.rayd.v1.SecretPlaceholdersConfig
+	10, // 3: rayito.rayd.v1.TelemetryExportConfig.execution_role:type_name -> rayito.rayd.v1.ExecutionRoleAuth
+	11, // 4: rayito.rayd.v1.TelemetryExportConfig.bearer:type_name -> rayito.rayd.v1.BearerAuth
+	14, // 5: rayito.rayd.v1.GatewayRoute.headers:type_name -> rayito.rayd.v1.GatewayHeader
+	13, // 6: rayito.rayd.v1.GatewayRoute.rules:type_name -> rayito.rayd.v1.GatewayRule
+	15, // 7: rayito.rayd.v1.SecretGatewayConfig.routes:type_name -> rayito.rayd.v1.GatewayRoute
+	13, // 8: rayito.rayd.v1.SecretPlaceholder.rules:type_name -> rayito.rayd.v1.GatewayRule
+	14, // 9: rayito.rayd.v1.HeaderRule.headers:type_name -> rayito.rayd.v1.GatewayHeader
+	17, // 10: rayito.rayd.v1.SecretPlaceholdersConfig.placeholders:type_name -> rayito.rayd.v1.SecretPlaceholder
+	18, // 11: rayito.rayd.v1.SecretPlaceholdersConfig.header_rules:type_name -> rayito.rayd.v1.HeaderRule
+	6,  // 12: rayito.rayd.v1.ConfigureRequest.s3_mounts:type_name -> rayito.rayd.v1.S3MountsConfig
+	8,  // 13: rayito.rayd.v1.ConfigureRequest.efs_volumes:type_name -> rayito.rayd.v1.EfsVolumesConfig
+	9,  // 14: rayito.rayd.v1.ConfigureRequest.lifecycle_events:type_name -> rayito.rayd.v1.LifecycleEventsConfig
+	12, // 15: rayito.rayd.v1.ConfigureRequest.telemetry_export:type_name -> rayito.rayd.v1.TelemetryExportConfig
+	16, // 16: rayito.rayd.v1.ConfigureRequest.secret_gateway:type_name -> rayito.rayd.v1.SecretGatewayConfig
+	19, // 17: rayito.rayd.v1.ConfigureRequest.secret_placeholders:type_name -> rayito.rayd.v1.SecretPlaceholdersConfig
 	0,  // 18: rayito.rayd.v1.SectionResult.section:type_name -> rayito.rayd.v1.ConfigSection
 	1,  // 19: rayito.rayd.v1.SectionResult.code:type_name -> rayito.rayd.v1.SectionCode
-	18, // 20: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
-	19, // 21: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
-	22, // 22: rayito.rayd.v1.SectionResult.telemetry:type_name -> rayito.rayd.v1.TelemetryStatus
-	21, // 23: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
-	21, // 24: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
-	20, // 25: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
-	24, // 26: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
-	23, // 27: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
-	25, // 28: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
-	27, // [27:29] is the sub-list for method output_type
-	25, // [25:27] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 20: rayito.rayd.v1.SectionResult.routes:type_name -> rayito.rayd.v1.GatewayRouteStatus
+	21, // 21: rayito.rayd.v1.SectionResult.placeholders:type_name -> rayito.rayd.v1.PlaceholderStatus
+	24, // 22: rayito.rayd.v1.SectionResult.telemetry:type_name -> rayito.rayd.v1.TelemetryStatus
+	23, // 23: rayito.rayd.v1.ConfigureResponse.results:type_name -> rayito.rayd.v1.SectionResult
+	23, // 24: rayito.rayd.v1.ConfigureStatusResponse.sections:type_name -> rayito.rayd.v1.SectionResult
+	3,  // 25: rayito.rayd.v1.SecretAuditRecord.mechanism:type_name -> rayito.rayd.v1.SecretMechanism
+	4,  // 26: rayito.rayd.v1.SecretAuditRecord.outcome:type_name -> rayito.rayd.v1.SecretOutcome
+	29, // 27: rayito.rayd.v1.SecretAuditResponse.records:type_name -> rayito.rayd.v1.SecretAuditRecord
+	22, // 28: rayito.rayd.v1.ConfigureService.Configure:input_type -> rayito.rayd.v1.ConfigureRequest
+	26, // 29: rayito.rayd.v1.ConfigureService.ConfigureStatus:input_type -> rayito.rayd.v1.ConfigureStatusRequest
+	28, // 30: rayito.rayd.v1.ConfigureService.SecretAudit:input_type -> rayito.rayd.v1.SecretAuditRequest
+	25, // 31: rayito.rayd.v1.ConfigureService.Configure:output_type -> rayito.rayd.v1.ConfigureResponse
+	27, // 32: rayito.rayd.v1.ConfigureService.ConfigureStatus:output_type -> rayito.rayd.v1.ConfigureStatusResponse
+	30, // 33: rayito.rayd.v1.ConfigureService.SecretAudit:output_type -> rayito.rayd.v1.SecretAuditResponse
+	31, // [31:34] is the sub-list for method output_type
+	28, // [28:31] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_configure_proto_init() }
@@ -2006,8 +2353,8 @@ func file_rayito_rayd_v1_configure_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_configure_proto_rawDesc), len(file_rayito_rayd_v1_configure_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   23,
+			NumEnums:      5,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

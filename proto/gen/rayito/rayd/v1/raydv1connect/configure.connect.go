@@ -39,6 +39,9 @@ const (
 	// ConfigureServiceConfigureStatusProcedure is the fully-qualified name of the ConfigureService's
 	// ConfigureStatus RPC.
 	ConfigureServiceConfigureStatusProcedure = "/rayito.rayd.v1.ConfigureService/ConfigureStatus"
+	// ConfigureServiceSecretAuditProcedure is the fully-qualified name of the ConfigureService's
+	// SecretAudit RPC.
+	ConfigureServiceSecretAuditProcedure = "/rayito.rayd.v1.ConfigureService/SecretAudit"
 )
 
 // ConfigureServiceClient is a client for the rayito.rayd.v1.ConfigureService service.
@@ -51,6 +54,10 @@ type ConfigureServiceClient interface {
 	Configure(context.Context, *connect.Request[v1.ConfigureRequest]) (*connect.Response[v1.ConfigureResponse], error)
 	// ConfigureStatus reports each section's state.
 	ConfigureStatus(context.Context, *connect.Request[v1.ConfigureStatusRequest]) (*connect.Response[v1.ConfigureStatusResponse], error)
+	// SecretAudit reports which secret went to which host since the sandbox
+	// started: counts per secret name, header, host and outcome, never a
+	// value or a placeholder string.
+	SecretAudit(context.Context, *connect.Request[v1.SecretAuditRequest]) (*connect.Response[v1.SecretAuditResponse], error)
 }
 
 // NewConfigureServiceClient constructs a client for the rayito.rayd.v1.ConfigureService service. By
@@ -76,6 +83,12 @@ func NewConfigureServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(configureServiceMethods.ByName("ConfigureStatus")),
 			connect.WithClientOptions(opts...),
 		),
+		secretAudit: connect.NewClient[v1.SecretAuditRequest, v1.SecretAuditResponse](
+			httpClient,
+			baseURL+ConfigureServiceSecretAuditProcedure,
+			connect.WithSchema(configureServiceMethods.ByName("SecretAudit")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -83,6 +96,7 @@ func NewConfigureServiceClient(httpClient connect.HTTPClient, baseURL string, op
 type configureServiceClient struct {
 	configure       *connect.Client[v1.ConfigureRequest, v1.ConfigureResponse]
 	configureStatus *connect.Client[v1.ConfigureStatusRequest, v1.ConfigureStatusResponse]
+	secretAudit     *connect.Client[v1.SecretAuditRequest, v1.SecretAuditResponse]
 }
 
 // Configure calls rayito.rayd.v1.ConfigureService.Configure.
@@ -95,6 +109,11 @@ func (c *configureServiceClient) ConfigureStatus(ctx context.Context, req *conne
 	return c.configureStatus.CallUnary(ctx, req)
 }
 
+// SecretAudit calls rayito.rayd.v1.ConfigureService.SecretAudit.
+func (c *configureServiceClient) SecretAudit(ctx context.Context, req *connect.Request[v1.SecretAuditRequest]) (*connect.Response[v1.SecretAuditResponse], error) {
+	return c.secretAudit.CallUnary(ctx, req)
+}
+
 // ConfigureServiceHandler is an implementation of the rayito.rayd.v1.ConfigureService service.
 type ConfigureServiceHandler interface {
 	// Configure applies the sections present (an absent section is left
@@ -105,6 +124,10 @@ type ConfigureServiceHandler interface {
 	Configure(context.Context, *connect.Request[v1.ConfigureRequest]) (*connect.Response[v1.ConfigureResponse], error)
 	// ConfigureStatus reports each section's state.
 	ConfigureStatus(context.Context, *connect.Request[v1.ConfigureStatusRequest]) (*connect.Response[v1.ConfigureStatusResponse], error)
+	// SecretAudit reports which secret went to which host since the sandbox
+	// started: counts per secret name, header, host and outcome, never a
+	// value or a placeholder string.
+	SecretAudit(context.Context, *connect.Request[v1.SecretAuditRequest]) (*connect.Response[v1.SecretAuditResponse], error)
 }
 
 // NewConfigureServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -126,12 +149,20 @@ func NewConfigureServiceHandler(svc ConfigureServiceHandler, opts ...connect.Han
 		connect.WithSchema(configureServiceMethods.ByName("ConfigureStatus")),
 		connect.WithHandlerOptions(opts...),
 	)
+	configureServiceSecretAuditHandler := connect.NewUnaryHandler(
+		ConfigureServiceSecretAuditProcedure,
+		svc.SecretAudit,
+		connect.WithSchema(configureServiceMethods.ByName("SecretAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rayito.rayd.v1.ConfigureService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConfigureServiceConfigureProcedure:
 			configureServiceConfigureHandler.ServeHTTP(w, r)
 		case ConfigureServiceConfigureStatusProcedure:
 			configureServiceConfigureStatusHandler.ServeHTTP(w, r)
+		case ConfigureServiceSecretAuditProcedure:
+			configureServiceSecretAuditHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -147,4 +178,8 @@ func (UnimplementedConfigureServiceHandler) Configure(context.Context, *connect.
 
 func (UnimplementedConfigureServiceHandler) ConfigureStatus(context.Context, *connect.Request[v1.ConfigureStatusRequest]) (*connect.Response[v1.ConfigureStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.ConfigureService.ConfigureStatus is not implemented"))
+}
+
+func (UnimplementedConfigureServiceHandler) SecretAudit(context.Context, *connect.Request[v1.SecretAuditRequest]) (*connect.Response[v1.SecretAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rayito.rayd.v1.ConfigureService.SecretAudit is not implemented"))
 }
