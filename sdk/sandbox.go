@@ -38,6 +38,8 @@ type Sandbox struct {
 	// ports: the ways into the sandbox's own ports (Port).
 	portsMu sync.Mutex
 	ports   map[int]*Port
+	// leases: the sandbox's leases (lease.go).
+	leases leaseSet
 
 	// Commands runs and manages processes in the sandbox.
 	Commands *Commands
