@@ -2,6 +2,7 @@ package rayito
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -173,7 +174,10 @@ func (s *Sandbox) lease(ctx context.Context, act leaseActions, opts ...LeaseOpti
 	l.mu.Lock()
 	l.stopHB = cfg.clock.AfterFunc(cfg.heartbeat, l.beat)
 	l.mu.Unlock()
-	l.stopCtx = context.AfterFunc(ctx, l.End)
+	stop := context.AfterFunc(ctx, l.End)
+	l.mu.Lock()
+	l.stopCtx = stop
+	l.mu.Unlock()
 	return l, nil
 }
 
@@ -187,6 +191,12 @@ func (l *Lease) beat() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.heartbeat)
 	err := l.act.heartbeat(ctx)
 	cancel()
+	if errors.Is(err, ErrSandboxEnded) {
+		// Nothing left to hold or to pause.
+		l.report(err)
+		l.release(false)
+		return
+	}
 	if err != nil {
 		l.report(err)
 	}
@@ -206,7 +216,8 @@ func (l *Lease) report(err error) {
 }
 
 // End ends the lease (once; later calls do nothing). When it was the
-// sandbox's last, the pause is scheduled.
+// sandbox's last, the pause is scheduled. A lease also ends, without a
+// pause, when a heartbeat finds the sandbox ended.
 func (l *Lease) End() { l.release(true) }
 
 // Done is closed when the lease has ended.
@@ -215,10 +226,10 @@ func (l *Lease) Done() <-chan struct{} { return l.done }
 func (l *Lease) release(schedule bool) {
 	l.once.Do(func() {
 		close(l.done)
+		l.mu.Lock()
 		if l.stopCtx != nil {
 			l.stopCtx()
 		}
-		l.mu.Lock()
 		if l.stopHB != nil {
 			l.stopHB()
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -240,3 +241,42 @@ func TestLeaseRefused(t *testing.T) {
 		t.Errorf("%d leases counted after refusals", sbx.leases.active)
 	}
 }
+
+// TestLeaseSandboxEnded: a heartbeat that finds the sandbox ended ends
+// the lease, with no pause.
+func TestLeaseSandboxEnded(t *testing.T) {
+	t.Parallel()
+	clk, fs, sbx := &leaseFakeClock{}, &endingFake{}, &Sandbox{}
+	var got []error
+	l, err := sbx.lease(t.Context(), fs, withLeaseClock(clk), WithPauseAfter(0), WithLeaseErrors(func(err error) { got = append(got, err) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.ended.Store(true)
+	clk.Advance(DefaultLeaseHeartbeat)
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("the lease outlived its sandbox")
+	}
+	clk.Advance(time.Hour)
+	if fs.pauses.Load() != 0 || len(got) != 1 || !errors.Is(got[0], ErrSandboxEnded) {
+		t.Errorf("%d pauses, errors %v", fs.pauses.Load(), got)
+	}
+}
+
+// endingFake is a sandbox that ends when told.
+type endingFake struct {
+	ended  atomic.Bool
+	pauses atomic.Int32
+}
+
+func (f *endingFake) running(context.Context) error { return nil }
+func (f *endingFake) heartbeat(context.Context) error {
+	if f.ended.Load() {
+		return &SandboxEndedError{ID: "x"}
+	}
+	return nil
+}
+func (f *endingFake) pause(context.Context) error  { f.pauses.Add(1); return nil }
+func (f *endingFake) resume(context.Context) error { return nil }
