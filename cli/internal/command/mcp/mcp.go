@@ -78,6 +78,9 @@ type startInfo struct {
 }
 
 func run(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
+	// From the start: a signal while the platform starts still cleans up.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	addr := cmd.String("http")
 	if addr == "" {
 		for _, fl := range []string{"allow-remote", "allowed-host", "token-file"} {
@@ -132,8 +135,6 @@ func run(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) error {
 	info := startInfo{Transport: "stdio", Backend: string(backend), Endpoint: t.Endpoint, InProcess: t.InProcess,
 		OnlyOwn: cmd.Bool("only-own"), Keep: keep, MaxSandboxes: int(max)}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var serveErr error
 	if ln == nil {
 		if err := announce(cmd, f, info); err != nil {
