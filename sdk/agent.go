@@ -25,17 +25,18 @@ const (
 	// AgentRuntimeDeepAgents is LangChain's Deep Agents (npm deepagents)
 	// driven by Rayito's runner, with shell and file tools in the workdir.
 	AgentRuntimeDeepAgents AgentRuntime = "deepagents"
-	// AgentRuntimeOpenCode is OpenCode (npm opencode-ai): not built yet
-	// (an *UnimplementedError).
+	// AgentRuntimeOpenCode is OpenCode (its linux x86_64 binary, npm
+	// opencode-linux-x64) run non-interactively by Rayito's runner, with
+	// permissions answered yes and autoupdate, sharing, LSP and model-list
+	// downloads, default plugins and .claude/ reading off.
 	AgentRuntimeOpenCode AgentRuntime = "opencode"
 )
 
 // AgentProvider is the API family of a model.
 type AgentProvider string
 
-// The providers. The Deep Agents runtime speaks to openai and
-// openai-compatible models today; the others answer an
-// *UnimplementedError.
+// The providers. Both runtimes speak to openai and openai-compatible
+// models today; the others answer an *UnimplementedError.
 const (
 	ProviderBedrock          AgentProvider = "bedrock"
 	ProviderAnthropic        AgentProvider = "anthropic"
@@ -160,8 +161,7 @@ func WithAgentModel(m AgentModel) AgentOption {
 	return agentOption(func(c *agentConfig) { c.spec.Model = m })
 }
 
-// WithAgentRuntime chooses the runtime (default AgentRuntimeDeepAgents;
-// AgentRuntimeOpenCode is not built yet).
+// WithAgentRuntime chooses the runtime (default AgentRuntimeDeepAgents).
 func WithAgentRuntime(rt AgentRuntime) AgentOption {
 	return agentOption(func(c *agentConfig) { c.runtime = rt })
 }
@@ -260,9 +260,7 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 		return &UnimplementedError{Feature: feature, Reason: "not built yet for the " + string(c.runtime) + " runtime", Doc: agentDoc}
 	}
 	switch c.runtime {
-	case AgentRuntimeDeepAgents:
-	case AgentRuntimeOpenCode:
-		return nil, nil, &UnimplementedError{Feature: "agent runtime opencode", Reason: "not built yet", Doc: agentDoc}
+	case AgentRuntimeDeepAgents, AgentRuntimeOpenCode:
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown agent runtime %q", ErrInvalidArgument, c.runtime)
 	}

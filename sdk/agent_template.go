@@ -31,21 +31,22 @@ func WithAgentBase(base string) AgentTemplateOption {
 }
 
 // WithAgentRuntimes chooses the runtimes AgentTemplate installs (default:
-// Deep Agents). OpenCode is not built yet: asking for it makes
-// AgentTemplate answer an *UnimplementedError.
+// Deep Agents).
 func WithAgentRuntimes(rts ...AgentRuntime) AgentTemplateOption {
 	rts = slices.Clone(rts)
 	return agentTemplateOption(func(c *agentTemplateConfig) { c.runtimes = rts })
 }
 
 // AgentTemplate is a template that carries the agent runtimes: the Deep
-// Agents runner and its npm packages under /opt/agents/deepagents, and
-// the manifest /opt/agents/rayito-agent.json (runtime versions, the
-// runner's sha256). The build downloads the pinned tarballs (npm pack),
-// checks them with sha256sum -c against the pins of
-// sdk/agentrunner/pins.json, and installs with npm ci from the embedded
-// package-lock.json (which checks every package's integrity); it needs
-// Internet access and node 20 or later in the base. Build it like any
+// Agents runner and its npm packages under /opt/agents/deepagents, the
+// OpenCode binary (linux x86_64) and its runner under /opt/agents/opencode
+// (WithAgentRuntimes), and the manifest /opt/agents/rayito-agent.json
+// (runtime versions, each runner's sha256). The build downloads the
+// pinned tarballs (npm pack), checks them with sha256sum -c against the
+// pins of sdk/agentrunner/pins.json, and installs them (Deep Agents with
+// npm ci from the embedded package-lock.json, which checks every
+// package's integrity); it needs Internet access and node 20 or later in
+// the base. Build it like any
 // template (template.Compile with any context directory, BuildTemplate).
 func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
 	c := agentTemplateConfig{base: "local", runtimes: []AgentRuntime{AgentRuntimeDeepAgents}}
@@ -64,29 +65,34 @@ func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
 	tpl := template.FromBaseImage(c.base)
 	manifest := agentrunner.Manifest{V: 1, Runtimes: map[string]agentrunner.ManifestRuntime{}}
 	for _, rt := range c.runtimes {
+		var dir, runner, runnerSum string
+		var files map[string][]byte
 		switch rt {
 		case AgentRuntimeDeepAgents:
+			dir, runner, runnerSum = agentrunner.DeepAgentsDir, agentrunner.DeepAgentsRunner, agentrunner.DeepAgentsRunnerSHA256()
+			files = agentrunner.DeepAgentsFiles()
 		case AgentRuntimeOpenCode:
-			return nil, &UnimplementedError{Feature: "agent runtime opencode", Reason: "not built yet", Doc: agentDoc}
+			dir, runner, runnerSum = agentrunner.OpenCodeDir, agentrunner.OpenCodeRunner, agentrunner.OpenCodeRunnerSHA256()
+			files = agentrunner.OpenCodeFiles()
 		default:
 			return nil, fmt.Errorf("%w: AgentTemplate: unknown runtime %q", ErrInvalidArgument, rt)
+		}
+		if _, ok := manifest.Runtimes[string(rt)]; ok {
+			return nil, fmt.Errorf("%w: AgentTemplate: runtime %q twice", ErrInvalidArgument, rt)
 		}
 		pin, ok := pins.Runtimes[string(rt)]
 		if !ok {
 			return nil, fmt.Errorf("%w: AgentTemplate: no pins for %q", ErrInvalidArgument, rt)
 		}
-		dir := agentrunner.DeepAgentsDir
-		files := agentrunner.DeepAgentsFiles()
 		files["pins.sha256"] = []byte(pin.SHA256SumLines())
 		tpl = tpl.RunCmd("mkdir -p " + dir + " && chmod 0755 /opt/agents " + dir)
 		for _, name := range slices.Sorted(maps.Keys(files)) {
 			tpl = tpl.RunCmd(fmt.Sprintf("echo %s | base64 -d > %s/%s && chmod 0644 %s/%s",
 				base64.StdEncoding.EncodeToString(files[name]), dir, name, dir, name))
 		}
-		tpl = tpl.RunCmd(installScript(dir, pin))
+		tpl = tpl.RunCmd(installScript(rt, dir, pin))
 		manifest.Runtimes[string(rt)] = agentrunner.ManifestRuntime{
-			Version: pin.Version, Runner: agentrunner.DeepAgentsRunner,
-			RunnerSHA256: agentrunner.DeepAgentsRunnerSHA256(), Packages: pin.Packages,
+			Version: pin.Version, Runner: runner, RunnerSHA256: runnerSum, Packages: pin.Packages,
 		}
 	}
 	mb, err := json.MarshalIndent(manifest, "", "  ")
@@ -98,18 +104,32 @@ func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
 	return tpl, tpl.Err()
 }
 
-// installScript checks node, fetches the pinned tarballs, checks their
-// sha256 and installs from the lock file.
-func installScript(dir string, pin agentrunner.Runtime) string {
-	return strings.Join([]string{
+// installScript checks node (and the machine), fetches the pinned
+// tarballs, checks their sha256 and installs them: Deep Agents with npm ci
+// from the lock file, OpenCode by unpacking its binary's package.
+func installScript(rt AgentRuntime, dir string, pin agentrunner.Runtime) string {
+	lines := []string{
 		"set -eu",
 		"export npm_config_cache=/tmp/rayito-npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false",
 		fmt.Sprintf(`v=$(node -p 'process.versions.node.split(".")[0]'); [ "$v" -ge %d ] || { echo "node $v is older than %d" >&2; exit 1; }`, pin.NodeMinMajor, pin.NodeMinMajor),
+	}
+	if pin.Arch != "" {
+		lines = append(lines, fmt.Sprintf(`[ "$(uname -m)" = %s ] || { echo "the pinned %s runs on %s only" >&2; exit 1; }`, pin.Arch, rt, pin.Arch))
+	}
+	lines = append(lines,
 		"t=$(mktemp -d /tmp/rayito-pins.XXXXXX)",
-		"cd \"$t\" && npm pack --silent " + strings.Join(pin.Specs(), " ") + " >/dev/null",
-		"sha256sum -c " + dir + "/pins.sha256",
-		"cd " + dir + " && npm ci --omit=dev --ignore-scripts --no-audit --no-fund",
-		"rm -rf \"$t\" /tmp/rayito-npm-cache",
-		"sha256sum " + agentrunner.DeepAgentsRunner,
-	}, "\n")
+		"cd \"$t\" && npm pack --silent "+strings.Join(pin.Specs(), " ")+" >/dev/null",
+		"sha256sum -c "+dir+"/pins.sha256",
+	)
+	switch rt {
+	case AgentRuntimeOpenCode:
+		for _, p := range pin.Packages {
+			lines = append(lines, "tar -xzf \"$t\"/"+p.Tarball+" -C "+dir+" --no-same-owner --no-same-permissions")
+		}
+		lines = append(lines, "chmod -R a+rX "+dir, "chmod 0755 "+dir+"/package/bin/opencode", dir+"/package/bin/opencode --version")
+	default:
+		lines = append(lines, "cd "+dir+" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund")
+	}
+	lines = append(lines, "rm -rf \"$t\" /tmp/rayito-npm-cache", "sha256sum "+dir+"/runner.mjs")
+	return strings.Join(lines, "\n")
 }

@@ -16,7 +16,6 @@ func TestAgentOptions(t *testing.T) {
 	a := (&Sandbox{}).Agent()
 	model := AgentModel{Provider: ProviderOpenAICompatible, ID: "m", Gateway: "model"}
 	unimpl := map[string][]AgentOption{
-		"opencode":    {WithAgentModel(model), WithAgentRuntime(AgentRuntimeOpenCode)},
 		"small model": {WithAgentSpec(AgentSpec{Model: model, SmallModel: &model})},
 		"permissions": {WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "execute"}}})},
 		"sub-agents":  {WithAgentSpec(AgentSpec{Model: model, SubAgents: []AgentSubAgent{{Name: "a"}}})},
@@ -60,9 +59,11 @@ func TestAgentTemplate(t *testing.T) {
 	if tpl, err := AgentTemplate(); err != nil || tpl.Err() != nil {
 		t.Fatal(err)
 	}
-	var ue *UnimplementedError
-	if _, err := AgentTemplate(WithAgentRuntimes(AgentRuntimeOpenCode)); !errors.As(err, &ue) {
-		t.Errorf("opencode: %v", err)
+	if _, err := AgentTemplate(WithAgentRuntimes(AgentRuntimeOpenCode, AgentRuntimeDeepAgents)); err != nil {
+		t.Errorf("both: %v", err)
+	}
+	if _, err := AgentTemplate(WithAgentRuntimes(AgentRuntimeOpenCode, AgentRuntimeOpenCode)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("twice: %v", err)
 	}
 	if _, err := AgentTemplate(WithAgentRuntimes()); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("no runtime: %v", err)
@@ -70,18 +71,23 @@ func TestAgentTemplate(t *testing.T) {
 	if _, err := AgentTemplate(WithAgentRuntimes("nope")); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("unknown runtime: %v", err)
 	}
-	s := installScript("/opt/agents/deepagents", mustPins(t))
+	s := installScript(AgentRuntimeDeepAgents, "/opt/agents/deepagents", mustPins(t, "deepagents"))
 	iSum, iCI := strings.Index(s, "sha256sum -c"), strings.Index(s, "npm ci")
 	if iSum < 0 || iCI < 0 || iSum > iCI || !strings.Contains(s, "set -eu") || !strings.Contains(s, "deepagents@1.14.1") {
 		t.Errorf("install script:\n%s", s)
 	}
+	s = installScript(AgentRuntimeOpenCode, "/opt/agents/opencode", mustPins(t, "opencode"))
+	iSum, iTar := strings.Index(s, "sha256sum -c"), strings.Index(s, "tar -xzf")
+	if iSum < 0 || iTar < 0 || iSum > iTar || !strings.Contains(s, "uname -m") || !strings.Contains(s, "opencode-linux-x64@1.18.33") {
+		t.Errorf("install script:\n%s", s)
+	}
 }
 
-func mustPins(t *testing.T) agentrunner.Runtime {
+func mustPins(t *testing.T, rt string) agentrunner.Runtime {
 	t.Helper()
 	p, err := agentrunner.LoadPins()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.Runtimes["deepagents"]
+	return p.Runtimes[rt]
 }

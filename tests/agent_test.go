@@ -72,14 +72,15 @@ func normalizeAgentEvents(evs []rayito.AgentEvent) string {
 	return b.String()
 }
 
-// TestAgentDeepAgents: sbx.Agent() with the Deep Agents runtime, from a
+// TestAgent: sbx.Agent() with the Deep Agents and OpenCode runtimes, from a
 // template built with AgentTemplate, in a sandbox with Internet access
 // denied whose only way out is the secret gateway to a scripted model: a
-// task writes a file and runs a command (the events match the golden
-// file), every limit ends the run with its reason, abort and busy, a
+// task writes a file and runs a command under each runtime (the events
+// match each runtime's golden file); under Deep Agents every limit ends
+// the run with its reason (under OpenCode max_steps), abort and busy, a
 // prompt injection reaches no other host, and the key is nowhere in the
 // sandbox or the logs.
-func TestAgentDeepAgents(t *testing.T) {
+func TestAgent(t *testing.T) {
 	if !isRoot() {
 		t.Skip("needs root: templates, network namespaces and the root platform")
 	}
@@ -121,7 +122,7 @@ func TestAgentDeepAgents(t *testing.T) {
 	// registry); the sandboxes run on one whose DNS knows model.test.
 	{
 		b := startPlatform(t, stateDir)
-		tpl, err := rayito.AgentTemplate()
+		tpl, err := rayito.AgentTemplate(rayito.WithAgentRuntimes(rayito.AgentRuntimeDeepAgents, rayito.AgentRuntimeOpenCode))
 		if err != nil {
 			b.stop(true)
 			t.Fatal(err)
@@ -223,6 +224,62 @@ func TestAgentDeepAgents(t *testing.T) {
 		res, err := agent.Run(ctx, "say ok", rayito.WithAgentSpec(spec))
 		if err != nil || res.Text != "ok" || res.Steps != 1 || res.Usage.Total() != 6 {
 			t.Errorf("Run: %+v %v", res, err)
+		}
+	})
+
+	t.Run("opencode", func(t *testing.T) {
+		// The same task under OpenCode, with its tool names.
+		script := &agentllm.Script{Key: canary, Turns: []agentllm.Turn{
+			{Text: "I will write the file. ", Calls: []agentllm.ToolCall{{Name: "write", Args: map[string]any{"filePath": "/home/user/hello-oc.txt", "content": "hello from opencode\n"}}}, PromptTokens: 100, CompletionTokens: 10},
+			{Calls: []agentllm.ToolCall{{Name: "bash", Args: map[string]any{"command": "cat hello-oc.txt && id -un > ran-oc.txt", "description": "run"}}}, PromptTokens: 120, CompletionTokens: 12},
+			{Text: "All done.", PromptTokens: 140, CompletionTokens: 5},
+		}}
+		model.cur.Store(script)
+		oc := rayito.WithAgentRuntime(rayito.AgentRuntimeOpenCode)
+		var evs []rayito.AgentEvent
+		for ev, err := range agent.Stream(ctx, "write hello-oc.txt and run a command", rayito.WithAgentSpec(spec), oc) {
+			if err != nil {
+				t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
+			}
+			evs = append(evs, ev)
+		}
+		got := normalizeAgentEvents(evs)
+		golden := filepath.Join("testdata", "agent_opencode.golden")
+		if os.Getenv("RAYITO_UPDATE_GOLDEN") == "1" {
+			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("events differ from %s:\n%s", golden, got)
+		}
+		if out := sh("cat /home/user/hello-oc.txt /home/user/ran-oc.txt"); out != "hello from opencode\nuser\n" {
+			t.Errorf("the agent's files: %q", out)
+		}
+		for _, r := range script.Requests() {
+			if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
+				t.Errorf("a model request: %+v", r)
+			}
+		}
+		if n := len(script.Requests()); n != 3 {
+			t.Errorf("%d model requests", n)
+		}
+		if out := sh("grep -rIlF -e " + canary + " /home/user /tmp /opt/agents 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("the key is in files: %q", out)
+		}
+		// A limit and a second run under OpenCode too.
+		model.cur.Store(loop("true", 10))
+		_, err = agent.Run(ctx, "loop", rayito.WithAgentSpec(spec), oc, rayito.WithAgentLimits(rayito.AgentLimits{MaxSteps: 2}))
+		if reasonOf(err) != rayito.AgentMaxSteps {
+			t.Errorf("max steps: %v", err)
+		}
+		time.Sleep(time.Second)
+		if out := sh("pgrep -fa '[o]pencode|[r]unner.mjs' || echo none"); strings.TrimSpace(out) != "none" {
+			t.Errorf("left running: %q", out)
 		}
 	})
 
@@ -387,8 +444,8 @@ func TestAgentDeepAgents(t *testing.T) {
 			t.Errorf("the user could change the runner")
 		}
 		var ue *rayito.UnimplementedError
-		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(spec), rayito.WithAgentRuntime(rayito.AgentRuntimeOpenCode)); !errors.As(err, &ue) || !errors.Is(err, rayito.ErrUnimplemented) {
-			t.Errorf("opencode: %v", err)
+		if _, err := agent.Run(ctx, "x", rayito.WithAgentModel(rayito.AgentModel{Provider: rayito.ProviderBedrock, ID: "m", Gateway: "model"})); !errors.As(err, &ue) || !errors.Is(err, rayito.ErrUnimplemented) {
+			t.Errorf("bedrock: %v", err)
 		}
 		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(rayito.AgentSpec{Model: spec.Model, SubAgents: []rayito.AgentSubAgent{{Name: "a"}}})); !errors.As(err, &ue) {
 			t.Errorf("sub-agents: %v", err)

@@ -35,6 +35,28 @@ var deepAgentsPackage []byte
 //go:embed deepagents/package-lock.json
 var deepAgentsLock []byte
 
+//go:embed opencode/runner.mjs
+var openCodeRunner []byte
+
+// OpenCodeDir is where the OpenCode runtime is installed (the binary in
+// package/bin/opencode, the runner beside it).
+const OpenCodeDir = "/opt/agents/opencode"
+
+// OpenCodeRunner is the path of the OpenCode runner in a sandbox.
+const OpenCodeRunner = OpenCodeDir + "/runner.mjs"
+
+// OpenCodeFiles are the files of the OpenCode runtime's directory: the
+// runner (the binary comes from the pinned npm tarball).
+func OpenCodeFiles() map[string][]byte {
+	return map[string][]byte{"runner.mjs": append([]byte(nil), openCodeRunner...)}
+}
+
+// OpenCodeRunnerSHA256 is the hex sha256 of the embedded OpenCode runner.
+func OpenCodeRunnerSHA256() string {
+	s := sha256.Sum256(openCodeRunner)
+	return hex.EncodeToString(s[:])
+}
+
 // Package is one pinned npm package.
 type Package struct {
 	Name    string `json:"name"`
@@ -47,9 +69,11 @@ type Package struct {
 
 // Runtime is the pins of one runtime.
 type Runtime struct {
-	Version      string    `json:"version"`
-	NodeMinMajor int       `json:"node_min_major"`
-	Packages     []Package `json:"packages"`
+	Version      string `json:"version"`
+	NodeMinMajor int    `json:"node_min_major"`
+	// Arch, when set, is the only machine (uname -m) the packages run on.
+	Arch     string    `json:"arch,omitempty"`
+	Packages []Package `json:"packages"`
 }
 
 // Pins is pins.json.

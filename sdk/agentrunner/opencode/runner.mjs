@@ -1,0 +1,198 @@
+// Rayito's OpenCode runner: reads one JSON job on stdin, runs
+// `opencode run --format json` non-interactively in the job's workdir
+// against an OpenAI-compatible model at the job's base URL (the sandbox's
+// secret gateway: no key here, the gateway adds it), and prints OpenCode's
+// events mapped to Rayito's, one JSON object per line. Permissions are
+// answered without asking; autoupdate, sharing, LSP and model-list
+// downloads, default plugins and reading a workdir's .claude/ are off.
+// Nothing else is printed.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import process from "node:process";
+import readline from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const LOCK = "/tmp/.rayito-agent.lock";
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), "package", "bin", "opencode");
+
+function emit(ev) {
+  process.stdout.write(JSON.stringify(ev) + "\n");
+}
+
+function fail(reason, code) {
+  emit({ type: "agent_failed", reason });
+  process.exitCode = code;
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === "EPERM";
+  }
+}
+
+function lock() {
+  for (let i = 0; i < 2; i++) {
+    try {
+      const fd = fs.openSync(LOCK, "wx", 0o600);
+      fs.writeSync(fd, String(process.pid));
+      fs.closeSync(fd);
+      return true;
+    } catch (e) {
+      if (e.code !== "EEXIST") throw e;
+      const pid = parseInt(fs.readFileSync(LOCK, "utf8"), 10);
+      if (pid > 0 && alive(pid)) return false;
+      try {
+        fs.unlinkSync(LOCK);
+      } catch {}
+    }
+  }
+  return false;
+}
+
+function unlock() {
+  try {
+    if (parseInt(fs.readFileSync(LOCK, "utf8"), 10) === process.pid) fs.unlinkSync(LOCK);
+  } catch {}
+}
+
+async function readJob() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+async function main() {
+  let job;
+  try {
+    job = await readJob();
+  } catch {
+    return fail("runtime_failed", 2);
+  }
+  if (!lock()) return fail("busy", 3);
+  let tmp = "";
+  let child = null;
+  const cleanup = () => {
+    unlock();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  };
+  process.on("exit", cleanup);
+  for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+    process.on(sig, () => {
+      if (child) child.kill("SIGKILL");
+      cleanup();
+      process.exit(128 + 15);
+    });
+  }
+  if (!fs.existsSync(BIN)) return fail("runtime_missing", 4);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "rayito-opencode-"));
+  const id = job.model.id;
+  const config = {
+    autoupdate: false,
+    share: "disabled",
+    lsp: false,
+    formatter: false,
+    plugin: [],
+    provider: {
+      rayito: {
+        npm: "@ai-sdk/openai-compatible",
+        name: "rayito",
+        options: { baseURL: job.model.base_url, apiKey: "rayito-gateway" }, // not a key: the gateway replaces it
+        models: { [id]: { name: id } },
+      },
+    },
+    model: "rayito/" + id,
+    small_model: "rayito/" + id,
+    permission: { edit: "allow", bash: "allow", webfetch: "deny" },
+  };
+  if (job.instructions) {
+    const f = path.join(tmp, "instructions.md");
+    fs.writeFileSync(f, job.instructions, { mode: 0o600 });
+    config.instructions = [f];
+  }
+  const env = {
+    ...process.env,
+    OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
+    OPENCODE_DISABLE_CLAUDE_CODE: "1",
+    OPENCODE_DISABLE_AUTOUPDATE: "1",
+    OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+    OPENCODE_DISABLE_MODELS_FETCH: "1",
+    OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+    XDG_DATA_HOME: path.join(tmp, "data"),
+    XDG_CACHE_HOME: path.join(tmp, "cache"),
+    XDG_STATE_HOME: path.join(tmp, "state"),
+  };
+  child = spawn(BIN, ["run", "--format", "json", "--title", "rayito", "--auto", "--dir", job.workdir, "--", job.task], {
+    cwd: job.workdir,
+    env,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  let step = 0;
+  let lastText = "";
+  let failed = "";
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  const rl = readline.createInterface({ input: child.stdout, crlfDelay: Infinity });
+  rl.on("line", (line) => {
+    let ev;
+    try {
+      ev = JSON.parse(line);
+    } catch {
+      return;
+    }
+    const part = ev.part || {};
+    switch (ev.type) {
+      case "step_start":
+        step++;
+        emit({ type: "step_started", step });
+        break;
+      case "text":
+        if (typeof part.text === "string" && part.text) {
+          emit({ type: "text", step, text: part.text });
+          lastText = part.text;
+        }
+        break;
+      case "reasoning":
+        if (typeof part.text === "string" && part.text) emit({ type: "reasoning", step, text: part.text });
+        break;
+      case "tool_use": {
+        const st = part.state || {};
+        emit({ type: "tool_call", step, id: part.callID || "", name: part.tool || "", input: st.input || {}, status: "started" });
+        const output = typeof st.output === "string" ? st.output : typeof st.error === "string" ? st.error : "";
+        emit({
+          type: "tool_call",
+          step,
+          id: part.callID || "",
+          name: part.tool || "",
+          status: st.status === "error" ? "failed" : "completed",
+          output: output.length > 4096 ? output.slice(0, 4096) : output,
+        });
+        break;
+      }
+      case "step_finish": {
+        const t = part.tokens || {};
+        const su = { input_tokens: t.input || 0, output_tokens: (t.output || 0) + (t.reasoning || 0) };
+        usage.input_tokens += su.input_tokens;
+        usage.output_tokens += su.output_tokens;
+        emit({ type: "step_finished", step, usage: su });
+        break;
+      }
+      case "error":
+        failed = "model_error";
+        break;
+    }
+  });
+  const code = await new Promise((resolve) => {
+    child.on("error", () => resolve(-1));
+    child.on("close", (c) => resolve(c));
+  });
+  child = null;
+  if (failed) return fail(failed, 6);
+  if (code !== 0) return fail("runtime_failed", 6);
+  emit({ type: "done", text: lastText, steps: step, usage });
+}
+
+main().catch(() => fail("runtime_failed", 7));
