@@ -51,7 +51,7 @@ func newRealPlatform(t *testing.T, dir, subnet string, idleUnit time.Duration) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.idleUnit = idleUnit
+	opts.IdleUnit = idleUnit
 	s, err := open(t.Context(), opts, func(scope string) (deps, error) {
 		return wire(opts, wireConfig{scope: scope, subnet: netip.MustParsePrefix(subnet)})
 	})

@@ -163,9 +163,11 @@ type Options struct {
 	// the system roots (a local receiver's private CA).
 	EventsRootCAs []byte
 
-	// idleUnit shortens the "second" of idle policies (tests only; see
-	// registry.Options.IdleUnit).
-	idleUnit time.Duration
+	// IdleUnit is the length of one "second" of an idle policy's durations
+	// (maxIdleDurationSeconds, suspendedDurationSeconds); 0 means a second.
+	// Tests shorten it to wait out a one-minute policy in seconds; the API
+	// still demands at least 60 of them.
+	IdleUnit time.Duration
 }
 
 // DefaultStateDir is the default state directory:
@@ -389,7 +391,7 @@ func newServer(ctx context.Context, opts Options, d deps) (*Server, error) {
 		MaxSandboxes: opts.MaxSandboxes,
 		RunWait:      runWait,
 		Dial:         d.dial,
-		IdleUnit:     opts.idleUnit,
+		IdleUnit:     opts.IdleUnit,
 		Prebooted:    opts.Prebooted,
 	})
 	if err != nil {

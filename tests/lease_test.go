@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/localvm"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
@@ -19,10 +20,10 @@ func TestLease(t *testing.T) {
 	if !isRoot() {
 		t.Skip("needs root: the root local platform (pause uses its cgroup freezer)")
 	}
-	if testing.Short() {
-		t.Skip("waits out a one-minute idle policy")
-	}
-	p := startPlatform(t, "")
+	// An idle "second" of 100 ms: the one-minute idle policy (the API's
+	// least) lasts 6 s here.
+	const unit = 100 * time.Millisecond
+	p := startPlatform(t, "", func(o *localvm.Options) { o.IdleUnit = unit })
 	defer p.stop(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -46,7 +47,7 @@ func TestLease(t *testing.T) {
 	var mu sync.Mutex
 	var hooked []string
 	var errs []error
-	l, err := leased.Lease(ctx, rayito.WithHeartbeat(10*time.Second), rayito.WithPauseAfter(2*time.Second),
+	l, err := leased.Lease(ctx, rayito.WithHeartbeat(time.Second), rayito.WithPauseAfter(2*time.Second),
 		rayito.WithPrePause(func(ctx context.Context, sbx *rayito.Sandbox) error {
 			// The sandbox still runs when a hook does.
 			res, err := sbx.Commands.Run(ctx, "echo flushed > /tmp/hook")
@@ -62,13 +63,13 @@ func TestLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The agent's silent model call: nothing reaches either sandbox for
-	// longer than the idle time.
-	time.Sleep(80 * time.Second)
+	// longer than the idle time (80 idle "seconds").
+	time.Sleep(80 * unit)
 	if st := state(bare); st != "SUSPENDED" {
-		t.Errorf("the sandbox without a lease is %s after 80 s idle, want SUSPENDED (the control)", st)
+		t.Errorf("the sandbox without a lease is %s after 80 idle seconds, want SUSPENDED (the control)", st)
 	}
 	if st := state(leased); st != "RUNNING" {
-		t.Fatalf("the leased sandbox is %s after a silent 80 s, want RUNNING", st)
+		t.Fatalf("the leased sandbox is %s after a silent 80 idle seconds, want RUNNING", st)
 	}
 	l.End()
 	deadline := time.Now().Add(20 * time.Second)
