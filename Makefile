@@ -162,6 +162,10 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzTemplateLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzInsertLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzJSONLines$$' -fuzztime $(FUZZTIME) ./cli/internal/cliutil
+	go test -run '^$$' -fuzz '^FuzzCut$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
+	go test -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
+	go test -run '^$$' -fuzz '^FuzzDecodeContent$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
+	go test -run '^$$' -fuzz '^FuzzFileOutput$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
 	go test -run '^$$' -fuzz '^FuzzParseRules$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzRouteTarget$$' -fuzztime $(FUZZTIME) ./e2b
 	go test -run '^$$' -fuzz '^FuzzE2BTemplateSteps$$' -fuzztime $(FUZZTIME) ./e2b
