@@ -357,7 +357,14 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 			yield(AgentEvent{}, err)
 			return
 		}
+		// The span ends with the run: its tokens, and its reason unless it
+		// finished (a run the caller stopped early is aborted).
+		ctx, sp := startAgentSpan(ctx, a.sbx.cfg, a.sbx.spanID(), c)
+		var spanUsage AgentUsage
+		spanReason := AgentAborted
+		defer func() { sp.endAgent(spanUsage, spanReason) }()
 		failed := func(reason AgentReason, cause error) {
+			spanReason = reason
 			yield(AgentEvent{Type: AgentEventFailed, Reason: reason}, &AgentError{Reason: reason, Cause: cause})
 		}
 		runCtx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, errAgentTimeout)
@@ -370,9 +377,11 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 					failed(r, nil)
 					return
 				}
+				spanReason = ae.Reason
 				yield(AgentEvent{Type: AgentEventFailed, Reason: ae.Reason}, err)
 				return
 			}
+			spanReason = AgentRuntimeFailed
 			yield(AgentEvent{}, err)
 			return
 		}
@@ -454,12 +463,15 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 					}
 				case AgentEventStepFinished:
 					total += ev.Usage.Total()
+					spanUsage.InputTokens += ev.Usage.InputTokens
+					spanUsage.OutputTokens += ev.Usage.OutputTokens
 				case AgentEventFailed:
 					kill()
 					failed(ev.Reason, nil)
 					return
 				case AgentEventDone:
 					ev.Result.Runtime, ev.Result.RuntimeVersion = c.runtime, rt.Version
+					spanReason = ""
 				}
 				if !yield(ev, nil) {
 					kill()

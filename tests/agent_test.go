@@ -188,7 +188,9 @@ func TestAgent(t *testing.T) {
 		}}
 		model.cur.Store(script)
 		var evs []rayito.AgentEvent
-		for ev, err := range agent.Stream(ctx, "write hello.txt and run a command", rayito.WithAgentSpec(spec)) {
+		withInstr := spec
+		withInstr.Instructions = "RAYITO-INSTRUCTIONS-MARKER: be brief."
+		for ev, err := range agent.Stream(ctx, "write hello.txt and run a command", rayito.WithAgentSpec(withInstr)) {
 			if err != nil {
 				t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
 			}
@@ -215,6 +217,9 @@ func TestAgent(t *testing.T) {
 			if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
 				t.Errorf("a model request: %+v", r)
 			}
+			if !strings.Contains(r.Body, "RAYITO-INSTRUCTIONS-MARKER") {
+				t.Error("the instructions are not in a model request")
+			}
 		}
 		if n := len(script.Requests()); n != 3 {
 			t.Errorf("%d model requests", n)
@@ -237,7 +242,9 @@ func TestAgent(t *testing.T) {
 		model.cur.Store(script)
 		oc := rayito.WithAgentRuntime(rayito.AgentRuntimeOpenCode)
 		var evs []rayito.AgentEvent
-		for ev, err := range agent.Stream(ctx, "write hello-oc.txt and run a command", rayito.WithAgentSpec(spec), oc) {
+		withInstr := spec
+		withInstr.Instructions = "RAYITO-INSTRUCTIONS-MARKER: be brief."
+		for ev, err := range agent.Stream(ctx, "write hello-oc.txt and run a command", rayito.WithAgentSpec(withInstr), oc) {
 			if err != nil {
 				t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
 			}
@@ -263,6 +270,9 @@ func TestAgent(t *testing.T) {
 		for _, r := range script.Requests() {
 			if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
 				t.Errorf("a model request: %+v", r)
+			}
+			if !strings.Contains(r.Body, "RAYITO-INSTRUCTIONS-MARKER") {
+				t.Error("the instructions are not in a model request")
 			}
 		}
 		if n := len(script.Requests()); n != 3 {
