@@ -63,10 +63,14 @@ type AgentModel struct {
 }
 
 // AgentPermission allows or denies a tool (and, for tools that take
-// one, a pattern such as a command prefix or a path glob). Permissions are
-// a PREFERENCE given to the runtime, not a security boundary: a model, or
-// a prompt injection in the workdir, can reach the same effect with
-// another tool. The boundary is the sandbox and its closed egress.
+// one, a pattern such as a command glob: Tool "bash", Pattern "git *").
+// Permissions are a PREFERENCE given to the runtime, not a security
+// boundary: a model, or a prompt injection in the workdir, can reach the
+// same effect with another tool. The boundary is the sandbox and its
+// closed egress. OpenCode honours them (its permission configuration, a
+// later entry winning over an earlier one; by default edit and bash are
+// allowed and webfetch denied, and nothing is ever asked); Deep Agents
+// does not yet (an *UnimplementedError).
 type AgentPermission struct {
 	Tool    string
 	Pattern string
@@ -97,7 +101,7 @@ type AgentSpec struct {
 	SmallModel *AgentModel
 	// Instructions are the agent's system prompt. Never logged.
 	Instructions string
-	// Permissions: see AgentPermission (not used yet).
+	// Permissions: see AgentPermission (OpenCode only, at most 64).
 	Permissions []AgentPermission
 	// SubAgents (not used yet).
 	SubAgents []AgentSubAgent
@@ -216,6 +220,31 @@ type agentJob struct {
 	Model        agentJobModel `json:"model"`
 	Instructions string        `json:"instructions,omitempty"`
 	MaxSteps     int           `json:"max_steps"`
+	// Permissions are OpenCode's (in order: a later entry wins).
+	Permissions []agentJobPermission `json:"permissions,omitempty"`
+}
+
+// agentJobPermission is an AgentPermission on the wire.
+type agentJobPermission struct {
+	Tool    string `json:"tool"`
+	Pattern string `json:"pattern,omitempty"`
+	Allow   bool   `json:"allow"`
+}
+
+// maxAgentPermissions bounds AgentSpec.Permissions.
+const maxAgentPermissions = 64
+
+// validToolName is [a-z][a-z_]{0,31}.
+func validToolName(s string) bool {
+	if s == "" || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 type agentJobModel struct {
@@ -268,7 +297,7 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 	switch {
 	case sp.SmallModel != nil:
 		return nil, nil, unimpl("AgentSpec.SmallModel")
-	case len(sp.Permissions) > 0:
+	case len(sp.Permissions) > 0 && c.runtime != AgentRuntimeOpenCode:
 		return nil, nil, unimpl("AgentSpec.Permissions")
 	case len(sp.SubAgents) > 0:
 		return nil, nil, unimpl("AgentSpec.SubAgents")
@@ -302,7 +331,17 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 	if !strings.HasPrefix(base, "/") || strings.ContainsAny(base, "?#") {
 		return nil, nil, fmt.Errorf("%w: the model's base path must start with /", ErrInvalidArgument)
 	}
-	job := &agentJob{Task: task, Workdir: c.workdir, Instructions: sp.Instructions, MaxSteps: l.MaxSteps,
+	if len(sp.Permissions) > maxAgentPermissions {
+		return nil, nil, fmt.Errorf("%w: at most %d agent permissions", ErrInvalidArgument, maxAgentPermissions)
+	}
+	var perms []agentJobPermission
+	for _, p := range sp.Permissions {
+		if !validToolName(p.Tool) || len(p.Pattern) > 256 || strings.ContainsRune(p.Pattern, 0) {
+			return nil, nil, fmt.Errorf("%w: an agent permission needs a tool name ([a-z][a-z_]{0,31}) and a pattern of at most 256 bytes", ErrInvalidArgument)
+		}
+		perms = append(perms, agentJobPermission(p))
+	}
+	job := &agentJob{Task: task, Workdir: c.workdir, Instructions: sp.Instructions, MaxSteps: l.MaxSteps, Permissions: perms,
 		Model: agentJobModel{ID: sp.Model.ID, BaseURL: gw.URL() + strings.TrimSuffix(base, "/")}}
 	return c, job, nil
 }

@@ -17,7 +17,7 @@ func TestAgentOptions(t *testing.T) {
 	model := AgentModel{Provider: ProviderOpenAICompatible, ID: "m", Gateway: "model"}
 	unimpl := map[string][]AgentOption{
 		"small model": {WithAgentSpec(AgentSpec{Model: model, SmallModel: &model})},
-		"permissions": {WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "execute"}}})},
+		"permissions": {WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "execute"}}})}, // Deep Agents
 		"sub-agents":  {WithAgentSpec(AgentSpec{Model: model, SubAgents: []AgentSubAgent{{Name: "a"}}})},
 		"mcp":         {WithAgentSpec(AgentSpec{Model: model, MCPServers: []AgentMCPServer{{Name: "a"}}})},
 		"raw config":  {WithAgentSpec(AgentSpec{Model: model, RawConfig: json.RawMessage(`{}`)})},
@@ -39,6 +39,7 @@ func TestAgentOptions(t *testing.T) {
 		"workdir":       {WithAgentModel(model), WithAgentWorkdir("rel")},
 		"limits":        {WithAgentModel(model), WithAgentLimits(AgentLimits{MaxSteps: -1})},
 		"no such route": {WithAgentModel(model)},
+		"tool name":     {WithAgentRuntime(AgentRuntimeOpenCode), WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "Bash!"}}})},
 		"too long":      {WithAgentSpec(AgentSpec{Model: model, Instructions: strings.Repeat("x", MaxAgentInputBytes)})},
 		"base path":     {WithAgentModel(AgentModel{Provider: ProviderOpenAI, ID: "m", Gateway: "model", BasePath: "v1"})},
 	}

@@ -281,6 +281,30 @@ func TestAgent(t *testing.T) {
 		if out := sh("grep -rIlF -e " + canary + " /home/user /tmp /opt/agents 2>/dev/null; true"); strings.TrimSpace(out) != "" {
 			t.Errorf("the key is in files: %q", out)
 		}
+		// Permissions: OpenCode refuses a denied pattern (a preference the
+		// runtime honours, not a boundary).
+		model.cur.Store(&agentllm.Script{Key: canary, Turns: []agentllm.Turn{
+			{Calls: []agentllm.ToolCall{{Name: "bash", Args: map[string]any{"command": "touch denied.txt", "description": "run"}}}},
+			{Calls: []agentllm.ToolCall{{Name: "bash", Args: map[string]any{"command": "touch allowed.txt", "description": "run"}}}},
+			{Text: "done"},
+		}})
+		perms := spec
+		perms.Permissions = []rayito.AgentPermission{{Tool: "bash", Pattern: "touch denied*", Allow: false}}
+		var statuses []string
+		for ev, err := range agent.Stream(ctx, "touch", rayito.WithAgentSpec(perms), oc) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == rayito.AgentEventToolCall && ev.ToolCall.Status != "started" {
+				statuses = append(statuses, ev.ToolCall.Status)
+			}
+		}
+		if strings.Join(statuses, ",") != "failed,completed" {
+			t.Errorf("tool calls under permissions: %v", statuses)
+		}
+		if out := sh("ls /home/user/denied.txt /home/user/allowed.txt 2>&1"); !strings.Contains(out, "No such file") || !strings.Contains(out, "\n/home/user/allowed.txt") && !strings.HasPrefix(out, "/home/user/allowed.txt") {
+			t.Errorf("files under permissions: %q", out)
+		}
 		// A limit and a second run under OpenCode too.
 		model.cur.Store(loop("true", 10))
 		_, err = agent.Run(ctx, "loop", rayito.WithAgentSpec(spec), oc, rayito.WithAgentLimits(rayito.AgentLimits{MaxSteps: 2}))

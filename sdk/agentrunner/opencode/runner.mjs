@@ -60,6 +60,23 @@ function unlock() {
   } catch {}
 }
 
+// permissions is OpenCode's permission configuration: edit and bash
+// allowed, webfetch denied, then the job's entries in order (a tool's
+// patterns after a "*" that keeps its previous action).
+function permissions(list) {
+  const perm = { edit: "allow", bash: "allow", webfetch: "deny" };
+  for (const p of list || []) {
+    const action = p.allow ? "allow" : "deny";
+    if (p.pattern) {
+      if (typeof perm[p.tool] !== "object" || perm[p.tool] === null) perm[p.tool] = { "*": perm[p.tool] || "allow" };
+      perm[p.tool][p.pattern] = action;
+    } else {
+      perm[p.tool] = action;
+    }
+  }
+  return perm;
+}
+
 async function readJob() {
   const chunks = [];
   for await (const c of process.stdin) chunks.push(c);
@@ -107,7 +124,7 @@ async function main() {
     },
     model: "rayito/" + id,
     small_model: "rayito/" + id,
-    permission: { edit: "allow", bash: "allow", webfetch: "deny" },
+    permission: permissions(job.permissions),
   };
   if (job.instructions) {
     const f = path.join(tmp, "instructions.md");
