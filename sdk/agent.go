@@ -442,6 +442,9 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 			failed(AgentRuntimeFailed, err)
 			return
 		}
+		// kill ends the runner's process group and waits (10 s at most)
+		// for it to be gone, so that its lock is free when Stream returns.
+		exited := make(chan struct{})
 		killed := false
 		kill := func() {
 			if !killed {
@@ -449,6 +452,11 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 				kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				defer kcancel()
 				_ = h.Kill(kctx)
+				_ = pr.Close()
+				select {
+				case <-exited:
+				case <-kctx.Done():
+				}
 			}
 		}
 		defer kill()
@@ -456,6 +464,7 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 		go func() {
 			_, werr := h.Wait(context.WithoutCancel(ctx))
 			_ = pw.CloseWithError(werr)
+			close(exited)
 		}()
 		if err := h.SendStdin(runCtx, in); err != nil {
 			kill()

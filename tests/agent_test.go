@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -70,6 +71,51 @@ func normalizeAgentEvents(evs []rayito.AgentEvent) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// checkGolden runs a stream to its end and compares its normalized events
+// with testdata/name (RAYITO_UPDATE_GOLDEN=1 rewrites it).
+func checkGolden(t *testing.T, stream iter.Seq2[rayito.AgentEvent, error], name string) {
+	t.Helper()
+	var evs []rayito.AgentEvent
+	for ev, err := range stream {
+		if err != nil {
+			t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
+		}
+		evs = append(evs, ev)
+	}
+	got := normalizeAgentEvents(evs)
+	golden := filepath.Join("testdata", name)
+	if os.Getenv("RAYITO_UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("events differ from %s:\n%s", golden, got)
+	}
+}
+
+// checkRequests: every request of the script reached the model through
+// the gateway (the key added), streamed, for the spec's model, with the
+// instructions; n of them.
+func checkRequests(t *testing.T, script *agentllm.Script, n int) {
+	t.Helper()
+	for _, r := range script.Requests() {
+		if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
+			t.Errorf("a model request: %+v", r)
+		}
+		if !strings.Contains(r.Body, "RAYITO-INSTRUCTIONS-MARKER") {
+			t.Error("the instructions are not in a model request")
+		}
+	}
+	if got := len(script.Requests()); got != n {
+		t.Errorf("%d model requests, want %d", got, n)
+	}
 }
 
 // TestAgent: sbx.Agent() with the Deep Agents and OpenCode runtimes, from a
@@ -187,43 +233,13 @@ func TestAgent(t *testing.T) {
 			{Text: "All done.", PromptTokens: 140, CompletionTokens: 5},
 		}}
 		model.cur.Store(script)
-		var evs []rayito.AgentEvent
 		withInstr := spec
 		withInstr.Instructions = "RAYITO-INSTRUCTIONS-MARKER: be brief."
-		for ev, err := range agent.Stream(ctx, "write hello.txt and run a command", rayito.WithAgentSpec(withInstr)) {
-			if err != nil {
-				t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
-			}
-			evs = append(evs, ev)
-		}
-		got := normalizeAgentEvents(evs)
-		golden := filepath.Join("testdata", "agent_deepagents.golden")
-		if os.Getenv("RAYITO_UPDATE_GOLDEN") == "1" {
-			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != string(want) {
-			t.Errorf("events differ from %s:\n%s", golden, got)
-		}
+		checkGolden(t, agent.Stream(ctx, "write hello.txt and run a command", rayito.WithAgentSpec(withInstr)), "agent_deepagents.golden")
 		if out := sh("cat /home/user/hello.txt /home/user/ran.txt"); out != "hello from the agent\nuser\n" {
 			t.Errorf("the agent's files: %q", out)
 		}
-		for _, r := range script.Requests() {
-			if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
-				t.Errorf("a model request: %+v", r)
-			}
-			if !strings.Contains(r.Body, "RAYITO-INSTRUCTIONS-MARKER") {
-				t.Error("the instructions are not in a model request")
-			}
-		}
-		if n := len(script.Requests()); n != 3 {
-			t.Errorf("%d model requests", n)
-		}
+		checkRequests(t, script, 3)
 		// Run is the same, to the result.
 		model.cur.Store(&agentllm.Script{Key: canary, Turns: []agentllm.Turn{{Text: "ok", PromptTokens: 5, CompletionTokens: 1}}})
 		res, err := agent.Run(ctx, "say ok", rayito.WithAgentSpec(spec))
@@ -241,43 +257,13 @@ func TestAgent(t *testing.T) {
 		}}
 		model.cur.Store(script)
 		oc := rayito.WithAgentRuntime(rayito.AgentRuntimeOpenCode)
-		var evs []rayito.AgentEvent
 		withInstr := spec
 		withInstr.Instructions = "RAYITO-INSTRUCTIONS-MARKER: be brief."
-		for ev, err := range agent.Stream(ctx, "write hello-oc.txt and run a command", rayito.WithAgentSpec(withInstr), oc) {
-			if err != nil {
-				t.Fatalf("stream: %v (events %s)", err, normalizeAgentEvents(evs))
-			}
-			evs = append(evs, ev)
-		}
-		got := normalizeAgentEvents(evs)
-		golden := filepath.Join("testdata", "agent_opencode.golden")
-		if os.Getenv("RAYITO_UPDATE_GOLDEN") == "1" {
-			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != string(want) {
-			t.Errorf("events differ from %s:\n%s", golden, got)
-		}
+		checkGolden(t, agent.Stream(ctx, "write hello-oc.txt and run a command", rayito.WithAgentSpec(withInstr), oc), "agent_opencode.golden")
 		if out := sh("cat /home/user/hello-oc.txt /home/user/ran-oc.txt"); out != "hello from opencode\nuser\n" {
 			t.Errorf("the agent's files: %q", out)
 		}
-		for _, r := range script.Requests() {
-			if !r.Authorized || !r.Stream || r.Model != "scripted-1" {
-				t.Errorf("a model request: %+v", r)
-			}
-			if !strings.Contains(r.Body, "RAYITO-INSTRUCTIONS-MARKER") {
-				t.Error("the instructions are not in a model request")
-			}
-		}
-		if n := len(script.Requests()); n != 3 {
-			t.Errorf("%d model requests", n)
-		}
+		checkRequests(t, script, 3)
 		if out := sh("grep -rIlF -e " + canary + " /home/user /tmp /opt/agents 2>/dev/null; true"); strings.TrimSpace(out) != "" {
 			t.Errorf("the key is in files: %q", out)
 		}

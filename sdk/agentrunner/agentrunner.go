@@ -26,8 +26,25 @@ const DeepAgentsRunner = DeepAgentsDir + "/runner.mjs"
 //go:embed pins.json
 var pinsJSON []byte
 
-//go:embed deepagents/runner.mjs
-var deepAgentsRunner []byte
+//go:embed common.mjs
+var commonRunner []byte
+
+//go:embed deepagents/main.mjs
+var deepAgentsMain []byte
+
+// deepAgentsRunner and openCodeRunner are the runners as installed: the
+// common part followed by the runtime's own.
+var (
+	deepAgentsRunner = runnerOf(deepAgentsMain)
+	openCodeRunner   = runnerOf(openCodeMain)
+)
+
+// runnerOf is the common part, then main.
+func runnerOf(main []byte) []byte {
+	out := append([]byte(nil), commonRunner...)
+	out = append(out, '\n')
+	return append(out, main...)
+}
 
 //go:embed deepagents/package.json
 var deepAgentsPackage []byte
@@ -35,8 +52,8 @@ var deepAgentsPackage []byte
 //go:embed deepagents/package-lock.json
 var deepAgentsLock []byte
 
-//go:embed opencode/runner.mjs
-var openCodeRunner []byte
+//go:embed opencode/main.mjs
+var openCodeMain []byte
 
 // OpenCodeDir is where the OpenCode runtime is installed (the binary in
 // package/bin/opencode, the runner beside it).

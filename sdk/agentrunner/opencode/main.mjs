@@ -7,58 +7,12 @@
 // downloads, default plugins and reading a workdir's .claude/ are off.
 // Nothing else is printed.
 import { spawn } from "node:child_process";
-import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import process from "node:process";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 
-const LOCK = "/tmp/.rayito-agent.lock";
 const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), "package", "bin", "opencode");
-
-function emit(ev) {
-  process.stdout.write(JSON.stringify(ev) + "\n");
-}
-
-function fail(reason, code) {
-  emit({ type: "agent_failed", reason });
-  process.exitCode = code;
-}
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return e.code === "EPERM";
-  }
-}
-
-function lock() {
-  for (let i = 0; i < 2; i++) {
-    try {
-      const fd = fs.openSync(LOCK, "wx", 0o600);
-      fs.writeSync(fd, String(process.pid));
-      fs.closeSync(fd);
-      return true;
-    } catch (e) {
-      if (e.code !== "EEXIST") throw e;
-      const pid = parseInt(fs.readFileSync(LOCK, "utf8"), 10);
-      if (pid > 0 && alive(pid)) return false;
-      try {
-        fs.unlinkSync(LOCK);
-      } catch {}
-    }
-  }
-  return false;
-}
-
-function unlock() {
-  try {
-    if (parseInt(fs.readFileSync(LOCK, "utf8"), 10) === process.pid) fs.unlinkSync(LOCK);
-  } catch {}
-}
 
 // permissions is OpenCode's permission configuration: edit and bash
 // allowed, webfetch denied, then the job's entries in order (a tool's
@@ -75,12 +29,6 @@ function permissions(list) {
     }
   }
   return perm;
-}
-
-async function readJob() {
-  const chunks = [];
-  for await (const c of process.stdin) chunks.push(c);
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
 async function main() {
