@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -357,16 +358,9 @@ func (a *Agent) checkRuntime(ctx context.Context, c *agentConfig) (agentrunner.M
 	if err != nil {
 		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeFailed, Cause: err}
 	}
-	var m agentrunner.Manifest
-	if json.Unmarshal(raw, &m) != nil || m.V != 1 {
-		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
-	}
-	rt, ok := m.Runtimes[string(c.runtime)]
-	if !ok || rt.Runner == "" {
-		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMissing}
-	}
-	if c.spec.RuntimeVersion != "" && c.spec.RuntimeVersion != rt.Version {
-		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
+	rt, reason := parseAgentManifest(raw, c.runtime, c.spec.RuntimeVersion)
+	if reason != "" {
+		return agentrunner.ManifestRuntime{}, &AgentError{Reason: reason}
 	}
 	runner, err := a.sbx.Files.Read(ctx, rt.Runner)
 	if errors.Is(err, ErrNotFound) {
@@ -380,6 +374,30 @@ func (a *Agent) checkRuntime(ctx context.Context, c *agentConfig) (agentrunner.M
 		return agentrunner.ManifestRuntime{}, &AgentError{Reason: AgentRuntimeMismatch}
 	}
 	return rt, nil
+}
+
+// parseAgentManifest reads the template's manifest (written by
+// AgentTemplate, but read from the sandbox: untrusted) and returns the
+// runtime's entry, or the reason it cannot be used: runtime_mismatch for
+// an unreadable manifest, another version than want (when set) or a
+// runner path that is not absolute and clean; runtime_missing when the
+// runtime is not in it.
+func parseAgentManifest(raw []byte, runtime AgentRuntime, want string) (agentrunner.ManifestRuntime, AgentReason) {
+	var m agentrunner.Manifest
+	if len(raw) > 1<<20 || json.Unmarshal(raw, &m) != nil || m.V != 1 {
+		return agentrunner.ManifestRuntime{}, AgentRuntimeMismatch
+	}
+	rt, ok := m.Runtimes[string(runtime)]
+	if !ok || rt.Runner == "" {
+		return agentrunner.ManifestRuntime{}, AgentRuntimeMissing
+	}
+	if !strings.HasPrefix(rt.Runner, "/opt/agents/") || path.Clean(rt.Runner) != rt.Runner || strings.ContainsRune(rt.Runner, 0) || len(rt.RunnerSHA256) != 64 {
+		return agentrunner.ManifestRuntime{}, AgentRuntimeMismatch
+	}
+	if want != "" && want != rt.Version {
+		return agentrunner.ManifestRuntime{}, AgentRuntimeMismatch
+	}
+	return rt, ""
 }
 
 // Stream runs task and yields its events as they happen. A run that ends

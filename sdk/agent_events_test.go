@@ -3,6 +3,7 @@ package rayito
 import (
 	"bufio"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 )
@@ -105,6 +106,26 @@ func FuzzAgentEvents(f *testing.F) {
 			}
 		default:
 			t.Fatalf("type %q", ev.Type)
+		}
+	})
+}
+
+// FuzzAgentManifest: no manifest panics its reader, and what it accepts
+// is a runner under /opt/agents with a sha256.
+func FuzzAgentManifest(f *testing.F) {
+	f.Add([]byte(`{"v":1,"runtimes":{"deepagents":{"version":"1.14.1","runner":"/opt/agents/deepagents/runner.mjs","runner_sha256":"`+strings.Repeat("a", 64)+`"}}}`), "")
+	f.Add([]byte(`{"v":1,"runtimes":{"deepagents":{"runner":"/opt/agents/../etc/x"}}}`), "1")
+	f.Add([]byte(`[]`), "")
+	f.Fuzz(func(t *testing.T, raw []byte, want string) {
+		rt, reason := parseAgentManifest(raw, AgentRuntimeDeepAgents, want)
+		if reason != "" {
+			if !knownAgentReason(reason) {
+				t.Fatalf("reason %q", reason)
+			}
+			return
+		}
+		if !strings.HasPrefix(rt.Runner, "/opt/agents/") || path.Clean(rt.Runner) != rt.Runner || len(rt.RunnerSHA256) != 64 || (want != "" && rt.Version != want) {
+			t.Fatalf("accepted %+v", rt)
 		}
 	})
 }
