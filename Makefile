@@ -141,6 +141,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseGitBranches$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzParseIndexRow$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzDecodePoolFile$$' -fuzztime $(FUZZTIME) ./sdk
+	go test -run '^$$' -fuzz '^FuzzAgentEvents$$' -fuzztime $(FUZZTIME) ./sdk
+	go test -run '^$$' -fuzz '^FuzzAgentManifest$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzFromDockerfile$$' -fuzztime $(FUZZTIME) ./sdk/template
 	go test -run '^$$' -fuzz '^FuzzIgnore$$' -fuzztime $(FUZZTIME) ./sdk/template
 	go test -run '^$$' -fuzz '^FuzzParseMeminfo$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
