@@ -101,6 +101,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseDiagReply$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
 	go test -run '^$$' -fuzz '^FuzzReadEnvelope$$' -fuzztime $(FUZZTIME) ./bench/internal/peer
 	go test -run '^$$' -fuzz '^FuzzParsePasswd$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
+	go test -run '^$$' -fuzz '^FuzzParseGroup$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
 	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./localvm/internal/authtoken
 	go test -run '^$$' -fuzz '^FuzzPortHeader$$' -fuzztime $(FUZZTIME) ./localvm/internal/proxy
 	go test -run '^$$' -fuzz '^FuzzResponseError$$' -fuzztime $(FUZZTIME) ./sdk/microvms
@@ -141,6 +142,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzParseGitBranches$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzParseIndexRow$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzDecodePoolFile$$' -fuzztime $(FUZZTIME) ./sdk
+	go test -run '^$$' -fuzz '^FuzzParseEndReason$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzAgentEvents$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzAgentManifest$$' -fuzztime $(FUZZTIME) ./sdk
 	go test -run '^$$' -fuzz '^FuzzFromDockerfile$$' -fuzztime $(FUZZTIME) ./sdk/template
@@ -160,6 +162,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	go test -run '^$$' -fuzz '^FuzzCheckPath$$' -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz '^FuzzCheckPlain$$' -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz '^FuzzRouteUpstream$$' -fuzztime $(FUZZTIME) ./gateway
+	go test -run '^$$' -fuzz '^FuzzContainsFold$$' -fuzztime $(FUZZTIME) ./gateway
 	go test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzTemplateLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
 	go test -run '^$$' -fuzz '^FuzzInsertLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
