@@ -39,9 +39,11 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/johannesboyne/gofakes3 v1.2.0 // indirect
 	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
 	github.com/mdlayher/socket v0.5.0 // indirect
+	github.com/moby/patternmatcher v0.6.1 // indirect
 	github.com/rayito-dev/rayito/events v0.1.0 // indirect
 	github.com/rayito-dev/rayito/gateway v0.1.0 // indirect
 	github.com/rayito-dev/rayito/proto v0.1.0 // indirect
