@@ -254,7 +254,7 @@ func scopeLeftovers(t *testing.T, scope string) []string {
 		cgroups = append(cgroups, "/sys/fs/cgroup/rayito-localvm-"+scope)
 	}
 	left = append(left, cgroups...)
-	links, err := netlink.LinkList()
+	links, err := dumpAgain(netlink.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +264,17 @@ func scopeLeftovers(t *testing.T, scope string) []string {
 		}
 	}
 	return left
+}
+
+// dumpAgain asks a netlink dump again when links or routes changed under
+// it (NLM_F_DUMP_INTR: other tests' sandboxes come and go meanwhile).
+func dumpAgain[T any](dump func() (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		out, err := dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == 9 {
+			return out, err
+		}
+	}
 }
 
 // waitGone waits until nothing of the sandboxes is left.
@@ -513,7 +524,7 @@ func hasEgressFlow(t *testing.T, addr string) bool {
 // hasDefaultRoute reports whether the host has an IPv4 default route.
 func hasDefaultRoute(t *testing.T) bool {
 	t.Helper()
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := dumpAgain(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		t.Fatal(err)
 	}
