@@ -239,16 +239,20 @@ func TestContract(t *testing.T) {
 		each(t, func(t *testing.T, v curlVariant) {
 			// A section that is not built answers UNSUPPORTED not_built;
 			// an invalid gateway INVALID with a message naming the field,
-			// never a value.
-			m := c.curl(t, v, c.token, "ConfigureService/Configure", `{"requestId":"contract-`+v.protocol+fmt.Sprint(v.h2)+`","s3Mounts":{},"secretGateway":{"routes":[{"name":"Bad Name","upstream":"https://example.com","headers":[{"name":"x-api-key","secret":"sk-contract-canary"}],"rules":[{"method":"POST","path":"/v1/*"}]}]}}`).single(t)
+			// never a value; an empty S3 mounts section APPLIED (nothing
+			// mounted).
+			m := c.curl(t, v, c.token, "ConfigureService/Configure", `{"requestId":"contract-`+v.protocol+fmt.Sprint(v.h2)+`","s3Mounts":{},"efsVolumes":{},"secretGateway":{"routes":[{"name":"Bad Name","upstream":"https://example.com","headers":[{"name":"x-api-key","secret":"sk-contract-canary"}],"rules":[{"method":"POST","path":"/v1/*"}]}]}}`).single(t)
 			results, _ := m["results"].([]any)
-			if len(results) != 2 {
+			if len(results) != 3 {
 				t.Fatalf("Configure %v", m)
 			}
 			gw, _ := results[0].(map[string]any)
 			s3, _ := results[1].(map[string]any)
+			efs, _ := results[2].(map[string]any)
 			if gw["section"] != "CONFIG_SECTION_SECRET_GATEWAY" || gw["code"] != "SECTION_CODE_INVALID" || !strings.Contains(fmt.Sprint(gw["message"]), "name") ||
-				s3["code"] != "SECTION_CODE_UNSUPPORTED" || s3["errorClass"] != "not_built" || strings.Contains(fmt.Sprint(m), "sk-contract-canary") {
+				s3["section"] != "CONFIG_SECTION_S3_MOUNTS" || s3["code"] != "SECTION_CODE_APPLIED" ||
+				efs["section"] != "CONFIG_SECTION_EFS_VOLUMES" || efs["code"] != "SECTION_CODE_UNSUPPORTED" || efs["errorClass"] != "not_built" ||
+				strings.Contains(fmt.Sprint(m), "sk-contract-canary") {
 				t.Fatalf("Configure %v", m)
 			}
 			st := c.curl(t, v, c.token, "ConfigureService/ConfigureStatus", `{}`).single(t)
