@@ -34,25 +34,32 @@ import (
 // within the test binary's deadline.
 const e2bScenarioTimeout = 5 * time.Minute
 
+// npmDir is one directory of pinned npm packages the tests install once
+// per run (npm ci); what stops it is kept for every test that needs it.
+type npmDir struct {
+	rel, why string // the directory under tests/, what needs the packages
+	once     sync.Once
+	err      error
+	skip     string
+}
+
 var (
-	npmOnce sync.Once
-	npmErr  error
-	npmSkip string
+	e2bNpm = &npmDir{rel: "e2b", why: "the E2B SDK tests need Node.js and npm (to install the pinned e2b SDKs with npm ci)"}
+	mcpNpm = &npmDir{rel: "mcp", why: "the MCP client test needs Node.js and npm (to install the pinned @modelcontextprotocol/sdk with npm ci)"}
 )
 
-// e2bScenarioDir installs the pinned SDKs (npm ci, once per test run) and
-// returns the scenario's directory. It skips the test, saying why, when
-// npm or node is missing.
-func e2bScenarioDir(t *testing.T) string {
+// install runs npm ci in the directory (once per test run) and returns
+// its path. It skips the test, saying why, when node or npm is missing.
+func (n *npmDir) install(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("e2b")
+	dir, err := filepath.Abs(n.rel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	npmOnce.Do(func() {
+	n.once.Do(func() {
 		for _, tool := range []string{"node", "npm"} {
 			if _, err := exec.LookPath(tool); err != nil {
-				npmSkip = tool + " is not installed: the E2B SDK tests need Node.js and npm (to install the pinned e2b SDKs with npm ci)"
+				n.skip = tool + " is not installed: " + n.why
 				return
 			}
 		}
@@ -65,19 +72,22 @@ func e2bScenarioDir(t *testing.T) string {
 		cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(filepath.Dir(dir), "..", ".tmp", "npm-cache"), "npm_config_update_notifier=false")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			npmErr = fmt.Errorf("npm ci in %s: %v\n%s", dir, err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			n.err = fmt.Errorf("npm ci in %s: %v\n%s", dir, err, out)
 		}
 	})
-	if npmSkip != "" {
-		t.Skip(npmSkip)
+	if n.skip != "" {
+		t.Skip(n.skip)
 	}
-	if npmErr != nil {
-		t.Fatal(npmErr)
+	if n.err != nil {
+		t.Fatal(n.err)
 	}
 	return dir
 }
+
+// e2bScenarioDir installs the pinned SDKs and returns the scenario's
+// directory.
+func e2bScenarioDir(t *testing.T) string { return e2bNpm.install(t) }
 
 // runE2BScenario runs scenario.mjs with exactly env (plus PATH and a
 // fresh HOME) and fails the test, with the scenario's output, unless it

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,47 +15,9 @@ import (
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-var (
-	mcpNpmOnce sync.Once
-	mcpNpmErr  error
-	mcpNpmSkip string
-)
-
-// mcpClientDir installs the pinned MCP TypeScript SDK (npm ci, once per
-// test run) and returns tests/mcp. It skips the test, saying why, when
-// node or npm is missing.
-func mcpClientDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpNpmOnce.Do(func() {
-		for _, tool := range []string{"node", "npm"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				mcpNpmSkip = tool + " is not installed: the MCP client test needs Node.js and npm (to install the pinned @modelcontextprotocol/sdk with npm ci)"
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		// As e2bScenarioDir: no install scripts, the lockfile pins every
-		// version and hash, the cache is the repository's .tmp.
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(filepath.Dir(dir), "..", ".tmp", "npm-cache"), "npm_config_update_notifier=false")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			mcpNpmErr = fmt.Errorf("npm ci in %s: %v\n%s", dir, err, out)
-		}
-	})
-	if mcpNpmSkip != "" {
-		t.Skip(mcpNpmSkip)
-	}
-	if mcpNpmErr != nil {
-		t.Fatal(mcpNpmErr)
-	}
-	return dir
-}
+// mcpClientDir installs the pinned MCP TypeScript SDK and returns
+// tests/mcp.
+func mcpClientDir(t *testing.T) string { return mcpNpm.install(t) }
 
 // mcpOut is what client.mjs prints.
 type mcpOut struct {
