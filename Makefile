@@ -10,7 +10,7 @@ LIBRARIES := proto gateway sdk e2b
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
-FUZZTIME ?= 20000x
+export FUZZTIME ?= 20000x
 
 .PHONY: help
 help: ## List the targets.
@@ -91,94 +91,59 @@ test: tools deps ## Run every test with -race (root-only tests skip with a reaso
 	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -timeout 30m $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 .PHONY: test-fuzz
-test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine).
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/runpayload
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/accesstoken
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/template
-	go test -run '^$$' -fuzz '^FuzzDecodeRuntime$$' -fuzztime $(FUZZTIME) ./proto/template
-	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./proto/compat
-	go test -run '^$$' -fuzz '^FuzzParseTable$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
-	go test -run '^$$' -fuzz '^FuzzParseDiagReply$$' -fuzztime $(FUZZTIME) ./rayd/internal/peercred
-	go test -run '^$$' -fuzz '^FuzzReadEnvelope$$' -fuzztime $(FUZZTIME) ./bench/internal/peer
-	go test -run '^$$' -fuzz '^FuzzParsePasswd$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
-	go test -run '^$$' -fuzz '^FuzzParseGroup$$' -fuzztime $(FUZZTIME) ./rayd/internal/identity
-	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./localvm/internal/authtoken
-	go test -run '^$$' -fuzz '^FuzzPortHeader$$' -fuzztime $(FUZZTIME) ./localvm/internal/proxy
-	go test -run '^$$' -fuzz '^FuzzResponseError$$' -fuzztime $(FUZZTIME) ./sdk/microvms
-	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./localvm/internal/api
-	go test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) ./rayd/internal/hooks
-	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
-	go test -run '^$$' -fuzz '^FuzzFollowPath$$' -fuzztime $(FUZZTIME) ./rayd/internal/safefs
-	go test -run '^$$' -fuzz '^FuzzCheckHeader$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
-	go test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
-	go test -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME) ./proto/checkpoint
-	go test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime $(FUZZTIME) ./rayd/internal/transfer
-	go test -run '^$$' -fuzz '^FuzzVerifyPresigned$$' -fuzztime $(FUZZTIME) ./localvm/internal/services
-	go test -run '^$$' -fuzz '^FuzzFormFile$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
-	go test -run '^$$' -fuzz '^FuzzCheckInit$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/envdhttp
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/envduser
-	go test -run '^$$' -fuzz '^FuzzProcess$$' -fuzztime $(FUZZTIME) ./events/internal/forwarder
-	go test -run '^$$' -fuzz '^FuzzEventFromStream$$' -fuzztime $(FUZZTIME) ./events/internal/store
-	go test -run '^$$' -fuzz '^FuzzCheckURLAllow$$' -fuzztime $(FUZZTIME) ./events/internal/deliverer
-	go test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./dashboard/hostguard
-	go test -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME) ./dashboard/proxy
-	go test -run '^$$' -fuzz '^FuzzServe$$' -fuzztime $(FUZZTIME) ./dashboard/proxy
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
-	go test -run '^$$' -fuzz '^FuzzValidateLogo$$' -fuzztime $(FUZZTIME) ./dashboard/internal/theme
-	go test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./dashboard/local
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./dashboard/internal/strictjson
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./dashboard/internal/jwt
-	go test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./dashboard/internal/stackapi
-	go test -run '^$$' -fuzz '^FuzzOneLine$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
-	go test -run '^$$' -fuzz '^FuzzSanitize$$' -fuzztime $(FUZZTIME) ./cli/internal/command/stack
-	go test -run '^$$' -fuzz '^FuzzScanLines$$' -fuzztime $(FUZZTIME) ./localvm
-	go test -run '^$$' -fuzz '^FuzzArtifact$$' -fuzztime $(FUZZTIME) ./localvm/internal/templates
-	go test -run '^$$' -fuzz '^FuzzS3Mounts$$' -fuzztime $(FUZZTIME) ./proto/s3mount
-	go test -run '^$$' -fuzz '^FuzzMountFlag$$' -fuzztime $(FUZZTIME) ./cli/internal/command/sandbox
-	go test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./rayd/internal/sudo
-	go test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./rayd/internal/envdpath
-	go test -run '^$$' -fuzz '^FuzzParseStat$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
-	go test -run '^$$' -fuzz '^FuzzParseGitStatus$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzParseGitBranches$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzParseIndexRow$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzDecodePoolFile$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzParseEndReason$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzAgentEvents$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzAgentManifest$$' -fuzztime $(FUZZTIME) ./sdk
-	go test -run '^$$' -fuzz '^FuzzFromDockerfile$$' -fuzztime $(FUZZTIME) ./sdk/template
-	go test -run '^$$' -fuzz '^FuzzIgnore$$' -fuzztime $(FUZZTIME) ./sdk/template
-	go test -run '^$$' -fuzz '^FuzzParseMeminfo$$' -fuzztime $(FUZZTIME) ./rayd/internal/metrics
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/oomcount
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
-	go test -run '^$$' -fuzz '^FuzzHandle$$' -fuzztime $(FUZZTIME) ./rayd/internal/kernel
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/netpolicy
-	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./rayd/internal/telemetry
-	go test -run '^$$' -fuzz '^FuzzValidUpstream$$' -fuzztime $(FUZZTIME) ./rayd/internal/service/network
-	go test -run '^$$' -fuzz '^FuzzParseConnect$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
-	go test -run '^$$' -fuzz '^FuzzParseAbsoluteURI$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
-	go test -run '^$$' -fuzz '^FuzzSOCKS5$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
-	go test -run '^$$' -fuzz '^FuzzSNI$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./rayd/internal/egress
-	go test -run '^$$' -fuzz '^FuzzDNSQuery$$' -fuzztime $(FUZZTIME) ./rayd/internal/egress
-	go test -run '^$$' -fuzz '^FuzzCheckPath$$' -fuzztime $(FUZZTIME) ./gateway
-	go test -run '^$$' -fuzz '^FuzzCheckPlain$$' -fuzztime $(FUZZTIME) ./gateway
-	go test -run '^$$' -fuzz '^FuzzRouteUpstream$$' -fuzztime $(FUZZTIME) ./gateway
-	go test -run '^$$' -fuzz '^FuzzContainsFold$$' -fuzztime $(FUZZTIME) ./gateway
-	go test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME) ./cli/internal/image
-	go test -run '^$$' -fuzz '^FuzzTemplateLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
-	go test -run '^$$' -fuzz '^FuzzInsertLayer$$' -fuzztime $(FUZZTIME) ./cli/internal/image
-	go test -run '^$$' -fuzz '^FuzzJSONLines$$' -fuzztime $(FUZZTIME) ./cli/internal/cliutil
-	go test -run '^$$' -fuzz '^FuzzCut$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
-	go test -run '^$$' -fuzz '^FuzzBearer$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
-	go test -run '^$$' -fuzz '^FuzzDecodeContent$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
-	go test -run '^$$' -fuzz '^FuzzFileOutput$$' -fuzztime $(FUZZTIME) ./cli/internal/mcpserver
-	go test -run '^$$' -fuzz '^FuzzParseRules$$' -fuzztime $(FUZZTIME) ./e2b
-	go test -run '^$$' -fuzz '^FuzzRouteTarget$$' -fuzztime $(FUZZTIME) ./e2b
-	go test -run '^$$' -fuzz '^FuzzE2BTemplateSteps$$' -fuzztime $(FUZZTIME) ./e2b
-	go test -run '^$$' -fuzz '^FuzzE2BTemplateFiles$$' -fuzztime $(FUZZTIME) ./e2b
-	go test -run '^$$' -fuzz '^FuzzRepack$$' -fuzztime $(FUZZTIME) ./e2b
-	go test -run '^$$' -fuzz '^FuzzCheckEndpoint$$' -fuzztime $(FUZZTIME) ./proto/localplatform
-	go test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./proto/events
-	go test -run '^$$' -fuzz '^FuzzCheckWebhookURL$$' -fuzztime $(FUZZTIME) ./proto/events
+test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
+	scripts/fuzz.sh ./proto/runpayload FuzzDecode
+	scripts/fuzz.sh ./proto/accesstoken FuzzDecode
+	scripts/fuzz.sh ./proto/template FuzzDecode FuzzDecodeRuntime
+	scripts/fuzz.sh ./proto/compat FuzzCheck
+	scripts/fuzz.sh ./rayd/internal/peercred FuzzParseTable FuzzParseDiagReply
+	scripts/fuzz.sh ./bench/internal/peer FuzzReadEnvelope
+	scripts/fuzz.sh ./rayd/internal/identity FuzzParsePasswd FuzzParseGroup
+	scripts/fuzz.sh ./localvm/internal/authtoken FuzzVerify
+	scripts/fuzz.sh ./localvm/internal/proxy FuzzPortHeader
+	scripts/fuzz.sh ./sdk/microvms FuzzResponseError
+	scripts/fuzz.sh ./localvm/internal/api FuzzRequest
+	scripts/fuzz.sh ./rayd/internal/hooks FuzzEnvelope
+	scripts/fuzz.sh ./rayd/internal/safefs FuzzResolve FuzzFollowPath
+	scripts/fuzz.sh ./proto/checkpoint FuzzCheckHeader FuzzScan FuzzParseManifest
+	scripts/fuzz.sh ./rayd/internal/transfer FuzzCheckURL
+	scripts/fuzz.sh ./localvm/internal/services FuzzVerifyPresigned
+	scripts/fuzz.sh ./rayd/internal/service/envdhttp FuzzFormFile FuzzCheckInit
+	scripts/fuzz.sh ./rayd/internal/envduser FuzzParse
+	scripts/fuzz.sh ./events/internal/forwarder FuzzProcess
+	scripts/fuzz.sh ./events/internal/store FuzzEventFromStream
+	scripts/fuzz.sh ./events/internal/deliverer FuzzCheckURLAllow
+	scripts/fuzz.sh ./dashboard/hostguard FuzzCheck
+	scripts/fuzz.sh ./dashboard/proxy FuzzReadRequest FuzzServe
+	scripts/fuzz.sh ./dashboard/internal/theme FuzzParse FuzzValidateLogo
+	scripts/fuzz.sh ./dashboard/local FuzzRequest
+	scripts/fuzz.sh ./dashboard/internal/strictjson FuzzDecode
+	scripts/fuzz.sh ./dashboard/internal/jwt FuzzParse
+	scripts/fuzz.sh ./dashboard/internal/stackapi FuzzHandle
+	scripts/fuzz.sh ./cli/internal/command/stack FuzzOneLine FuzzSanitize
+	scripts/fuzz.sh ./localvm FuzzScanLines
+	scripts/fuzz.sh ./localvm/internal/templates FuzzArtifact
+	scripts/fuzz.sh ./proto/s3mount FuzzS3Mounts
+	scripts/fuzz.sh ./cli/internal/command/sandbox FuzzMountFlag
+	scripts/fuzz.sh ./rayd/internal/sudo FuzzDecodeRequest
+	scripts/fuzz.sh ./rayd/internal/envdpath FuzzResolve
+	scripts/fuzz.sh ./rayd/internal/metrics FuzzParseStat FuzzParseMeminfo
+	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest
+	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
+	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
+	scripts/fuzz.sh ./rayd/internal/kernel FuzzDecode FuzzHandle
+	scripts/fuzz.sh ./rayd/internal/netpolicy FuzzParse
+	scripts/fuzz.sh ./rayd/internal/telemetry FuzzParse
+	scripts/fuzz.sh ./rayd/internal/service/network FuzzValidUpstream
+	scripts/fuzz.sh ./rayd/internal/egress FuzzParseConnect FuzzParseAbsoluteURI FuzzSOCKS5 FuzzDNSQuery
+	scripts/fuzz.sh ./gateway FuzzCheckPath FuzzCheckPlain FuzzRouteUpstream FuzzContainsFold
+	scripts/fuzz.sh ./cli/internal/image FuzzParseLock FuzzTemplateLayer FuzzInsertLayer
+	scripts/fuzz.sh ./cli/internal/cliutil FuzzJSONLines
+	scripts/fuzz.sh ./cli/internal/mcpserver FuzzCut FuzzBearer FuzzDecodeContent FuzzFileOutput
+	scripts/fuzz.sh ./e2b FuzzParseRules FuzzRouteTarget FuzzE2BTemplateSteps FuzzE2BTemplateFiles FuzzRepack
+	scripts/fuzz.sh ./proto/localplatform FuzzCheckEndpoint
+	scripts/fuzz.sh ./proto/events FuzzDecode FuzzCheckWebhookURL
+	scripts/fuzz.sh ./rayd/internal/egress FuzzSNI
 
 .PHONY: build
 build: ## Build rayd and its S3 mount helper into .tmp/bin.
