@@ -36,8 +36,9 @@ const (
 // AgentProvider is the API family of a model.
 type AgentProvider string
 
-// The providers. Both runtimes speak to openai and openai-compatible
-// models today; the others answer an *UnimplementedError.
+// The providers. Both runtimes speak to each, through the sandbox's
+// gateway route (see agent_providers.go for the preset and the API path
+// of each, and docs/agent.md).
 const (
 	ProviderBedrock          AgentProvider = "bedrock"
 	ProviderAnthropic        AgentProvider = "anthropic"
@@ -53,13 +54,17 @@ const (
 // only that route's loopback URL followed by BasePath.
 type AgentModel struct {
 	Provider AgentProvider
-	// ID is the model's id at the provider ("gpt-4.1", ...).
+	// ID is the model's id at the provider ("gpt-4.1", ...); for azure,
+	// the deployment's name (Azure OpenAI's v1 API,
+	// /openai/v1/chat/completions, takes it as the model).
 	ID string
 	// Gateway is the name of the sandbox's gateway route to the provider.
 	Gateway string
-	// BasePath is appended to the route's URL (default "/v1").
+	// BasePath is appended to the route's URL (default "/v1"); openai
+	// and openai-compatible only (ErrInvalidArgument for the others).
 	BasePath string
-	// Region is the provider's region (Bedrock; not used yet).
+	// Region is Bedrock's region (like us-east-1): required for bedrock,
+	// refused (ErrInvalidArgument) for the other providers.
 	Region string
 }
 
@@ -98,7 +103,10 @@ type AgentMCPServer struct {
 // ignored.
 type AgentSpec struct {
 	Model AgentModel
-	// SmallModel is a cheaper model for side tasks (not used yet).
+	// SmallModel is a cheaper model for side tasks, through its own
+	// gateway route if need be: OpenCode's small_model (it then writes
+	// the session's title with it). Deep Agents has no such task (an
+	// *UnimplementedError).
 	SmallModel *AgentModel
 	// Instructions are the agent's system prompt. Never logged.
 	Instructions string
@@ -223,6 +231,8 @@ type agentJob struct {
 	MaxSteps     int           `json:"max_steps"`
 	// Permissions are OpenCode's (in order: a later entry wins).
 	Permissions []agentJobPermission `json:"permissions,omitempty"`
+	// SmallModel is OpenCode's small model (agentSmallModelEntry).
+	SmallModel *agentJobModel `json:"small_model,omitempty"`
 }
 
 // agentJobPermission is an AgentPermission on the wire.
@@ -248,9 +258,12 @@ func validToolName(s string) bool {
 	return true
 }
 
+// agentJobModel is a model entry of the job (agentModelEntry).
 type agentJobModel struct {
-	ID      string `json:"id"`
-	BaseURL string `json:"base_url"`
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	BaseURL  string `json:"base_url"`
+	Region   string `json:"region,omitempty"`
 }
 
 // prepare checks the options and builds the job.
@@ -295,9 +308,12 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 		return nil, nil, fmt.Errorf("%w: unknown agent runtime %q", ErrInvalidArgument, c.runtime)
 	}
 	sp := c.spec
+	if sp.SmallModel != nil {
+		if err := agentSmallModelSupported(c.runtime); err != nil {
+			return nil, nil, err
+		}
+	}
 	switch {
-	case sp.SmallModel != nil:
-		return nil, nil, unimpl("AgentSpec.SmallModel")
 	case len(sp.Permissions) > 0 && c.runtime != AgentRuntimeOpenCode:
 		return nil, nil, unimpl("AgentSpec.Permissions")
 	case len(sp.SubAgents) > 0:
@@ -308,29 +324,14 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 		return nil, nil, unimpl("AgentSpec.RawConfig")
 	case c.sessionID != "":
 		return nil, nil, unimpl("agent sessions")
-	case sp.Model.Region != "":
-		return nil, nil, unimpl("AgentModel.Region")
 	}
-	switch sp.Model.Provider {
-	case ProviderOpenAI, ProviderOpenAICompatible:
-	case ProviderBedrock, ProviderAnthropic, ProviderGoogle, ProviderAzure:
-		return nil, nil, unimpl("agent model provider " + string(sp.Model.Provider))
-	default:
-		return nil, nil, fmt.Errorf("%w: unknown agent model provider %q", ErrInvalidArgument, sp.Model.Provider)
+	model, err := agentModelEntry(sp.Model, "AgentSpec.Model", a.gatewayURLOf)
+	if err != nil {
+		return nil, nil, err
 	}
-	if sp.Model.ID == "" || sp.Model.Gateway == "" {
-		return nil, nil, fmt.Errorf("%w: the agent's model needs an id and a gateway route", ErrInvalidArgument)
-	}
-	gw := a.sbx.Gateway(sp.Model.Gateway)
-	if gw == nil {
-		return nil, nil, fmt.Errorf("%w: the sandbox has no gateway route %q", ErrInvalidArgument, sp.Model.Gateway)
-	}
-	base := sp.Model.BasePath
-	if base == "" {
-		base = "/v1"
-	}
-	if !strings.HasPrefix(base, "/") || strings.ContainsAny(base, "?#") {
-		return nil, nil, fmt.Errorf("%w: the model's base path must start with /", ErrInvalidArgument)
+	small, err := agentSmallModelEntry(c.runtime, sp.SmallModel, a.gatewayURLOf)
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(sp.Permissions) > maxAgentPermissions {
 		return nil, nil, fmt.Errorf("%w: at most %d agent permissions", ErrInvalidArgument, maxAgentPermissions)
@@ -343,7 +344,7 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 		perms = append(perms, agentJobPermission(p))
 	}
 	job := &agentJob{Task: task, Workdir: c.workdir, Instructions: sp.Instructions, MaxSteps: l.MaxSteps, Permissions: perms,
-		Model: agentJobModel{ID: sp.Model.ID, BaseURL: gw.URL() + strings.TrimSuffix(base, "/")}}
+		Model: model, SmallModel: small}
 	return c, job, nil
 }
 

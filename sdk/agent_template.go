@@ -87,8 +87,18 @@ func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
 		files["pins.sha256"] = []byte(pin.SHA256SumLines())
 		tpl = tpl.RunCmd("mkdir -p " + dir + " && chmod 0755 /opt/agents " + dir)
 		for _, name := range slices.Sorted(maps.Keys(files)) {
-			tpl = tpl.RunCmd(fmt.Sprintf("echo %s | base64 -d > %s/%s && chmod 0644 %s/%s",
-				base64.StdEncoding.EncodeToString(files[name]), dir, name, dir, name))
+			// A run step holds at most 64 KiB: a larger file (the lock)
+			// is written in pieces (each a whole number of base64 quanta).
+			b64 := base64.StdEncoding.EncodeToString(files[name])
+			for first := true; first || b64 != ""; first = false {
+				n := min(len(b64), agentFileStepBytes)
+				op := ">>"
+				if first {
+					op = ">"
+				}
+				tpl = tpl.RunCmd(fmt.Sprintf("echo %s | base64 -d %s %s/%s && chmod 0644 %s/%s", b64[:n], op, dir, name, dir, name))
+				b64 = b64[n:]
+			}
 		}
 		tpl = tpl.RunCmd(installScript(rt, dir, pin))
 		manifest.Runtimes[string(rt)] = agentrunner.ManifestRuntime{
@@ -103,6 +113,10 @@ func AgentTemplate(opts ...AgentTemplateOption) (*template.Template, error) {
 		base64.StdEncoding.EncodeToString(append(mb, '\n')), agentrunner.ManifestPath, agentrunner.ManifestPath))
 	return tpl, tpl.Err()
 }
+
+// agentFileStepBytes is the base64 text of a file one template step
+// writes (a multiple of 4, well under a step's 64 KiB).
+const agentFileStepBytes = 48 << 10
 
 // installScript checks node (and the machine), fetches the pinned
 // tarballs, checks their sha256 and installs them: Deep Agents with npm ci

@@ -22,8 +22,6 @@ func TestAgentOptions(t *testing.T) {
 		"mcp":         {WithAgentSpec(AgentSpec{Model: model, MCPServers: []AgentMCPServer{{Name: "a"}}})},
 		"raw config":  {WithAgentSpec(AgentSpec{Model: model, RawConfig: json.RawMessage(`{}`)})},
 		"session":     {WithAgentModel(model), WithAgentSession("s")},
-		"bedrock":     {WithAgentModel(AgentModel{Provider: ProviderBedrock, ID: "m", Gateway: "g"})},
-		"anthropic":   {WithAgentModel(AgentModel{Provider: ProviderAnthropic, ID: "m", Gateway: "g"})},
 	}
 	for name, opts := range unimpl {
 		_, err := a.Run(context.Background(), "task", opts...)

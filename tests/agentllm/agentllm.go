@@ -1,8 +1,10 @@
 // Package agentllm is a scripted OpenAI-compatible model for the agent
 // tests: it answers POST /v1/chat/completions (streamed as server-sent
 // events or not) with the next turn of a script, tool calls or text, with
-// token usage. It is the tests' only fake: no real model is reachable
-// from the test machines.
+// token usage. It also speaks Azure OpenAI's, Anthropic's, Gemini's and
+// Bedrock's wire APIs (providers.go), dispatched on the path, so one
+// Script serves every provider. It is the tests' only fake: no real model
+// is reachable from the test machines.
 package agentllm
 
 import (
@@ -33,8 +35,9 @@ type Turn struct {
 type Script struct {
 	Turns []Turn
 	Loop  bool
-	// Key, when set, is the bearer token every request must carry (401
-	// otherwise): the one the secret gateway injects.
+	// Key, when set, is the key every request must carry in its
+	// provider's header (401 otherwise): the one the secret gateway
+	// injects.
 	Key string
 
 	mu       sync.Mutex
@@ -45,11 +48,33 @@ type Script struct {
 
 // Request is what the model saw of one request.
 type Request struct {
+	// Provider is the API the request used.
+	Provider   Provider
 	Authorized bool
 	Stream     bool
 	Model      string
 	Messages   int
 	Body       string
+}
+
+// take records req and returns the next turn (ok false once the script is
+// used up) and the request's number.
+func (s *Script) take(req Request) (turn Turn, n int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, req)
+	ok = true
+	switch {
+	case s.next < len(s.Turns):
+		turn = s.Turns[s.next]
+		s.next++
+	case s.Loop && len(s.Turns) > 0:
+		turn = s.Turns[len(s.Turns)-1]
+	default:
+		ok = false
+	}
+	s.served++
+	return turn, s.served, ok
 }
 
 // Requests returns the requests seen so far.
@@ -68,37 +93,28 @@ type chatRequest struct {
 	} `json:"stream_options"`
 }
 
-// ServeHTTP answers /v1/chat/completions.
+// ServeHTTP answers /v1/chat/completions, and the other providers' APIs
+// (see Provider) at their paths.
 func (s *Script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveProvider(w, r) {
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
 	}
-	var body strings.Builder
+	s.serveChat(w, r, s.Key == "" || r.Header.Get("Authorization") == "Bearer "+s.Key, ProviderOpenAI)
+}
+
+// serveChat answers an OpenAI chat completion (OpenAI's path or Azure's).
+func (s *Script) serveChat(w http.ResponseWriter, r *http.Request, authorized bool, provider Provider) {
 	var req chatRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 32<<20)).Decode(&req); err != nil {
 		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
 		return
 	}
 	raw, _ := json.Marshal(req.Messages)
-	body.Write(raw)
-	authorized := s.Key == "" || r.Header.Get("Authorization") == "Bearer "+s.Key
-	s.mu.Lock()
-	s.requests = append(s.requests, Request{Authorized: authorized, Stream: req.Stream, Model: req.Model, Messages: len(req.Messages), Body: body.String()})
-	var turn Turn
-	ok := true
-	switch {
-	case s.next < len(s.Turns):
-		turn = s.Turns[s.next]
-		s.next++
-	case s.Loop && len(s.Turns) > 0:
-		turn = s.Turns[len(s.Turns)-1]
-	default:
-		ok = false
-	}
-	s.served++
-	n := s.served
-	s.mu.Unlock()
+	turn, n, ok := s.take(Request{Provider: provider, Authorized: authorized, Stream: req.Stream, Model: req.Model, Messages: len(req.Messages), Body: string(raw)})
 	if !authorized {
 		http.Error(w, `{"error":{"message":"no key"}}`, http.StatusUnauthorized)
 		return

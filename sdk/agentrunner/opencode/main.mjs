@@ -31,6 +31,49 @@ function permissions(list) {
   return perm;
 }
 
+// providerConfig is OpenCode's provider entry of a job's model entry
+// ({provider, id, base_url, region}; base_url is the gateway route's URL,
+// with the OpenAI base path for openai and openai-compatible): one of
+// OpenCode's bundled providers at the gateway, the model declared (model
+// downloads are off). The key is not a key: the gateway drops the
+// client's copy of the provider's key header and adds the real one.
+function providerConfig(name, m) {
+  const apiKey = "rayito-gateway";
+  let npm = "@ai-sdk/openai-compatible";
+  let options = { baseURL: m.base_url, apiKey };
+  switch (m.provider) {
+    case "anthropic":
+      npm = "@ai-sdk/anthropic";
+      options = { baseURL: m.base_url + "/v1", apiKey };
+      break;
+    case "google":
+      npm = "@ai-sdk/google";
+      options = { baseURL: m.base_url + "/v1beta", apiKey };
+      break;
+    case "azure":
+      // Azure OpenAI's v1 API, chat completions (the deployment as the
+      // model), key in api-key and no Authorization: the OpenAI-compatible
+      // provider (the bundled @ai-sdk/azure answers a configured provider
+      // with the Responses API only).
+      options = { baseURL: m.base_url + "/openai/v1", headers: { "api-key": apiKey } };
+      break;
+    case "bedrock":
+      // A Bedrock API key is a bearer token: no SigV4.
+      npm = "@ai-sdk/amazon-bedrock";
+      options = { baseURL: m.base_url, region: m.region, apiKey };
+      break;
+  }
+  return { npm, name, options, models: { [m.id]: { name: m.id } } };
+}
+
+// providers is the configuration's providers: the model's, and the small
+// model's when the job has one.
+function providers(job) {
+  const out = { rayito: providerConfig("rayito", job.model) };
+  if (job.small_model) out["rayito-small"] = providerConfig("rayito-small", job.small_model);
+  return out;
+}
+
 async function main() {
   let job;
   try {
@@ -62,16 +105,9 @@ async function main() {
     lsp: false,
     formatter: false,
     plugin: [],
-    provider: {
-      rayito: {
-        npm: "@ai-sdk/openai-compatible",
-        name: "rayito",
-        options: { baseURL: job.model.base_url, apiKey: "rayito-gateway" }, // not a key: the gateway replaces it
-        models: { [id]: { name: id } },
-      },
-    },
+    provider: providers(job),
     model: "rayito/" + id,
-    small_model: "rayito/" + id,
+    small_model: job.small_model ? "rayito-small/" + job.small_model.id : "rayito/" + id,
     permission: permissions(job.permissions),
   };
   if (job.instructions) {
@@ -91,7 +127,10 @@ async function main() {
     XDG_CACHE_HOME: path.join(tmp, "cache"),
     XDG_STATE_HOME: path.join(tmp, "state"),
   };
-  child = spawn(BIN, ["run", "--format", "json", "--title", "rayito", "--auto", "--dir", job.workdir, "--", job.task], {
+  // A fixed title spares the model a title request; with a small model,
+  // OpenCode asks it for the title (its one side task in a run).
+  const title = job.small_model ? [] : ["--title", "rayito"];
+  child = spawn(BIN, ["run", "--format", "json", ...title, "--auto", "--dir", job.workdir, "--", job.task], {
     cwd: job.workdir,
     env,
     stdio: ["ignore", "pipe", "ignore"],
