@@ -5,7 +5,7 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto gateway rayd sdk localvm e2b cli events dashboard tests bench infra
+MODULES := proto gateway rayd sdk localvm e2b cli events dashboard agenthost tests bench infra
 LIBRARIES := proto gateway sdk e2b
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
@@ -128,7 +128,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./rayd/internal/sudo FuzzDecodeRequest
 	scripts/fuzz.sh ./rayd/internal/envdpath FuzzResolve
 	scripts/fuzz.sh ./rayd/internal/metrics FuzzParseStat FuzzParseMeminfo
-	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest
+	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry
 	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
 	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
 	scripts/fuzz.sh ./rayd/internal/kernel FuzzDecode FuzzHandle
@@ -144,6 +144,8 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./proto/localplatform FuzzCheckEndpoint
 	scripts/fuzz.sh ./proto/events FuzzDecode FuzzCheckWebhookURL
 	scripts/fuzz.sh ./rayd/internal/egress FuzzSNI
+	scripts/fuzz.sh ./agenthost/secretenv FuzzDecode FuzzRedact
+	scripts/fuzz.sh ./agenthost/project FuzzParse
 
 .PHONY: build
 build: ## Build rayd and its S3 mount helper into .tmp/bin.
