@@ -75,27 +75,46 @@ type AgentModel struct {
 // same effect with another tool. The boundary is the sandbox and its
 // closed egress. OpenCode honours them (its permission configuration, a
 // later entry winning over an earlier one; by default edit and bash are
-// allowed and webfetch denied, and nothing is ever asked); Deep Agents
-// does not yet (an *UnimplementedError).
+// allowed and webfetch denied, and nothing is ever asked); so does Deep
+// Agents' runner (a denied call is answered "denied by the agent's
+// permissions" instead of run; Pattern is a glob on the command of
+// execute, on the path of the file tools; the same later-wins order).
 type AgentPermission struct {
 	Tool    string
 	Pattern string
 	Allow   bool
 }
 
-// AgentSubAgent is a sub-agent the main agent may delegate to.
+// AgentSubAgent is a sub-agent the main agent may delegate to (its
+// `task` tool under both runtimes): a Deep Agents subagent, an OpenCode
+// agent of mode "subagent". It works in the same sandbox and workdir with
+// the same model and tools.
 type AgentSubAgent struct {
-	Name         string
-	Description  string
+	// Name is [a-z][a-z0-9_-]{0,31}, unique, not one of the runtime's own
+	// agents (general-purpose; build, plan, general, explore, ...).
+	Name string
+	// Description tells the main agent when to delegate (at most 4 KiB).
+	Description string
+	// Instructions are the sub-agent's system prompt. Never logged.
 	Instructions string
 }
 
-// AgentMCPServer is an MCP server the agent may use: a local process in
-// the sandbox (Command) or a remote one through a gateway route.
+// AgentMCPServer is an MCP server the agent may use, its tools added to
+// the runtime's: a local process in the sandbox speaking MCP on stdio
+// (Command), or a remote server speaking streamable HTTP reached only
+// through the sandbox's gateway route named Gateway (its URL followed by
+// Path). Exactly one of Command and Gateway.
 type AgentMCPServer struct {
-	Name    string
+	// Name is [a-z][a-z0-9_-]{0,31}, unique. Tools are named
+	// NAME__TOOL under Deep Agents, NAME_TOOL under OpenCode.
+	Name string
+	// Command is the server's argv (at most 64 arguments of 4 KiB), run
+	// in the sandbox as the agent's user.
 	Command []string
+	// Gateway is the name of the sandbox's gateway route to the server.
 	Gateway string
+	// Path is appended to the route's URL ("/mcp", ...; default none).
+	Path string
 }
 
 // AgentSpec describes the agent. Fields the chosen runtime cannot honour
@@ -110,13 +129,18 @@ type AgentSpec struct {
 	SmallModel *AgentModel
 	// Instructions are the agent's system prompt. Never logged.
 	Instructions string
-	// Permissions: see AgentPermission (OpenCode only, at most 64).
+	// Permissions: see AgentPermission (at most 64).
 	Permissions []AgentPermission
-	// SubAgents (not used yet).
+	// SubAgents the agent may delegate to (at most 16; their names,
+	// descriptions and instructions count into MaxAgentInputBytes).
 	SubAgents []AgentSubAgent
-	// MCPServers (not used yet).
+	// MCPServers whose tools the agent may use (at most 8).
 	MCPServers []AgentMCPServer
-	// RawConfig is the runtime's own configuration (not used yet).
+	// RawConfig is a JSON object (at most 64 KiB) of the runtime's own
+	// configuration. OpenCode: merged into the generated configuration
+	// under Rayito's keys (OpenCodeEnforcedKeys: naming one is
+	// ErrInvalidArgument). Deep Agents: model call parameters only
+	// (DeepAgentsRawConfigKeys).
 	RawConfig json.RawMessage
 	// RuntimeVersion, when set, must be the installed runtime's version
 	// as the template's manifest records it (AgentRuntimeMismatch
@@ -229,8 +253,10 @@ type agentJob struct {
 	Model        agentJobModel `json:"model"`
 	Instructions string        `json:"instructions,omitempty"`
 	MaxSteps     int           `json:"max_steps"`
-	// Permissions are OpenCode's (in order: a later entry wins).
+	// Permissions, in order: a later entry wins.
 	Permissions []agentJobPermission `json:"permissions,omitempty"`
+	// agentJobSpec: sub-agents, MCP servers, raw configuration.
+	agentJobSpec
 	// SmallModel is OpenCode's small model (agentSmallModelEntry).
 	SmallModel *agentJobModel `json:"small_model,omitempty"`
 }
@@ -245,13 +271,14 @@ type agentJobPermission struct {
 // maxAgentPermissions bounds AgentSpec.Permissions.
 const maxAgentPermissions = 64
 
-// validToolName is [a-z][a-z_]{0,31}.
+// validToolName is [a-z][a-z0-9_-]{0,63} (an MCP tool's name is its
+// server's and its own).
 func validToolName(s string) bool {
-	if s == "" || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
 		return false
 	}
 	for _, r := range s {
-		if (r < 'a' || r > 'z') && r != '_' {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' && r != '-' {
 			return false
 		}
 	}
@@ -314,14 +341,6 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 		}
 	}
 	switch {
-	case len(sp.Permissions) > 0 && c.runtime != AgentRuntimeOpenCode:
-		return nil, nil, unimpl("AgentSpec.Permissions")
-	case len(sp.SubAgents) > 0:
-		return nil, nil, unimpl("AgentSpec.SubAgents")
-	case len(sp.MCPServers) > 0:
-		return nil, nil, unimpl("AgentSpec.MCPServers")
-	case len(sp.RawConfig) > 0:
-		return nil, nil, unimpl("AgentSpec.RawConfig")
 	case c.sessionID != "":
 		return nil, nil, unimpl("agent sessions")
 	}
@@ -339,12 +358,19 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 	var perms []agentJobPermission
 	for _, p := range sp.Permissions {
 		if !validToolName(p.Tool) || len(p.Pattern) > 256 || strings.ContainsRune(p.Pattern, 0) {
-			return nil, nil, fmt.Errorf("%w: an agent permission needs a tool name ([a-z][a-z_]{0,31}) and a pattern of at most 256 bytes", ErrInvalidArgument)
+			return nil, nil, fmt.Errorf("%w: an agent permission needs a tool name ([a-z][a-z0-9_-]{0,63}) and a pattern of at most 256 bytes", ErrInvalidArgument)
 		}
 		perms = append(perms, agentJobPermission(p))
 	}
+	js, specBytes, err := prepareAgentSpec(c.runtime, sp, func(n string) string { return a.sbx.Gateway(n).URL() })
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(task)+len(sp.Instructions)+specBytes > MaxAgentInputBytes {
+		return nil, nil, fmt.Errorf("%w: the task, instructions and sub-agents are over %d bytes", ErrInvalidArgument, MaxAgentInputBytes)
+	}
 	job := &agentJob{Task: task, Workdir: c.workdir, Instructions: sp.Instructions, MaxSteps: l.MaxSteps, Permissions: perms,
-		Model: model, SmallModel: small}
+		Model: model, SmallModel: small, agentJobSpec: js}
 	return c, job, nil
 }
 

@@ -2,7 +2,6 @@ package rayito
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -17,10 +16,6 @@ func TestAgentOptions(t *testing.T) {
 	model := AgentModel{Provider: ProviderOpenAICompatible, ID: "m", Gateway: "model"}
 	unimpl := map[string][]AgentOption{
 		"small model": {WithAgentSpec(AgentSpec{Model: model, SmallModel: &model})},
-		"permissions": {WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "execute"}}})}, // Deep Agents
-		"sub-agents":  {WithAgentSpec(AgentSpec{Model: model, SubAgents: []AgentSubAgent{{Name: "a"}}})},
-		"mcp":         {WithAgentSpec(AgentSpec{Model: model, MCPServers: []AgentMCPServer{{Name: "a"}}})},
-		"raw config":  {WithAgentSpec(AgentSpec{Model: model, RawConfig: json.RawMessage(`{}`)})},
 		"session":     {WithAgentModel(model), WithAgentSession("s")},
 	}
 	for name, opts := range unimpl {

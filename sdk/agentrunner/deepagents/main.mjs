@@ -96,16 +96,16 @@ async function chatModel(m) {
 }
 
 // applyModelParams sets the job's model call parameters (AgentSpec.RawConfig
-// under Deep Agents: temperature, top_p, max_tokens) on the model client
-// and on its inner clients (ChatOpenAI sends through one), read at each
-// call.
+// under Deep Agents: temperature, top_p, max_tokens) on the model client,
+// read at each call: on its inner clients too, and on the constructor
+// fields ChatOpenAI rebuilds itself from when tools are bound.
 function applyModelParams(model, provider, p) {
   if (!p) return;
   const f = {};
   if (typeof p.temperature === "number") f.temperature = p.temperature;
   if (typeof p.top_p === "number") f.topP = p.top_p;
   if (typeof p.max_tokens === "number") f[provider === "google" ? "maxOutputTokens" : "maxTokens"] = p.max_tokens;
-  for (const o of [model, model.completions, model.responses]) {
+  for (const o of [model, model.completions, model.responses, model.fields]) {
     if (o && typeof o === "object") Object.assign(o, f);
   }
 }

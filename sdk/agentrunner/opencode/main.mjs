@@ -74,6 +74,27 @@ function providers(job) {
   return out;
 }
 
+// subAgents is OpenCode's agent entries of the job's sub-agents (mode
+// "subagent": the task tool's to call).
+function subAgents(list) {
+  const out = {};
+  for (const s of list || []) out[s.name] = { description: s.description, prompt: s.instructions, mode: "subagent" };
+  return out;
+}
+
+// mcpServers is OpenCode's mcp configuration of the job's servers: a
+// command in the sandbox (local, stdio) or a gateway route's URL (remote,
+// streamable HTTP, no OAuth).
+function mcpServers(list) {
+  const out = {};
+  for (const s of list || []) {
+    out[s.name] = s.command
+      ? { type: "local", command: s.command, enabled: true }
+      : { type: "remote", url: s.url, enabled: true, oauth: false };
+  }
+  return out;
+}
+
 async function main() {
   let job;
   try {
@@ -99,7 +120,13 @@ async function main() {
   if (!fs.existsSync(BIN)) return fail("runtime_missing", 4);
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "rayito-opencode-"));
   const id = job.model.id;
+  // The raw configuration (AgentSpec.RawConfig, checked by the SDK) lies
+  // under Rayito's keys; its agents beside the sub-agents.
+  const raw = job.raw_config && typeof job.raw_config === "object" ? job.raw_config : {};
   const config = {
+    ...raw,
+    agent: { ...(raw.agent || {}), ...subAgents(job.subagents) },
+    mcp: mcpServers(job.mcp_servers),
     autoupdate: false,
     share: "disabled",
     lsp: false,
