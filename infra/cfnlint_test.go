@@ -23,7 +23,7 @@ func TestCfnLint(t *testing.T) {
 	if err != nil {
 		t.Skip("cfn-lint is not installed (pip install cfn-lint): the templates are not linted")
 	}
-	for _, tpl := range []string{"iam.yaml", "artifacts.yaml", "../events/stack/events-webhooks.yaml", "dashboard.yaml", "dashboard-read-role.yaml", "metadata-index.yaml", "sizes-guard.yaml", "s3-mounts.yaml"} {
+	for _, tpl := range []string{"iam.yaml", "artifacts.yaml", "../events/stack/events-webhooks.yaml", "dashboard.yaml", "dashboard-read-role.yaml", "metadata-index.yaml", "sizes-guard.yaml", "s3-mounts.yaml", "agentcore-runtime.yaml"} {
 		var out bytes.Buffer
 		cmd := exec.Command(bin, "--format", "parseable", "--", tpl)
 		cmd.Stdout, cmd.Stderr = &out, &out
