@@ -131,7 +131,7 @@ func TestAgent(t *testing.T) {
 		t.Skip("needs root: templates, network namespaces and the root platform")
 	}
 	canary := "sk-agent-canary-" + randHex(t, 16)
-	_, caPEM, leaf := testPKI(t, "model.test", "evil.test")
+	_, caPEM, leaf := testPKI(t, append([]string{"model.test", "evil.test"}, agentProviderHosts...)...)
 	pn, err := localvmtest.NewPeerNet(netip.PrefixFrom(agentPeerHost, 24).Masked(), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go localvmtest.ServeDNS(dns, map[string]netip.Addr{"model.test.": agentModel, "evil.test.": agentEvil})
+	go localvmtest.ServeDNS(dns, withAgentProviderHosts(map[string]netip.Addr{"model.test.": agentModel, "evil.test.": agentEvil}))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
@@ -464,8 +464,8 @@ func TestAgent(t *testing.T) {
 			t.Errorf("the user could change the runner")
 		}
 		var ue *rayito.UnimplementedError
-		if _, err := agent.Run(ctx, "x", rayito.WithAgentModel(rayito.AgentModel{Provider: rayito.ProviderBedrock, ID: "m", Gateway: "model"})); !errors.As(err, &ue) || !errors.Is(err, rayito.ErrUnimplemented) {
-			t.Errorf("bedrock: %v", err)
+		if _, err := agent.Run(ctx, "x", rayito.WithAgentModel(rayito.AgentModel{Provider: rayito.ProviderBedrock, ID: "m", Gateway: "model"})); !errors.Is(err, rayito.ErrInvalidArgument) {
+			t.Errorf("bedrock without its region: %v", err)
 		}
 		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(rayito.AgentSpec{Model: spec.Model, SubAgents: []rayito.AgentSubAgent{{Name: "a"}}})); !errors.As(err, &ue) {
 			t.Errorf("sub-agents: %v", err)
@@ -480,4 +480,5 @@ func TestAgent(t *testing.T) {
 			t.Errorf("a sandbox without the runtime: %v", err)
 		}
 	})
+	t.Run("providers", func(t *testing.T) { agentProviders(t, ctx, p, store, model, canary) })
 }
