@@ -359,8 +359,8 @@ var acPatternCases = map[string]struct{ good, bad []string }{
 		bad:  []string{"", "*", "a", "a*/", "/", "a//", "/a/", "a/b", "images/*/"},
 	},
 	"AgentName": {
-		good: []string{"a", "my-agent", "agent1", "abcdefghijklmnopqrstuvwx"},
-		bad:  []string{"", "-a", "a-", "A", "my_agent", "abcdefghijklmnopqrstuvwxy", "a*", "a/b"},
+		good: []string{"a", "my-agent", "agent1", "a" + strings.Repeat("b-", 15) + "c"},
+		bad:  []string{"", "-a", "1a", "A", "my_agent", "a" + strings.Repeat("b", 32), "a*", "a/b", "a.b"},
 	},
 	"RuntimeName": {
 		good: []string{"a", "my_agent", "Agent1"},
@@ -502,6 +502,15 @@ func acCheckResources(tpl map[string]any) problems {
 	}
 	if str(section(section(bp, "LogsConfig"), "CloudWatchLogs")["GroupName"]) != "Ref:BuildLogGroup" {
 		p.addf("BuildProject: logs outside its own log group")
+	}
+	// Role names: IAM's 64 characters for the longest agent name and
+	// region (IAM is global: the region keeps two regions' roles apart).
+	longest := map[string]string{"AgentName": "a" + strings.Repeat("b", 31), "AWS::Region": "ap-southeast-7"}
+	for _, r := range []string{"RuntimeRole", "BuildRole"} {
+		name, err := cfnEval(props(tpl, r)["RoleName"], longest)
+		if s, ok := name.(string); err != nil || !ok || len(s) > 64 || !strings.Contains(s, "ap-southeast-7") {
+			p.addf("%s: RoleName %v (%v) is over 64 characters or lacks the region", r, name, err)
+		}
 	}
 	// Outputs.
 	outs := section(tpl, "Outputs")
@@ -753,6 +762,9 @@ func TestAgentCoreCheckerCatches(t *testing.T) {
 		{"condition always true", func(t *testing.T, tpl map[string]any) {
 			section(tpl, "Conditions")["HasReadableSecrets"] = map[string]any{"Fn::Equals": []any{"a", "a"}}
 		}, "condition HasReadableSecrets is"},
+		{"a role name too long for the longest agent", func(t *testing.T, tpl map[string]any) {
+			props(tpl, "BuildRole")["RoleName"] = sub("rayito-agentcore-build-${AgentName}-${AWS::Region}")
+		}, "BuildRole: RoleName"},
 		{"another resource", func(t *testing.T, tpl map[string]any) {
 			section(tpl, "Resources")["Extra"] = map[string]any{"Type": "AWS::IAM::Policy", "Properties": map[string]any{}}
 		}, "resource Extra: unexpected"},
