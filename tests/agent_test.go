@@ -463,12 +463,11 @@ func TestAgent(t *testing.T) {
 		if out := sh("echo >> /opt/agents/deepagents/runner.mjs && echo WROTE"); strings.Contains(out, "WROTE") {
 			t.Errorf("the user could change the runner")
 		}
-		var ue *rayito.UnimplementedError
 		if _, err := agent.Run(ctx, "x", rayito.WithAgentModel(rayito.AgentModel{Provider: rayito.ProviderBedrock, ID: "m", Gateway: "model"})); !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("bedrock without its region: %v", err)
 		}
-		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(rayito.AgentSpec{Model: spec.Model, SubAgents: []rayito.AgentSubAgent{{Name: "a"}}})); !errors.As(err, &ue) {
-			t.Errorf("sub-agents: %v", err)
+		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(rayito.AgentSpec{Model: spec.Model, SubAgents: []rayito.AgentSubAgent{{Name: "a"}}})); !errors.Is(err, rayito.ErrInvalidArgument) {
+			t.Errorf("a sub-agent without a description: %v", err)
 		}
 		plain, err := rayito.Create(ctx, p.opts(rayito.WithAllowInternetAccess(false), rayito.WithSecretStore(store),
 			rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL")))...)
@@ -481,4 +480,5 @@ func TestAgent(t *testing.T) {
 		}
 	})
 	t.Run("providers", func(t *testing.T) { agentProviders(t, ctx, p, store, model, canary) })
+	t.Run("spec", func(t *testing.T) { agentSpecFeatures(t, ctx, sbx, model, canary, spec) })
 }
