@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/rayito-dev/rayito/sdk/agentrunner"
 )
 
 // specSandbox is a sandbox with two gateway routes, model and mcp.
@@ -174,4 +176,25 @@ func FuzzAgentRawConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAgentInstallScriptArches: with per-machine pins the install script
+// stops on another machine, and on each of its machines fetches, checks
+// (sha256sum -c of that machine's lines) and unpacks only its packages.
+func TestAgentInstallScriptArches(t *testing.T) {
+	sum := func(c string) string { return strings.Repeat(c, 64) }
+	pin := agentrunner.Runtime{Version: "1", NodeMinMajor: 20, Packages: []agentrunner.Package{
+		{Name: "oc-x64", Version: "1", Tarball: "oc-x64-1.tgz", SHA256: sum("a"), Arch: "x86_64"},
+		{Name: "oc-arm64", Version: "1", Tarball: "oc-arm64-1.tgz", SHA256: sum("b"), Arch: "aarch64"},
+	}}
+	s := installScript(AgentRuntimeOpenCode, "/opt/agents/opencode", pin)
+	for _, want := range []string{
+		`case "$arch" in aarch64|x86_64) ;; *) echo "the pinned opencode runs on aarch64, x86_64 only" >&2; exit 1;; esac`,
+		"if [ \"$arch\" = aarch64 ]; then\n  cd \"$t\" && npm pack --silent oc-arm64@1 >/dev/null\n  printf '%s\\n' '" + sum("b") + "  oc-arm64-1.tgz' | sha256sum -c -\n  tar -xzf \"$t\"/oc-arm64-1.tgz -C /opt/agents/opencode --no-same-owner --no-same-permissions\nfi",
+		"if [ \"$arch\" = x86_64 ]; then\n  cd \"$t\" && npm pack --silent oc-x64@1 >/dev/null\n  printf '%s\\n' '" + sum("a") + "  oc-x64-1.tgz' | sha256sum -c -\n  tar -xzf \"$t\"/oc-x64-1.tgz -C /opt/agents/opencode --no-same-owner --no-same-permissions\nfi",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("install script:\n%s\nlacks\n%s", s, want)
+		}
+	}
 }

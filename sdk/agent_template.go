@@ -127,19 +127,39 @@ func installScript(rt AgentRuntime, dir string, pin agentrunner.Runtime) string 
 		"export npm_config_cache=/tmp/rayito-npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false",
 		fmt.Sprintf(`v=$(node -p 'process.versions.node.split(".")[0]'); [ "$v" -ge %d ] || { echo "node $v is older than %d" >&2; exit 1; }`, pin.NodeMinMajor, pin.NodeMinMajor),
 	}
-	if pin.Arch != "" {
-		lines = append(lines, fmt.Sprintf(`[ "$(uname -m)" = %s ] || { echo "the pinned %s runs on %s only" >&2; exit 1; }`, pin.Arch, rt, pin.Arch))
+	lines = append(lines, "t=$(mktemp -d /tmp/rayito-pins.XXXXXX)")
+	// fetch packs and checks the packages of one machine (or of all).
+	fetch := func(pk agentrunner.Runtime, indent string) {
+		lines = append(lines, indent+"cd \"$t\" && npm pack --silent "+strings.Join(pk.Specs(), " ")+" >/dev/null")
+		if arches := pin.Arches(); len(arches) == 0 {
+			lines = append(lines, indent+"sha256sum -c "+dir+"/pins.sha256")
+		} else {
+			// Only this machine's lines of the pins (the others' tarballs
+			// are not fetched).
+			sums := strings.Split(strings.TrimSuffix(pk.SHA256SumLines(), "\n"), "\n")
+			lines = append(lines, indent+"printf '%s\\n' '"+strings.Join(sums, "' '")+"' | sha256sum -c -")
+		}
+		if rt == AgentRuntimeOpenCode {
+			for _, p := range pk.Packages {
+				lines = append(lines, indent+"tar -xzf \"$t\"/"+p.Tarball+" -C "+dir+" --no-same-owner --no-same-permissions")
+			}
+		}
 	}
-	lines = append(lines,
-		"t=$(mktemp -d /tmp/rayito-pins.XXXXXX)",
-		"cd \"$t\" && npm pack --silent "+strings.Join(pin.Specs(), " ")+" >/dev/null",
-		"sha256sum -c "+dir+"/pins.sha256",
-	)
+	if arches := pin.Arches(); len(arches) > 0 {
+		// Per-machine packages: this machine's, or a stop.
+		lines = append(lines, "arch=$(uname -m)",
+			fmt.Sprintf(`case "$arch" in %s) ;; *) echo "the pinned %s runs on %s only" >&2; exit 1;; esac`,
+				strings.Join(arches, "|"), rt, strings.Join(arches, ", ")))
+		for _, a := range arches {
+			lines = append(lines, fmt.Sprintf(`if [ "$arch" = %s ]; then`, a))
+			fetch(pin.For(a), "  ")
+			lines = append(lines, "fi")
+		}
+	} else {
+		fetch(pin, "")
+	}
 	switch rt {
 	case AgentRuntimeOpenCode:
-		for _, p := range pin.Packages {
-			lines = append(lines, "tar -xzf \"$t\"/"+p.Tarball+" -C "+dir+" --no-same-owner --no-same-permissions")
-		}
 		lines = append(lines, "chmod -R a+rX "+dir, "chmod 0755 "+dir+"/package/bin/opencode", dir+"/package/bin/opencode --version")
 	default:
 		lines = append(lines, "cd "+dir+" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund")

@@ -82,15 +82,47 @@ type Package struct {
 	Tarball string `json:"tarball"`
 	// SHA256 is the hex sha256 of the tarball.
 	SHA256 string `json:"sha256"`
+	// Arch, when set, is the machine (uname -m: x86_64, aarch64) the
+	// package is installed on; the others skip it.
+	Arch string `json:"arch,omitempty"`
 }
 
 // Runtime is the pins of one runtime.
 type Runtime struct {
 	Version      string `json:"version"`
 	NodeMinMajor int    `json:"node_min_major"`
-	// Arch, when set, is the only machine (uname -m) the packages run on.
-	Arch     string    `json:"arch,omitempty"`
+	// Packages are installed on every machine, but those with an Arch
+	// only on theirs. A runtime with per-machine packages runs only on
+	// the machines they name (Arches).
 	Packages []Package `json:"packages"`
+}
+
+// Arches are the machines the runtime's per-machine packages name,
+// sorted (none: the runtime runs anywhere node does).
+func (rt Runtime) Arches() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range rt.Packages {
+		if p.Arch != "" && !seen[p.Arch] {
+			seen[p.Arch] = true
+			out = append(out, p.Arch)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// For is the runtime with only the packages installed on machine arch
+// (uname -m).
+func (rt Runtime) For(arch string) Runtime {
+	out := rt
+	out.Packages = nil
+	for _, p := range rt.Packages {
+		if p.Arch == "" || p.Arch == arch {
+			out.Packages = append(out.Packages, p)
+		}
+	}
+	return out
 }
 
 // Pins is pins.json.
@@ -100,10 +132,16 @@ type Pins struct {
 }
 
 // LoadPins parses the embedded pins.json and checks it: every package has
-// a name, a version, a tarball name and a 64-hex sha256.
+// a name, a version, a tarball name, a 64-hex sha256 and a plain machine
+// name if any.
 func LoadPins() (*Pins, error) {
+	return parsePins(pinsJSON)
+}
+
+// parsePins is LoadPins of raw.
+func parsePins(raw []byte) (*Pins, error) {
 	var p Pins
-	if err := json.Unmarshal(pinsJSON, &p); err != nil {
+	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("agentrunner: pins.json: %w", err)
 	}
 	if p.V != 1 {
@@ -114,7 +152,8 @@ func LoadPins() (*Pins, error) {
 			return nil, fmt.Errorf("agentrunner: pins.json: runtime %q has no version or packages", name)
 		}
 		for _, pk := range rt.Packages {
-			if b, err := hex.DecodeString(pk.SHA256); err != nil || len(b) != sha256.Size || pk.Name == "" || pk.Version == "" || !plainName(pk.Tarball) {
+			if b, err := hex.DecodeString(pk.SHA256); err != nil || len(b) != sha256.Size || pk.Name == "" || pk.Version == "" || !plainName(pk.Tarball) ||
+				pk.Arch != "" && !plainName(pk.Arch) {
 				return nil, fmt.Errorf("agentrunner: pins.json: package %q of %q is incomplete", pk.Name, name)
 			}
 		}

@@ -59,3 +59,41 @@ func TestPinsMatchLock(t *testing.T) {
 		t.Error("runner sha256")
 	}
 }
+
+// TestPinsPerArch: a runtime's packages may be per machine (uname -m);
+// the runtime then runs on those machines only, each installing its own
+// packages and the common ones.
+func TestPinsPerArch(t *testing.T) {
+	pins, err := LoadPins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pins.Runtimes["opencode"].Arches(); len(got) == 0 || got[0] != "x86_64" {
+		t.Errorf("opencode's machines: %v", got)
+	}
+	if got := pins.Runtimes["deepagents"].Arches(); len(got) != 0 {
+		t.Errorf("deepagents' machines: %v", got)
+	}
+	sum := strings.Repeat("ab", 32)
+	raw := `{"v":1,"runtimes":{"r":{"version":"1","node_min_major":20,"packages":[
+		{"name":"common","version":"1","tarball":"common-1.tgz","sha256":"` + sum + `"},
+		{"name":"r-arm64","version":"1","tarball":"r-arm64-1.tgz","sha256":"` + sum + `","arch":"aarch64"},
+		{"name":"r-x64","version":"1","tarball":"r-x64-1.tgz","sha256":"` + sum + `","arch":"x86_64"}]}}}`
+	p, err := parsePins([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := p.Runtimes["r"]
+	if got := strings.Join(rt.Arches(), ","); got != "aarch64,x86_64" {
+		t.Errorf("machines %q", got)
+	}
+	if got := strings.Join(rt.For("aarch64").Specs(), " "); got != "common@1 r-arm64@1" {
+		t.Errorf("aarch64's packages %q", got)
+	}
+	if got := strings.Join(rt.For("riscv64").Specs(), " "); got != "common@1" {
+		t.Errorf("another machine's packages %q", got)
+	}
+	if _, err := parsePins([]byte(strings.Replace(raw, `"aarch64"`, `"aarch64; rm -rf /"`, 1))); err == nil {
+		t.Error("a machine name with shell characters passed")
+	}
+}
