@@ -180,14 +180,14 @@ lint-workflows: tools ## actionlint (with shellcheck when installed) and the wor
 	cd tools && GOWORK=off go test -count=1 ./internal/workflowcheck/
 
 # Release artifacts (scripts/dist.sh): per component that ships a binary
-# (cli → rayito, rayd → rayd, events → the three rayito-events-* Lambdas, dashboard → the rayito-dashboard-stack Lambda), static linux/amd64 and linux/arm64 builds named
+# (cli → rayito, rayd → rayd, events → the three rayito-events-* Lambdas, dashboard → the rayito-dashboard-stack Lambda, agenthost → rayito-agent-host), static linux/amd64 and linux/arm64 builds named
 # by the component's versions.yaml version, one CycloneDX SBOM each, and
 # SHA256SUMS. Built in workspace mode (go.work), stamped with HEAD's sha
 # ("-dirty" added when the working tree has uncommitted changes).
-COMPONENTS ?= cli rayd events dashboard
+COMPONENTS ?= cli rayd events dashboard agenthost
 
 .PHONY: dist
-dist: tools ## Binaries, SBOMs and SHA256SUMS of COMPONENTS (cli rayd events dashboard) for linux/amd64 and arm64 into dist/.
+dist: tools ## Binaries, SBOMs and SHA256SUMS of COMPONENTS (cli rayd events dashboard agenthost) for linux/amd64 and arm64 into dist/.
 	CYCLONEDX_GOMOD=$(BIN)/cyclonedx-gomod scripts/dist.sh -o $(CURDIR)/dist $(COMPONENTS)
 
 .PHONY: check-reproducible

@@ -11,3 +11,10 @@
 // secret-env rules the CLI's plan and the host both apply; package
 // project reads an agent project (rayito-agent.toml).
 package agenthost
+
+// ServiceTokenVariable carries the service token to the host on MicroVMs
+// (the caller that starts the host sets it; invocations carry the token as
+// Authorization: Bearer). The host removes it from its environment and
+// never passes it to the agent. It is never set on AgentCore, whose
+// invocations AWS signs.
+const ServiceTokenVariable = "RAYITO_AGENT_SERVICE_TOKEN"

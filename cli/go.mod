@@ -10,6 +10,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/rayito-dev/rayito/agenthost v0.1.0
 	github.com/rayito-dev/rayito/dashboard v0.1.0
 	github.com/rayito-dev/rayito/e2b v0.1.0
 	github.com/rayito-dev/rayito/events v0.1.0

@@ -84,11 +84,12 @@ for component in "$@"; do
 		binaries=(rayito-events-forwarder:./events/cmd/forwarder rayito-events-deliverer:./events/cmd/deliverer rayito-events-reconciler:./events/cmd/reconciler)
 		tags=lambda.norpc
 		;;
+	agenthost) binaries=(rayito-agent-host:./agenthost/cmd/rayito-agent-host) ;;
 	dashboard)
 		binaries=(rayito-dashboard-stack:./dashboard/cmd/stack)
 		tags=lambda.norpc
 		;;
-	*) echo "dist: unknown component $component (known: cli rayd events dashboard)" >&2; exit 2 ;;
+	*) echo "dist: unknown component $component (known: cli rayd events dashboard agenthost)" >&2; exit 2 ;;
 	esac
 	ver=$(version "$component")
 	[ -n "$ver" ] || { echo "dist: no version for $component in $src/versions.yaml" >&2; exit 1; }

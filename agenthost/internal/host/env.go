@@ -7,12 +7,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rayito-dev/rayito/agenthost"
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
 )
 
 // TokenVariable carries the service token to the host on MicroVMs. The
 // host removes it from the agent's environment.
-const TokenVariable = "RAYITO_AGENT_SERVICE_TOKEN"
+const TokenVariable = agenthost.ServiceTokenVariable
 
 // SecretSource reads a secret's string by name or ARN (on AgentCore,
 // Secrets Manager with the runtime role). Errors should be *secretenv.Error

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	agentcmd "github.com/rayito-dev/rayito/cli/internal/command/agent"
 	"github.com/rayito-dev/rayito/cli/internal/command/dashboard"
 	"github.com/rayito-dev/rayito/cli/internal/command/doctor"
 	"github.com/rayito-dev/rayito/cli/internal/command/e2b"
@@ -76,6 +77,7 @@ func NewRoot(f *cliutil.Factory) *cli.Command {
 			stack.Command(f),
 			dashboard.Command(f),
 			mcpcmd.Command(f),
+			agentcmd.Command(f),
 			secretCommand(f),
 			helpCommand(f),
 			versionCommand(f),

@@ -1,0 +1,430 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/rayito-dev/rayito/agenthost"
+	"github.com/rayito-dev/rayito/agenthost/project"
+	"github.com/rayito-dev/rayito/agenthost/secretenv"
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
+	"github.com/rayito-dev/rayito/cli/internal/platform"
+	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/template"
+)
+
+// hostBinary is the agent host's file name.
+const hostBinary = "rayito-agent-host"
+
+// maxProjectBytes bounds the project files a deploy copies.
+const maxProjectBytes = 256 << 20
+
+func deployCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:      "deploy",
+		Usage:     "deploy the agent: a template with its code and the host, a sandbox that runs it",
+		ArgsUsage: "[DIR]",
+		Description: "--target microvm (the default) builds the template agent-NAME from the project directory\n" +
+			"(regular files only; .git and symbolic links are skipped) and the agent host\n" +
+			"(--host-binary, default rayito-agent-host beside rayito, else on PATH), creates a sandbox\n" +
+			"with Internet access denied but for the project's [egress] and its model's gateway route,\n" +
+			"starts the host with a new service token and the project's secret variables (read with\n" +
+			"your credentials, passed only in the start request) and waits for the agent's /ping. A\n" +
+			"deployed agent is replaced. --target agentcore is planned (rayito agent plan) but not\n" +
+			"deployed yet.",
+		Flags: append([]cli.Flag{
+			targetFlag(),
+			&cli.StringFlag{Name: "host-binary", Usage: "the agent host's `FILE` (linux, for the sandbox's machine)"},
+			&cli.DurationFlag{Name: "timeout", Value: time.Hour, Usage: "the agent's sandbox lives `DURATION`, then ends"},
+			&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "wait `DURATION` at most for the agent's /ping"},
+			cliutil.JSONFlag(),
+		}, agentCoreFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			target, err := checkTarget(cmd)
+			if err != nil {
+				return err
+			}
+			dir, err := dirArg(cmd)
+			if err != nil {
+				return err
+			}
+			p, err := load(dir)
+			if err != nil {
+				return err
+			}
+			if target == targetAgentCore {
+				if _, err := agentCorePlan(f, cmd, p); err != nil {
+					return err
+				}
+				return &rayito.UnimplementedError{Feature: "rayito agent deploy --target agentcore", Reason: "not built yet: rayito agent plan --target agentcore shows what it will create", Doc: "docs/agent-host.md"}
+			}
+			return deployMicroVM(ctx, f, cmd, dir, p)
+		},
+	}
+}
+
+// findHost is the agent host binary: the flag's, else beside the running
+// executable, else on PATH.
+func findHost(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		c := filepath.Join(filepath.Dir(exe), hostBinary)
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
+			return c, nil
+		}
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		c := filepath.Join(d, hostBinary)
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("no %s beside rayito or on PATH: install it (make dist builds it) or pass --host-binary", hostBinary)
+}
+
+// stageContext copies the project's regular files into ctxDir/app and the
+// host into ctxDir/bin, refusing more than maxProjectBytes.
+func stageContext(projectDir, host, ctxDir string) (int, error) {
+	var total int64
+	files := 0
+	app := filepath.Join(ctxDir, "app")
+	err := filepath.WalkDir(projectDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(projectDir, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" && rel != "." {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(app, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total += info.Size(); total > maxProjectBytes {
+			return fmt.Errorf("the project's files are over %d MiB", maxProjectBytes>>20)
+		}
+		files++
+		return copyFile(path, filepath.Join(app, rel), info.Mode().Perm()|0o444)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Join(ctxDir, "bin"), 0o755); err != nil {
+		return 0, err
+	}
+	return files, copyFile(host, filepath.Join(ctxDir, "bin", hostBinary), 0o755)
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, dir string, p *project.Project) error {
+	pl, err := microVMPlan(p)
+	if err != nil {
+		return err
+	}
+	gw, err := gatewayOf(p)
+	if err != nil {
+		return err
+	}
+	host, err := findHost(cmd.String("host-binary"))
+	if err != nil {
+		return err
+	}
+	t, err := platform.Existing(ctx, f.Getenv)
+	if err != nil {
+		return err
+	}
+	opts := t.Options
+	stage, err := os.MkdirTemp("", "rayito-agent-deploy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	files, err := stageContext(dir, host, stage)
+	if err != nil {
+		return err
+	}
+	tpl := template.FromBaseImage("local").
+		Copy("app", "/opt/agent/app").
+		Copy("bin/"+hostBinary, "/opt/agent/bin/"+hostBinary).
+		RunCmd("chmod 0755 /opt/agent/bin/" + hostBinary + " && chmod -R a+rX /opt/agent")
+	art, err := template.Compile(ctx, tpl, stage)
+	if err != nil {
+		return err
+	}
+	defer art.Close()
+	fmt.Fprintf(f.IO.Err, "agent %s: building template %s (%d files)\n", p.Name, pl.Template, files)
+	if _, err := rayito.BuildTemplate(ctx, rayito.BuildTemplateInput{Name: pl.Template, Artifact: bytes.NewReader(art.Zip), SHA256: art.SHA256}, opts...); err != nil {
+		return cliutil.Interrupted(ctx, err)
+	}
+	info, err := rayito.WaitTemplate(ctx, pl.Template, opts...)
+	if err != nil {
+		return cliutil.Interrupted(ctx, err)
+	}
+	if info.State != rayito.TemplateReady {
+		return fmt.Errorf("agent %s: the template build ended %s: %s (rayito template logs %s)", p.Name, info.State, info.Reason, pl.Template)
+	}
+	// A deployed agent is replaced.
+	if old, err := readRecord(f, p.Name); err == nil {
+		if sbx, err := rayito.Connect(ctx, old.SandboxID, opts...); err == nil {
+			_ = sbx.Kill(ctx)
+		}
+	}
+	token, err := newToken()
+	if err != nil {
+		return err
+	}
+	create := append(slices.Clone(opts), rayito.WithTemplate(pl.Template), rayito.WithTimeout(cmd.Duration("timeout")),
+		rayito.WithNetwork(rayito.NetworkPolicy{AllowOut: pl.AllowOut}), rayito.WithAllowInternetAccess(false))
+	if gw != nil {
+		create = append(create, rayito.WithGateways(*gw))
+	}
+	fmt.Fprintf(f.IO.Err, "agent %s: starting its sandbox\n", p.Name)
+	sbx, err := rayito.Create(ctx, create...)
+	if err != nil {
+		return cliutil.Interrupted(ctx, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = sbx.Kill(context.WithoutCancel(ctx))
+		}
+	}()
+	secrets := map[string]rayito.SecretRef{}
+	var names []string
+	for _, e := range pl.SecretEnv {
+		if e.Key != "" {
+			return &rayito.UnimplementedError{Feature: "[[secret_env_from]] on MicroVMs", Reason: "JSON keys of a secret are read on AgentCore only yet", Doc: "docs/agent-host.md"}
+		}
+		secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
+		names = append(names, e.Name)
+	}
+	envs := map[string]string{agenthost.ServiceTokenVariable: token}
+	if len(names) > 0 {
+		envs[secretenv.NamesVariable] = strings.Join(names, ",")
+	}
+	runOpts := []rayito.CommandOption{rayito.WithEnvs(envs), rayito.WithCwd("/opt/agent/app"), rayito.WithTag("rayito-agent-host")}
+	if len(secrets) > 0 {
+		runOpts = append(runOpts, rayito.WithSecrets(secrets))
+	}
+	if _, err := sbx.Commands.StartExec(ctx, pl.Host, runOpts...); err != nil {
+		return fmt.Errorf("agent %s: starting the host: %w", p.Name, err)
+	}
+	if err := waitPing(ctx, sbx, cmd.Duration("ready-timeout")); err != nil {
+		return fmt.Errorf("agent %s: %w (rayito sandbox logs %s)", p.Name, err, sbx.ID())
+	}
+	r := &record{Name: p.Name, Target: targetMicroVM, SandboxID: sbx.ID(), Template: pl.Template, ServiceToken: token, CreatedAt: time.Now().UTC()}
+	if err := writeRecord(f, r); err != nil {
+		return err
+	}
+	ok = true
+	if cmd.Bool("json") {
+		return cliutil.PrintJSON(f.IO.Out, map[string]any{"name": p.Name, "target": targetMicroVM, "sandbox_id": sbx.ID(), "template": pl.Template})
+	}
+	fmt.Fprintf(f.IO.Out, "agent %s: deployed in sandbox %s (rayito agent invoke %s)\n", p.Name, sbx.ID(), p.Name)
+	return nil
+}
+
+// waitPing waits for the host's /ping to answer Healthy.
+func waitPing(ctx context.Context, sbx *rayito.Sandbox, d time.Duration) error {
+	port, err := sbx.Port(hostPort)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, port.URL()+"/ping", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := port.Client().Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Contains(b, []byte(`"Healthy`)) {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the agent did not answer /ping in time")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func invokeCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:      "invoke",
+		Usage:     "send the agent a payload (POST /invocations) and print its answer",
+		ArgsUsage: "NAME",
+		Description: "The payload is --payload, or stdin with --payload - (at most 100 MiB); the answer is printed\n" +
+			"as it comes (a streamed answer too). A refused invocation exits 1 with its status.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "payload", Value: "{}", Usage: "the request body (`JSON`; - reads stdin)"},
+			cliutil.JSONFlag(),
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return cliutil.Usagef("want one agent name, got %d arguments", cmd.Args().Len())
+			}
+			r, err := readRecord(f, cmd.Args().First())
+			if err != nil {
+				return err
+			}
+			var body io.Reader = strings.NewReader(cmd.String("payload"))
+			if cmd.String("payload") == "-" {
+				body = io.LimitReader(f.IO.In, 100<<20)
+			}
+			t, err := platform.Existing(ctx, f.Getenv)
+			if err != nil {
+				return err
+			}
+			sbx, err := rayito.Connect(ctx, r.SandboxID, t.Options...)
+			if err != nil {
+				return cliutil.OnSandbox(r.SandboxID, err)
+			}
+			port, err := sbx.Port(hostPort)
+			if err != nil {
+				return err
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, port.URL()+"/invocations", body)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+r.ServiceToken)
+			resp, err := port.Client().Do(req)
+			if err != nil {
+				return cliutil.Interrupted(ctx, fmt.Errorf("agent %s: %w", r.Name, err))
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				return fmt.Errorf("agent %s: invocation refused: %s %s", r.Name, resp.Status, strings.TrimSpace(string(b)))
+			}
+			_, err = io.Copy(f.IO.Out, resp.Body)
+			return err
+		},
+	}
+}
+
+func deleteCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:        "delete",
+		Usage:       "delete a deployed agent: its sandbox, its template and its record",
+		ArgsUsage:   "NAME",
+		Description: "Only what deploy created for NAME from this machine.",
+		Flags:       []cli.Flag{cliutil.JSONFlag()},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() != 1 {
+				return cliutil.Usagef("want one agent name, got %d arguments", cmd.Args().Len())
+			}
+			r, err := readRecord(f, cmd.Args().First())
+			if err != nil {
+				return err
+			}
+			t, err := platform.Existing(ctx, f.Getenv)
+			if err != nil {
+				return err
+			}
+			if sbx, err := rayito.Connect(ctx, r.SandboxID, t.Options...); err == nil {
+				if err := sbx.Kill(ctx); err != nil && !errors.Is(err, rayito.ErrNotFound) {
+					return cliutil.OnSandbox(r.SandboxID, err)
+				}
+			}
+			if err := rayito.DeleteTemplate(ctx, r.Template, t.Options...); err != nil && !errors.Is(err, rayito.ErrNotFound) {
+				return err
+			}
+			if err := removeRecord(f, r.Name); err != nil {
+				return err
+			}
+			if cmd.Bool("json") {
+				return cliutil.PrintJSON(f.IO.Out, map[string]any{"name": r.Name, "deleted": true})
+			}
+			fmt.Fprintf(f.IO.Out, "agent %s: deleted\n", r.Name)
+			return nil
+		},
+	}
+}
+
+func listCommand(f *cliutil.Factory) *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list the agents deployed from this machine",
+		Flags: []cli.Flag{cliutil.JSONFlag()},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			dir, err := recordsDir(f)
+			if err != nil {
+				return err
+			}
+			ents, err := os.ReadDir(dir)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			type item struct {
+				Name      string    `json:"name"`
+				Target    string    `json:"target"`
+				SandboxID string    `json:"sandbox_id"`
+				CreatedAt time.Time `json:"created_at"`
+			}
+			items := []item{}
+			for _, e := range ents {
+				name, ok := strings.CutSuffix(e.Name(), ".json")
+				if !ok || strings.HasPrefix(name, ".") {
+					continue
+				}
+				if r, err := readRecord(f, name); err == nil {
+					items = append(items, item{r.Name, r.Target, r.SandboxID, r.CreatedAt})
+				}
+			}
+			if cmd.Bool("json") {
+				return cliutil.PrintJSON(f.IO.Out, items)
+			}
+			for _, it := range items {
+				fmt.Fprintf(f.IO.Out, "%s\t%s\t%s\n", it.Name, it.Target, it.SandboxID)
+			}
+			return nil
+		},
+	}
+}
