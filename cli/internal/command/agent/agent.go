@@ -72,6 +72,20 @@ func load(dir string) (*project.Project, error) {
 	return p, nil
 }
 
+// projectOf is the --target, the project directory and its project.
+func projectOf(cmd *cli.Command) (string, string, *project.Project, error) {
+	target, err := checkTarget(cmd)
+	if err != nil {
+		return "", "", nil, err
+	}
+	dir, err := dirArg(cmd)
+	if err != nil {
+		return "", "", nil, err
+	}
+	p, err := load(dir)
+	return target, dir, p, err
+}
+
 func targetFlag() cli.Flag {
 	return &cli.StringFlag{Name: "target", Value: targetMicroVM, Usage: "where the agent runs: `microvm` (a Rayito sandbox, with the secret gateway) or agentcore"}
 }
@@ -166,15 +180,7 @@ func planCommand(f *cliutil.Factory) *cli.Command {
 			"provider_unsupported, iam_resource_invalid, secret_env_*).",
 		Flags: append([]cli.Flag{targetFlag(), cliutil.JSONFlag()}, agentCoreFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			target, err := checkTarget(cmd)
-			if err != nil {
-				return err
-			}
-			dir, err := dirArg(cmd)
-			if err != nil {
-				return err
-			}
-			p, err := load(dir)
+			target, _, p, err := projectOf(cmd)
 			if err != nil {
 				return err
 			}

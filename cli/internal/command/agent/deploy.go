@@ -52,15 +52,7 @@ func deployCommand(f *cliutil.Factory) *cli.Command {
 			cliutil.JSONFlag(),
 		}, agentCoreFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			target, err := checkTarget(cmd)
-			if err != nil {
-				return err
-			}
-			dir, err := dirArg(cmd)
-			if err != nil {
-				return err
-			}
-			p, err := load(dir)
+			target, dir, p, err := projectOf(cmd)
 			if err != nil {
 				return err
 			}
