@@ -177,7 +177,8 @@ func planCommand(f *cliutil.Factory) *cli.Command {
 			"variables (names and secret references). agentcore: the stack, each role with its exact\n" +
 			"policy statements, the repository, the build and the runtime's environment, and the\n" +
 			"externalModel line. Refused plans exit 1 with their code (network_policy_unsupported,\n" +
-			"provider_unsupported, iam_resource_invalid, secret_env_*).",
+			"provider_unsupported, iam_resource_invalid); a bad project file (an unknown key, a\n" +
+			"reserved secret_env name: secret_env_*) exits 2.",
 		Flags: append([]cli.Flag{targetFlag(), cliutil.JSONFlag()}, agentCoreFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			target, _, p, err := projectOf(cmd)
