@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
 	"github.com/rayito-dev/rayito/tests/agentllm"
@@ -53,7 +54,7 @@ func agentProviders(t *testing.T, ctx context.Context, p *platform, store rayito
 		bedrockID   = "anthropic.claude-test-v1:0"
 	)
 	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store),
-		rayito.WithAllowInternetAccess(false),
+		rayito.WithAllowInternetAccess(false), rayito.WithTimeout(15*time.Minute),
 		rayito.WithGateways(
 			rayito.AnthropicGateway(key),
 			rayito.GeminiGateway(key, geminiID, geminiSmall),

@@ -161,7 +161,7 @@ func TestAgent(t *testing.T) {
 	}
 	go localvmtest.ServeDNS(dns, withAgentProviderHosts(map[string]netip.Addr{"model.test.": agentModel, "evil.test.": agentEvil}))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	stateDir := t.TempDir()
 	// The template is built by a platform with the machine's DNS (npm's
@@ -193,7 +193,8 @@ func TestAgent(t *testing.T) {
 	if _, err := store.CreateSecret(ctx, "model-key", []byte(canary)); err != nil {
 		t.Fatal(err)
 	}
-	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store),
+	// The subtests outlast the default 5 minutes on a loaded machine.
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store), rayito.WithTimeout(20*time.Minute),
 		rayito.WithAllowInternetAccess(false),
 		rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL")))...)
 	if err != nil {
