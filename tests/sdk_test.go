@@ -39,7 +39,12 @@ func TestSandboxEndToEnd(t *testing.T) {
 	}
 
 	// Background command, list, reattach, kill.
-	h, err := sbx.Commands.Start(ctx, "echo started; sleep 60", rayito.WithTag("sleeper"))
+	// Killed once it has printed (on a loaded machine the kill could come
+	// before the shell ran echo).
+	printed := make(chan struct{})
+	var printedOnce sync.Once
+	h, err := sbx.Commands.Start(ctx, "echo started; sleep 60", rayito.WithTag("sleeper"),
+		rayito.OnStdout(func([]byte) { printedOnce.Do(func() { close(printed) }) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +55,11 @@ func TestSandboxEndToEnd(t *testing.T) {
 	again, err := sbx.Commands.Connect(ctx, h.Pid())
 	if err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-printed:
+	case <-ctx.Done():
+		t.Fatal("the command never printed")
 	}
 	if err := h.Kill(ctx); err != nil {
 		t.Fatal(err)
