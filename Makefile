@@ -147,6 +147,13 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./agenthost/secretenv FuzzDecode FuzzRedact
 	scripts/fuzz.sh ./agenthost/project FuzzParse
 
+.PHONY: stress
+stress: ## Hunt a flake: run PKG's tests (RUN, default all) N times (default 20) with -race, -failfast, on a loaded machine with STRESS_LOAD=1 (a busy loop per core beside them).
+	@[ -n "$(PKG)" ] || { echo "stress: PKG=./path/to/package is required (RUN=TestName N=20 STRESS_LOAD=1)"; exit 2; }
+	@load=; if [ "$(STRESS_LOAD)" = 1 ]; then for i in $$(seq "$$(nproc)"); do (while :; do :; done) & load="$$load $$!"; done; fi; \
+	trap '[ -z "$$load" ] || kill $$load' EXIT; \
+	go test -race -count=$(or $(N),20) -failfast -timeout 60m -run '$(or $(RUN),.)' $(PKG)
+
 .PHONY: build
 build: ## Build rayd and its S3 mount helper into .tmp/bin.
 	go build -o $(BIN)/rayd ./rayd/cmd/rayd
