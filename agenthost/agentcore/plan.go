@@ -118,13 +118,18 @@ var (
 	arnModel   = regexp.MustCompile(`^arn:(aws|aws-cn|aws-us-gov):bedrock:([a-z0-9-]+):(\d{12})?:(foundation-model|inference-profile|application-inference-profile|provisioned-model)/[A-Za-z0-9._:/-]+$`)
 	regionLike = regexp.MustCompile(`^[a-z]{2}(-gov)?-[a-z]+-\d$`)
 	account12  = regexp.MustCompile(`^\d{12}$`)
+	// ecrName is ECR's repository name rule (and
+	// infra/agentcore-runtime.yaml's EcrRepositoryName pattern): no
+	// doubled or trailing separator.
+	ecrName = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
 )
 
 // NewPlan plans p's deployment. A project that declares egress is
 // network_policy_unsupported (AgentCore's egress is unfiltered); a model
 // other than bedrock is provider_unsupported unless ExternalModel; an
 // ARN of another account or region, or without the secret suffix, is
-// iam_resource_invalid.
+// iam_resource_invalid, as is a name that ends in or doubles a hyphen
+// (ECR refuses its repository name).
 func NewPlan(p *project.Project, o Options) (*Plan, error) {
 	if o.Partition == "" {
 		o.Partition = "aws"
@@ -176,6 +181,9 @@ func NewPlan(p *project.Project, o Options) (*Plan, error) {
 		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", o.Partition, service, o.Region, o.Account, res)
 	}
 	repo := "rayito-agent-" + p.Name
+	if !ecrName.MatchString(repo) {
+		return nil, &Error{Code: CodeResourceInvalid, Detail: "the agent's name ends in or doubles a hyphen: ECR refuses its repository name " + repo}
+	}
 	repoARN := arn("ecr", "repository/"+repo)
 	role := Role{
 		Name:       fmt.Sprintf("rayito-agentcore-%s-%s", p.Name, o.Region),
