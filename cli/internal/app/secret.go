@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/smithy-go/logging"
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
@@ -51,35 +49,7 @@ func secretStoreFlags(more ...cli.Flag) []cli.Flag {
 
 // secretStore opens the store the flags and the environment pick.
 func secretStore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) (rayito.SecretStore, error) {
-	kind := cmd.String("store")
-	if kind == "" {
-		b, err := platform.Backend(f.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		kind = string(b)
-	}
-	switch kind {
-	case "local":
-		dir := cmd.String("dir")
-		if dir == "" {
-			var err error
-			if dir, err = rayito.DefaultLocalSecretDir(f.Getenv); err != nil {
-				return nil, err
-			}
-		}
-		return rayito.NewLocalSecretStore(dir)
-	case "aws":
-		if cmd.String("dir") != "" {
-			return nil, cliutil.Usagef("--dir is for the local store")
-		}
-		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithLogger(logging.Nop{}))
-		if err != nil {
-			return nil, errors.New("cannot load the AWS configuration (credentials, profile)")
-		}
-		return rayito.NewAWSSecretStore(cfg), nil
-	}
-	return nil, cliutil.Usagef("--store must be local or aws, got %q", kind)
+	return platform.SecretStore(ctx, f.Getenv, cmd.String("store"), cmd.String("dir"))
 }
 
 // secretName is the one NAME argument, checked.

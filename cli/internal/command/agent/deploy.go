@@ -222,14 +222,28 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	}()
 	secrets := map[string]rayito.SecretRef{}
 	var names []string
-	for _, e := range pl.SecretEnv {
-		if e.Key != "" {
-			return &rayito.UnimplementedError{Feature: "[[secret_env_from]] on MicroVMs", Reason: "JSON keys of a secret are read on AgentCore only yet", Doc: "docs/agent-host.md"}
-		}
-		secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
-		names = append(names, e.Name)
-	}
 	envs := map[string]string{agenthost.ServiceTokenVariable: token}
+	var store rayito.SecretStore
+	for _, e := range pl.SecretEnv {
+		names = append(names, e.Name)
+		if e.Key == "" {
+			secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
+			continue
+		}
+		// A JSON key ([[secret_env_from]]): the value is read here, with the
+		// caller's credentials, and travels like the others, only in the
+		// host's start request.
+		if store == nil {
+			if store, err = platform.SecretStore(ctx, f.Getenv, "", ""); err != nil {
+				return err
+			}
+		}
+		v, err := secretKeyValue(ctx, store, e)
+		if err != nil {
+			return err
+		}
+		envs[e.Name] = v
+	}
 	if len(names) > 0 {
 		envs[secretenv.NamesVariable] = strings.Join(names, ",")
 	}
@@ -253,6 +267,19 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	}
 	fmt.Fprintf(f.IO.Out, "agent %s: deployed in sandbox %s (rayito agent invoke %s)\n", p.Name, sbx.ID(), p.Name)
 	return nil
+}
+
+// secretKeyValue is e's value: e.Key of the JSON secret e.Secret. The
+// error names the variable, never the secret or a value.
+func secretKeyValue(ctx context.Context, store rayito.SecretStore, e secretenv.Entry) (string, error) {
+	sec, err := store.GetSecret(ctx, rayito.SecretRef{Name: e.Secret})
+	if err != nil {
+		if errors.Is(err, rayito.ErrSecretNotFound) {
+			return "", &secretenv.Error{Code: secretenv.CodeNotFound, Name: e.Name}
+		}
+		return "", &secretenv.Error{Code: secretenv.CodeFetchFailed, Name: e.Name}
+	}
+	return e.Value(string(sec.Value()))
 }
 
 // waitPing waits for the host's /ping to answer Healthy.
