@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -156,7 +157,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			r.Out.Header.Del("X-Forwarded-For")
 		},
 		FlushInterval: -1,
-		ErrorLog:      nil,
+		// Its own messages could carry a request's details: none is logged.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
 			writeJSONError(w, http.StatusBadGateway, "agent_unavailable")
 		},

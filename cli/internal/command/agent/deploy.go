@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -318,7 +319,8 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 		Usage:     "send the agent a payload (POST /invocations) and print its answer",
 		ArgsUsage: "NAME",
 		Description: "The payload is --payload, or stdin with --payload - (at most 100 MiB); the answer is printed\n" +
-			"as it comes (a streamed answer too). A refused invocation exits 1 with its status.",
+			"as it comes (a streamed answer too; --json: an object with the status and the answer, once it\n" +
+			"has ended). A refused invocation exits 1 with its status.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "payload", Value: "{}", Usage: "the request body (`JSON`; - reads stdin)"},
 			cliutil.JSONFlag(),
@@ -361,6 +363,19 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 				return fmt.Errorf("agent %s: invocation refused: %s %s", r.Name, resp.Status, strings.TrimSpace(string(b)))
+			}
+			if cmd.Bool("json") {
+				b, err := io.ReadAll(io.LimitReader(resp.Body, 100<<20))
+				if err != nil {
+					return err
+				}
+				out := map[string]any{"agent": r.Name, "status": resp.StatusCode, "content_type": resp.Header.Get("Content-Type")}
+				if json.Valid(b) {
+					out["answer"] = json.RawMessage(b)
+				} else {
+					out["answer_text"] = string(b)
+				}
+				return cliutil.PrintJSON(f.IO.Out, out)
 			}
 			_, err = io.Copy(f.IO.Out, resp.Body)
 			return err
