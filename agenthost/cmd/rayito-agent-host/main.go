@@ -1,7 +1,7 @@
 // Command rayito-agent-host runs a user's agent behind the runtime
 // contract of its target (docs/agent-host.md):
 //
-//	rayito-agent-host --target agentcore|microvm [--listen :8080] [--agent-port 8081] [--dir DIR] -- COMMAND [ARG...]
+//	rayito-agent-host --target agentcore|microvm [--listen :8080] [--agent-port 8081] [--dir DIR] [--user USER] [--token-stdin] -- COMMAND [ARG...]
 //
 // The agent serves HTTP on 127.0.0.1:$PORT (GET /ping, POST
 // /invocations); the host serves the same paths on --listen, checks the
@@ -10,14 +10,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -37,6 +40,8 @@ func run(args []string) int {
 	listen := fs.String("listen", ":8080", "the runtime contract's address")
 	port := fs.Int("agent-port", 8081, "the agent's loopback port (its $PORT)")
 	dir := fs.String("dir", "", "the agent's working directory")
+	user := fs.String("user", "", "run the agent as `USER` (the host stays as it is, root: the agent cannot read its environment)")
+	tokenStdin := fs.Bool("token-stdin", false, "read the service token (MicroVMs) from the first line of stdin, not from "+host.TokenVariable)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,8 +53,18 @@ func run(args []string) int {
 	for _, k := range []string{host.TokenVariable, secretenv.Variable, secretenv.NamesVariable} {
 		_ = os.Unsetenv(k)
 	}
+	var token string
+	if *tokenStdin {
+		line, err := bufio.NewReader(io.LimitReader(os.Stdin, 1024)).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintln(os.Stderr, "rayito-agent-host: reading the service token from stdin:", err)
+			return 1
+		}
+		token = strings.TrimSpace(line)
+	}
 	cfg := host.Config{
-		Target: host.Target(*target), Listen: *listen, ChildPort: *port, Dir: *dir,
+		Token:  token,
+		Target: host.Target(*target), Listen: *listen, ChildPort: *port, Dir: *dir, User: *user,
 		Command: fs.Args(), Environ: environ, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log,
 	}
 	if cfg.Target == host.TargetAgentCore {

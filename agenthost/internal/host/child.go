@@ -27,6 +27,7 @@ type supervisor struct {
 	dir          string
 	env          []string
 	port         int
+	cred         *syscall.Credential
 	stdout       io.Writer
 	stderr       io.Writer
 	log          *slog.Logger
@@ -79,7 +80,7 @@ func (s *supervisor) once(ctx context.Context) int {
 	errw := &startupWriter{w: s.stderr, redactor: s.redactor}
 	cmd := exec.Command(s.command[0], s.command[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = s.dir, s.env, out, errw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		// The error names the program only (exec's message); no
 		// argument or environment.

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
@@ -59,6 +60,15 @@ type Config struct {
 	Dir string
 	// ChildPort is the agent's loopback port (default 8081).
 	ChildPort int
+	// User, when set, is the user (name or uid) the agent runs as: the
+	// host runs as root and the agent cannot read its environment (the
+	// service token). HOME, USER and LOGNAME follow it.
+	User string
+	// Token is the service token when the host read it from its stdin
+	// (--token-stdin: no environment shows it; else it comes from
+	// RAYITO_AGENT_SERVICE_TOKEN, which code of the same user can read in
+	// /proc). MicroVMs only.
+	Token string
 	// Environ is the host's environment (os.Environ()).
 	Environ []string
 	// Secrets reads secrets on AgentCore.
@@ -129,10 +139,16 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, err
 	}
 	switch {
+	case cfg.Token != "" && env.token != "":
+		return nil, fmt.Errorf("%w: the service token comes from stdin or %s, not both", ErrConfig, TokenVariable)
+	case cfg.Token != "":
+		env.token = cfg.Token
+	}
+	switch {
 	case cfg.Target == TargetMicroVM && len(env.token) < 32:
-		return nil, fmt.Errorf("%w: on MicroVMs %s must hold the service token (at least 32 bytes)", ErrConfig, TokenVariable)
+		return nil, fmt.Errorf("%w: on MicroVMs the host needs the service token (at least 32 bytes) on stdin (--token-stdin) or in %s", ErrConfig, TokenVariable)
 	case cfg.Target == TargetAgentCore && env.token != "":
-		return nil, fmt.Errorf("%w: %s must not be set on AgentCore (invocations are signed by AWS)", ErrConfig, TokenVariable)
+		return nil, fmt.Errorf("%w: no service token on AgentCore (invocations are signed by AWS): unset %s", ErrConfig, TokenVariable)
 	}
 	hook, err := writePythonHook(cfg.TempDir)
 	if err != nil {
@@ -141,10 +157,21 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	childEnv := setenv(env.env, "PORT", strconv.Itoa(cfg.ChildPort))
 	childEnv = setenv(childEnv, "PYTHONPATH", pythonPath(hook, env.env))
 	childEnv = setenv(childEnv, "PYTHONUNBUFFERED", "1")
+	var cred *syscall.Credential
+	if cfg.User != "" {
+		u, err := lookupUser(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		cred = u.cred
+		childEnv = setenv(childEnv, "HOME", u.home)
+		childEnv = setenv(childEnv, "USER", u.name)
+		childEnv = setenv(childEnv, "LOGNAME", u.name)
+	}
 	cfg.Logger.Info("secret_env_loaded", "count", len(env.values))
 	h := &Host{cfg: cfg, token: env.token}
 	h.sup = &supervisor{
-		command: cfg.Command, dir: cfg.Dir, env: childEnv, port: cfg.ChildPort,
+		command: cfg.Command, dir: cfg.Dir, env: childEnv, port: cfg.ChildPort, cred: cred,
 		stdout: cfg.Stdout, stderr: cfg.Stderr, log: cfg.Logger,
 		redactor: secretenv.NewRedactor(env.values), startTimeout: cfg.StartTimeout,
 	}

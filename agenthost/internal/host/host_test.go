@@ -57,6 +57,7 @@ func childMain(mode string) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"body": string(body), "authorization": r.Header.Get("Authorization"), "path": r.URL.Path,
 			"env": env, "github": os.Getenv("GITHUB_TOKEN"), "pythonpath": os.Getenv("PYTHONPATH"), "pid": os.Getpid(),
+			"uid": os.Getuid(), "home": os.Getenv("HOME"), "host_environ": readable(fmt.Sprintf("/proc/%d/environ", os.Getppid())),
 		})
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
@@ -64,6 +65,17 @@ func childMain(mode string) {
 		os.Exit(1)
 	}
 	_ = http.Serve(ln, mux)
+}
+
+// readable reports whether the file's first byte can be read.
+func readable(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.Read(make([]byte, 1))
+	return err == nil
 }
 
 // syncBuf is a concurrency-safe buffer.
@@ -116,15 +128,39 @@ type running struct {
 
 func start(t *testing.T, target Target, mode string, environ []string, src SecretSource) *running {
 	t.Helper()
+	return startAs(t, target, mode, environ, src, "")
+}
+
+func startAs(t *testing.T, target Target, mode string, environ []string, src SecretSource, user string) *running {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if user != "" {
+		// The agent's user must be able to run the test binary.
+		dir, err := os.MkdirTemp("", "agent-host-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self = filepath.Join(dir, "agent")
+		if err := os.WriteFile(self, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	logs, out := &syncBuf{}, &syncBuf{}
 	environ = append(environ, "AGENT_HOST_TEST_CHILD="+mode, "PATH="+os.Getenv("PATH"))
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := New(ctx, Config{
-		Target: target, Listen: "127.0.0.1:0", Command: []string{self}, ChildPort: freePort(t), Environ: environ,
+		Target: target, Listen: "127.0.0.1:0", Command: []string{self}, ChildPort: freePort(t), Environ: environ, User: user,
 		Secrets: src, TempDir: t.TempDir(), Stdout: out, Stderr: out, StartTimeout: 20 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
@@ -299,18 +335,20 @@ func TestRefusals(t *testing.T) {
 		cfg  Config
 		want error
 	}{
-		"no target":    {Config{Command: []string{"x"}}, ErrConfig},
-		"no command":   {Config{Target: TargetMicroVM, Environ: base}, ErrConfig},
-		"no token":     {Config{Target: TargetMicroVM, Command: []string{"x"}}, ErrConfig},
-		"short token":  {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: []string{TokenVariable + "=short"}}, ErrConfig},
-		"same port":    {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: base, Listen: ":8081"}, ErrConfig},
-		"NUL":          {Config{Target: TargetMicroVM, Command: []string{"x\x00"}, Environ: base}, ErrConfig},
-		"reserved":     {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "PATH=/x", secretenv.NamesVariable+"=PATH")}, secretenv.ErrSecretEnv},
-		"aws":          {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "AWS_SECRET_ACCESS_KEY=k", secretenv.NamesVariable+"=AWS_SECRET_ACCESS_KEY")}, secretenv.ErrSecretEnv},
-		"no value":     {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, secretenv.NamesVariable+"=GH")}, secretenv.ErrSecretEnv},
-		"bad name":     {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, secretenv.NamesVariable+"=A B")}, secretenv.ErrSecretEnv},
-		"twice":        {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "A=1", secretenv.NamesVariable+"=A,A")}, secretenv.ErrSecretEnv},
-		"child port 0": {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: base, ChildPort: 70000}, ErrConfig},
+		"no target":                {Config{Command: []string{"x"}}, ErrConfig},
+		"no command":               {Config{Target: TargetMicroVM, Environ: base}, ErrConfig},
+		"no token":                 {Config{Target: TargetMicroVM, Command: []string{"x"}}, ErrConfig},
+		"short token":              {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: []string{TokenVariable + "=short"}}, ErrConfig},
+		"same port":                {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: base, Listen: ":8081"}, ErrConfig},
+		"NUL":                      {Config{Target: TargetMicroVM, Command: []string{"x\x00"}, Environ: base}, ErrConfig},
+		"reserved":                 {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "PATH=/x", secretenv.NamesVariable+"=PATH")}, secretenv.ErrSecretEnv},
+		"aws":                      {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "AWS_SECRET_ACCESS_KEY=k", secretenv.NamesVariable+"=AWS_SECRET_ACCESS_KEY")}, secretenv.ErrSecretEnv},
+		"no value":                 {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, secretenv.NamesVariable+"=GH")}, secretenv.ErrSecretEnv},
+		"bad name":                 {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, secretenv.NamesVariable+"=A B")}, secretenv.ErrSecretEnv},
+		"twice":                    {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: append(base, "A=1", secretenv.NamesVariable+"=A,A")}, secretenv.ErrSecretEnv},
+		"child port 0":             {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: base, ChildPort: 70000}, ErrConfig},
+		"two tokens":               {Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: base, Token: token}, ErrConfig},
+		"stdin token on AgentCore": {Config{Target: TargetAgentCore, Command: []string{"x"}, Token: token}, ErrConfig},
 	} {
 		c.cfg.TempDir = t.TempDir()
 		if _, err := New(context.Background(), c.cfg); !errors.Is(err, c.want) {
@@ -401,4 +439,21 @@ func liveInGroup(t *testing.T, pgid int) int {
 		}
 	}
 	return live
+}
+
+// TestAgentUser: with User the agent runs as that user, with its HOME,
+// and cannot read the host's environment (the service token).
+func TestAgentUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the host runs the agent as another user")
+	}
+	r := startAs(t, TargetMicroVM, "serve", []string{TokenVariable + "=" + token, "HOME=/root"}, nil, "nobody")
+	r.waitStatus(t, "Healthy")
+	code, m := invoke(t, r.url, "Bearer "+token, "x")
+	if code != 200 || m["uid"] != float64(65534) || m["home"] == "/root" || m["host_environ"] != false {
+		t.Fatalf("%d %v", code, m)
+	}
+	if _, err := New(context.Background(), Config{Target: TargetMicroVM, Command: []string{"x"}, Environ: []string{TokenVariable + "=" + token}, User: "no-such-user-x", TempDir: t.TempDir()}); !errors.Is(err, ErrConfig) {
+		t.Errorf("an unknown user: %v", err)
+	}
 }

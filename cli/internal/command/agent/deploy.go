@@ -17,7 +17,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/rayito-dev/rayito/agenthost"
 	"github.com/rayito-dev/rayito/agenthost/project"
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
@@ -223,7 +222,7 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	}()
 	secrets := map[string]rayito.SecretRef{}
 	var names []string
-	envs := map[string]string{agenthost.ServiceTokenVariable: token}
+	envs := map[string]string{}
 	var store rayito.SecretStore
 	for _, e := range pl.SecretEnv {
 		names = append(names, e.Name)
@@ -248,12 +247,21 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	if len(names) > 0 {
 		envs[secretenv.NamesVariable] = strings.Join(names, ",")
 	}
-	runOpts := []rayito.CommandOption{rayito.WithEnvs(envs), rayito.WithCwd("/opt/agent/app"), rayito.WithTag("rayito-agent-host")}
+	runOpts := []rayito.CommandOption{rayito.WithEnvs(envs), rayito.WithCwd("/opt/agent/app"), rayito.WithTag("rayito-agent-host"), rayito.WithStdin()}
 	if len(secrets) > 0 {
 		runOpts = append(runOpts, rayito.WithSecrets(secrets))
 	}
-	if _, err := sbx.Commands.StartExec(ctx, pl.Host, runOpts...); err != nil {
+	h, err := sbx.Commands.StartExec(ctx, pl.Host, runOpts...)
+	if err != nil {
 		return fmt.Errorf("agent %s: starting the host: %w", p.Name, err)
+	}
+	// The token goes on the host's stdin: no environment in the sandbox
+	// shows it.
+	if err := h.SendStdin(ctx, []byte(token+"\n")); err != nil {
+		return fmt.Errorf("agent %s: the host's token: %w", p.Name, err)
+	}
+	if err := h.CloseStdin(ctx); err != nil {
+		return fmt.Errorf("agent %s: the host's token: %w", p.Name, err)
 	}
 	if err := waitPing(ctx, sbx, cmd.Duration("ready-timeout")); err != nil {
 		return fmt.Errorf("agent %s: %w (rayito sandbox logs %s)", p.Name, err, sbx.ID())

@@ -70,8 +70,8 @@ func microVMPlan(p *project.Project) (*mvPlan, error) {
 	}
 	pl := &mvPlan{
 		Agent: p.Name, Template: "agent-" + p.Name, Files: "the project directory → /opt/agent/app; rayito-agent-host → /opt/agent/bin",
-		Host: append([]string{"/opt/agent/bin/rayito-agent-host", "--target", "microvm", "--listen", fmt.Sprintf("0.0.0.0:%d", hostPort), "--dir", "/opt/agent/app", "--"}, p.Command...),
-		Port: hostPort, SecretEnv: entries, Token: "new, kept 0600 in the state directory (rayito agent invoke sends it)",
+		Host: append([]string{"/opt/agent/bin/rayito-agent-host", "--target", "microvm", "--listen", fmt.Sprintf("0.0.0.0:%d", hostPort), "--dir", "/opt/agent/app", "--token-stdin", "--"}, p.Command...),
+		Port: hostPort, SecretEnv: entries, Token: "new, given to the host on its stdin (in no environment), kept 0600 in the state directory (rayito agent invoke sends it)",
 	}
 	if p.Egress != nil {
 		pl.AllowOut = slices.Clone(p.Egress.Allow)
