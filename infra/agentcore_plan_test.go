@@ -601,7 +601,12 @@ func TestAgentCorePlanMatchesTemplate(t *testing.T) {
 // from the other is reported, whichever side was widened.
 func TestAgentCorePlanComparisonCatches(t *testing.T) {
 	base := loadTemplateFile(t, acTemplate)
-	tc := apCases[5] // secret_env ARNs: both optional statements present
+	// secret_env ARNs: both optional statements present.
+	i := slices.IndexFunc(apCases, func(c apCase) bool { return c.name == "secret_env ARNs" })
+	if i < 0 {
+		t.Fatal("no case secret_env ARNs")
+	}
+	tc := apCases[i]
 	stmtOf := func(pl *agentcore.Plan, role int, sid string) *agentcore.Statement {
 		for i := range pl.Roles[role].Statements {
 			if pl.Roles[role].Statements[i].Sid == sid {
