@@ -463,7 +463,8 @@ func apCompare(tpl map[string]any, pl *agentcore.Plan, o agentcore.Options) prob
 		p.addf("BuildProject: Name %v (%v) in the template, %q in the plan", n, err, pl.BuildProject)
 	}
 	loc, err := env.resolve(section(bp, "Source")["Location"])
-	if s, ok := loc.(string); err != nil || !ok || !strings.HasPrefix("s3://"+s, strings.Fields(pl.BuildContext)[0]) {
+	context, _, _ := strings.Cut(pl.BuildContext, " ")
+	if s, ok := loc.(string); err != nil || !ok || context == "" || !strings.HasPrefix("s3://"+s, context) {
 		p.addf("BuildProject: source %v (%v) outside the plan's build context %q", loc, err, pl.BuildContext)
 	}
 	return p
