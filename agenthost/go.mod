@@ -24,3 +24,8 @@ require (
 )
 
 require github.com/pelletier/go-toml/v2 v2.4.3
+
+require (
+	github.com/aws/aws-sdk-go-v2/service/bedrockagentcorecontrol v1.81.0
+	github.com/aws/aws-sdk-go-v2/service/ecr v1.69.0
+)

@@ -57,10 +57,7 @@ func deployCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			if target == targetAgentCore {
-				if _, err := agentCorePlan(f, cmd, p); err != nil {
-					return err
-				}
-				return &rayito.UnimplementedError{Feature: "rayito agent deploy --target agentcore", Reason: "not built yet: rayito agent plan --target agentcore shows what it will create", Doc: "docs/agent-host.md"}
+				return deployAgentCore(ctx, f, cmd, p)
 			}
 			return deployMicroVM(ctx, f, cmd, dir, p)
 		},
