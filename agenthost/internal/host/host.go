@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,6 +93,8 @@ type Host struct {
 	sup   *supervisor
 	busy  atomic.Int64
 	proxy *httputil.ReverseProxy
+	// hookDir holds the Python hook; Run removes it.
+	hookDir string
 }
 
 // ErrConfig is a host configuration error.
@@ -150,6 +153,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	case cfg.Target == TargetAgentCore && env.token != "":
 		return nil, fmt.Errorf("%w: no service token on AgentCore (invocations are signed by AWS): unset %s", ErrConfig, TokenVariable)
 	}
+	var u *agentUser
+	if cfg.User != "" {
+		if u, err = lookupUser(cfg.User); err != nil {
+			return nil, err
+		}
+	}
 	hook, err := writePythonHook(cfg.TempDir)
 	if err != nil {
 		return nil, fmt.Errorf("agent host: the Python hook: %w", err)
@@ -158,18 +167,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	childEnv = setenv(childEnv, "PYTHONPATH", pythonPath(hook, env.env))
 	childEnv = setenv(childEnv, "PYTHONUNBUFFERED", "1")
 	var cred *syscall.Credential
-	if cfg.User != "" {
-		u, err := lookupUser(cfg.User)
-		if err != nil {
-			return nil, err
-		}
+	if u != nil {
 		cred = u.cred
 		childEnv = setenv(childEnv, "HOME", u.home)
 		childEnv = setenv(childEnv, "USER", u.name)
 		childEnv = setenv(childEnv, "LOGNAME", u.name)
 	}
 	cfg.Logger.Info("secret_env_loaded", "count", len(env.values))
-	h := &Host{cfg: cfg, token: env.token}
+	h := &Host{cfg: cfg, token: env.token, hookDir: hook}
 	h.sup = &supervisor{
 		command: cfg.Command, dir: cfg.Dir, env: childEnv, port: cfg.ChildPort, cred: cred,
 		stdout: cfg.Stdout, stderr: cfg.Stderr, log: cfg.Logger,
@@ -215,6 +220,8 @@ func (h *Host) Run(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	<-supDone
+	_ = os.Chmod(h.hookDir, 0o755)
+	_ = os.RemoveAll(h.hookDir)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
