@@ -200,6 +200,19 @@ func TestAgentDeploy(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &answer); err != nil || answer.Answer != "echo: hello" || !answer.Set {
 		t.Fatalf("agent invoke: %q %v", r.stdout, err)
 	}
+	// --json wraps the answer with its status; --payload - reads stdin.
+	r = runCLIInput(t, env, `{"prompt": "from stdin"}`, "agent", "invoke", "--json", "--payload", "-", "e2e-bot")
+	outputs = append(outputs, "agent invoke --json\n"+r.stdout+r.stderr)
+	var wrapped struct {
+		Agent  string `json:"agent"`
+		Status int    `json:"status"`
+		Answer struct {
+			Answer string `json:"answer"`
+		} `json:"answer"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &wrapped); r.code != 0 || err != nil || wrapped.Status != 200 || wrapped.Agent != "e2e-bot" || wrapped.Answer.Answer != "echo: from stdin" {
+		t.Errorf("agent invoke --json --payload -: %+v %v", r, err)
+	}
 	if r := cli("agent", "list", "--json"); r.code != 0 || !strings.Contains(r.stdout, dep.SandboxID) || strings.Contains(r.stdout, "service_token") {
 		t.Errorf("agent list: %+v", r)
 	}

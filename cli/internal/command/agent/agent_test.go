@@ -35,9 +35,15 @@ type result struct {
 // (an unreachable platform, a state directory of the test's own).
 func run(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
+	return runIn(t, strings.NewReader(""), env, args...)
+}
+
+// runIn is run with stdin in.
+func runIn(t *testing.T, in io.Reader, env map[string]string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: getenv}
+	f := &cliutil.Factory{IO: cliutil.IO{In: in, Out: &out, Err: &errb}, Env: getenv}
 	e := app.NewRoot(f).Run(context.Background(), append([]string{"rayito"}, args...))
 	msg, code := cliutil.Exit(e)
 	if msg != "" {
@@ -491,6 +497,29 @@ func TestNotDeployed(t *testing.T) {
 	r = run(t, env, "agent", "invoke", "broken")
 	if r.code != 1 || !strings.Contains(r.err, "damaged") {
 		t.Errorf("damaged record: exit %d, %q", r.code, r.err)
+	}
+}
+
+// zeros is an endless stream of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestInvokePayloadTooLarge: a payload on stdin over 100 MiB is a usage
+// error, before the platform is asked (not sent cut).
+func TestInvokePayloadTooLarge(t *testing.T) {
+	env, state := testEnv(t)
+	dir := filepath.Join(state, "rayito", "agents")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"name":"big","target":"microvm","sandbox_id":"microvm-00000000-0000-0000-0000-000000000000","template":"agent-big","service_token":"t"}`
+	if err := os.WriteFile(filepath.Join(dir, "big.json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runIn(t, io.LimitReader(zeros{}, 100<<20+1), env, "agent", "invoke", "--payload", "-", "big")
+	if r.code != 2 || !strings.Contains(r.err, "over 100 MiB") {
+		t.Errorf("exit %d, %q", r.code, r.err)
 	}
 }
 

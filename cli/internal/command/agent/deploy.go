@@ -28,6 +28,10 @@ import (
 // hostBinary is the agent host's file name.
 const hostBinary = "rayito-agent-host"
 
+// maxPayloadBytes bounds an invocation's payload (the host's limit,
+// AgentCore's).
+const maxPayloadBytes = 100 << 20
+
 // maxProjectBytes bounds the project files a deploy copies.
 const maxProjectBytes = 256 << 20
 
@@ -340,7 +344,18 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 			}
 			var body io.Reader = strings.NewReader(cmd.String("payload"))
 			if cmd.String("payload") == "-" {
-				body = io.LimitReader(f.IO.In, 100<<20)
+				// Read whole, so that the request has a Content-Length (an
+				// agent on http.server reads that many bytes of a chunked
+				// body: none) and a payload over the limit is refused, not
+				// sent cut.
+				b, err := io.ReadAll(io.LimitReader(f.IO.In, maxPayloadBytes+1))
+				if err != nil {
+					return err
+				}
+				if len(b) > maxPayloadBytes {
+					return cliutil.Usagef("the payload on stdin is over %d MiB", maxPayloadBytes>>20)
+				}
+				body = bytes.NewReader(b)
 			}
 			t, err := platform.Existing(ctx, f.Getenv)
 			if err != nil {
