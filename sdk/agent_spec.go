@@ -29,7 +29,9 @@ const (
 // OpenCodeEnforcedKeys are the keys of OpenCode's configuration that
 // Rayito sets and AgentSpec.RawConfig may not: a raw configuration naming
 // one is refused (ErrInvalidArgument naming the key).
-var OpenCodeEnforcedKeys = []string{
+func OpenCodeEnforcedKeys() []string { return slices.Clone(openCodeEnforcedKeys) }
+
+var openCodeEnforcedKeys = []string{
 	"autoupdate", "share", "autoshare", "plugin", "lsp", "formatter", "provider", "enabled_providers", "disabled_providers",
 	"model", "small_model", "permission", "mcp", "instructions",
 }
@@ -37,7 +39,9 @@ var OpenCodeEnforcedKeys = []string{
 // DeepAgentsRawConfigKeys are the keys AgentSpec.RawConfig may hold under
 // the Deep Agents runtime: model call parameters, given to the model
 // client. temperature is 0–2, top_p 0–1, max_tokens 1–1 000 000.
-var DeepAgentsRawConfigKeys = []string{"temperature", "top_p", "max_tokens"}
+func DeepAgentsRawConfigKeys() []string { return slices.Clone(deepAgentsRawConfigKeys) }
+
+var deepAgentsRawConfigKeys = []string{"temperature", "top_p", "max_tokens"}
 
 // agentJobSpec is the part of the runner's job that carries the spec's
 // sub-agents, MCP servers and raw configuration.
@@ -192,7 +196,7 @@ func checkAgentRawConfig(rt AgentRuntime, raw []byte, subAgents []string) (json.
 	switch rt {
 	case AgentRuntimeOpenCode:
 		for _, k := range keys {
-			if slices.Contains(OpenCodeEnforcedKeys, k) {
+			if slices.Contains(openCodeEnforcedKeys, k) {
 				return nil, nil, fmt.Errorf("%w: the raw config may not set %q (Rayito sets it)", ErrInvalidArgument, k)
 			}
 		}
@@ -228,7 +232,7 @@ func checkAgentRawConfig(rt AgentRuntime, raw []byte, subAgents []string) (json.
 			case "max_tokens":
 				ok = v >= 1 && v <= 1_000_000 && v == math.Trunc(v)
 			default:
-				return nil, nil, fmt.Errorf("%w: the raw config may not set %q under Deep Agents (allowed: %s)", ErrInvalidArgument, k, strings.Join(DeepAgentsRawConfigKeys, ", "))
+				return nil, nil, fmt.Errorf("%w: the raw config may not set %q under Deep Agents (allowed: %s)", ErrInvalidArgument, k, strings.Join(deepAgentsRawConfigKeys, ", "))
 			}
 			if !ok {
 				return nil, nil, fmt.Errorf("%w: the raw config's %q is out of range", ErrInvalidArgument, k)

@@ -128,7 +128,7 @@ func TestAgentSpecInvalid(t *testing.T) {
 	}
 	// OpenCode: each of Rayito's keys is refused by name, and a sub-agent
 	// the raw config would redefine.
-	for _, k := range OpenCodeEnforcedKeys {
+	for _, k := range OpenCodeEnforcedKeys() {
 		_, _, err := specSandbox().prepare("task", []AgentOption{WithAgentRuntime(AgentRuntimeOpenCode), WithAgentSpec(raw(`{"` + k + `": false}`))})
 		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), `"`+k+`"`) {
 			t.Errorf("raw key %s: %v", k, err)
@@ -162,7 +162,7 @@ func FuzzAgentRawConfig(f *testing.F) {
 				if json.Unmarshal(out, &m) != nil || m == nil {
 					t.Fatalf("not an object: %q", out)
 				}
-				for _, k := range OpenCodeEnforcedKeys {
+				for _, k := range OpenCodeEnforcedKeys() {
 					if _, ok := m[k]; ok {
 						t.Fatalf("enforced key %q passed", k)
 					}
