@@ -80,10 +80,11 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
 // TestAgentDeploy: `rayito agent deploy --target microvm` on the local
 // platform, end to end: the agent answers `rayito agent invoke`, refuses
 // a call without the service token, gets GITHUB_TOKEN from the local
-// secret store (its own environment is the only place the value is: that
-// is the feature), whose value never reaches a CLI output, the platform's
-// logs or any other process; `rayito agent delete` removes the sandbox,
-// the template and the record.
+// secret store (its own environment holds the value: that is the feature;
+// so does its host's, where T38 has the values travel), whose value
+// never reaches a CLI output, the platform's logs, the template or any
+// other process the sandbox's user can read; `rayito agent delete`
+// removes the sandbox, the template and the record.
 func TestAgentDeploy(t *testing.T) {
 	if !isRoot() {
 		t.Skip("TestAgentDeploy needs root: the local platform's sandboxes (run the tests as root)")
