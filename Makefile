@@ -128,7 +128,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./rayd/internal/sudo FuzzDecodeRequest
 	scripts/fuzz.sh ./rayd/internal/envdpath FuzzResolve
 	scripts/fuzz.sh ./rayd/internal/metrics FuzzParseStat FuzzParseMeminfo
-	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry
+	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry FuzzAgentRawConfig
 	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
 	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
 	scripts/fuzz.sh ./rayd/internal/kernel FuzzDecode FuzzHandle
