@@ -124,8 +124,8 @@ type AgentSpec struct {
 	Model AgentModel
 	// SmallModel is a cheaper model for side tasks, through its own
 	// gateway route if need be: OpenCode's small_model (it then writes
-	// the session's title with it). Deep Agents has no such task (an
-	// *UnimplementedError).
+	// the session's title with it); under Deep Agents the model the
+	// spec's sub-agents run on (it needs SubAgents there).
 	SmallModel *AgentModel
 	// Instructions are the agent's system prompt. Never logged.
 	Instructions string
@@ -336,7 +336,7 @@ func (a *Agent) prepare(task string, opts []AgentOption) (*agentConfig, *agentJo
 	}
 	sp := c.spec
 	if sp.SmallModel != nil {
-		if err := agentSmallModelSupported(c.runtime); err != nil {
+		if err := agentSmallModelSupported(c.runtime, sp); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -120,15 +120,11 @@ func validAWSRegion(r string) bool {
 
 // agentSmallModelEntry is the job's small model entry: OpenCode's
 // small_model (it generates the session's title with it, instead of
-// the fixed title the runner gives when there is none). Deep Agents has
-// no side task for one (its summarisation and its general-purpose
-// sub-agent use the main model): an *UnimplementedError.
+// the fixed title the runner gives when there is none); under Deep
+// Agents the model of the spec's sub-agents.
 func agentSmallModelEntry(rt AgentRuntime, m *AgentModel, gatewayURL func(name string) (string, bool)) (*agentJobModel, error) {
 	if m == nil {
 		return nil, nil
-	}
-	if err := agentSmallModelSupported(rt); err != nil {
-		return nil, err
 	}
 	e, err := agentModelEntry(*m, "AgentSpec.SmallModel", gatewayURL)
 	if err != nil {
@@ -137,14 +133,15 @@ func agentSmallModelEntry(rt AgentRuntime, m *AgentModel, gatewayURL func(name s
 	return &e, nil
 }
 
-// agentSmallModelSupported answers the *UnimplementedError of a runtime
-// that has no use for a small model (all but OpenCode).
-func agentSmallModelSupported(rt AgentRuntime) error {
-	if rt == AgentRuntimeOpenCode {
-		return nil
+// agentSmallModelSupported checks that the runtime has a use for the
+// spec's small model: OpenCode always (the session's title); Deep Agents
+// for the spec's sub-agents (ErrInvalidArgument without any: the small
+// model would be ignored).
+func agentSmallModelSupported(rt AgentRuntime, sp AgentSpec) error {
+	if rt == AgentRuntimeDeepAgents && len(sp.SubAgents) == 0 {
+		return fmt.Errorf("%w: under Deep Agents AgentSpec.SmallModel runs the spec's sub-agents: give SubAgents", ErrInvalidArgument)
 	}
-	return &UnimplementedError{Feature: "AgentSpec.SmallModel",
-		Reason: "the " + string(rt) + " runtime has no side task for a small model (its summarisation and sub-agents use the main model); OpenCode uses it", Doc: agentDoc}
+	return nil
 }
 
 // gatewayURLOf answers agentModelEntry's route lookups from the sandbox.

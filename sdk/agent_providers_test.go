@@ -46,17 +46,22 @@ func TestAgentProviders(t *testing.T) {
 		}
 	}
 
-	// The small model: OpenCode's, through its own route; Deep Agents has
-	// none.
+	// The small model: OpenCode's, through its own route; Deep Agents'
+	// sub-agents'.
 	main := AgentModel{Provider: ProviderAnthropic, ID: "big", Gateway: "anthropic"}
 	small := AgentModel{Provider: ProviderGoogle, ID: "small", Gateway: "gemini"}
 	_, job, err := a.prepare("task", []AgentOption{WithAgentSpec(AgentSpec{Model: main, SmallModel: &small}), WithAgentRuntime(AgentRuntimeOpenCode)})
 	if err != nil || job.SmallModel == nil || *job.SmallModel != (agentJobModel{"google", "small", url("41003"), ""}) {
 		t.Errorf("small model: %+v %v", job, err)
 	}
-	var ue *UnimplementedError
-	if _, _, err := a.prepare("task", []AgentOption{WithAgentSpec(AgentSpec{Model: main, SmallModel: &small})}); !errors.As(err, &ue) || !errors.Is(err, ErrUnimplemented) || !strings.Contains(ue.Reason, "deepagents") {
-		t.Errorf("small model under Deep Agents: %v", err)
+	// Under Deep Agents it runs the sub-agents: without any it would be
+	// ignored.
+	if _, _, err := a.prepare("task", []AgentOption{WithAgentSpec(AgentSpec{Model: main, SmallModel: &small})}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "SubAgents") {
+		t.Errorf("small model under Deep Agents without sub-agents: %v", err)
+	}
+	withSub := AgentSpec{Model: main, SmallModel: &small, SubAgents: []AgentSubAgent{{Name: "r", Description: "d", Instructions: "i"}}}
+	if _, job, err := a.prepare("task", []AgentOption{WithAgentSpec(withSub)}); err != nil || job.SmallModel == nil || job.SmallModel.ID != "small" {
+		t.Errorf("small model under Deep Agents: %+v %v", job, err)
 	}
 	bad := small
 	bad.Region = "us-east-1"

@@ -15,8 +15,7 @@ func TestAgentOptions(t *testing.T) {
 	a := (&Sandbox{}).Agent()
 	model := AgentModel{Provider: ProviderOpenAICompatible, ID: "m", Gateway: "model"}
 	unimpl := map[string][]AgentOption{
-		"small model": {WithAgentSpec(AgentSpec{Model: model, SmallModel: &model})},
-		"session":     {WithAgentModel(model), WithAgentSession("s")},
+		"session": {WithAgentModel(model), WithAgentSession("s")},
 	}
 	for name, opts := range unimpl {
 		_, err := a.Run(context.Background(), "task", opts...)
@@ -26,15 +25,16 @@ func TestAgentOptions(t *testing.T) {
 		}
 	}
 	invalid := map[string][]AgentOption{
-		"no model":      nil,
-		"provider":      {WithAgentModel(AgentModel{Provider: "nope", ID: "m", Gateway: "g"})},
-		"runtime":       {WithAgentModel(model), WithAgentRuntime("nope")},
-		"workdir":       {WithAgentModel(model), WithAgentWorkdir("rel")},
-		"limits":        {WithAgentModel(model), WithAgentLimits(AgentLimits{MaxSteps: -1})},
-		"no such route": {WithAgentModel(model)},
-		"tool name":     {WithAgentRuntime(AgentRuntimeOpenCode), WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "Bash!"}}})},
-		"too long":      {WithAgentSpec(AgentSpec{Model: model, Instructions: strings.Repeat("x", MaxAgentInputBytes)})},
-		"base path":     {WithAgentModel(AgentModel{Provider: ProviderOpenAI, ID: "m", Gateway: "model", BasePath: "v1"})},
+		"no model":                       nil,
+		"provider":                       {WithAgentModel(AgentModel{Provider: "nope", ID: "m", Gateway: "g"})},
+		"runtime":                        {WithAgentModel(model), WithAgentRuntime("nope")},
+		"workdir":                        {WithAgentModel(model), WithAgentWorkdir("rel")},
+		"limits":                         {WithAgentModel(model), WithAgentLimits(AgentLimits{MaxSteps: -1})},
+		"no such route":                  {WithAgentModel(model)},
+		"tool name":                      {WithAgentRuntime(AgentRuntimeOpenCode), WithAgentSpec(AgentSpec{Model: model, Permissions: []AgentPermission{{Tool: "Bash!"}}})},
+		"too long":                       {WithAgentSpec(AgentSpec{Model: model, Instructions: strings.Repeat("x", MaxAgentInputBytes)})},
+		"base path":                      {WithAgentModel(AgentModel{Provider: ProviderOpenAI, ID: "m", Gateway: "model", BasePath: "v1"})},
+		"small model without sub-agents": {WithAgentSpec(AgentSpec{Model: model, SmallModel: &model})},
 	}
 	for name, opts := range invalid {
 		if _, err := a.Run(context.Background(), "task", opts...); !errors.Is(err, ErrInvalidArgument) {

@@ -131,9 +131,8 @@ func agentProviders(t *testing.T, ctx context.Context, p *platform, store rayito
 	if !sawSmall || !sawMain {
 		t.Errorf("the small model's request: small %v, main %v", sawSmall, sawMain)
 	}
-	var ue *rayito.UnimplementedError
-	if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(spec)); !errors.As(err, &ue) {
-		t.Errorf("a small model under Deep Agents: %v", err)
+	if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(spec)); !errors.Is(err, rayito.ErrInvalidArgument) {
+		t.Errorf("a small model under Deep Agents without sub-agents: %v", err)
 	}
 	if out, _ := sh(ctx, t, sbx, "grep -rIlF -e "+canary+" /home/user /tmp /opt/agents 2>/dev/null; true"); strings.TrimSpace(out) != "" {
 		t.Errorf("the key is in files: %q", out)

@@ -140,7 +140,13 @@ func TestAgent(t *testing.T) {
 	model := &scriptSwitch{}
 	model.cur.Store(&agentllm.Script{Key: canary})
 	evil := &hitCounter{}
-	for a, h := range map[netip.Addr]http.Handler{agentModel: model, agentEvil: evil} {
+	// model.test also serves a remote MCP server at /mcp (the spec's MCP
+	// server through a gateway route).
+	remoteMCP := agentllm.NewRemoteMCP(canary)
+	modelHost := http.NewServeMux()
+	modelHost.Handle("/mcp", remoteMCP)
+	modelHost.Handle("/", model)
+	for a, h := range map[netip.Addr]http.Handler{agentModel: modelHost, agentEvil: evil} {
 		for _, port := range []uint16{443, 80} {
 			ln, err := pn.Listen("tcp", netip.AddrPortFrom(a, port).String())
 			if err != nil {
@@ -196,7 +202,9 @@ func TestAgent(t *testing.T) {
 	// The subtests outlast the default 5 minutes on a loaded machine.
 	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store), rayito.WithTimeout(20*time.Minute),
 		rayito.WithAllowInternetAccess(false),
-		rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL")))...)
+		rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL"),
+			rayito.SecretGateway{Name: "mcp", Upstream: "https://model.test", Headers: map[string]rayito.HeaderValue{"Authorization": rayito.Bearer(rayito.SecretRef{Name: "model-key"})},
+				Allow: []rayito.GatewayRule{{Method: "POST", Path: "/mcp"}, {Method: "GET", Path: "/mcp"}, {Method: "DELETE", Path: "/mcp"}}}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,5 +489,5 @@ func TestAgent(t *testing.T) {
 		}
 	})
 	t.Run("providers", func(t *testing.T) { agentProviders(t, ctx, p, store, model, canary) })
-	t.Run("spec", func(t *testing.T) { agentSpecFeatures(t, ctx, sbx, model, canary, spec) })
+	t.Run("spec", func(t *testing.T) { agentSpecFeatures(t, ctx, sbx, model, remoteMCP, canary, spec) })
 }

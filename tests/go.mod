@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/rayito-dev/rayito/dashboard v0.1.0
 	github.com/rayito-dev/rayito/e2b v0.1.0
 	github.com/rayito-dev/rayito/events v0.1.0

@@ -207,6 +207,15 @@ async function main() {
   } catch (e) {
     return fail(e && e.code === "ERR_MODULE_NOT_FOUND" ? "runtime_missing" : "runtime_failed", 4);
   }
+  // The small model, when the spec has one, is the sub-agents'.
+  let small = null;
+  if (job.small_model) {
+    try {
+      small = await chatModel(job.small_model);
+    } catch {
+      return fail("runtime_failed", 4);
+    }
+  }
   const backend = new LocalShellBackend({
     rootDir: job.workdir,
     inheritEnv: true,
@@ -233,7 +242,13 @@ async function main() {
     middleware = [permissionsMiddleware(createMiddleware, ToolMessage, job.permissions)];
   }
   // Sub-agents get the main agent's tools (MCP ones included) and its permissions.
-  const subagents = (job.subagents || []).map((s) => ({ name: s.name, description: s.description, systemPrompt: s.instructions, middleware }));
+  const subagents = (job.subagents || []).map((s) => ({
+    name: s.name,
+    description: s.description,
+    systemPrompt: s.instructions,
+    middleware,
+    ...(small ? { model: small } : {}),
+  }));
   const agent = createDeepAgent({
     model,
     backend,
