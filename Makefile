@@ -87,8 +87,8 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	else echo "deps: installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
 .PHONY: test
-test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite, over 10 min (go test's default timeout) on 2 cores and mostly waiting on sandboxes, goes first, with two other packages beside it (-p 3).
-	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -timeout 30m -p 3 $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
+test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite, over 10 min (go test's default timeout) on 2 cores and mostly waiting on sandboxes, goes first: the other packages share the other slot while it runs, instead of it running alone at the end.
+	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -timeout 30m $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
