@@ -152,8 +152,10 @@ func TestDestroyYesJSONAndFailure(t *testing.T) {
 	if r.code != 1 || !strings.HasSuffix(r.err, want) {
 		t.Fatalf("exit %d\nstderr %s\nwant the end %s", r.code, r.err, want)
 	}
-	w.cfn.deleteScript = []string{"DELETE_IN_PROGRESS", "DELETE_COMPLETE"}
-	w.cfn.deleteEvents = nil
+	w.cfn.with(func() {
+		w.cfn.deleteScript = []string{"DELETE_IN_PROGRESS", "DELETE_COMPLETE"}
+		w.cfn.deleteEvents = nil
+	})
 	r = w.run("destroy", "events", "-y", "--json")
 	var out map[string]any
 	if err := json.Unmarshal([]byte(r.out), &out); err != nil || r.code != 0 {
@@ -168,20 +170,24 @@ func TestDestroyYesJSONAndFailure(t *testing.T) {
 	if r := w2.run(w2.deployArgs()...); r.code != 0 {
 		t.Fatalf("deploy: exit %d: %s", r.code, r.err)
 	}
-	w2.cfn.deleteScript = []string{"DELETE_IN_PROGRESS"}
+	w2.cfn.with(func() { w2.cfn.deleteScript = []string{"DELETE_IN_PROGRESS"} })
 	r = w2.run("destroy", "events", "--yes", "--wait-timeout", "300ms")
 	if r.code != 124 || !regexp.MustCompile(`still (DELETE_IN_PROGRESS|in progress) after 300ms \(--wait-timeout\); the deletion goes on`).MatchString(r.err) {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	// A stack being updated is not deleted under it.
-	w2.cfn.stacks["busy"] = &fakeStack{name: "busy", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/busy/7", status: "UPDATE_IN_PROGRESS"}
+	w2.cfn.with(func() {
+		w2.cfn.stacks["busy"] = &fakeStack{name: "busy", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/busy/7", status: "UPDATE_IN_PROGRESS"}
+	})
 	r = w2.run("destroy", "events", "--yes", "--stack-name", "busy")
 	if r.code != 1 || !strings.Contains(r.err, "stack busy: blocked: UPDATE_IN_PROGRESS") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	// Nor is a stack made from another template.
-	w2.cfn.stacks["theirs"] = &fakeStack{name: "theirs", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/theirs/8",
-		status: "CREATE_COMPLETE", description: "Someone else's stack"}
+	w2.cfn.with(func() {
+		w2.cfn.stacks["theirs"] = &fakeStack{name: "theirs", id: "arn:aws:cloudformation:us-east-1:123456789012:stack/theirs/8",
+			status: "CREATE_COMPLETE", description: "Someone else's stack"}
+	})
 	r = w2.run("destroy", "events", "--yes", "--stack-name", "theirs")
 	if r.code != 1 || !strings.Contains(r.err, "stack theirs: blocked: CREATE_COMPLETE; it is not an events stack (another template): nothing was deleted") {
 		t.Fatalf("exit %d: %s", r.code, r.err)

@@ -74,6 +74,14 @@ type cfnFake struct {
 	n                                        int
 }
 
+// with changes the fake's state under its lock: a request of an
+// earlier run (one the CLI gave up waiting for) may still be served.
+func (c *cfnFake) with(f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f()
+}
+
 func (c *cfnFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	form, err := url.ParseQuery(string(body))
