@@ -101,7 +101,9 @@ func newKey(t *testing.T) []byte {
 func (h *harness) configureEvents(key []byte) *raydv1.SectionResult {
 	h.t.Helper()
 	c := raydv1connect.NewConfigureServiceClient(h.client, h.apiURL, withToken(h.token))
-	resp, err := c.Configure(context.Background(), connect.NewRequest(&raydv1.ConfigureRequest{LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Configure(ctx, connect.NewRequest(&raydv1.ConfigureRequest{LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}))
 	if err != nil {
 		h.t.Fatalf("Configure: %v", err)
 	}
@@ -247,7 +249,8 @@ func TestEventKilledByTimeout(t *testing.T) {
 	lr.none(t, 200*time.Millisecond, "after killed")
 }
 
-// freePort returns a loopback port nobody listens on now.
+// freePort returns a loopback port nobody listens on now (another
+// process may take it before it is used: see startStdoutChild).
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -258,6 +261,99 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// stdoutChild is rayd's Main in a process of its own, its stdout read
+// line by line.
+type stdoutChild struct {
+	cmd            *exec.Cmd
+	apiAddr, hooks string
+	stderr         *syncBuffer
+	lr             *lineReader
+	exitFile       string     // Main's exit code, written by the child
+	waited         chan error // cmd.Wait's result, sent once
+	mu             sync.Mutex
+	all            []string // every stdout line
+}
+
+// startStdoutChild starts rayd on two free loopback ports and waits until
+// it is ready. A port taken between freePort and rayd's bind is retried
+// with new ports. Every wait is bounded: the child is killed and reaped
+// when the test ends, whatever happened.
+func startStdoutChild(t *testing.T) *stdoutChild {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryStdoutChild(t)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; new ports", attempt, err)
+	}
+}
+
+func tryStdoutChild(t *testing.T) (*stdoutChild, error) {
+	c := &stdoutChild{apiAddr: freePort(t), hooks: freePort(t), stderr: &syncBuffer{}, waited: make(chan error, 1),
+		exitFile: filepath.Join(t.TempDir(), "exit"),
+		lr:       &lineReader{lines: make(chan string, 64), done: make(chan struct{})}}
+	args := []string{"-api-addr", c.apiAddr, "-hooks-addr", c.hooks, "-e2b=false", "-egress", "off",
+		"-state-dir", filepath.Join(t.TempDir(), "state"), "-ready-fd", "3", "-debug"}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer readyR.Close()
+	c.cmd = exec.Command(os.Args[0], "-test.run", "^$")
+	c.cmd.Env = append(os.Environ(), listenChildEnv+"=1", listenArgsEnv+"="+strings.Join(args, "\n"), imageARNEnv+"="+testImageARN, listenExitEnv+"="+c.exitFile)
+	c.cmd.ExtraFiles = []*os.File{readyW}
+	c.cmd.Stderr = c.stderr
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		readyW.Close()
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		readyW.Close()
+		return nil, err
+	}
+	readyW.Close()
+	go func() {
+		defer close(c.lr.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.all = append(c.all, sc.Text())
+			c.mu.Unlock()
+			select {
+			case c.lr.lines <- sc.Text():
+			default: // nobody reads any more; all keeps it
+			}
+		}
+	}()
+	// StdoutPipe's reader must be drained before Wait: Wait starts after it.
+	go func() { <-c.lr.done; c.waited <- c.cmd.Wait() }()
+	_ = readyR.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(readyR)
+	if err != nil || string(got) != "R" {
+		c.kill(t)
+		return nil, fmt.Errorf("rayd is not ready (%q, %v):\n%s", got, err, c.stderr.String())
+	}
+	t.Cleanup(func() { c.kill(t) })
+	return c, nil
+}
+
+// kill kills the child (if it still runs) and reaps it, waiting at most
+// 20 s.
+func (c *stdoutChild) kill(t *testing.T) {
+	_ = c.cmd.Process.Kill()
+	select {
+	case err := <-c.waited:
+		c.waited <- err
+	case <-time.After(20 * time.Second):
+		t.Errorf("rayd (pid %d) was not reaped 20 s after SIGKILL", c.cmd.Process.Pid)
+	}
+}
+
 // The real thing: rayd's Main in a process of its own, its stdout a pipe.
 // Event lines are all its stdout holds and none is in its logs (stderr);
 // a SIGTERM without /terminate is killed{unknown}.
@@ -265,54 +361,8 @@ func TestEventLinesOnStdout(t *testing.T) {
 	requireRoot(t)
 	t.Parallel()
 	start := time.Now()
-	apiAddr, hooksAddr := freePort(t), freePort(t)
-	args := []string{"-api-addr", apiAddr, "-hooks-addr", hooksAddr, "-e2b=false", "-egress", "off",
-		"-state-dir", filepath.Join(t.TempDir(), "state"), "-ready-fd", "3", "-debug"}
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer readyR.Close()
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), listenChildEnv+"=1", listenArgsEnv+"="+strings.Join(args, "\n"), imageARNEnv+"="+testImageARN)
-	cmd.ExtraFiles = []*os.File{readyW}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		readyW.Close()
-		t.Fatal(err)
-	}
-	readyW.Close()
-	var all []string
-	var allMu sync.Mutex
-	lr := &lineReader{lines: make(chan string, 64), done: make(chan struct{})}
-	go func() {
-		defer close(lr.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			allMu.Lock()
-			all = append(all, sc.Text())
-			allMu.Unlock()
-			lr.lines <- sc.Text()
-		}
-	}()
-	waited := make(chan error, 1)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-lr.done
-			<-waited
-		}
-	})
-	_ = readyR.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if got, err := io.ReadAll(readyR); err != nil || string(got) != "R" {
-		t.Fatalf("rayd is not ready (%q, %v):\n%s", got, err, stderr.String())
-	}
+	c := startStdoutChild(t)
+	lr, apiAddr, hooksAddr := c.lr, c.apiAddr, c.hooks
 	tok, digest := newToken(t)
 	h := &harness{t: t, apiURL: "http://" + apiAddr, hooksURL: "http://" + hooksAddr, token: tok, client: h2cClient()}
 	raw, err := runpayload.Encode(&runpayload.Payload{V: 1, TokenSHA256: digest})
@@ -334,26 +384,28 @@ func TestEventLinesOnStdout(t *testing.T) {
 	ev = wantEvent(t, key, lr.next(t, "paused"), "mvm-stdout-1", events.Paused, "", &ev, start)
 	h.hook("resume", nil)
 	ev = wantEvent(t, key, lr.next(t, "resumed"), "mvm-stdout-1", events.Resumed, "", &ev, start)
-	go func() { waited <- cmd.Wait() }()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	wantEvent(t, key, lr.next(t, "killed"), "mvm-stdout-1", events.Killed, events.KillUnknown, &ev, start)
 	select {
-	case <-lr.done:
+	case err := <-c.waited:
+		c.waited <- err
 	case <-time.After(20 * time.Second):
-		t.Fatal("rayd's stdout did not close")
+		t.Fatal("rayd did not exit 20 s after SIGTERM")
 	}
-	if err := <-waited; err != nil {
-		t.Fatalf("rayd: %v\n%s", err, stderr.String())
+	// Wait itself may fail (ECHILD): the tests' shared supervisor reaps
+	// every child. The child wrote its exit code before exiting.
+	if code, err := os.ReadFile(c.exitFile); err != nil || string(code) != "0" {
+		t.Fatalf("rayd exited with code %q (%v):\n%s", code, err, c.stderr.String())
 	}
-	stopped = true
-	allMu.Lock()
-	defer allMu.Unlock()
+	c.mu.Lock()
+	all := c.all
+	c.mu.Unlock()
 	if len(all) != 4 {
 		t.Fatalf("stdout holds %d lines, want the 4 events: %q", len(all), all)
 	}
-	logs := stderr.String()
+	logs := c.stderr.String()
 	if !strings.Contains(logs, "lifecycle events configured") {
 		t.Fatalf("no configure log in rayd's stderr:\n%s", logs)
 	}

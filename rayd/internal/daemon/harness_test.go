@@ -188,7 +188,9 @@ func (h *harness) hook(name string, body any) map[string]any {
 			h.t.Fatal(err)
 		}
 	}
-	resp, err := http.Post(h.hooksURL+"/aws/lambda-microvms/runtime/v1/"+name, "application/json", &buf)
+	// Bounded: a hook that never answers fails the test, not go test's timeout.
+	c := &http.Client{Timeout: time.Minute}
+	resp, err := c.Post(h.hooksURL+"/aws/lambda-microvms/runtime/v1/"+name, "application/json", &buf)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -28,6 +28,10 @@ const (
 	listenChildEnv = "RAYD_TEST_LISTEN_CHILD"
 	listenArgsEnv  = "RAYD_TEST_LISTEN_ARGS"
 	listenUpLoEnv  = "RAYD_TEST_LISTEN_UP_LO"
+	// listenExitEnv names a file listenChild writes Main's exit code to:
+	// the parent's supervisor (tests share one, which reaps every child of
+	// the test binary) may reap the child before exec.Cmd.Wait does.
+	listenExitEnv = "RAYD_TEST_LISTEN_EXIT_FILE"
 )
 
 // listenChild runs Main (rayd) with the arguments of listenArgsEnv until
@@ -39,7 +43,11 @@ func listenChild() {
 			os.Exit(3)
 		}
 	}
-	os.Exit(Main(strings.Split(os.Getenv(listenArgsEnv), "\n"), os.Stdout, os.Stderr))
+	code := Main(strings.Split(os.Getenv(listenArgsEnv), "\n"), os.Stdout, os.Stderr)
+	if f := os.Getenv(listenExitEnv); f != "" {
+		_ = os.WriteFile(f, []byte(strconv.Itoa(code)), 0o600)
+	}
+	os.Exit(code)
 }
 
 // loopbackUp sets lo up (a fresh network namespace has it down, without
