@@ -354,6 +354,28 @@ func TestAgentDeploy(t *testing.T) {
 		t.Errorf("the service token is in a process's environment or command line: %v", hits)
 	}
 
+	// A service, not a task: its sandbox lives the platform's cap (8 h,
+	// --max-lifetime) and, paused (by --idle or by hand), is resumed by
+	// the next invocation, its host still serving.
+	var info struct {
+		State     string    `json:"state"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if r := cli("sandbox", "info", "--json", dep.SandboxID); r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil ||
+		time.Until(info.ExpiresAt) < 7*time.Hour {
+		t.Errorf("the agent's sandbox should live about 8 h: %+v", r)
+	}
+	if r := cli("sandbox", "pause", dep.SandboxID); r.code != 0 {
+		t.Fatalf("sandbox pause: %+v", r)
+	}
+	r = cli("agent", "invoke", "--payload", `{"prompt": "after a pause"}`, "e2e-bot")
+	if r.code != 0 || !strings.Contains(r.stdout, "echo: after a pause") {
+		t.Errorf("agent invoke of a paused agent: %+v", r)
+	}
+	if r := cli("agent", "deploy", "--max-lifetime", "9h", "--host-binary", host, dir); r.code != 2 || !strings.Contains(r.stderr, "--max-lifetime") {
+		t.Errorf("deploy --max-lifetime 9h: %+v", r)
+	}
+
 	// delete removes the sandbox, the template and the record.
 	if r := cli("agent", "delete", "e2e-bot"); r.code != 0 {
 		t.Fatalf("agent delete: %+v", r)

@@ -51,7 +51,8 @@ func deployCommand(f *cliutil.Factory) *cli.Command {
 		Flags: append([]cli.Flag{
 			targetFlag(),
 			&cli.StringFlag{Name: "host-binary", Usage: "the agent host's `FILE` (linux, for the sandbox's machine)"},
-			&cli.DurationFlag{Name: "timeout", Value: time.Hour, Usage: "the agent's sandbox lives `DURATION`, then ends"},
+			&cli.DurationFlag{Name: "max-lifetime", Value: maxLifetime, Usage: "the agent's sandbox lives `DURATION` at most, running and paused (3m to 8h, the platform's cap), then ends: deploy again"},
+			&cli.DurationFlag{Name: "idle", Value: 10 * time.Minute, Usage: "pause the agent's sandbox after `DURATION` without requests; the next invocation resumes it (0: never pause)"},
 			&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "wait `DURATION` at most for the agent's /ping"},
 			cliutil.JSONFlag(),
 		}, agentCoreFlags()...),
@@ -153,6 +154,10 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	if err != nil {
 		return err
 	}
+	life, err := lifetime(cmd.Duration("max-lifetime"), cmd.Duration("idle"))
+	if err != nil {
+		return err
+	}
 	gw, err := gatewayOf(p)
 	if err != nil {
 		return err
@@ -205,8 +210,9 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	if err != nil {
 		return err
 	}
-	create := append(slices.Clone(opts), rayito.WithTemplate(pl.Template), rayito.WithTimeout(cmd.Duration("timeout")),
+	create := append(slices.Clone(opts), rayito.WithTemplate(pl.Template),
 		rayito.WithNetwork(rayito.NetworkPolicy{AllowOut: pl.AllowOut}), rayito.WithAllowInternetAccess(false))
+	create = append(create, life...)
 	if gw != nil {
 		create = append(create, rayito.WithGateways(*gw))
 	}
@@ -277,6 +283,29 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	}
 	fmt.Fprintf(f.IO.Out, "agent %s: deployed in sandbox %s (rayito agent invoke %s)\n", p.Name, sbx.ID(), p.Name)
 	return nil
+}
+
+// maxLifetime is --max-lifetime's default: the platform's cap on a
+// sandbox's life (Lambda MicroVMs' maximum duration).
+const maxLifetime = 8 * time.Hour
+
+// lifetime is how a deployed agent's sandbox lives: a service, not a
+// task, so its deadline is its maximum lifetime (the sandbox ends then),
+// and, with idle, it is paused after idle without requests and resumed by
+// the next one (the platform holds the request until the sandbox runs
+// again; a paused sandbox uses no CPU). Out of bounds is a usage error.
+func lifetime(max, idle time.Duration) ([]rayito.Option, error) {
+	if max < 3*time.Minute || max > maxLifetime {
+		return nil, cliutil.Usagef("--max-lifetime must be between 3m and %s", maxLifetime)
+	}
+	if idle != 0 && (idle < time.Minute || idle > max) {
+		return nil, cliutil.Usagef("--idle must be 0 (never pause) or between 1m and --max-lifetime")
+	}
+	opts := []rayito.Option{rayito.WithMaxLifetime(max), rayito.WithTimeout(max - time.Minute)}
+	if idle > 0 {
+		opts = append(opts, rayito.WithIdlePolicy(idle, max, true))
+	}
+	return opts, nil
 }
 
 // secretKeyValue is e's value: e.Key of the JSON secret e.Secret. The
