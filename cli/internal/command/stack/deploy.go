@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
@@ -20,12 +19,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/awsenv"
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	evstack "github.com/rayito-dev/rayito/events/stack"
 )
@@ -311,14 +310,6 @@ func packAll(dir string) ([]lambdaZip, string, error) {
 	return zips, hex.EncodeToString(sums.Sum(nil)), nil
 }
 
-// newToken returns a fresh ClientRequestToken: the stack's events of
-// this operation carry it.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "rayito-" + hex.EncodeToString(b[:])
-}
-
 func deploy(ctx context.Context, f *cliutil.Factory, s *deploySpec) error {
 	zips, codeSHA, err := packAll(s.dir)
 	if err != nil {
@@ -331,9 +322,9 @@ func deploy(ctx context.Context, f *cliutil.Factory, s *deploySpec) error {
 
 	// The stack as it is: absent (create), busy or broken (refuse before
 	// uploading anything), or there (update).
-	existing, err := describe(ctx, aw.cfn, s.name)
+	existing, err := cfnstack.Describe(ctx, aw.cfn, s.name)
 	switch {
-	case errors.Is(err, errStackMissing):
+	case errors.Is(err, cfnstack.ErrStackMissing):
 		existing = nil
 	case err != nil:
 		return err
@@ -362,71 +353,25 @@ func deploy(ctx context.Context, f *cliutil.Factory, s *deploySpec) error {
 			SHA256: z.sha256, Bytes: len(z.data), Uploaded: uploaded})
 	}
 
-	params := parameters(s, codePrefix, existing != nil)
-	token := newToken()
-	var id string
-	if existing == nil {
-		res, err := aw.cfn.CreateStack(ctx, &cloudformation.CreateStackInput{
-			StackName:          aws.String(s.name),
-			TemplateBody:       aws.String(string(evstack.Template)),
-			Parameters:         params,
-			Capabilities:       capabilities(),
-			ClientRequestToken: aws.String(token),
-		})
-		if err != nil {
-			err = sanitize("CreateStack", err)
-			var ae *APIError
-			if errors.As(err, &ae) && ae.Code == "AlreadyExistsException" {
-				return &Error{Stack: s.name, Reason: ReasonBlocked, Detail: "it was created by someone else meanwhile: deploy again to update it"}
-			}
-			return err
-		}
-		id, out.Action = aws.ToString(res.StackId), "create"
-		fmt.Fprintf(f.IO.Err, "stack %s: creating\n", s.name)
-	} else {
-		res, err := aw.cfn.UpdateStack(ctx, &cloudformation.UpdateStackInput{
-			StackName:          aws.String(s.name),
-			TemplateBody:       aws.String(string(evstack.Template)),
-			Parameters:         params,
-			Capabilities:       capabilities(),
-			ClientRequestToken: aws.String(token),
-		})
-		switch err = sanitize("UpdateStack", err); {
-		case errors.Is(err, errNoUpdates):
-			fmt.Fprintf(f.IO.Err, "stack %s: no changes, %s\n", s.name, existing.StackStatus)
-			out.StackID, out.Action, out.Status = aws.ToString(existing.StackId), "none", string(existing.StackStatus)
-			out.Outputs = outputs(existing)
-			return printDeploy(f, s, out)
-		case err != nil:
-			return err
-		}
-		id, out.Action = aws.ToString(res.StackId), "update"
-		fmt.Fprintf(f.IO.Err, "stack %s: updating\n", s.name)
+	res, err := cfnstack.Apply(ctx, aw.cfn, cfnstack.ApplyInput{
+		Name: s.name, Template: string(evstack.Template), Parameters: parameters(s, codePrefix, existing != nil),
+		Capabilities: capabilities(), Existing: existing, WaitTimeout: s.waitTimeout, Progress: f.IO.Err,
+		Commands: commands(s.name),
+	})
+	var te *cfnstack.TimeoutError
+	if errors.As(err, &te) {
+		return timeoutExit(s.name, s.waitTimeout, te.Status, "the "+te.Action)
 	}
-	out.StackID = id
-
-	wctx, cancel := context.WithTimeout(ctx, s.waitTimeout)
-	defer cancel()
-	final, err := waitStack(wctx, aw.cfn, id, f.IO.Err)
 	if err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			var status cfntypes.StackStatus
-			if final != nil {
-				status = final.StackStatus
-			}
-			return timeoutExit(s.name, s.waitTimeout, status, "the "+out.Action)
-		}
 		return err
 	}
-	if !succeeded(final.StackStatus) || final.StackStatus == cfntypes.StackStatusDeleteComplete {
-		detail := ""
-		if final.StackStatus == cfntypes.StackStatusRollbackComplete || final.StackStatus == cfntypes.StackStatusRollbackFailed {
-			detail = "the stack cannot be updated: fix the cause, run 'rayito stack destroy events --stack-name " + s.name + "', then deploy again"
-		}
-		return failure(ctx, aw.cfn, s.name, id, token, final.StackStatus, detail)
-	}
-	out.Status, out.Outputs = string(final.StackStatus), outputs(final)
+	out.StackID, out.Action, out.Status, out.Outputs = res.StackID, res.Action, string(res.Stack.StackStatus), cfnstack.Outputs(res.Stack)
 	return printDeploy(f, s, out)
+}
+
+// commands are what a refusal of stack name tells to run.
+func commands(name string) cfnstack.Commands {
+	return cfnstack.Commands{Status: "rayito stack status events", Destroy: "rayito stack destroy events --stack-name " + name}
 }
 
 func printDeploy(f *cliutil.Factory, s *deploySpec, out deployOut) error {
@@ -441,20 +386,11 @@ func printDeploy(f *cliutil.Factory, s *deploySpec, out deployOut) error {
 // canUpdate refuses a stack that is not the events stack, that has an
 // operation in progress, or that cannot be updated.
 func canUpdate(name string, st *cfntypes.Stack) error {
-	status := st.StackStatus
-	switch {
-	case inProgress(status):
-		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(status),
-			Detail: "an operation is in progress: wait for it to end ('rayito stack status events'), then deploy again; nothing was uploaded"}
-	case status == cfntypes.StackStatusRollbackComplete || status == cfntypes.StackStatusRollbackFailed ||
-		status == cfntypes.StackStatusCreateFailed || status == cfntypes.StackStatusDeleteFailed:
-		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(status),
-			Detail: "its creation failed and it cannot be updated: run 'rayito stack destroy events --stack-name " + name + "', then deploy again"}
-	case status == cfntypes.StackStatusUpdateRollbackFailed:
-		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(status),
-			Detail: "continue its rollback first (aws cloudformation continue-update-rollback --stack-name " + name + ")"}
-	case !strings.HasPrefix(aws.ToString(st.Description), evstack.DescriptionPrefix):
-		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(status),
+	if err := cfnstack.CanUpdate(name, st, commands(name)); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(aws.ToString(st.Description), evstack.DescriptionPrefix) {
+		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(st.StackStatus),
 			Detail: "it is not an events stack (another template): choose another --stack-name; nothing was changed"}
 	}
 	return nil

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/urfave/cli/v3"
 
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	evstack "github.com/rayito-dev/rayito/events/stack"
 )
@@ -58,15 +58,15 @@ func status(ctx context.Context, f *cliutil.Factory, name string, asJSON bool) e
 	if err != nil {
 		return err
 	}
-	st, err := describe(ctx, aw.cfn, name)
+	st, err := cfnstack.Describe(ctx, aw.cfn, name)
 	switch {
-	case errors.Is(err, errStackMissing):
+	case errors.Is(err, cfnstack.ErrStackMissing):
 		return notFound(name, aw.region)
 	case err != nil:
 		return err
 	}
 	out := statusOut{StackName: name, StackID: aws.ToString(st.StackId), Region: aw.region, Status: string(st.StackStatus),
-		CreatedAt: st.CreationTime, UpdatedAt: st.LastUpdatedTime, Outputs: outputs(st),
+		CreatedAt: st.CreationTime, UpdatedAt: st.LastUpdatedTime, Outputs: cfnstack.Outputs(st),
 		EventsStack: strings.HasPrefix(aws.ToString(st.Description), evstack.DescriptionPrefix)}
 	if asJSON {
 		return cliutil.PrintJSON(f.IO.Out, out)
@@ -152,13 +152,13 @@ func destroy(ctx context.Context, f *cliutil.Factory, name string, yes bool, wai
 	if err != nil {
 		return err
 	}
-	st, err := describe(ctx, aw.cfn, name)
+	st, err := cfnstack.Describe(ctx, aw.cfn, name)
 	switch {
-	case errors.Is(err, errStackMissing):
+	case errors.Is(err, cfnstack.ErrStackMissing):
 		return notFound(name, aw.region)
 	case err != nil:
 		return err
-	case inProgress(st.StackStatus) && st.StackStatus != cfntypes.StackStatusDeleteInProgress:
+	case cfnstack.InProgress(st.StackStatus) && st.StackStatus != cfntypes.StackStatusDeleteInProgress:
 		return &Error{Stack: name, Reason: ReasonBlocked, Status: string(st.StackStatus),
 			Detail: "an operation is in progress: wait for it to end ('rayito stack status events'), then destroy again"}
 	case !strings.HasPrefix(aws.ToString(st.Description), evstack.DescriptionPrefix):
@@ -175,32 +175,13 @@ func destroy(ctx context.Context, f *cliutil.Factory, name string, yes bool, wai
 	}
 	id := aws.ToString(st.StackId)
 	retained := retainedOf(name, aw.region, st)
-	token := newToken()
-	if st.StackStatus != cfntypes.StackStatusDeleteInProgress {
-		if _, err := aw.cfn.DeleteStack(ctx, &cloudformation.DeleteStackInput{
-			StackName: aws.String(id), ClientRequestToken: aws.String(token),
-		}); err != nil {
-			return sanitize("DeleteStack", err)
-		}
-		fmt.Fprintf(f.IO.Err, "stack %s: deleting\n", name)
-	} else {
-		token = ""
+	final, err := cfnstack.Delete(ctx, aw.cfn, name, st, wait, f.IO.Err)
+	var te *cfnstack.TimeoutError
+	if errors.As(err, &te) {
+		return timeoutExit(name, wait, te.Status, "the deletion")
 	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	final, err := waitStack(wctx, aw.cfn, id, f.IO.Err)
 	if err != nil {
-		if ctx.Err() == nil && wctx.Err() != nil {
-			var status cfntypes.StackStatus
-			if final != nil {
-				status = final.StackStatus
-			}
-			return timeoutExit(name, wait, status, "the deletion")
-		}
 		return err
-	}
-	if final.StackStatus != cfntypes.StackStatusDeleteComplete {
-		return failure(ctx, aw.cfn, name, id, token, final.StackStatus, "")
 	}
 	out := destroyOut{StackName: name, StackID: id, Region: aw.region, Status: string(final.StackStatus), Retained: retained}
 	if asJSON {
@@ -222,7 +203,7 @@ func retainedOf(name, region string, st *cfntypes.Stack) []retainedOut {
 		Type: "AWS::SecretsManager::Secret", Name: secret,
 		Remove: "aws secretsmanager delete-secret --region " + region + " --secret-id " + secret + " --recovery-window-in-days 7",
 	}}
-	if table := outputs(st)[evstack.OutputEventsTableName]; table != "" {
+	if table := cfnstack.Outputs(st)[evstack.OutputEventsTableName]; table != "" {
 		rs = append(rs, retainedOut{
 			Type: "AWS::DynamoDB::Table", Name: table,
 			Remove: "aws dynamodb delete-table --region " + region + " --table-name " + table,

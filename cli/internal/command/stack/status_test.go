@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
 )
 
 func TestStatus(t *testing.T) {
@@ -61,9 +63,9 @@ func TestErrorTyped(t *testing.T) {
 	if !errors.As(err, &se) || se.Reason != ReasonNotFound {
 		t.Fatalf("%v", err)
 	}
-	e := sanitize("UpdateStack", io.EOF)
+	e := cfnstack.Sanitize("UpdateStack", io.EOF)
 	var ae *APIError
-	if !errors.As(e, &ae) || ae.Network == "" || errors.Is(e, errNoUpdates) {
+	if !errors.As(e, &ae) || ae.Network == "" || errors.Is(e, cfnstack.ErrNoUpdates) {
 		t.Fatalf("%#v", e)
 	}
 	for in, want := range map[string]string{
@@ -71,8 +73,8 @@ func TestErrorTyped(t *testing.T) {
 		"x" + strings.Repeat("é", 20):             "x" + strings.Repeat("é", 9) + "...", // not inside a rune
 		" short\r\n":                              "short",
 	} {
-		if got := oneLine(in, 20); got != want {
-			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		if got := cfnstack.OneLine(in, 20); got != want {
+			t.Errorf("cfnstack.OneLine(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/urfave/cli/v3"
 
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	evstack "github.com/rayito-dev/rayito/events/stack"
 )
@@ -304,9 +305,9 @@ func newWorld(t *testing.T) *world {
 			os.Unsetenv(k)
 		}
 	}
-	old1, old2 := pollFirst, pollMax
-	pollFirst, pollMax = time.Millisecond, 4*time.Millisecond
-	t.Cleanup(func() { pollFirst, pollMax = old1, old2 })
+	old1, old2 := cfnstack.PollFirst, cfnstack.PollMax
+	cfnstack.PollFirst, cfnstack.PollMax = time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { cfnstack.PollFirst, cfnstack.PollMax = old1, old2 })
 
 	w.dist = filepath.Join(t.TempDir(), "dist")
 	for _, fn := range evstack.Functions {

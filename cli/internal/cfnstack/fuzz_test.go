@@ -1,4 +1,4 @@
-package stack
+package cfnstack
 
 import (
 	"errors"
@@ -21,18 +21,18 @@ func FuzzOneLine(f *testing.F) {
 		if n < 0 || n > 1000 {
 			return
 		}
-		got := oneLine(s, n)
+		got := OneLine(s, n)
 		body, cut := strings.CutSuffix(got, "...")
 		if len(body) > n || !cut && len(got) > n {
-			t.Fatalf("oneLine(%q, %d) = %q: too long", s, n, got)
+			t.Fatalf("OneLine(%q, %d) = %q: too long", s, n, got)
 		}
 		for _, r := range got {
 			if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
-				t.Fatalf("oneLine(%q) = %q: control character %U", s, got, r)
+				t.Fatalf("OneLine(%q) = %q: control character %U", s, got, r)
 			}
 		}
 		if utf8.ValidString(s) && !utf8.ValidString(got) {
-			t.Fatalf("oneLine(%q) = %q: cut inside a rune", s, got)
+			t.Fatalf("OneLine(%q) = %q: cut inside a rune", s, got)
 		}
 	})
 }
@@ -47,7 +47,7 @@ func FuzzSanitize(f *testing.F) {
 	f.Add("Throttling", "Rate exceeded")
 	f.Add("bad code\nwith /rayito/secret", "/rayito/secret")
 	f.Fuzz(func(t *testing.T, code, msg string) {
-		err := sanitize("UpdateStack", &smithy.GenericAPIError{Code: code, Message: msg})
+		err := Sanitize("UpdateStack", &smithy.GenericAPIError{Code: code, Message: msg})
 		var ae *APIError
 		if !errors.As(err, &ae) {
 			t.Fatalf("%T", err)
@@ -57,14 +57,14 @@ func FuzzSanitize(f *testing.F) {
 			t.Fatalf("%q", text)
 		}
 		rest := strings.TrimPrefix(text, "CloudFormation UpdateStack: ")
-		if identifier(code) {
+		if Identifier(code) {
 			if rest != code {
 				t.Fatalf("code %q: %q", code, text)
 			}
 		} else if rest != "cannot reach CloudFormation (no response)" {
 			t.Fatalf("code %q: %q", code, text)
 		}
-		if errors.Is(err, errNoUpdates) && (code != "ValidationError" || !strings.Contains(strings.ToLower(msg), "no updates are to be performed")) {
+		if errors.Is(err, ErrNoUpdates) && (code != "ValidationError" || !strings.Contains(strings.ToLower(msg), "no updates are to be performed")) {
 			t.Fatalf("no-updates from %q %q", code, msg)
 		}
 	})
