@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -103,14 +102,7 @@ func acDocuments(tpl map[string]any) (map[string][]stmt, problems) {
 // acCheckInvariants states T36 independently of the tables.
 func acCheckInvariants(docs map[string][]stmt) problems {
 	var p problems
-	locs := slices.Sorted(func(yield func(string) bool) {
-		for k := range docs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, loc := range locs {
+	for _, loc := range sortedLocations(docs) {
 		owner, _, _ := strings.Cut(loc, "/")
 		trust := strings.HasSuffix(loc, "/AssumeRolePolicyDocument")
 		for _, s := range docs[loc] {
@@ -149,14 +141,7 @@ func acCheckAction(loc, owner string, s stmt, a string) problems {
 	bad := func(format string, args ...any) {
 		p.addf("%s statement %q: %s", loc, s.Sid, fmt.Sprintf(format, args...))
 	}
-	if strings.ContainsAny(a, "*?") || !strings.Contains(a, ":") {
-		bad("wildcard action %q", a)
-	}
-	if slices.Contains(s.Resources, "*") {
-		if _, ok := acUnscoped[a]; !ok {
-			bad("%s on Resource \"*\" (not a documented unscoped action)", a)
-		}
-	}
+	p = append(p, checkActionScope(loc, s, a, acUnscoped)...)
 	service, _, _ := strings.Cut(a, ":")
 	switch {
 	case service == "kms":
@@ -523,14 +508,7 @@ func acCheckResources(tpl map[string]any) problems {
 }
 
 func acCheckAll(tpl map[string]any) problems {
-	docs, p := acDocuments(tpl)
-	p = append(p, checkReferences(tpl)...)
-	p = append(p, checkExact(docs, acExpected)...)
-	p = append(p, acCheckInvariants(docs)...)
-	p = append(p, acCheckParameters(tpl)...)
-	p = append(p, acCheckResources(tpl)...)
-	sort.Strings(p)
-	return p
+	return checkTemplate(tpl, acDocuments, acExpected, acCheckInvariants, acCheckParameters, acCheckResources)
 }
 
 func TestAgentCoreRuntimeTemplate(t *testing.T) {

@@ -3,7 +3,6 @@ package infra_test
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -77,18 +76,15 @@ var dbResources = map[string]string{
 	"QuotaTopic": "AWS::SNS::Topic", "QuotaSchedule": "AWS::Scheduler::Schedule",
 }
 
-var dbFunctions = map[string]struct {
-	role, logs string
-	env        map[string]string
-}{
-	"ApiFunction": {"ApiRole", "ApiLogGroup", map[string]string{
+var dbFunctions = map[string]lambdaWant{
+	"ApiFunction": {role: "ApiRole", logs: "ApiLogGroup", reserved: true, env: map[string]string{
 		"RAYITO_DASHBOARD_MODE": "api", "RAYITO_DASHBOARD_USER_POOL_ID": "Ref:UserPoolId", "RAYITO_DASHBOARD_CLIENT_ID": "Ref:UserPoolClientId",
 		"RAYITO_DASHBOARD_HOSTED_UI_DOMAIN": "Ref:HostedUIDomain", "RAYITO_DASHBOARD_GROUP": "Ref:ActionsGroup",
 		"RAYITO_DASHBOARD_AUDIT_TABLE": "Ref:AuditTable", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable",
 		"RAYITO_DASHBOARD_ACTIONS_ROLE_ARN": "If:ActionsOn:" + dbActionsRole, "RAYITO_DASHBOARD_COST_EXPLORER": "Ref:EnableCostExplorer",
 		"RAYITO_DASHBOARD_THEME": "Ref:Theme", "RAYITO_DASHBOARD_LOGO": "If:LogoOn:s3://${LogoBucket}/${LogoKey}",
 	}},
-	"QuotaFunction": {"QuotaRole", "QuotaLogGroup", map[string]string{
+	"QuotaFunction": {role: "QuotaRole", logs: "QuotaLogGroup", reserved: true, env: map[string]string{
 		"RAYITO_DASHBOARD_MODE": "quota", "RAYITO_DASHBOARD_STATE_TABLE": "Ref:StateTable", "RAYITO_DASHBOARD_QUOTA_TOPIC_ARN": "Ref:QuotaTopic",
 		"RAYITO_DASHBOARD_QUOTA_LIMIT": "Ref:QuotaLimit", "RAYITO_DASHBOARD_QUOTA_PERCENT": "Ref:QuotaAlertPercent",
 	}},
@@ -113,25 +109,11 @@ func dbDocuments(tpl map[string]any) (map[string][]stmt, problems) {
 
 func dbCheckInvariants(docs map[string][]stmt) problems {
 	var p problems
-	locs := slices.Sorted(func(yield func(string) bool) {
-		for k := range docs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, loc := range locs {
+	for _, loc := range sortedLocations(docs) {
 		owner, _, _ := strings.Cut(loc, "/")
 		for _, s := range docs[loc] {
 			for _, a := range s.Actions {
-				if strings.ContainsAny(a, "*?") || !strings.Contains(a, ":") {
-					p.addf("%s statement %q: wildcard action %q", loc, s.Sid, a)
-				}
-				if slices.Contains(s.Resources, "*") {
-					if _, ok := dbUnscoped[a]; !ok {
-						p.addf("%s statement %q: %s on Resource \"*\"", loc, s.Sid, a)
-					}
-				}
+				p = append(p, checkActionScope(loc, s, a, dbUnscoped)...)
 				// The audit table: PutItem only, by the API function only.
 				if slices.Contains(s.Resources, dbAudit) && (a != "dynamodb:PutItem" || owner != "ApiRole") {
 					p.addf("%s statement %q: %s on the audit table (only the API function's PutItem)", loc, s.Sid, a)
@@ -236,34 +218,7 @@ func dbCheckResources(tpl map[string]any) problems {
 	}
 	// Functions: their own role, log group, exact variables; reserved
 	// concurrency bounded.
-	roles := map[string]string{}
-	for fn, want := range dbFunctions {
-		fp := props(tpl, fn)
-		if str(fp["Runtime"]) != "provided.al2023" || fmt.Sprint(fp["Architectures"]) != "[arm64]" || str(fp["Handler"]) != "bootstrap" {
-			p.addf("%s: runtime %v %v %v", fn, fp["Runtime"], fp["Architectures"], fp["Handler"])
-		}
-		role := str(fp["Role"])
-		if role != "GetAtt:"+want.role+".Arn" {
-			p.addf("%s: role %s, want its own %s", fn, role, want.role)
-		}
-		if other, dup := roles[role]; dup {
-			p.addf("%s and %s share the role %s", fn, other, role)
-		}
-		roles[role] = fn
-		if str(section(fp, "LoggingConfig")["LogGroup"]) != "Ref:"+want.logs {
-			p.addf("%s: logs to %v, want its own %s", fn, section(fp, "LoggingConfig")["LogGroup"], want.logs)
-		}
-		if _, ok := fp["ReservedConcurrentExecutions"]; !ok {
-			p.addf("%s: no reserved concurrency", fn)
-		}
-		got := map[string]string{}
-		for k, v := range section(section(fp, "Environment"), "Variables") {
-			got[k] = envValue(v)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want.env) {
-			p.addf("%s: environment %v, want %v", fn, got, want.env)
-		}
-	}
+	p = append(p, checkFunctions(tpl, dbFunctions)...)
 	if rc := section(section(tpl, "Parameters"), "ReservedConcurrency"); fmt.Sprint(rc["MaxValue"]) != "50" || fmt.Sprint(rc["MinValue"]) != "1" {
 		p.addf("ReservedConcurrency: %v (want 1 to 50)", rc)
 	}
@@ -291,13 +246,7 @@ func envValue(v any) string {
 }
 
 func dbCheckAll(tpl map[string]any) problems {
-	docs, p := dbDocuments(tpl)
-	p = append(p, checkReferences(tpl)...)
-	p = append(p, checkExact(docs, dbExpected)...)
-	p = append(p, dbCheckInvariants(docs)...)
-	p = append(p, dbCheckResources(tpl)...)
-	sort.Strings(p)
-	return p
+	return checkTemplate(tpl, dbDocuments, dbExpected, dbCheckInvariants, dbCheckResources)
 }
 
 func TestDashboardTemplate(t *testing.T) {

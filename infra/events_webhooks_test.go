@@ -3,7 +3,6 @@ package infra_test
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -99,13 +98,10 @@ var evResources = map[string]string{
 
 // evFunctions maps each function to its role, log group and environment
 // variables.
-var evFunctions = map[string]struct {
-	role, logs, code string
-	env              map[string]string
-}{
-	"ForwarderFunction":  {"ForwarderRole", "ForwarderLogGroup", "forwarder", map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable", "RAYITO_EVENTS_STACK_KEY_SECRET": "Ref:StackKeySecret"}},
-	"DelivererFunction":  {"DelivererRole", "DelivererLogGroup", "deliverer", map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable", "RAYITO_EVENTS_FAILURE_QUEUE_URL": "Ref:DeliveryFailureQueue"}},
-	"ReconcilerFunction": {"ReconcilerRole", "ReconcilerLogGroup", "reconciler", map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable"}},
+var evFunctions = map[string]lambdaWant{
+	"ForwarderFunction":  {role: "ForwarderRole", logs: "ForwarderLogGroup", code: "forwarder", env: map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable", "RAYITO_EVENTS_STACK_KEY_SECRET": "Ref:StackKeySecret"}},
+	"DelivererFunction":  {role: "DelivererRole", logs: "DelivererLogGroup", code: "deliverer", env: map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable", "RAYITO_EVENTS_FAILURE_QUEUE_URL": "Ref:DeliveryFailureQueue"}},
+	"ReconcilerFunction": {role: "ReconcilerRole", logs: "ReconcilerLogGroup", code: "reconciler", env: map[string]string{"RAYITO_EVENTS_TABLE": "Ref:EventsTable"}},
 }
 
 // ---------------------------------------------------------------------------
@@ -134,25 +130,11 @@ func evDocuments(tpl map[string]any) (map[string][]stmt, problems) {
 // so that a table edited in review still cannot break them.
 func evCheckInvariants(docs map[string][]stmt) problems {
 	var p problems
-	locs := slices.Sorted(func(yield func(string) bool) {
-		for k := range docs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, loc := range locs {
+	for _, loc := range sortedLocations(docs) {
 		owner, _, _ := strings.Cut(loc, "/")
 		for _, s := range docs[loc] {
 			for _, a := range s.Actions {
-				if strings.ContainsAny(a, "*?") || !strings.Contains(a, ":") {
-					p.addf("%s statement %q: wildcard action %q", loc, s.Sid, a)
-				}
-				if slices.Contains(s.Resources, "*") {
-					if _, ok := evUnscoped[a]; !ok {
-						p.addf("%s statement %q: %s on Resource \"*\"", loc, s.Sid, a)
-					}
-				}
+				p = append(p, checkActionScope(loc, s, a, evUnscoped)...)
 				if strings.HasPrefix(a, "dynamodb:") && slices.Contains(s.Resources, evTable) && len(s.Condition) == 0 {
 					p.addf("%s statement %q: %s on the table without a dynamodb:LeadingKeys condition", loc, s.Sid, a)
 				}
@@ -278,35 +260,7 @@ func evCheckResources(tpl map[string]any) problems {
 	}
 	// Functions: provided.al2023 on arm64, their own role, log group and
 	// code, exactly their variables.
-	roles := map[string]string{}
-	for fn, want := range evFunctions {
-		fp := props(tpl, fn)
-		if str(fp["Runtime"]) != "provided.al2023" || fmt.Sprint(fp["Architectures"]) != "[arm64]" || str(fp["Handler"]) != "bootstrap" {
-			p.addf("%s: runtime %v %v %v (want provided.al2023, [arm64], bootstrap)", fn, fp["Runtime"], fp["Architectures"], fp["Handler"])
-		}
-		role := str(fp["Role"])
-		if role != "GetAtt:"+want.role+".Arn" {
-			p.addf("%s: role %s, want its own %s", fn, role, want.role)
-		}
-		if other, dup := roles[role]; dup {
-			p.addf("%s and %s share the role %s", fn, other, role)
-		}
-		roles[role] = fn
-		if str(section(fp, "LoggingConfig")["LogGroup"]) != "Ref:"+want.logs {
-			p.addf("%s: logs to %v, want its own %s", fn, section(fp, "LoggingConfig")["LogGroup"], want.logs)
-		}
-		if str(section(fp, "Code")["S3Key"]) != "${CodePrefix}"+want.code+".zip" {
-			p.addf("%s: code %v", fn, section(fp, "Code")["S3Key"])
-		}
-		vars := section(section(fp, "Environment"), "Variables")
-		got := map[string]string{}
-		for k, v := range vars {
-			got[k] = str(v)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want.env) {
-			p.addf("%s: environment %v, want %v", fn, got, want.env)
-		}
-	}
+	p = append(p, checkFunctions(tpl, evFunctions)...)
 	// The subscription: the image log group, only event lines, to the
 	// forwarder, which only logs.amazonaws.com of this account may invoke
 	// for that group.
@@ -342,13 +296,7 @@ func evCheckResources(tpl map[string]any) problems {
 }
 
 func evCheckAll(tpl map[string]any) problems {
-	docs, p := evDocuments(tpl)
-	p = append(p, checkReferences(tpl)...)
-	p = append(p, checkExact(docs, evExpected)...)
-	p = append(p, evCheckInvariants(docs)...)
-	p = append(p, evCheckResources(tpl)...)
-	sort.Strings(p)
-	return p
+	return checkTemplate(tpl, evDocuments, evExpected, evCheckInvariants, evCheckResources)
 }
 
 func TestEventsWebhooksTemplate(t *testing.T) {

@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -519,6 +520,95 @@ func documents(tpl map[string]any) (map[string][]stmt, problems) {
 		}
 	}
 	return docs, p
+}
+
+// checkTemplate is a stack template's whole check: its documents (with
+// what they found wrong), references, the documents against the
+// expectation table, the table's rules stated on their own (invariants),
+// then the template's other checks. Problems come sorted.
+func checkTemplate(tpl map[string]any, documents func(map[string]any) (map[string][]stmt, problems), expected map[string][]stmt,
+	invariants func(map[string][]stmt) problems, more ...func(map[string]any) problems) problems {
+	docs, p := documents(tpl)
+	p = append(p, checkReferences(tpl)...)
+	p = append(p, checkExact(docs, expected)...)
+	p = append(p, invariants(docs)...)
+	for _, check := range more {
+		p = append(p, check(tpl)...)
+	}
+	sort.Strings(p)
+	return p
+}
+
+// lambdaWant is what a template's Lambda function must be: its own role
+// and log group, its code's key (without the ${CodePrefix} and ".zip";
+// "" when not checked), exactly these environment variables, and whether
+// it needs a reserved concurrency.
+type lambdaWant struct {
+	role, logs, code string
+	env              map[string]string
+	reserved         bool
+}
+
+// checkFunctions: each function of want runs provided.al2023 on arm64
+// with handler bootstrap, its own role (no two share one) and log group,
+// its code and exactly its environment variables (values rendered by
+// envValue, !If included).
+func checkFunctions(tpl map[string]any, want map[string]lambdaWant) problems {
+	var p problems
+	roles := map[string]string{}
+	for _, fn := range slices.Sorted(maps.Keys(want)) {
+		w, fp := want[fn], props(tpl, fn)
+		if str(fp["Runtime"]) != "provided.al2023" || fmt.Sprint(fp["Architectures"]) != "[arm64]" || str(fp["Handler"]) != "bootstrap" {
+			p.addf("%s: runtime %v %v %v (want provided.al2023, [arm64], bootstrap)", fn, fp["Runtime"], fp["Architectures"], fp["Handler"])
+		}
+		role := str(fp["Role"])
+		if role != "GetAtt:"+w.role+".Arn" {
+			p.addf("%s: role %s, want its own %s", fn, role, w.role)
+		}
+		if other, dup := roles[role]; dup {
+			p.addf("%s and %s share the role %s", fn, other, role)
+		}
+		roles[role] = fn
+		if str(section(fp, "LoggingConfig")["LogGroup"]) != "Ref:"+w.logs {
+			p.addf("%s: logs to %v, want its own %s", fn, section(fp, "LoggingConfig")["LogGroup"], w.logs)
+		}
+		if _, ok := fp["ReservedConcurrentExecutions"]; w.reserved && !ok {
+			p.addf("%s: no reserved concurrency", fn)
+		}
+		if w.code != "" && str(section(fp, "Code")["S3Key"]) != "${CodePrefix}"+w.code+".zip" {
+			p.addf("%s: code %v", fn, section(fp, "Code")["S3Key"])
+		}
+		got := map[string]string{}
+		for k, v := range section(section(fp, "Environment"), "Variables") {
+			got[k] = envValue(v)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(w.env) {
+			p.addf("%s: environment %v, want %v", fn, got, w.env)
+		}
+	}
+	return p
+}
+
+// sortedLocations is docs' locations in order (problems in a stable
+// order).
+func sortedLocations(docs map[string][]stmt) []string {
+	return slices.Sorted(maps.Keys(docs))
+}
+
+// checkActionScope is the rule every role keeps for action a of statement
+// s at loc: no wildcard action, and Resource "*" only for the actions of
+// unscoped (those AWS cannot scope to a resource).
+func checkActionScope(loc string, s stmt, a string, unscoped map[string]string) problems {
+	var p problems
+	if strings.ContainsAny(a, "*?") || !strings.Contains(a, ":") {
+		p.addf("%s statement %q: wildcard action %q", loc, s.Sid, a)
+	}
+	if slices.Contains(s.Resources, "*") {
+		if _, ok := unscoped[a]; !ok {
+			p.addf("%s statement %q: %s on Resource \"*\" (not a documented unscoped action)", loc, s.Sid, a)
+		}
+	}
+	return p
 }
 
 // checkExact compares every document with an expectation table (one per
