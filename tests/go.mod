@@ -8,6 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.2
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/chromedp/chromedp v0.23.1
+	github.com/creack/pty v1.1.24
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/rayito-dev/rayito/dashboard v0.1.0
@@ -17,6 +18,7 @@ require (
 	github.com/rayito-dev/rayito/proto v0.1.0
 	github.com/rayito-dev/rayito/sdk v0.1.0
 	github.com/spf13/afero v1.2.1
+	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -70,7 +72,6 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.50.0 // indirect
