@@ -240,3 +240,27 @@ func NewPlan(p *project.Project, o Options) (*Plan, error) {
 		Roles:        []Role{role, build}, Environment: env, ExternalModel: external, MMDSv2: true,
 	}, nil
 }
+
+// Names is the plan's names of the agent (its runtime, stack, repository
+// and build project) without the rest: what delete finds an agent by.
+func Names(agent string) *Plan {
+	return &Plan{
+		Agent: agent, Runtime: "rayito_" + strings.ReplaceAll(agent, "-", "_"), Description: Marker,
+		Stack: "rayito-agent-" + agent, Repository: "rayito-agent-" + agent, BuildProject: BuildProject(agent),
+	}
+}
+
+// StatementResources are the resources of the runtime role's statement
+// sid (nil when the plan has none): the template's BedrockModelArns
+// (InvokeBedrockModels) and ReadableSecretArns (ReadSecrets).
+func (pl *Plan) StatementResources(sid string) []string {
+	if len(pl.Roles) == 0 {
+		return nil
+	}
+	for _, s := range pl.Roles[0].Statements {
+		if s.Sid == sid {
+			return slices.Clone(s.Resource)
+		}
+	}
+	return nil
+}

@@ -258,15 +258,29 @@ func accountOf(arns []string) string {
 	return placeholderAccount
 }
 
-// record is a MicroVM deployment, kept 0600 in the state directory: the
-// sandbox and the service token invoke needs.
+// record is a deployment, kept 0600 in the state directory: on a MicroVM
+// the sandbox and the service token invoke needs; on AgentCore the
+// region, the runtime and the stack (no token: AWS signs invocations).
 type record struct {
 	Name         string    `json:"name"`
 	Target       string    `json:"target"`
-	SandboxID    string    `json:"sandbox_id"`
-	Template     string    `json:"template"`
-	ServiceToken string    `json:"service_token"`
+	SandboxID    string    `json:"sandbox_id,omitempty"`
+	Template     string    `json:"template,omitempty"`
+	ServiceToken string    `json:"service_token,omitempty"`
+	Region       string    `json:"region,omitempty"`
+	RuntimeID    string    `json:"runtime_id,omitempty"`
+	RuntimeARN   string    `json:"runtime_arn,omitempty"`
+	Stack        string    `json:"stack,omitempty"`
+	Image        string    `json:"image,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+}
+
+// valid reports a record with what its target's invoke and delete need.
+func (r *record) valid() bool {
+	if r.Target == targetAgentCore {
+		return r.Region != "" && r.RuntimeID != "" && r.RuntimeARN != ""
+	}
+	return r.SandboxID != "" && r.ServiceToken != ""
 }
 
 // recordsDir is $XDG_STATE_HOME/rayito/agents (beside the token store).
@@ -294,7 +308,7 @@ func readRecord(f *cliutil.Factory, name string) (*record, error) {
 		return nil, err
 	}
 	var r record
-	if err := json.Unmarshal(b, &r); err != nil || r.SandboxID == "" || r.ServiceToken == "" {
+	if err := json.Unmarshal(b, &r); err != nil || !r.valid() {
 		return nil, fmt.Errorf("agent %s: its deployment record is damaged (rayito agent delete %s, then deploy again)", name, name)
 	}
 	return &r, nil

@@ -6,12 +6,9 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rayito-dev/rayito/agenthost/agentcore"
@@ -301,111 +298,24 @@ func TestExternalModel(t *testing.T) {
 	}
 }
 
-// fakeAWS is the AWS control plane a deploy to AgentCore reads: the
-// runtimes (runtimes, listed) and the repository (absent unless repoTags),
-// every request recorded. AWS_ENDPOINT_URL points the CLI's AWS clients at
-// it, with static credentials.
-type fakeAWS struct {
-	mu       sync.Mutex
-	calls    []string
-	runtimes string // the JSON of ListAgentRuntimes' agentRuntimes
-	repoTags string // the JSON of ListTagsForResource's tags; "" = no repository
-}
-
-func (a *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	call := r.Method + " " + r.URL.Path
-	if t := r.Header.Get("X-Amz-Target"); t != "" {
-		call = t
-	}
-	a.mu.Lock()
-	a.calls = append(a.calls, call)
-	a.mu.Unlock()
-	switch {
-	case strings.HasSuffix(call, ".DescribeRepositories") && a.repoTags == "":
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"__type":"RepositoryNotFoundException","message":"no"}`)
-	case strings.HasSuffix(call, ".DescribeRepositories"):
-		_, _ = io.WriteString(w, `{"repositories":[{"repositoryName":"rayito-agent-support-bot","repositoryArn":"arn:aws:ecr:us-east-1:111122223333:repository/rayito-agent-support-bot"}]}`)
-	case strings.HasSuffix(call, ".ListTagsForResource"):
-		_, _ = io.WriteString(w, `{"tags":`+a.repoTags+`}`)
-	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runtimes"):
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"agentRuntimes":`+a.runtimes+`}`)
-	default:
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"__type":"ValidationException","message":"unexpected"}`)
-	}
-}
-
-// useFakeAWS points the process's AWS configuration at a (the AWS SDK reads
-// the process environment, not the CLI's).
-func useFakeAWS(t *testing.T, a *fakeAWS) {
-	srv := httptest.NewServer(a)
-	t.Cleanup(srv.Close)
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL": srv.URL, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
-		"AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"),
-		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"), "AWS_EC2_METADATA_DISABLED": "true",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
-// TestDeployAgentCore: a deploy to AgentCore that passes the plan's checks
-// and the preflight (only reads) answers Unimplemented (exit 1), writing
-// nothing; a runtime of the agent's name without Rayito's marker is
-// name_conflict, one or a repository a CDK stack declares cdk_managed.
-func TestDeployAgentCore(t *testing.T) {
-	cases := []struct {
-		name, runtimes, repoTags string
-		code                     int
-		is                       error
-		contains                 string
-	}{
-		{"nothing there", `[]`, "", 1, rayito.ErrUnimplemented, "not implemented"},
-		{"ours", `[{"agentRuntimeName":"rayito_support_bot","agentRuntimeId":"rt-1","description":"` + agentcore.Marker + `"}]`, `[]`, 1, rayito.ErrUnimplemented, "not implemented"},
-		{"name conflict", `[{"agentRuntimeName":"rayito_support_bot","agentRuntimeId":"rt-1","description":"someone's"}]`, "", 1, agentcore.ErrPlan, agentcore.CodeNameConflict},
-		{"cdk runtime", `[{"agentRuntimeName":"rayito_support_bot","agentRuntimeId":"rt-1","description":"` + agentcore.MarkerCDK + `"}]`, "", 1, agentcore.ErrPlan, agentcore.CodeCDKManaged},
-		{"cdk repository", `[]`, `[{"Key":"` + agentcore.ManagedByTag + `","Value":"` + agentcore.ManagedByCDK + `"}]`, 1, agentcore.ErrPlan, agentcore.CodeCDKManaged},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			a := &fakeAWS{runtimes: c.runtimes, repoTags: c.repoTags}
-			useFakeAWS(t, a)
-			env, state := testEnv(t)
-			before := snapshot(t, state, "testdata")
-			r := run(t, env, "agent", "deploy", "--target", "agentcore", "--region", "us-east-1", "--account", "111122223333", "testdata/agentcore")
-			if r.code != c.code || !errors.Is(r.e, c.is) || !strings.Contains(r.err, c.contains) {
-				t.Fatalf("exit %d, err %v, stderr %q; calls %v", r.code, r.e, r.err, a.calls)
-			}
-			if !sameSnapshot(before, snapshot(t, state, "testdata")) {
-				t.Error("deploy wrote a file")
-			}
-			for _, call := range a.calls {
-				if !strings.Contains(call, "List") && !strings.Contains(call, "Describe") && !strings.HasPrefix(call, "POST /runtimes") {
-					t.Errorf("the preflight made a call that is not a read: %s", call)
-				}
-			}
-			if len(a.calls) == 0 {
-				t.Error("no call reached AWS")
-			}
-		})
-	}
-	// The plan's checks come first: nothing is asked of AWS.
-	a := &fakeAWS{runtimes: `[]`}
-	useFakeAWS(t, a)
+// TestDeployAgentCorePlanFirst: the plan's checks and the region come
+// before AWS is asked anything (agentcore_test.go has the deploys).
+func TestDeployAgentCorePlanFirst(t *testing.T) {
+	a := newFakeAWS(t)
+	a.serve(t)
 	env, _ := testEnv(t)
 	dir := writeProject(t, "name = \"bot\"\ncommand = [\"x\"]\n[egress]\nallow = [\"api.github.com\"]\n")
-	r := run(t, env, "agent", "deploy", "--target", "agentcore", "--region", "us-east-1", "--account", "111122223333", dir)
-	if r.code != 1 || !strings.Contains(r.err, agentcore.CodeNetworkPolicyUnsupported) || len(a.calls) != 0 {
-		t.Errorf("egress: exit %d, %q, calls %v", r.code, r.err, a.calls)
+	host := elfHost(t, 183)
+	r := run(t, env, "agent", "deploy", "--target", "agentcore", "--region", "us-east-1", "--account", "111122223333", "--artifact-bucket", acBucket, "--host-binary", host, dir)
+	if r.code != 1 || !strings.Contains(r.err, agentcore.CodeNetworkPolicyUnsupported) || !errors.Is(r.e, agentcore.ErrPlan) {
+		t.Errorf("egress: exit %d, %q", r.code, r.err)
 	}
 	// Without a region: a usage error, before AWS.
 	r = run(t, env, "agent", "deploy", "--target", "agentcore", "testdata/agentcore")
-	if r.code != 2 || len(a.calls) != 0 {
+	if r.code != 2 {
 		t.Errorf("no region: exit %d, %q", r.code, r.err)
 	}
+	wantCalls(t, "plan first", a.take(), nil)
 }
 
 // TestInit: init writes the project file and agent.py, which plan

@@ -46,8 +46,14 @@ func deployCommand(f *cliutil.Factory) *cli.Command {
 			"with Internet access denied but for the project's [egress] and its model's gateway route,\n" +
 			"starts the host with a new service token and the project's secret variables (read with\n" +
 			"your credentials, passed only in the start request) and waits for the agent's /ping. A\n" +
-			"deployed agent is replaced. --target agentcore is planned (rayito agent plan) but not\n" +
-			"deployed yet.",
+			"deployed agent is replaced.\n" +
+			"\n" +
+			"--target agentcore (--region, --artifact-bucket, a linux arm64 --host-binary) runs the plan and a\n" +
+			"read-only preflight (name_conflict, cdk_managed: nothing written), creates or updates the stack\n" +
+			"rayito-agent-NAME, builds the image with CodeBuild from a deterministic context zip (its base\n" +
+			"pinned by digest; skipped when ECR has the zip's tag; the zip deleted after the build), creates\n" +
+			"or updates the runtime by image digest, waits for READY and requires MMDSv2. Exit codes: 1\n" +
+			"failure, 2 usage, 124 --wait-timeout passed, 130 interrupted.",
 		Flags: append([]cli.Flag{
 			targetFlag(),
 			&cli.StringFlag{Name: "host-binary", Usage: "the agent host's `FILE` (linux, for the sandbox's machine)"},
@@ -55,14 +61,14 @@ func deployCommand(f *cliutil.Factory) *cli.Command {
 			&cli.DurationFlag{Name: "idle", Value: 10 * time.Minute, Usage: "pause the agent's sandbox after `DURATION` without requests; the next invocation resumes it (0: never pause)"},
 			&cli.DurationFlag{Name: "ready-timeout", Value: 2 * time.Minute, Usage: "wait `DURATION` at most for the agent's /ping"},
 			cliutil.JSONFlag(),
-		}, agentCoreFlags()...),
+		}, append(agentCoreFlags(), agentCoreDeployFlags()...)...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			target, dir, p, err := projectOf(cmd)
 			if err != nil {
 				return err
 			}
 			if target == targetAgentCore {
-				return deployAgentCore(ctx, f, cmd, p)
+				return deployAgentCore(ctx, f, cmd, dir, p)
 			}
 			return deployMicroVM(ctx, f, cmd, dir, p)
 		},
@@ -361,6 +367,7 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 			"has ended). A refused invocation exits 1 with its status.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "payload", Value: "{}", Usage: "the request body (`JSON`; - reads stdin)"},
+			&cli.StringFlag{Name: "session", Usage: "AgentCore's runtime session `ID` (33 to 256 characters; default: a new one)"},
 			cliutil.JSONFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -385,6 +392,13 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 					return cliutil.Usagef("the payload on stdin is over %d MiB", maxPayloadBytes>>20)
 				}
 				body = bytes.NewReader(b)
+			}
+			if r.Target == targetAgentCore {
+				b, err := io.ReadAll(body)
+				if err != nil {
+					return err
+				}
+				return invokeAgentCore(ctx, f, cmd, r, b)
 			}
 			t, err := platform.Existing(ctx, f.Getenv)
 			if err != nil {
@@ -435,17 +449,33 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 func deleteCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:        "delete",
-		Usage:       "delete a deployed agent: its sandbox, its template and its record",
-		ArgsUsage:   "NAME",
-		Description: "Only what deploy created for NAME from this machine.",
-		Flags:       []cli.Flag{cliutil.JSONFlag()},
+		Usage:     "delete a deployed agent: its sandbox, its template and its record (AgentCore: its runtime and stack)",
+		ArgsUsage: "NAME",
+		Description: "Only what deploy created for NAME from this machine. An AgentCore agent: the preflight again\n" +
+			"(a runtime without Rayito's marker, or one a CDK stack declares, is never touched), the runtime\n" +
+			"(waited until gone), the stack rayito-agent-NAME (its repository and images with it) and the\n" +
+			"record; --target agentcore --region R deletes one this machine has no record of.",
+		Flags: append([]cli.Flag{cliutil.JSONFlag()}, deleteFlags()...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
 				return cliutil.Usagef("want one agent name, got %d arguments", cmd.Args().Len())
 			}
+			if t := cmd.String("target"); t != "" && t != targetAgentCore {
+				return cliutil.Usagef("delete --target is agentcore or unset, not %q", t)
+			}
 			r, err := readRecord(f, cmd.Args().First())
+			if errors.Is(err, rayito.ErrNotFound) && cmd.String("target") == targetAgentCore {
+				region, err := regionOf(f, cmd)
+				if err != nil {
+					return err
+				}
+				return deleteAgentCore(ctx, f, cmd, cmd.Args().First(), region)
+			}
 			if err != nil {
 				return err
+			}
+			if r.Target == targetAgentCore {
+				return deleteAgentCore(ctx, f, cmd, r.Name, r.Region)
 			}
 			t, err := platform.Existing(ctx, f.Getenv)
 			if err != nil {
