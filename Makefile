@@ -5,8 +5,8 @@ SHELL := bash
 
 # Modules of the workspace (go.work) and the libraries outsiders import,
 # which must also build and test without the workspace (make standalone).
-MODULES := proto gateway rayd sdk localvm e2b cli events dashboard agenthost tests bench infra
-LIBRARIES := proto gateway sdk e2b agenthost
+MODULES := proto gateway rayd sdk localvm e2b cli events dashboard agenthost cdk tests bench infra
+LIBRARIES := proto gateway sdk e2b agenthost cdk
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
