@@ -656,6 +656,13 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 		t.Errorf("redeploy --json: %s", r.out)
 	}
 
+	if r = run(t, env, "agent", "list"); r.out != "support-bot\tagentcore\tus-east-1 rayito_support_bot-AbCdEf1234\n" {
+		t.Errorf("list: %q", r.out)
+	}
+	if len(a.take()) != 0 {
+		t.Error("list asked AWS")
+	}
+
 	// Invoke: the data plane, with a new session id of AgentCore's length.
 	r = run(t, env, "agent", "invoke", "--payload", `{"prompt":"hi"}`, "support-bot")
 	if r.code != 0 || r.out != `{"answer":"hello from the runtime"}` {

@@ -448,7 +448,7 @@ func invokeCommand(f *cliutil.Factory) *cli.Command {
 
 func deleteCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
-		Name:        "delete",
+		Name:      "delete",
 		Usage:     "delete a deployed agent: its sandbox, its template and its record (AgentCore: its runtime and stack)",
 		ArgsUsage: "NAME",
 		Description: "Only what deploy created for NAME from this machine. An AgentCore agent: the preflight again\n" +
@@ -520,6 +520,9 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 				Target    string    `json:"target"`
 				SandboxID string    `json:"sandbox_id"`
 				CreatedAt time.Time `json:"created_at"`
+				// AgentCore: the region and the runtime.
+				Region    string `json:"region,omitempty"`
+				RuntimeID string `json:"runtime_id,omitempty"`
 			}
 			items := []item{}
 			for _, e := range ents {
@@ -528,14 +531,18 @@ func listCommand(f *cliutil.Factory) *cli.Command {
 					continue
 				}
 				if r, err := readRecord(f, name); err == nil {
-					items = append(items, item{r.Name, r.Target, r.SandboxID, r.CreatedAt})
+					items = append(items, item{r.Name, r.Target, r.SandboxID, r.CreatedAt, r.Region, r.RuntimeID})
 				}
 			}
 			if cmd.Bool("json") {
 				return cliutil.PrintJSON(f.IO.Out, items)
 			}
 			for _, it := range items {
-				fmt.Fprintf(f.IO.Out, "%s\t%s\t%s\n", it.Name, it.Target, it.SandboxID)
+				where := it.SandboxID
+				if it.Target == targetAgentCore {
+					where = it.Region + " " + it.RuntimeID
+				}
+				fmt.Fprintf(f.IO.Out, "%s\t%s\t%s\n", it.Name, it.Target, where)
 			}
 			return nil
 		},
