@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"encoding/xml"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/rayito-dev/rayito/agenthost/agentcore"
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
+	"github.com/rayito-dev/rayito/cli/internal/app"
 	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
+	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/command/agent"
 )
 
@@ -87,6 +90,10 @@ type fakeAWS struct {
 	noUpdates    bool
 	buildFail    bool
 	buildPolls   int
+	// onBuildPoll runs on each BatchGetBuilds (a test's Ctrl-C).
+	onBuildPoll func()
+	// stuck keeps every runtime CREATING.
+	stuck bool
 	lastTag      string
 
 	s3  *s3mem.Backend
@@ -249,6 +256,9 @@ func (a *fakeAWS) codebuild(w http.ResponseWriter, op string, body []byte) {
 		fmt.Fprintf(w, `{"build":{"id":%q,"buildStatus":"IN_PROGRESS","currentPhase":"QUEUED"}}`, id)
 	case "BatchGetBuilds":
 		a.buildPolls++
+		if a.onBuildPoll != nil {
+			a.onBuildPoll()
+		}
 		switch {
 		case a.buildPolls == 1:
 			fmt.Fprintf(w, `{"builds":[{"id":%q,"buildStatus":"IN_PROGRESS","currentPhase":"BUILD","buildComplete":false}]}`, id)
@@ -329,6 +339,9 @@ func (a *fakeAWS) control(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		status := "READY"
+		if a.stuck {
+			rt.pending = 1
+		}
 		if rt.pending > 0 {
 			rt.pending--
 			status = rt.transit
@@ -809,4 +822,53 @@ func TestAgentCoreRefusals(t *testing.T) {
 		}
 	}
 	wantCalls(t, "usage errors", a.take(), nil)
+}
+
+// runCtx is run with ctx (a test's Ctrl-C).
+func runCtx(t *testing.T, ctx context.Context, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	f := &cliutil.Factory{IO: cliutil.IO{In: strings.NewReader(""), Out: &out, Err: &errb}, Env: func(k string) string { return env[k] }}
+	e := app.NewRoot(f).Run(ctx, append([]string{"rayito"}, args...))
+	msg, code := cliutil.Exit(e)
+	if msg != "" {
+		errb.WriteString("rayito: " + msg + "\n")
+	}
+	return result{out: out.String(), err: errb.String(), code: code, e: e}
+}
+
+// TestAgentCoreInterruptedBuild: Ctrl-C during the build exits 130 and
+// still deletes the context object (a fresh bounded context), with no
+// runtime call.
+func TestAgentCoreInterruptedBuild(t *testing.T) {
+	a := newFakeAWS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.onBuildPoll = cancel
+	a.serve(t)
+	env, _ := testEnv(t)
+	r := runCtx(t, ctx, env, acDeployArgs(acProject(t), elfHost(t, 183))...)
+	if r.code != 130 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	wantCalls(t, "interrupted", a.take(), append(slices.Clone(firstDeploy[:10]), "s3 DeleteObject"))
+	if keys := a.s3Keys(t); len(keys) != 0 {
+		t.Errorf("the context is left in the bucket: %v", keys)
+	}
+}
+
+// TestAgentCoreWaitTimeout: a runtime that never gets READY within
+// --wait-timeout exits 124, and no record is written.
+func TestAgentCoreWaitTimeout(t *testing.T) {
+	a := newFakeAWS(t)
+	a.stuck = true
+	a.serve(t)
+	env, state := testEnv(t)
+	r := run(t, env, acDeployArgs(acProject(t), elfHost(t, 183), "--wait-timeout", "2s")...)
+	if r.code != 124 || !strings.Contains(r.err, "--wait-timeout") {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "rayito", "agents", "support-bot.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a record of a deploy that timed out")
+	}
 }
