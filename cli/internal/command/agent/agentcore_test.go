@@ -93,8 +93,8 @@ type fakeAWS struct {
 	// onBuildPoll runs on each BatchGetBuilds (a test's Ctrl-C).
 	onBuildPoll func()
 	// stuck keeps every runtime CREATING.
-	stuck bool
-	lastTag      string
+	stuck   bool
+	lastTag string
 
 	s3  *s3mem.Backend
 	s3h http.Handler
