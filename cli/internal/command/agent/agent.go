@@ -1,7 +1,7 @@
 // Package agent is `rayito agent`: deploy a user's agent as a service,
 // run by the agent host (agenthost), on a Rayito MicroVM (the local
-// platform) with the secret gateway, or plan its deployment to Amazon
-// Bedrock AgentCore (docs/agent-host.md).
+// platform) with the secret gateway, or on Amazon Bedrock AgentCore (its
+// stack, image and runtime; docs/agent-host.md).
 package agent
 
 import (
@@ -39,7 +39,7 @@ const hostPort = 8088
 func Command(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "agent",
-		Usage: "deploy your own agent as a service: on a Rayito MicroVM, or planned for AgentCore",
+		Usage: "deploy your own agent as a service: on a Rayito MicroVM, or on Amazon Bedrock AgentCore",
 		Description: "An agent project is a directory with rayito-agent.toml (its name, its command, its model,\n" +
 			"its egress and the secrets it gets as environment variables: names only, never values) and\n" +
 			"the agent's code. The agent host (rayito-agent-host) runs the command as a supervised child\n" +
