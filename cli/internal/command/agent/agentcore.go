@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ const codeBuildFailed = "build_failed"
 // agentcore.RuntimeTemplate: a stack of the agent's name without it is
 // not touched.
 const stackDescriptionPrefix = "Rayito agent on Amazon Bedrock AgentCore"
+
+// artifactBucketRE is the template's ArtifactBucket pattern.
+var artifactBucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$`)
 
 // buildPoll is the interval of the image build's polls (tests shorten
 // it).
@@ -123,6 +127,9 @@ func deployAgentCore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, 
 	}
 	if !cmd.IsSet("artifact-bucket") {
 		return cliutil.Usagef("--target agentcore needs --artifact-bucket: the bucket the build context goes to (rayito setup's artifact bucket)")
+	}
+	if b := cmd.String("artifact-bucket"); !artifactBucketRE.MatchString(b) {
+		return cliutil.Usagef("--artifact-bucket %q is not a bucket name the template accepts (3 to 63 of a-z 0-9 -)", b)
 	}
 	base := cmd.String("base-image")
 	if err := agentcore.CheckBaseImage(base); err != nil {
@@ -267,7 +274,7 @@ func (d *acDeploy) run(ctx context.Context, ex *agentcore.Existing) error {
 
 // stack creates or updates rayito-agent-NAME and reads its outputs.
 func (d *acDeploy) stack(ctx context.Context) error {
-	cmds := cfnstack.Commands{Status: "aws cloudformation describe-stacks --stack-name " + d.pl.Stack, Destroy: "rayito agent delete --target agentcore " + d.p.Name}
+	cmds := cfnstack.Commands{Status: "aws cloudformation describe-stacks --stack-name " + d.pl.Stack, Destroy: "rayito agent delete --target agentcore --region " + d.out.Region + " " + d.p.Name}
 	existing, err := cfnstack.Describe(ctx, d.aw.cfn, d.pl.Stack)
 	switch {
 	case errors.Is(err, cfnstack.ErrStackMissing):

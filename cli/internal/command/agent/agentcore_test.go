@@ -76,7 +76,9 @@ type fakeAWS struct {
 
 	calls  []call
 	bodies map[string][][]byte // operation → request bodies
-	heads  map[string][]http.Header
+	// wire is every request's headers and body, never forgotten.
+	wire  [][]byte
+	heads map[string][]http.Header
 
 	runtimes []*fakeRuntime
 	repo     bool
@@ -134,6 +136,9 @@ func (a *fakeAWS) serve(t *testing.T) {
 }
 
 func (a *fakeAWS) record(svc, op string, body []byte, h http.Header) {
+	var hb bytes.Buffer
+	_ = h.Write(&hb)
+	a.wire = append(a.wire, append(hb.Bytes(), body...))
 	a.calls = append(a.calls, call{svc, op})
 	a.bodies[op] = append(a.bodies[op], body)
 	a.heads[op] = append(a.heads[op], h.Clone())
@@ -576,10 +581,21 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 	a := newFakeAWS(t)
 	a.serve(t)
 	env, state := testEnv(t)
+	// The canary is the secret's value where a careless CLI could find
+	// it: the environment variable of the secret's name, in the CLI's
+	// and the process's environments. It must reach no request.
+	env["GITHUB_TOKEN"] = acCanary
+	t.Setenv("GITHUB_TOKEN", acCanary)
 	dir := acProject(t)
 	host := elfHost(t, 183)
+	var outputs strings.Builder
+	runAll := func(args ...string) result {
+		r := run(t, env, args...)
+		outputs.WriteString(r.out + r.err)
+		return r
+	}
 
-	r := run(t, env, acDeployArgs(dir, host)...)
+	r := runAll(acDeployArgs(dir, host)...)
 	if r.code != 0 {
 		t.Fatalf("first deploy: exit %d: %s", r.code, r.err)
 	}
@@ -652,7 +668,7 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 
 	// The same code again: the image is in ECR.
 	a.noUpdates = true
-	r = run(t, env, acDeployArgs(dir, host, "--json")...)
+	r = runAll(acDeployArgs(dir, host, "--json")...)
 	if r.code != 0 {
 		t.Fatalf("redeploy: exit %d: %s", r.code, r.err)
 	}
@@ -669,7 +685,7 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 		t.Errorf("redeploy --json: %s", r.out)
 	}
 
-	if r = run(t, env, "agent", "list"); r.out != "support-bot\tagentcore\tus-east-1 rayito_support_bot-AbCdEf1234\n" {
+	if r = runAll("agent", "list"); r.out != "support-bot\tagentcore\tus-east-1 rayito_support_bot-AbCdEf1234\n" {
 		t.Errorf("list: %q", r.out)
 	}
 	if len(a.take()) != 0 {
@@ -677,7 +693,7 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 	}
 
 	// Invoke: the data plane, with a new session id of AgentCore's length.
-	r = run(t, env, "agent", "invoke", "--payload", `{"prompt":"hi"}`, "support-bot")
+	r = runAll("agent", "invoke", "--payload", `{"prompt":"hi"}`, "support-bot")
 	if r.code != 0 || r.out != `{"answer":"hello from the runtime"}` {
 		t.Fatalf("invoke: exit %d, out %q, err %s", r.code, r.out, r.err)
 	}
@@ -689,18 +705,18 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 		t.Errorf("invoke payload %q", a.bodies["InvokeAgentRuntime"][0])
 	}
 	wantCalls(t, "invoke", a.take(), []string{"bedrock-agentcore InvokeAgentRuntime"})
-	r = run(t, env, "agent", "invoke", "--json", "--session", strings.Repeat("s", 40), "support-bot")
+	r = runAll("agent", "invoke", "--json", "--session", strings.Repeat("s", 40), "support-bot")
 	if r.code != 0 || !strings.Contains(r.out, `"answer": {`) || !strings.Contains(r.out, `"session_id": "`+strings.Repeat("s", 40)+`"`) {
 		t.Errorf("invoke --json: %d %s %s", r.code, r.out, r.err)
 	}
 	a.take()
-	r = run(t, env, "agent", "invoke", "--session", "short", "support-bot")
+	r = runAll("agent", "invoke", "--session", "short", "support-bot")
 	if r.code != 2 || len(a.take()) != 0 {
 		t.Errorf("a short --session: exit %d", r.code)
 	}
 
 	// Delete: the runtime, waited until gone, the stack, the record.
-	r = run(t, env, "agent", "delete", "support-bot")
+	r = runAll("agent", "delete", "support-bot")
 	if r.code != 0 {
 		t.Fatalf("delete: exit %d: %s", r.code, r.err)
 	}
@@ -708,9 +724,15 @@ func TestAgentCoreDeployInvokeDelete(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, "rayito", "agents", "support-bot.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the record is left: %v", err)
 	}
-	// Nothing the CLI printed or sent holds a value; the canary went
-	// nowhere (it is in no project file: the values never leave AWS).
-	if strings.Contains(r.out+r.err, acCanary) {
+	// No request and no output holds the canary.
+	a.mu.Lock()
+	for _, w := range a.wire {
+		if bytes.Contains(w, []byte(acCanary)) {
+			t.Errorf("the canary on the wire: %.200s", w)
+		}
+	}
+	a.mu.Unlock()
+	if strings.Contains(outputs.String(), acCanary) {
 		t.Error("the canary in an output")
 	}
 }
