@@ -35,9 +35,10 @@ type RayitoAgentProps struct {
 	// .git and cdk.out are left out, a symbolic link is refused.
 	ProjectDir string
 	// BaseImage is the image's base, pinned by digest
-	// (REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex>): required. The asset's
-	// Dockerfile (see Dockerfile) is the CLI's layout: the project under
-	// AppDir, the host at HostPath as the entrypoint.
+	// (REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex>); default: the CLI's,
+	// agentcore.DefaultBaseImage. The asset's Dockerfile is the CLI's
+	// (agentcore.Dockerfile): the project under agentcore.AppDir, the host
+	// at agentcore.HostPath as the entrypoint.
 	BaseImage string
 	// HostBinary is a linux/arm64 rayito-agent-host (checked: an arm64
 	// ELF executable). Empty: it is built at
@@ -172,7 +173,11 @@ func NewRayitoAgent(scope constructs.Construct, id *string, props *RayitoAgentPr
 	if err != nil {
 		return nil, planError(err)
 	}
-	staged, err := stageAgent(context.Background(), props.ProjectDir, props.HostBinary, props.BaseImage, p.Command)
+	base := props.BaseImage
+	if base == "" {
+		base = agentcore.DefaultBaseImage
+	}
+	staged, err := stageAgent(context.Background(), props.ProjectDir, props.HostBinary, base, p.Command)
 	if err != nil {
 		return nil, err
 	}

@@ -4,51 +4,30 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"debug/elf"
-	"encoding/json"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/rayito-dev/rayito/agenthost/agentcore"
 )
 
-// The code asset's layout, the CLI's build context's (agentcore's
-// BuildContext): the Dockerfile at its root, the project under app/, the
-// host at bin/rayito-agent-host; in the image, the project is AppDir and
-// the host HostPath.
-const (
-	HostPath  = "/opt/agent/bin/rayito-agent-host"
-	AppDir    = "/opt/agent/app"
-	agentUser = "agent"
-)
+// maxProjectBytes bounds the project's files in the code asset.
+const maxProjectBytes = 256 << 20
 
-// pinned is an image reference pinned by digest:
-// REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex>, nothing else (it is written
-// into the Dockerfile).
-var pinned = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
-
-// Dockerfile is the agent image's Dockerfile: FROM base (pinned by
-// digest, else a *PropsError base_image_unpinned), the project at AppDir,
-// the host at HostPath as the entrypoint on AgentCore's contract (:8080,
+// Dockerfile is the agent image's Dockerfile, the CLI's
+// (agentcore.Dockerfile): FROM base (pinned by digest, else a *PropsError
+// base_image_unpinned), the project at agentcore.AppDir, the host at
+// agentcore.HostPath as the entrypoint on AgentCore's contract (:8080,
 // --target agentcore, no token), the agent run as its own user.
 func Dockerfile(base string, command []string) (string, error) {
-	if len(base) > 512 || !pinned.MatchString(base) {
-		return "", invalid(CodeBaseImageUnpinned, "BaseImage must be pinned by digest: REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex digits>")
-	}
-	entry, err := json.Marshal(append([]string{HostPath, "--target", "agentcore", "--listen", ":8080", "--dir", AppDir, "--user", agentUser, "--"}, command...))
+	df, err := agentcore.Dockerfile(base, command)
 	if err != nil {
-		return "", err
+		return "", &PropsError{Code: CodeBaseImageUnpinned, Detail: "BaseImage must be pinned by digest: REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex digits>", Err: err}
 	}
-	return "FROM " + base + "\n" +
-		"RUN useradd --system --uid 10001 --home-dir " + AppDir + " --shell /usr/sbin/nologin " + agentUser + "\n" +
-		"COPY app/ " + AppDir + "/\n" +
-		"COPY bin/rayito-agent-host " + HostPath + "\n" +
-		"RUN chmod 0755 " + HostPath + " && chmod -R a+rX /opt/agent\n" +
-		"EXPOSE 8080\n" +
-		"ENTRYPOINT " + string(entry) + "\n", nil
+	return df, nil
 }
 
 // stageAgent writes the agent's code asset into a new directory: the
@@ -73,6 +52,7 @@ func stageAgent(ctx context.Context, dir, host, base string, command []string) (
 			return fail(err)
 		}
 	}
+	var total int64
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return invalid(CodePropsInvalid, "the project directory cannot be read")
@@ -93,6 +73,9 @@ func stageAgent(ctx context.Context, dir, host, base string, command []string) (
 			info, err := d.Info()
 			if err != nil {
 				return err
+			}
+			if total += info.Size(); total > maxProjectBytes {
+				return invalid(CodePropsInvalid, "the project's files are over %d MiB", maxProjectBytes>>20)
 			}
 			mode := os.FileMode(0o644)
 			if info.Mode().Perm()&0o111 != 0 {
@@ -123,15 +106,16 @@ func stageAgent(ctx context.Context, dir, host, base string, command []string) (
 	return out, nil
 }
 
-// checkHost accepts a linux arm64 ELF executable (AgentCore runs arm64).
+// checkHost accepts a linux arm64 ELF executable (AgentCore runs arm64:
+// agentcore.CheckHostBinary).
 func checkHost(path string) error {
-	ef, err := elf.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return invalid(CodeHostBinary, "HostBinary is not an ELF executable")
+		return &PropsError{Code: CodeHostBinary, Detail: "the host binary cannot be read", Err: err}
 	}
-	defer ef.Close()
-	if ef.Machine != elf.EM_AARCH64 || ef.Class != elf.ELFCLASS64 || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
-		return invalid(CodeHostBinary, "HostBinary is not a linux arm64 executable (AgentCore runs arm64: build it with GOARCH=arm64)")
+	defer f.Close()
+	if err := agentcore.CheckHostBinary(f); err != nil {
+		return &PropsError{Code: CodeHostBinary, Detail: "HostBinary is not a linux arm64 executable (AgentCore runs arm64: build it with GOARCH=arm64)", Err: err}
 	}
 	return nil
 }

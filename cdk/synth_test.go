@@ -43,6 +43,7 @@ GITHUB_TOKEN = "` + testSecret + `"
 var (
 	synthesized map[string]any
 	testAgent   *cdk.RayitoAgent
+	testOutdir  string
 )
 
 // armELF is the smallest file debug/elf reads as a linux arm64
@@ -124,7 +125,8 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		app, stack := newStack(filepath.Join(dir, "cdk.out"))
+		testOutdir = filepath.Join(dir, "cdk.out")
+		app, stack := newStack(testOutdir)
 		if testAgent, err = cdk.NewRayitoAgent(stack, jsii.String("Demo"), &cdk.RayitoAgentProps{
 			ProjectDir: project, HostBinary: host, BaseImage: testBase, ArtifactBucket: testBucket,
 		}); err != nil {

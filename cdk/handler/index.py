@@ -23,8 +23,6 @@ import json
 import time
 import urllib.request
 
-import boto3
-
 IMAGE_BUILD = "Custom::RayitoImageBuild"
 RUNTIME_MMDS = "Custom::RayitoRuntimeMmds"
 
@@ -63,7 +61,10 @@ class Failure(Exception):
 def handler(event, context, clients=None, send=None):
     """Entry point of both custom resources."""
     send = send or respond
-    clients = clients or boto3.client
+    if clients is None:
+        import boto3  # the Lambda runtime's; the tests pass fakes
+
+        clients = boto3.client
     physical = event.get("PhysicalResourceId") or "rayito-pending"
     try:
         kind = event.get("ResourceType")
