@@ -30,7 +30,9 @@ func TestSynth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tmpl struct{ Resources map[string]struct{ Type string } }
+	var tmpl struct {
+		Resources map[string]struct{ Type string }
+	}
 	if err := json.Unmarshal(raw, &tmpl); err != nil {
 		t.Fatal(err)
 	}
