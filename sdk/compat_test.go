@@ -38,6 +38,8 @@ type fakeSandbox struct {
 	runs       atomic.Int32
 	terminates atomic.Int32
 	healths    atomic.Int32
+	// runNetwork is Health's run_network (a raydv1.RunNetwork).
+	runNetwork atomic.Int32
 }
 
 const fakeID = "microvm-1"
@@ -90,7 +92,8 @@ func (h fakeHealth) Health(context.Context, *connect.Request[raydv1.HealthReques
 	if h.f.healthFails.Load() {
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("down"))
 	}
-	return connect.NewResponse(&raydv1.HealthResponse{AgentReady: true, AgentVersion: h.f.agentVersion, SandboxId: fakeID, Lifecycle: h.f.lifecycle}), nil
+	return connect.NewResponse(&raydv1.HealthResponse{AgentReady: true, AgentVersion: h.f.agentVersion, SandboxId: fakeID, Lifecycle: h.f.lifecycle,
+		RunNetwork: raydv1.RunNetwork(h.f.runNetwork.Load())}), nil
 }
 
 func (h fakeHealth) Metrics(context.Context, *connect.Request[raydv1.MetricsRequest]) (*connect.Response[raydv1.MetricsResponse], error) {

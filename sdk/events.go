@@ -15,11 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/rayito-dev/rayito/proto/events"
-	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/localplatform"
 	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 )
@@ -384,26 +382,6 @@ func localCall(ctx context.Context, cfg *config, lr localRequest, out any, raw i
 		return newError(ReasonConflict, msg)
 	}
 	return newError(ReasonInternal, "the local platform's "+lr.what+": "+msg)
-}
-
-// enableEvents gives the sandbox's daemon its key (Create, WithEvents).
-func (s *Sandbox) enableEvents(ctx context.Context) error {
-	key, err := sandboxEventsKey(ctx, s.cfg, s.id)
-	if err != nil {
-		return err
-	}
-	req := &raydv1.ConfigureRequest{RequestId: newRequestID(), LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}
-	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
-	clear(key)
-	if err != nil {
-		return rpcErr("configure lifecycle events", err)
-	}
-	for _, r := range resp.Msg.GetResults() {
-		if r.GetSection() == raydv1.ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS {
-			return sectionErr(r)
-		}
-	}
-	return newError(ReasonInternal, "the sandbox did not answer for its lifecycle events")
 }
 
 // sandboxEventsKey is sandbox id's events key: from the local platform's

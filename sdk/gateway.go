@@ -254,6 +254,21 @@ func (s *Sandbox) UpdateHeaderRules(ctx context.Context, rules ...HeaderRule) er
 // configureSecrets resolves the secrets and applies both sections (the
 // header rules share the placeholders' section).
 func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs []SecretPlaceholder, hrs []HeaderRule, fresh bool) error {
+	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
+	if err := s.secretSections(ctx, req, gws, phs, hrs, fresh); err != nil {
+		return err
+	}
+	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
+	if err != nil {
+		return rpcErr("configure secrets", err)
+	}
+	return s.recordSecrets(resp.Msg.GetResults(), gws, phs, hrs)
+}
+
+// secretSections resolves the secrets of gws, phs and hrs (through the
+// cache; fresh: bypassing it) into req's gateway section (gws non-nil)
+// and placeholders section (phs or hrs non-nil).
+func (s *Sandbox) secretSections(ctx context.Context, req *raydv1.ConfigureRequest, gws []SecretGateway, phs []SecretPlaceholder, hrs []HeaderRule, fresh bool) error {
 	value := func(ref SecretRef) (string, error) {
 		if fresh {
 			if c, err := s.cfg.secretCacheOf(ctx); err == nil {
@@ -268,7 +283,6 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 		// stored from `echo key |` ends with is not part of the key.
 		return strings.TrimRight(string(v), "\r\n"), nil
 	}
-	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
 	headerMsgs := func(hs map[string]HeaderValue) ([]*raydv1.GatewayHeader, error) {
 		var out []*raydv1.GatewayHeader
 		for _, name := range slices.Sorted(maps.Keys(hs)) {
@@ -326,10 +340,13 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 		}
 		req.SecretPlaceholders = m
 	}
-	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
-	if err != nil {
-		return rpcErr("configure secrets", err)
-	}
+	return nil
+}
+
+// recordSecrets keeps what was sent (Refresh sends it again) and the
+// routes and placeholders results reports; the first section that failed
+// is the error.
+func (s *Sandbox) recordSecrets(results []*raydv1.SectionResult, gws []SecretGateway, phs []SecretPlaceholder, hrs []HeaderRule) error {
 	s.secrets.mu.Lock()
 	defer s.secrets.mu.Unlock()
 	// What was sent is what Refresh sends again.
@@ -340,7 +357,10 @@ func (s *Sandbox) configureSecrets(ctx context.Context, gws []SecretGateway, phs
 		s.secrets.placeholders, s.secrets.headerRules = phs, hrs
 	}
 	var failure error
-	for _, r := range resp.Msg.GetResults() {
+	for _, r := range results {
+		if sec := r.GetSection(); sec != raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY && sec != raydv1.ConfigSection_CONFIG_SECTION_SECRET_PLACEHOLDERS {
+			continue // another section of the same request (Create's)
+		}
 		if err := sectionErr(r); err != nil && failure == nil {
 			failure = err
 		}

@@ -205,8 +205,8 @@ func indexItem(vm *microvmsapi.Microvm, metadata map[string]string, maxDuration 
 }
 
 // writeIndex writes s's row once RunMicrovm succeeded. A failure with
-// IndexTerminate kills the sandbox and is an error (ErrIndexWrite); with
-// IndexWarn it is a warning, without values.
+// IndexTerminate is an error (ErrIndexWrite), for which Create kills the
+// sandbox; with IndexWarn it is a warning, without values.
 func (s *Sandbox) writeIndex(ctx context.Context, vm *microvmsapi.Microvm, maxDuration int) error {
 	ic, err := newIndexClient(ctx, s.cfg)
 	if err == nil {
@@ -226,7 +226,6 @@ func (s *Sandbox) writeIndex(ctx context.Context, vm *microvmsapi.Microvm, maxDu
 			"sandbox_id", s.id, "reason", string(ReasonOf(err)))
 		return nil
 	}
-	_ = s.Kill(context.WithoutCancel(ctx))
 	return newError(ReasonOf(err), "sandbox "+s.id+": its metadata index row could not be written, so it was terminated: "+err.Error(), ErrIndexWrite, err)
 }
 

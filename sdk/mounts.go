@@ -121,26 +121,38 @@ func mountList(m map[string]S3Mount) ([]ps3.Mount, error) {
 }
 
 // enableMounts hands the mounts to the sandbox's daemon and waits for
-// them (Create, WithMounts).
+// them (MountS3).
 func (s *Sandbox) enableMounts(ctx context.Context, m map[string]S3Mount) error {
 	list, err := mountList(m)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, MountWait)
+	defer cancel()
+	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(&raydv1.ConfigureRequest{RequestId: newRequestID(), S3Mounts: mountsSection(list)}))
+	if err != nil {
+		return rpcErr("configure s3 mounts", err)
+	}
+	return s.waitMounts(ctx, resp.Msg.GetResults(), list)
+}
+
+// mountsSection is list's Configure section.
+func mountsSection(list []ps3.Mount) *raydv1.S3MountsConfig {
 	sec := &raydv1.S3MountsConfig{}
 	for _, x := range list {
 		// read_only is false on the wire by default: always sent.
 		sec.Mounts = append(sec.Mounts, &raydv1.S3Mount{MountPath: x.Path, Bucket: x.Bucket, Prefix: x.Prefix,
 			ReadOnly: x.ReadOnly, AllowOverwrite: x.AllowOverwrite, AllowDelete: x.AllowDelete})
 	}
-	ctx, cancel := context.WithTimeout(ctx, MountWait)
-	defer cancel()
-	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(&raydv1.ConfigureRequest{RequestId: newRequestID(), S3Mounts: sec}))
-	if err != nil {
-		return rpcErr("configure s3 mounts", err)
-	}
+	return sec
+}
+
+// waitMounts waits, until ctx ends (MountTimeout), for the s3 mounts
+// section of results to be applied or to fail: rayd mounts in the
+// background and answers PENDING meanwhile.
+func (s *Sandbox) waitMounts(ctx context.Context, results []*raydv1.SectionResult, list []ps3.Mount) error {
 	var r *raydv1.SectionResult
-	for _, x := range resp.Msg.GetResults() {
+	for _, x := range results {
 		if x.GetSection() == raydv1.ConfigSection_CONFIG_SECTION_S3_MOUNTS {
 			r = x
 		}

@@ -192,6 +192,28 @@ func networkPlan(cfg *config) (p *NetworkPolicy, required bool, err error) {
 // gateway routes or placeholders), which needs the route out.
 func (c *config) secretEgress() bool { return len(c.gateways) > 0 || len(c.placeholders) > 0 }
 
+// checkRunNetwork runs once a created sandbox is ready, when a policy was
+// asked for. The run payload installed it before /run answered, and the
+// ready Health answer says how that went (run): in force is all Create
+// needs. The RPC path (enforceNetwork) is taken only for what the payload
+// cannot carry or tell: the operator proxy, whose credentials never
+// travel in the payload; a failed install, for its precise error; and an
+// older rayd that does not say. An error means the caller must terminate
+// the sandbox; a policy that is not required may go unenforced.
+func (s *Sandbox) checkRunNetwork(ctx context.Context, run raydv1.RunNetwork, p *NetworkPolicy, required bool) error {
+	if p.EgressProxy == nil {
+		switch {
+		case run == raydv1.RunNetwork_RUN_NETWORK_IN_FORCE:
+			return nil
+		case run == raydv1.RunNetwork_RUN_NETWORK_UNAVAILABLE && !required:
+			return nil
+		case run == raydv1.RunNetwork_RUN_NETWORK_UNAVAILABLE:
+			return newError(ReasonEgressUnavailable, fmt.Sprintf("sandbox %s cannot enforce a network policy (terminated rather than handed out with its network open)", s.id))
+		}
+	}
+	return s.enforceNetwork(ctx, p, required)
+}
+
 // enforceNetwork runs after a created sandbox is ready, when a policy was
 // asked for: it applies the policy again by RPC (a no-op when the run
 // payload's install took; the operator proxy's credentials only travel

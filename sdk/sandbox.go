@@ -223,71 +223,49 @@ func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 	}
 	s := newSandbox(cfg, mv, vm, token)
 	s.createOpts = slices.Clone(opts)
+	// The one place a sandbox Create will not hand out is killed: always
+	// when it would run missing from the index, with its network open, or
+	// without the secrets, events, metrics export or mounts asked for
+	// (mustKill); otherwise unless WithKeepOnFailure.
+	mustKill := false
+	defer func() {
+		if err != nil && (mustKill || !cfg.keepOnFailure) {
+			_ = s.Kill(context.WithoutCancel(ctx))
+		}
+	}()
 	if cfg.index != nil {
+		// Not in the index (IndexTerminate): killed, keep-on-failure or
+		// not.
+		mustKill = true
 		if err := s.writeIndex(ctx, vm, in.MaximumDurationInSeconds); err != nil {
 			return nil, err
 		}
+		mustKill = false
 	}
 	if !cfg.noTokens {
 		if err := cfg.tokens().Save(s.id, token); err != nil {
-			if !cfg.keepOnFailure {
-				_ = s.Kill(context.WithoutCancel(ctx))
-			}
 			return nil, newError(ReasonInternal, "sandbox "+s.id+": cannot store its access token", err)
 		}
 		cfg.sweepTokens()
 	}
-	if err := s.waitReady(ctx); err != nil {
-		if !cfg.keepOnFailure {
-			_ = s.Kill(context.WithoutCancel(ctx))
-		}
+	ready, err := s.awaitReady(ctx)
+	if err != nil {
 		return nil, err
 	}
+	mustKill = true
 	if netPolicy != nil {
-		if err := s.enforceNetwork(ctx, netPolicy, netRequired); err != nil {
-			// Never handed out with its network open, keep-on-failure or
-			// not.
-			_ = s.Kill(context.WithoutCancel(ctx))
+		if err := s.checkRunNetwork(ctx, ready.GetRunNetwork(), netPolicy, netRequired); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.gateways != nil || cfg.placeholders != nil || cfg.headerRules != nil {
-		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, cfg.headerRules, false); err != nil {
-			// Never handed out without the secrets its code expects.
-			_ = s.Kill(context.WithoutCancel(ctx))
-			return nil, err
-		}
+	if err := s.createConfigure(ctx, cfg); err != nil {
+		return nil, err
 	}
-	if cfg.events != nil {
-		// Its created event leaves once the daemon holds its key; a
-		// sandbox whose events are off is not handed out.
-		if err := s.enableEvents(ctx); err != nil {
-			_ = s.Kill(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	if cfg.telemetry != nil {
-		// A sandbox whose metrics export was asked for and cannot run is
-		// not handed out.
-		if err := s.enableTelemetry(ctx, cfg.telemetry); err != nil {
-			_ = s.Kill(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
-	if cfg.mounts != nil {
-		// A sandbox whose mounts failed is not handed out.
-		if err := s.enableMounts(ctx, cfg.mounts); err != nil {
-			_ = s.Kill(context.WithoutCancel(ctx))
-			return nil, err
-		}
-	}
+	mustKill = false
 	if cfg.persist != nil {
 		// Its HOME comes back before anyone uses it; a sandbox whose
 		// checkpoint cannot be restored is not handed out.
 		if err := s.autoRestore(ctx); err != nil {
-			if !cfg.keepOnFailure {
-				_ = s.Kill(context.WithoutCancel(ctx))
-			}
 			return nil, err
 		}
 	}
@@ -315,6 +293,12 @@ const (
 // or TERMINATED is fatal. The ready answer's agent_version then goes
 // through checkAgent.
 func (s *Sandbox) waitReady(ctx context.Context) error {
+	_, err := s.awaitReady(ctx)
+	return err
+}
+
+// awaitReady is waitReady, returning rayd's ready answer.
+func (s *Sandbox) awaitReady(ctx context.Context) (*raydv1.HealthResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.readyTimeout)
 	defer cancel()
 	delay := firstPollAWS
@@ -327,21 +311,21 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 		resp, err := s.dp.health.Health(hctx, connect.NewRequest(&raydv1.HealthRequest{}))
 		hcancel()
 		if err == nil && resp.Msg.GetAgentReady() && resp.Msg.GetSandboxId() == s.id {
-			return s.checkAgent(resp.Msg.GetAgentVersion())
+			return resp.Msg, s.checkAgent(resp.Msg.GetAgentVersion())
 		}
 		if time.Since(lastGet) >= 5*time.Second {
 			lastGet = time.Now()
 			vm, gerr := s.mv.GetMicrovm(ctx, s.id)
 			if gerr == nil && ended(vm.State) {
-				return endedErr(s.cfg, vm)
+				return nil, endedErr(s.cfg, vm)
 			}
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return newError(ReasonNotReady, fmt.Sprintf("sandbox %s did not become ready within %s", s.id, s.cfg.readyTimeout))
+				return nil, newError(ReasonNotReady, fmt.Sprintf("sandbox %s did not become ready within %s", s.id, s.cfg.readyTimeout))
 			}
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, maxPoll)

@@ -153,22 +153,3 @@ func telemetrySection(t *TelemetryExport) (*raydv1.TelemetryExportConfig, error)
 	}
 	return m, nil
 }
-
-// enableTelemetry hands the export's configuration to the sandbox's
-// daemon (Create, WithTelemetry).
-func (s *Sandbox) enableTelemetry(ctx context.Context, t *TelemetryExport) error {
-	sec, err := telemetrySection(t)
-	if err != nil {
-		return err
-	}
-	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(&raydv1.ConfigureRequest{RequestId: newRequestID(), TelemetryExport: sec}))
-	if err != nil {
-		return rpcErr("configure telemetry", err)
-	}
-	for _, r := range resp.Msg.GetResults() {
-		if r.GetSection() == raydv1.ConfigSection_CONFIG_SECTION_TELEMETRY_EXPORT {
-			return sectionErr(r)
-		}
-	}
-	return newError(ReasonInternal, "the sandbox did not answer for its telemetry export")
-}

@@ -24,13 +24,18 @@ type fakeConfigure struct {
 	mu     sync.Mutex
 	reqs   []*raydv1.ConfigureRequest
 	answer func(*raydv1.ConfigureRequest) *raydv1.SectionResult
-	status *raydv1.ConfigureStatusResponse
+	// answers, when set, answers instead of answer (several sections).
+	answers func(*raydv1.ConfigureRequest) []*raydv1.SectionResult
+	status  *raydv1.ConfigureStatusResponse
 }
 
 func (f *fakeConfigure) Configure(_ context.Context, r *connect.Request[raydv1.ConfigureRequest]) (*connect.Response[raydv1.ConfigureResponse], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reqs = append(f.reqs, r.Msg)
+	if f.answers != nil {
+		return connect.NewResponse(&raydv1.ConfigureResponse{Results: f.answers(r.Msg), ConfigGeneration: 1}), nil
+	}
 	return connect.NewResponse(&raydv1.ConfigureResponse{Results: []*raydv1.SectionResult{f.answer(r.Msg)}, ConfigGeneration: 1}), nil
 }
 

@@ -47,6 +47,8 @@ type Service struct {
 type EgressSource interface {
 	Enforcement() raydv1.EgressEnforcement
 	IMDSBlocked() bool
+	// RunNetwork is what became of the run payload's network policy.
+	RunNetwork() raydv1.RunNetwork
 }
 
 // SetEgress sets where Health's egress_enforcement and imds_blocked come
@@ -132,6 +134,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 		CpuCount:          uint32(runtime.NumCPU()),
 		MemoryTotalBytes:  s.memTotal,
 		EgressEnforcement: raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE,
+		RunNetwork:        raydv1.RunNetwork_RUN_NETWORK_NOT_REQUESTED,
 		Lifecycle:         &raydv1.LifecycleState{Phase: raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED},
 		Features:          &raydv1.AgentFeatures{Services: s.services, Configure: s.configure, SecretGateway: s.secretGateway, LifecycleEvents: s.lifecycleEvents, TelemetryExport: s.telemetryExport, S3Mounts: s.s3Mounts, TemplateStart: s.templateReady != nil},
 		Isolation:         s.isolation,
@@ -140,6 +143,10 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 	}
 	if b != nil {
 		resp.Metadata = maps.Clone(b.Metadata)
+		if s.egress == nil && b.Network != nil && b.Network.Enforce {
+			// Asked for, and no network service to enforce it.
+			resp.RunNetwork = raydv1.RunNetwork_RUN_NETWORK_UNAVAILABLE
+		}
 	}
 	if s.kernel != nil {
 		resp.KernelReady = s.kernel()
@@ -147,6 +154,7 @@ func (s *Service) Health(_ context.Context, _ *connect.Request[raydv1.HealthRequ
 	if s.egress != nil {
 		resp.EgressEnforcement = s.egress.Enforcement()
 		resp.ImdsBlocked = s.egress.IMDSBlocked()
+		resp.RunNetwork = s.egress.RunNetwork()
 	}
 	if l := s.lifecycle; l != nil {
 		st := l.HookStatus()

@@ -87,7 +87,8 @@ type Service struct {
 	available bool       // Probe passed
 	policy    netpolicy.Policy
 	upstream  *egress.Upstream
-	intercept []InterceptHost // SetIntercept
+	intercept []InterceptHost   // SetIntercept
+	run       raydv1.RunNetwork // what Install made of the run payload's policy
 }
 
 // InterceptHost is a destination the secret placeholders name: its
@@ -150,9 +151,11 @@ func (s *Service) Start(ctx context.Context) {
 // (enforcement NONE, or a deny-all left in force).
 func (s *Service) Install(ctx context.Context, n *runpayload.Network) error {
 	if err := s.waitStarted(ctx); err != nil {
+		s.setRun(raydv1.RunNetwork_RUN_NETWORK_FAILED)
 		return rpcerr.From(err)
 	}
 	if n == nil || !n.Enforce {
+		s.setRun(raydv1.RunNetwork_RUN_NETWORK_NOT_REQUESTED)
 		return nil
 	}
 	p, err := netpolicy.Parse(n.AllowOut, n.DenyOut)
@@ -163,15 +166,38 @@ func (s *Service) Install(ctx context.Context, n *runpayload.Network) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.available {
+		s.run = raydv1.RunNetwork_RUN_NETWORK_UNAVAILABLE
 		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE, "rayd cannot program this sandbox's network")
 	}
+	s.run = raydv1.RunNetwork_RUN_NETWORK_FAILED
 	if ierr := s.installLocked(ctx, denyAll(), nil); ierr != nil {
 		return ierr
 	}
 	if err != nil {
 		return policyErr(err)
 	}
-	return s.installLocked(ctx, p, nil)
+	if err := s.installLocked(ctx, p, nil); err != nil {
+		return err
+	}
+	s.run = raydv1.RunNetwork_RUN_NETWORK_IN_FORCE
+	return nil
+}
+
+func (s *Service) setRun(r raydv1.RunNetwork) {
+	s.mu.Lock()
+	s.run = r
+	s.mu.Unlock()
+}
+
+// RunNetwork is what Install made of the run payload's policy (Health's
+// run_network): NOT_REQUESTED before /run.
+func (s *Service) RunNetwork() raydv1.RunNetwork {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run == raydv1.RunNetwork_RUN_NETWORK_UNSPECIFIED {
+		return raydv1.RunNetwork_RUN_NETWORK_NOT_REQUESTED
+	}
+	return s.run
 }
 
 // denyAll is the policy that lets nothing out.

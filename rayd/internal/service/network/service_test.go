@@ -138,8 +138,14 @@ func TestNetworkUnavailable(t *testing.T) {
 	if s.Enforcement() != raydv1.EgressEnforcement_EGRESS_ENFORCEMENT_NONE || s.IMDSBlocked() {
 		t.Fatal("enforcement without the capability")
 	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_NOT_REQUESTED {
+		t.Errorf("RunNetwork before /run: %v", r)
+	}
 	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, DenyOut: []string{"0.0.0.0/0"}}); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_EGRESS_UNAVAILABLE {
 		t.Fatalf("install without the capability: %v", err)
+	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_UNAVAILABLE {
+		t.Errorf("RunNetwork without the capability: %v", r)
 	}
 }
 
@@ -154,14 +160,32 @@ func TestInstallPayload(t *testing.T) {
 	if n := len(e.sets); n != 3 || !e.sets[1].DenyAll() || len(e.sets[2].AllowCIDRs()) != 1 {
 		t.Fatalf("sets %+v", e.sets)
 	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_IN_FORCE {
+		t.Errorf("RunNetwork after an install: %v", r)
+	}
 	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, AllowOut: []string{"bad entry!"}}); reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 		t.Fatalf("unparsable payload policy: %v", err)
 	}
 	if last := e.sets[len(e.sets)-1]; !last.DenyAll() {
 		t.Fatalf("after an unparsable payload policy: %+v", last)
 	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_FAILED {
+		t.Errorf("RunNetwork after an unparsable policy: %v", r)
+	}
+	// The enforcer fails: deny-all stays, and Health says FAILED.
+	e.setErr = errors.New("netlink: EPERM")
+	if err := s.Install(context.Background(), &runpayload.Network{Enforce: true, AllowOut: []string{"10.0.0.0/8"}}); err == nil {
+		t.Fatal("a failed install answered nil")
+	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_FAILED {
+		t.Errorf("RunNetwork after a failed install: %v", r)
+	}
+	e.setErr = nil
 	if err := s.Install(context.Background(), &runpayload.Network{Enforce: false}); err != nil {
 		t.Fatal(err)
+	}
+	if r := s.RunNetwork(); r != raydv1.RunNetwork_RUN_NETWORK_NOT_REQUESTED {
+		t.Errorf("RunNetwork without a policy: %v", r)
 	}
 }
 

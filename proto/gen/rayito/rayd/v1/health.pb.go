@@ -266,7 +266,11 @@ type HealthResponse struct {
 	// Clients may run as root (user "root"), and the sandbox's users have
 	// sudo: RAYITO_ALLOW_ROOT=1 in rayd's own environment, which only the
 	// image (on the local platform, its local-root template) sets.
-	RootAllowed   bool `protobuf:"varint,21,opt,name=root_allowed,json=rootAllowed,proto3" json:"root_allowed,omitempty"`
+	RootAllowed bool `protobuf:"varint,21,opt,name=root_allowed,json=rootAllowed,proto3" json:"root_allowed,omitempty"`
+	// What became of the run payload's network policy (in force, failed
+	// with deny-all in force, or unavailable), until /run installed one:
+	// NOT_REQUESTED.
+	RunNetwork    RunNetwork `protobuf:"varint,22,opt,name=run_network,json=runNetwork,proto3,enum=rayito.rayd.v1.RunNetwork" json:"run_network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +450,13 @@ func (x *HealthResponse) GetRootAllowed() bool {
 		return x.RootAllowed
 	}
 	return false
+}
+
+func (x *HealthResponse) GetRunNetwork() RunNetwork {
+	if x != nil {
+		return x.RunNetwork
+	}
+	return RunNetwork_RUN_NETWORK_UNSPECIFIED
 }
 
 // SandboxLimits are a sandbox's own limits; 0 means none known.
@@ -1158,7 +1169,7 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\x0etemplate_start\x18\a \x01(\bR\rtemplateStart\x12\x1f\n" +
 	"\vroot_egress\x18\b \x03(\tR\n" +
 	"rootEgress\x12\x1a\n" +
-	"\bservices\x18\t \x03(\tR\bservices\"\xfe\a\n" +
+	"\bservices\x18\t \x03(\tR\bservices\"\xbb\b\n" +
 	"\x0eHealthResponse\x12\x1f\n" +
 	"\vagent_ready\x18\x01 \x01(\bR\n" +
 	"agentReady\x12!\n" +
@@ -1184,7 +1195,9 @@ const file_rayito_rayd_v1_health_proto_rawDesc = "" +
 	"\n" +
 	"hook_phase\x18\x13 \x01(\tR\thookPhase\x12-\n" +
 	"\x12suspend_generation\x18\x14 \x01(\x04R\x11suspendGeneration\x12!\n" +
-	"\froot_allowed\x18\x15 \x01(\bR\vrootAllowed\x1a;\n" +
+	"\froot_allowed\x18\x15 \x01(\bR\vrootAllowed\x12;\n" +
+	"\vrun_network\x18\x16 \x01(\x0e2\x1a.rayito.rayd.v1.RunNetworkR\n" +
+	"runNetwork\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
@@ -1288,6 +1301,7 @@ var file_rayito_rayd_v1_health_proto_goTypes = []any{
 	nil,                            // 16: rayito.rayd.v1.LogEntry.FieldsEntry
 	(*LifecycleState)(nil),         // 17: rayito.rayd.v1.LifecycleState
 	(EgressEnforcement)(0),         // 18: rayito.rayd.v1.EgressEnforcement
+	(RunNetwork)(0),                // 19: rayito.rayd.v1.RunNetwork
 }
 var file_rayito_rayd_v1_health_proto_depIdxs = []int32{
 	15, // 0: rayito.rayd.v1.HealthResponse.metadata:type_name -> rayito.rayd.v1.HealthResponse.MetadataEntry
@@ -1296,25 +1310,26 @@ var file_rayito_rayd_v1_health_proto_depIdxs = []int32{
 	2,  // 3: rayito.rayd.v1.HealthResponse.features:type_name -> rayito.rayd.v1.AgentFeatures
 	0,  // 4: rayito.rayd.v1.HealthResponse.isolation:type_name -> rayito.rayd.v1.Isolation
 	4,  // 5: rayito.rayd.v1.HealthResponse.limits:type_name -> rayito.rayd.v1.SandboxLimits
-	6,  // 6: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
-	10, // 7: rayito.rayd.v1.HookAuditResponse.entries:type_name -> rayito.rayd.v1.HookAuditEntry
-	16, // 8: rayito.rayd.v1.LogEntry.fields:type_name -> rayito.rayd.v1.LogEntry.FieldsEntry
-	13, // 9: rayito.rayd.v1.LogsResponse.entries:type_name -> rayito.rayd.v1.LogEntry
-	1,  // 10: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
-	5,  // 11: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
-	7,  // 12: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
-	9,  // 13: rayito.rayd.v1.HealthService.HookAudit:input_type -> rayito.rayd.v1.HookAuditRequest
-	12, // 14: rayito.rayd.v1.HealthService.Logs:input_type -> rayito.rayd.v1.LogsRequest
-	3,  // 15: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
-	6,  // 16: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
-	8,  // 17: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
-	11, // 18: rayito.rayd.v1.HealthService.HookAudit:output_type -> rayito.rayd.v1.HookAuditResponse
-	14, // 19: rayito.rayd.v1.HealthService.Logs:output_type -> rayito.rayd.v1.LogsResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 6: rayito.rayd.v1.HealthResponse.run_network:type_name -> rayito.rayd.v1.RunNetwork
+	6,  // 7: rayito.rayd.v1.MetricsHistoryResponse.samples:type_name -> rayito.rayd.v1.MetricsResponse
+	10, // 8: rayito.rayd.v1.HookAuditResponse.entries:type_name -> rayito.rayd.v1.HookAuditEntry
+	16, // 9: rayito.rayd.v1.LogEntry.fields:type_name -> rayito.rayd.v1.LogEntry.FieldsEntry
+	13, // 10: rayito.rayd.v1.LogsResponse.entries:type_name -> rayito.rayd.v1.LogEntry
+	1,  // 11: rayito.rayd.v1.HealthService.Health:input_type -> rayito.rayd.v1.HealthRequest
+	5,  // 12: rayito.rayd.v1.HealthService.Metrics:input_type -> rayito.rayd.v1.MetricsRequest
+	7,  // 13: rayito.rayd.v1.HealthService.MetricsHistory:input_type -> rayito.rayd.v1.MetricsHistoryRequest
+	9,  // 14: rayito.rayd.v1.HealthService.HookAudit:input_type -> rayito.rayd.v1.HookAuditRequest
+	12, // 15: rayito.rayd.v1.HealthService.Logs:input_type -> rayito.rayd.v1.LogsRequest
+	3,  // 16: rayito.rayd.v1.HealthService.Health:output_type -> rayito.rayd.v1.HealthResponse
+	6,  // 17: rayito.rayd.v1.HealthService.Metrics:output_type -> rayito.rayd.v1.MetricsResponse
+	8,  // 18: rayito.rayd.v1.HealthService.MetricsHistory:output_type -> rayito.rayd.v1.MetricsHistoryResponse
+	11, // 19: rayito.rayd.v1.HealthService.HookAudit:output_type -> rayito.rayd.v1.HookAuditResponse
+	14, // 20: rayito.rayd.v1.HealthService.Logs:output_type -> rayito.rayd.v1.LogsResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_rayito_rayd_v1_health_proto_init() }

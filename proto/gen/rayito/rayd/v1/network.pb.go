@@ -74,6 +74,70 @@ func (EgressEnforcement) EnumDescriptor() ([]byte, []int) {
 	return file_rayito_rayd_v1_network_proto_rawDescGZIP(), []int{0}
 }
 
+// RunNetwork is what became of the run payload's network policy: the
+// SDK's create reads it in the ready Health answer instead of installing
+// the policy a second time.
+type RunNetwork int32
+
+const (
+	// An older rayd that does not say.
+	RunNetwork_RUN_NETWORK_UNSPECIFIED RunNetwork = 0
+	// The payload asked for no policy (or none enforced).
+	RunNetwork_RUN_NETWORK_NOT_REQUESTED RunNetwork = 1
+	// The payload's policy is in force.
+	RunNetwork_RUN_NETWORK_IN_FORCE RunNetwork = 2
+	// Its install failed or rayd could not parse it: deny-all is in force.
+	RunNetwork_RUN_NETWORK_FAILED RunNetwork = 3
+	// This sandbox's network cannot be programmed (e.g. a rootless local
+	// platform): nothing is enforced.
+	RunNetwork_RUN_NETWORK_UNAVAILABLE RunNetwork = 4
+)
+
+// Enum value maps for RunNetwork.
+var (
+	RunNetwork_name = map[int32]string{
+		0: "RUN_NETWORK_UNSPECIFIED",
+		1: "RUN_NETWORK_NOT_REQUESTED",
+		2: "RUN_NETWORK_IN_FORCE",
+		3: "RUN_NETWORK_FAILED",
+		4: "RUN_NETWORK_UNAVAILABLE",
+	}
+	RunNetwork_value = map[string]int32{
+		"RUN_NETWORK_UNSPECIFIED":   0,
+		"RUN_NETWORK_NOT_REQUESTED": 1,
+		"RUN_NETWORK_IN_FORCE":      2,
+		"RUN_NETWORK_FAILED":        3,
+		"RUN_NETWORK_UNAVAILABLE":   4,
+	}
+)
+
+func (x RunNetwork) Enum() *RunNetwork {
+	p := new(RunNetwork)
+	*p = x
+	return p
+}
+
+func (x RunNetwork) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunNetwork) Descriptor() protoreflect.EnumDescriptor {
+	return file_rayito_rayd_v1_network_proto_enumTypes[1].Descriptor()
+}
+
+func (RunNetwork) Type() protoreflect.EnumType {
+	return &file_rayito_rayd_v1_network_proto_enumTypes[1]
+}
+
+func (x RunNetwork) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunNetwork.Descriptor instead.
+func (RunNetwork) EnumDescriptor() ([]byte, []int) {
+	return file_rayito_rayd_v1_network_proto_rawDescGZIP(), []int{1}
+}
+
 // EgressProxy is an operator SOCKS5 proxy that egress is chained through.
 type EgressProxy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -481,7 +545,14 @@ const file_rayito_rayd_v1_network_proto_rawDesc = "" +
 	"\x1eEGRESS_ENFORCEMENT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17EGRESS_ENFORCEMENT_NONE\x10\x01\x12#\n" +
 	"\x1fEGRESS_ENFORCEMENT_GUEST_ROUTES\x10\x02\x12-\n" +
-	")EGRESS_ENFORCEMENT_GUEST_ROUTES_AND_PROXY\x10\x032\xc3\x01\n" +
+	")EGRESS_ENFORCEMENT_GUEST_ROUTES_AND_PROXY\x10\x03*\x97\x01\n" +
+	"\n" +
+	"RunNetwork\x12\x1b\n" +
+	"\x17RUN_NETWORK_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RUN_NETWORK_NOT_REQUESTED\x10\x01\x12\x18\n" +
+	"\x14RUN_NETWORK_IN_FORCE\x10\x02\x12\x16\n" +
+	"\x12RUN_NETWORK_FAILED\x10\x03\x12\x1b\n" +
+	"\x17RUN_NETWORK_UNAVAILABLE\x10\x042\xc3\x01\n" +
 	"\x0eNetworkService\x12\\\n" +
 	"\rUpdateNetwork\x12$.rayito.rayd.v1.UpdateNetworkRequest\x1a%.rayito.rayd.v1.UpdateNetworkResponse\x12S\n" +
 	"\n" +
@@ -500,28 +571,29 @@ func file_rayito_rayd_v1_network_proto_rawDescGZIP() []byte {
 	return file_rayito_rayd_v1_network_proto_rawDescData
 }
 
-var file_rayito_rayd_v1_network_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rayito_rayd_v1_network_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_rayito_rayd_v1_network_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_rayito_rayd_v1_network_proto_goTypes = []any{
 	(EgressEnforcement)(0),        // 0: rayito.rayd.v1.EgressEnforcement
-	(*EgressProxy)(nil),           // 1: rayito.rayd.v1.EgressProxy
-	(*NetworkPolicy)(nil),         // 2: rayito.rayd.v1.NetworkPolicy
-	(*NetworkState)(nil),          // 3: rayito.rayd.v1.NetworkState
-	(*UpdateNetworkRequest)(nil),  // 4: rayito.rayd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 5: rayito.rayd.v1.UpdateNetworkResponse
-	(*GetNetworkRequest)(nil),     // 6: rayito.rayd.v1.GetNetworkRequest
-	(*GetNetworkResponse)(nil),    // 7: rayito.rayd.v1.GetNetworkResponse
+	(RunNetwork)(0),               // 1: rayito.rayd.v1.RunNetwork
+	(*EgressProxy)(nil),           // 2: rayito.rayd.v1.EgressProxy
+	(*NetworkPolicy)(nil),         // 3: rayito.rayd.v1.NetworkPolicy
+	(*NetworkState)(nil),          // 4: rayito.rayd.v1.NetworkState
+	(*UpdateNetworkRequest)(nil),  // 5: rayito.rayd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 6: rayito.rayd.v1.UpdateNetworkResponse
+	(*GetNetworkRequest)(nil),     // 7: rayito.rayd.v1.GetNetworkRequest
+	(*GetNetworkResponse)(nil),    // 8: rayito.rayd.v1.GetNetworkResponse
 }
 var file_rayito_rayd_v1_network_proto_depIdxs = []int32{
-	1, // 0: rayito.rayd.v1.NetworkPolicy.egress_proxy:type_name -> rayito.rayd.v1.EgressProxy
+	2, // 0: rayito.rayd.v1.NetworkPolicy.egress_proxy:type_name -> rayito.rayd.v1.EgressProxy
 	0, // 1: rayito.rayd.v1.NetworkState.enforcement:type_name -> rayito.rayd.v1.EgressEnforcement
-	2, // 2: rayito.rayd.v1.UpdateNetworkRequest.policy:type_name -> rayito.rayd.v1.NetworkPolicy
-	3, // 3: rayito.rayd.v1.UpdateNetworkResponse.state:type_name -> rayito.rayd.v1.NetworkState
-	3, // 4: rayito.rayd.v1.GetNetworkResponse.state:type_name -> rayito.rayd.v1.NetworkState
-	4, // 5: rayito.rayd.v1.NetworkService.UpdateNetwork:input_type -> rayito.rayd.v1.UpdateNetworkRequest
-	6, // 6: rayito.rayd.v1.NetworkService.GetNetwork:input_type -> rayito.rayd.v1.GetNetworkRequest
-	5, // 7: rayito.rayd.v1.NetworkService.UpdateNetwork:output_type -> rayito.rayd.v1.UpdateNetworkResponse
-	7, // 8: rayito.rayd.v1.NetworkService.GetNetwork:output_type -> rayito.rayd.v1.GetNetworkResponse
+	3, // 2: rayito.rayd.v1.UpdateNetworkRequest.policy:type_name -> rayito.rayd.v1.NetworkPolicy
+	4, // 3: rayito.rayd.v1.UpdateNetworkResponse.state:type_name -> rayito.rayd.v1.NetworkState
+	4, // 4: rayito.rayd.v1.GetNetworkResponse.state:type_name -> rayito.rayd.v1.NetworkState
+	5, // 5: rayito.rayd.v1.NetworkService.UpdateNetwork:input_type -> rayito.rayd.v1.UpdateNetworkRequest
+	7, // 6: rayito.rayd.v1.NetworkService.GetNetwork:input_type -> rayito.rayd.v1.GetNetworkRequest
+	6, // 7: rayito.rayd.v1.NetworkService.UpdateNetwork:output_type -> rayito.rayd.v1.UpdateNetworkResponse
+	8, // 8: rayito.rayd.v1.NetworkService.GetNetwork:output_type -> rayito.rayd.v1.GetNetworkResponse
 	7, // [7:9] is the sub-list for method output_type
 	5, // [5:7] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
@@ -541,7 +613,7 @@ func file_rayito_rayd_v1_network_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rayito_rayd_v1_network_proto_rawDesc), len(file_rayito_rayd_v1_network_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
