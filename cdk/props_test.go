@@ -156,3 +156,37 @@ func TestBadImageProps(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoAgentsInOneStack: the included templates do not collide (their
+// logical ids and conditions are renamed per construct) and each agent
+// keeps its own names.
+func TestTwoAgentsInOneStack(t *testing.T) {
+	dir := t.TempDir()
+	_, host, _, err := fixture(dir, testProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, stack := newStack(filepath.Join(dir, "out"))
+	for _, name := range []string{"alpha", "beta"} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, project.FileName), []byte(strings.Replace(testProject, `name = "demo"`, `name = "`+name+`"`, 1)), 0o644)
+		a, err := cdk.NewRayitoAgent(stack, jsii.String(name), &cdk.RayitoAgentProps{ProjectDir: p, HostBinary: host, ArtifactBucket: testBucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Plan.Runtime != "rayito_"+name || a.Plan.Repository != "rayito-agent-"+name {
+			t.Errorf("plan names %s %s", a.Plan.Runtime, a.Plan.Repository)
+		}
+	}
+	asm := app.Synth(nil)
+	b, err := os.ReadFile(*asm.GetStackArtifact(jsii.String("Agents")).TemplateFullPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"AgentRuntimeName": "rayito_alpha"`, `"AgentRuntimeName": "rayito_beta"`, `"FunctionName": "rayito-cdk-alpha"`, `"FunctionName": "rayito-cdk-beta"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the template has no %s", want)
+		}
+	}
+}
