@@ -2,7 +2,7 @@ package microvms
 
 import (
 	"fmt"
-	"unicode/utf8"
+	"strings"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
@@ -27,39 +27,12 @@ func validateID(op Operation, id string) error {
 	return nil
 }
 
+// validateRun refuses, before any call, what the service would refuse
+// (microvmsapi.CheckRun, the one rule the fake and the local platform
+// share).
 func validateRun(in *microvmsapi.RunMicrovmInput) error {
-	const op = OpRunMicrovm
-	if in == nil {
-		return invalid(op, "nil input")
-	}
-	if in.ImageIdentifier == "" {
-		return invalid(op, "imageIdentifier is required")
-	}
-	if n := utf8.RuneCountInString(in.RunHookPayload); n > microvmsapi.MaxRunHookPayload {
-		return invalid(op, fmt.Sprintf("runHookPayload has %d characters, more than %d", n, microvmsapi.MaxRunHookPayload))
-	}
-	if d := in.MaximumDurationInSeconds; d != 0 && (d < microvmsapi.MinDurationSeconds || d > microvmsapi.MaxDurationSeconds) {
-		return invalid(op, fmt.Sprintf("maximumDurationInSeconds must be between %d and %d", microvmsapi.MinDurationSeconds, microvmsapi.MaxDurationSeconds))
-	}
-	if n := len(in.IngressNetworkConnectors); n > microvmsapi.MaxConnectors {
-		return invalid(op, fmt.Sprintf("%d ingress network connectors, more than %d", n, microvmsapi.MaxConnectors))
-	}
-	if n := len(in.EgressNetworkConnectors); n > microvmsapi.MaxConnectors {
-		return invalid(op, fmt.Sprintf("%d egress network connectors, more than %d", n, microvmsapi.MaxConnectors))
-	}
-	if n := len(in.ClientToken); n > microvmsapi.MaxClientTokenLen {
-		return invalid(op, fmt.Sprintf("clientToken is %d bytes, more than %d", n, microvmsapi.MaxClientTokenLen))
-	}
-	if p := in.IdlePolicy; p != nil {
-		if p.MaxIdleDurationSeconds < microvmsapi.MinIdleSeconds {
-			return invalid(op, fmt.Sprintf("idlePolicy.maxIdleDurationSeconds must be at least %d", microvmsapi.MinIdleSeconds))
-		}
-		if p.SuspendedDurationSeconds < 0 {
-			return invalid(op, "idlePolicy.suspendedDurationSeconds must not be negative")
-		}
-	}
-	if l := in.Logging; l != nil && (l.Disabled == nil) == (l.CloudWatch == nil) {
-		return invalid(op, "logging needs exactly one of disabled and cloudWatch")
+	if err := microvmsapi.CheckRun(in); err != nil {
+		return invalid(OpRunMicrovm, strings.TrimSuffix(err.Error(), "."))
 	}
 	return nil
 }

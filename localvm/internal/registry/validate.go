@@ -3,16 +3,12 @@ package registry
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
-// Bounds on free-form strings the API accepts. The service's own limits
-// are not all public; these keep the state files and answers small.
+// Bounds of the API beyond microvmsapi's.
 const (
-	maxIdentifierLen = 2048 // imageIdentifier, executionRoleArn, logGroup
-	maxVersionLen    = 128  // imageVersion
 	// MaxAllowedPorts bounds allowedPorts of CreateMicrovmAuthToken, so
 	// that a token fits comfortably in a request header (the same bound as
 	// package authtoken).
@@ -23,66 +19,21 @@ const (
 	connectorHTTPIngress = "HTTP_INGRESS"
 )
 
-// normalizeRun checks a RunMicrovm input and fills in defaults. Messages
-// name fields and limits, never the values sent.
+// normalizeRun checks a RunMicrovm input (microvmsapi.CheckRun, the rules
+// the SDK and the fake service share, then the connectors this platform
+// knows) and fills in the default duration. Messages name fields and
+// limits, never the values sent.
 func normalizeRun(in *microvmsapi.RunMicrovmInput) error {
-	switch {
-	case in.ImageIdentifier == "":
-		return validationErr("imageIdentifier is required.")
-	case len(in.ImageIdentifier) > maxIdentifierLen:
-		return validationErr(fmt.Sprintf("imageIdentifier must be at most %d characters.", maxIdentifierLen))
-	case len(in.ImageVersion) > maxVersionLen:
-		return validationErr(fmt.Sprintf("imageVersion must be at most %d characters.", maxVersionLen))
-	case len(in.ExecutionRoleArn) > maxIdentifierLen:
-		return validationErr(fmt.Sprintf("executionRoleArn must be at most %d characters.", maxIdentifierLen))
-	case in.MaximumDurationInSeconds < 0 || in.MaximumDurationInSeconds > microvmsapi.MaxDurationSeconds:
-		return validationErr(fmt.Sprintf("maximumDurationInSeconds must be between %d and %d.",
-			microvmsapi.MinDurationSeconds, microvmsapi.MaxDurationSeconds))
-	case utf8.RuneCountInString(in.RunHookPayload) > microvmsapi.MaxRunHookPayload:
-		return validationErr(fmt.Sprintf("runHookPayload must be at most %d characters.", microvmsapi.MaxRunHookPayload))
-	case !utf8.ValidString(in.RunHookPayload):
-		return validationErr("runHookPayload must be valid UTF-8.")
+	if err := microvmsapi.CheckRun(in); err != nil {
+		return validationErr(err.Error())
 	}
 	if in.MaximumDurationInSeconds == 0 {
 		in.MaximumDurationInSeconds = microvmsapi.MaxDurationSeconds
-	}
-	if err := checkClientToken(in.ClientToken); err != nil {
-		return err
-	}
-	if p := in.IdlePolicy; p != nil {
-		if p.MaxIdleDurationSeconds < microvmsapi.MinIdleSeconds || p.MaxIdleDurationSeconds > microvmsapi.MaxDurationSeconds {
-			return validationErr(fmt.Sprintf("idlePolicy.maxIdleDurationSeconds must be between %d and %d.",
-				microvmsapi.MinIdleSeconds, microvmsapi.MaxDurationSeconds))
-		}
-		if p.SuspendedDurationSeconds < 0 || p.SuspendedDurationSeconds > microvmsapi.MaxDurationSeconds {
-			return validationErr(fmt.Sprintf("idlePolicy.suspendedDurationSeconds must be between 0 and %d.",
-				microvmsapi.MaxDurationSeconds))
-		}
-	}
-	if l := in.Logging; l != nil {
-		switch {
-		case (l.Disabled == nil) == (l.CloudWatch == nil):
-			return validationErr("logging must set exactly one of disabled and cloudWatch.")
-		case l.CloudWatch != nil && (l.CloudWatch.LogGroup == "" || len(l.CloudWatch.LogGroup) > maxIdentifierLen):
-			return validationErr(fmt.Sprintf("logging.cloudWatch.logGroup must be 1 to %d characters.", maxIdentifierLen))
-		}
 	}
 	if err := checkConnectors("ingressNetworkConnectors", in.IngressNetworkConnectors, isIngressConnector); err != nil {
 		return err
 	}
 	return checkConnectors("egressNetworkConnectors", in.EgressNetworkConnectors, isEgressConnector)
-}
-
-func checkClientToken(tok string) error {
-	if len(tok) > microvmsapi.MaxClientTokenLen {
-		return validationErr(fmt.Sprintf("clientToken must be at most %d characters.", microvmsapi.MaxClientTokenLen))
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] < '!' || tok[i] > '~' {
-			return validationErr("clientToken must be printable ASCII without spaces.")
-		}
-	}
-	return nil
 }
 
 func isIngressConnector(name string) bool {

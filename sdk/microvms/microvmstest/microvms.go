@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/microvms"
@@ -180,14 +179,9 @@ func managedOnly(arns []string) []string {
 }
 
 func (s *Server) validateRun(in *microvmsapi.RunMicrovmInput, rawDuration json.RawMessage, rawIdle map[string]json.RawMessage) *apiErr {
-	if in.ImageIdentifier == "" {
-		return validation("imageIdentifier is required.")
-	}
-	if n := utf8.RuneCountInString(in.RunHookPayload); n > microvmsapi.MaxRunHookPayload {
-		return validation("runHookPayload must be at most %d characters.", microvmsapi.MaxRunHookPayload)
-	}
-	if d := in.MaximumDurationInSeconds; d < 0 || d > microvmsapi.MaxDurationSeconds ||
-		(d == 0 && rawDuration != nil && string(rawDuration) != "null") {
+	// The JSON itself: an explicit 0 duration, and an idle policy missing
+	// a field, are refused (a Go zero value cannot tell them apart).
+	if in.MaximumDurationInSeconds == 0 && rawDuration != nil && string(rawDuration) != "null" {
 		return validation("maximumDurationInSeconds must be between %d and %d.", microvmsapi.MinDurationSeconds, microvmsapi.MaxDurationSeconds)
 	}
 	if rawIdle != nil {
@@ -197,53 +191,32 @@ func (s *Server) validateRun(in *microvmsapi.RunMicrovmInput, rawDuration json.R
 			}
 		}
 	}
-	if p := in.IdlePolicy; p != nil {
-		if p.MaxIdleDurationSeconds < microvmsapi.MinIdleSeconds || p.MaxIdleDurationSeconds > microvmsapi.MaxDurationSeconds {
-			return validation("idlePolicy.maxIdleDurationSeconds must be between %d and %d.", microvmsapi.MinIdleSeconds, microvmsapi.MaxDurationSeconds)
-		}
-		if p.SuspendedDurationSeconds < 0 || p.SuspendedDurationSeconds > microvmsapi.MaxDurationSeconds {
-			return validation("idlePolicy.suspendedDurationSeconds must be between 0 and %d.", microvmsapi.MaxDurationSeconds)
-		}
+	// The rules every implementation shares.
+	if err := microvmsapi.CheckRun(in); err != nil {
+		return validation("%s", err.Error())
 	}
-	if e := validLogging(in.Logging); e != nil {
-		return e
-	}
+	// This account's: its roles and connectors.
 	if in.ExecutionRoleArn != "" && !s.isRoleARN(in.ExecutionRoleArn) {
 		return validation("executionRoleArn must be the ARN of an IAM role of the account.")
 	}
 	if e := s.checkConnectors("ingressNetworkConnectors", in.IngressNetworkConnectors, true); e != nil {
 		return e
 	}
-	if e := s.checkConnectors("egressNetworkConnectors", in.EgressNetworkConnectors, false); e != nil {
-		return e
-	}
-	if e := validClientToken(in.ClientToken); e != nil {
-		return e
-	}
-	return nil
+	return s.checkConnectors("egressNetworkConnectors", in.EgressNetworkConnectors, false)
 }
 
+// validLogging and validClientToken are microvmsapi's rules as this
+// server's errors.
 func validLogging(l *microvmsapi.Logging) *apiErr {
-	if l == nil {
-		return nil
-	}
-	if (l.Disabled == nil) == (l.CloudWatch == nil) {
-		return validation("logging must set exactly one of disabled and cloudWatch.")
-	}
-	if cw := l.CloudWatch; cw != nil && (cw.LogGroup == "" || len(cw.LogGroup) > 512) {
-		return validation("logging.cloudWatch.logGroup must be 1 to 512 characters.")
+	if err := microvmsapi.CheckLogging(l); err != nil {
+		return validation("%s", err.Error())
 	}
 	return nil
 }
 
 func validClientToken(tok string) *apiErr {
-	if len(tok) > microvmsapi.MaxClientTokenLen {
-		return validation("clientToken must be 1 to %d characters.", microvmsapi.MaxClientTokenLen)
-	}
-	for i := 0; i < len(tok); i++ {
-		if tok[i] < '!' || tok[i] > '~' {
-			return validation("clientToken must be printable ASCII without spaces.")
-		}
+	if err := microvmsapi.CheckClientToken(tok); err != nil {
+		return validation("%s", err.Error())
 	}
 	return nil
 }
