@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/aws/jsii-runtime-go"
+
 	"github.com/rayito-dev/rayito/agenthost/agentcore"
 	"github.com/rayito-dev/rayito/cdk"
 )
@@ -84,4 +86,30 @@ func FuzzCheckArtifact(f *testing.F) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// TestBuiltHostIsReproducible: without HostBinary the host is built with
+// the go command for linux/arm64, and two synths give the same asset
+// (the same image tag: a redeploy of the same project builds nothing).
+func TestBuiltHostIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the agent host with the go command")
+	}
+	dir := t.TempDir()
+	project, _, _, err := fixture(dir, testProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for i := range 2 {
+		_, stack := newStack(filepath.Join(dir, "out", string(rune('a'+i))))
+		a, err := cdk.NewRayitoAgent(stack, jsii.String("Demo"), &cdk.RayitoAgentProps{ProjectDir: project, ArtifactBucket: testBucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags = append(tags, *a.Code.AssetHash())
+	}
+	if tags[0] != tags[1] {
+		t.Errorf("two synths of the same project give assets %s and %s", tags[0], tags[1])
+	}
 }
