@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rayito-dev/rayito/agenthost/project"
 )
 
 // TestSynth: the example synthesizes (with a stand-in arm64 host: the
@@ -44,5 +46,24 @@ func TestSynth(t *testing.T) {
 		if types[want] == 0 {
 			t.Errorf("no %s in %v", want, types)
 		}
+	}
+}
+
+// TestSampleAgentIsInits: the sample project is what `rayito agent init`
+// writes (project.SampleAgent), with its [model] uncommented.
+func TestSampleAgentIsInits(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("agent", "agent.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != project.SampleAgent {
+		t.Error("agent/agent.py differs from project.SampleAgent: copy it again")
+	}
+	p, err := project.Load("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "hello-agent" || p.Model == nil || p.Model.Provider != "bedrock" {
+		t.Errorf("project %+v", p)
 	}
 }
