@@ -52,7 +52,7 @@ var buildPoll = 5 * time.Second
 // agentCoreDeployFlags are deploy's AgentCore-only flags.
 func agentCoreDeployFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "base-image", Value: agentcore.DefaultBaseImage, Usage: "the image's base, pinned by digest: `REF`@sha256:... (agentcore)"},
+		&cli.StringFlag{Name: "base-image", Usage: "the image's base, pinned by digest: `REF`@sha256:... (agentcore; default: Python 3.12 slim by digest)"},
 		&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "wait at most `DURATION` for the stack, the build and the runtime each (agentcore)"},
 	}
 }
@@ -132,6 +132,9 @@ func deployAgentCore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, 
 		return cliutil.Usagef("--artifact-bucket %q is not a bucket name the template accepts (3 to 63 of a-z 0-9 -)", b)
 	}
 	base := cmd.String("base-image")
+	if base == "" {
+		base = agentcore.DefaultBaseImage
+	}
 	if err := agentcore.CheckBaseImage(base); err != nil {
 		return cliutil.Usage(fmt.Errorf("--base-image: %w", err))
 	}

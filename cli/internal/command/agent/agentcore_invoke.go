@@ -150,7 +150,7 @@ func deleteAgentCore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, 
 // deleteFlags are delete's AgentCore flags.
 func deleteFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "target", Usage: "agentcore: delete an AgentCore agent this machine has no record of (with --region)"},
+		&cli.StringFlag{Name: "target", Usage: "`TARGET` agentcore: an AgentCore agent this machine has no record of (with --region)"},
 		&cli.StringFlag{Name: "region", Usage: "AgentCore's `REGION` (agentcore; default AWS_REGION)"},
 		&cli.DurationFlag{Name: "wait-timeout", Value: 30 * time.Minute, Usage: "wait at most `DURATION` for the runtime and the stack each (agentcore)"},
 	}
