@@ -200,6 +200,12 @@ func (a *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.control(w, r, body)
 	case r.Method == http.MethodPost && r.URL.Path == "/":
 		form, _ := url.ParseQuery(string(body))
+		if form.Get("Action") == "GetCallerIdentity" {
+			a.record("sts", "GetCallerIdentity", body, r.Header)
+			w.Header().Set("Content-Type", "text/xml")
+			fmt.Fprintf(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>arn:aws:iam::%s:user/dev</Arn><UserId>AIDAEXAMPLE</UserId><Account>%s</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`, acAccount, acAccount)
+			return
+		}
 		a.record("cloudformation", form.Get("Action"), body, r.Header)
 		a.cfn(w, form)
 	default:
@@ -745,12 +751,13 @@ func TestAgentCoreFailedBuild(t *testing.T) {
 	a.buildFail = true
 	a.serve(t)
 	env, state := testEnv(t)
-	r := run(t, env, acDeployArgs(acProject(t), elfHost(t, 183))...)
+	// Without --account: the account is asked of STS first.
+	r := run(t, env, "agent", "deploy", "--target", "agentcore", "--region", acRegion, "--artifact-bucket", acBucket, "--host-binary", elfHost(t, 183), acProject(t))
 	if r.code != 1 || !strings.Contains(r.err, "build_failed") || !strings.Contains(r.err, "rayito-agentcore-support-bot:0b5c7d2e") ||
 		!strings.Contains(r.err, "phase BUILD") || strings.Contains(r.err, acCanary) || strings.Contains(r.err, "docker build said") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
-	wantCalls(t, "failed build", a.take(), firstDeploy[:12])
+	wantCalls(t, "failed build", a.take(), append([]string{"sts GetCallerIdentity"}, firstDeploy[:12]...))
 	if keys := a.s3Keys(t); len(keys) != 0 {
 		t.Errorf("the context is left in the bucket: %v", keys)
 	}
