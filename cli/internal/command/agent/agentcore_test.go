@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -77,7 +78,9 @@ type fakeAWS struct {
 	calls  []call
 	bodies map[string][][]byte // operation → request bodies
 	// wire is every request's headers and body, never forgotten.
-	wire  [][]byte
+	wire [][]byte
+	// zips are the bodies of the PutObject requests.
+	zips  [][]byte
 	heads map[string][]http.Header
 
 	runtimes []*fakeRuntime
@@ -183,6 +186,9 @@ func (a *fakeAWS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		op := map[string]string{http.MethodPut: "PutObject", http.MethodDelete: "DeleteObject", http.MethodHead: "HeadObject", http.MethodGet: "GetObject"}[r.Method]
 		a.record("s3", op, nil, r.Header)
 		a.bodies[op][len(a.bodies[op])-1] = []byte(r.URL.Path)
+		if op == "PutObject" {
+			a.zips = append(a.zips, body)
+		}
 		a.s3h.ServeHTTP(w, r)
 	case strings.HasPrefix(target, "CodeBuild_20161006."):
 		op := strings.TrimPrefix(target, "CodeBuild_20161006.")
@@ -758,6 +764,35 @@ func TestAgentCoreFailedBuild(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	wantCalls(t, "failed build", a.take(), append([]string{"sts GetCallerIdentity"}, firstDeploy[:12]...))
+	// The same project again (another stage directory, other file times):
+	// the same zip, byte for byte, under the same key; it holds the
+	// Dockerfile, the project's regular files and the host, no .git and
+	// no symbolic link.
+	dir := acProject(t)
+	r = run(t, env, acDeployArgs(dir, elfHost(t, 183))...)
+	if r.code != 1 {
+		t.Fatalf("again: exit %d: %s", r.code, r.err)
+	}
+	again := a.take()
+	wantCalls(t, "the failed build again", again, []string{
+		"bedrock-agentcore-control ListAgentRuntimes", "ecr DescribeRepositories", "ecr ListTagsForResource",
+		"cloudformation DescribeStacks", "cloudformation UpdateStack", "cloudformation DescribeStacks", "cloudformation DescribeStacks",
+		"ecr DescribeImages", "s3 PutObject", "codebuild StartBuild", "codebuild BatchGetBuilds", "codebuild BatchGetBuilds", "s3 DeleteObject",
+	})
+	if len(a.zips) != 2 || !bytes.Equal(a.zips[0], a.zips[1]) {
+		t.Fatalf("two uploads of the same project differ (%d uploads; %.40q, %.40q)", len(a.zips), a.zips[0], a.zips[len(a.zips)-1])
+	}
+	zr, err := zip.NewReader(bytes.NewReader(a.zips[0]), int64(len(a.zips[0])))
+	if err != nil {
+		t.Fatalf("the upload is not a zip: %v", err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	if got := strings.Join(names, " "); got != "Dockerfile app/agent.py app/lib/util.py app/rayito-agent.toml bin/rayito-agent-host" {
+		t.Errorf("the context's entries: %s", got)
+	}
 	if keys := a.s3Keys(t); len(keys) != 0 {
 		t.Errorf("the context is left in the bucket: %v", keys)
 	}
