@@ -184,7 +184,11 @@ func deployAgentCore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, 
 		return cliutil.PrintJSON(f.IO.Out, d.out)
 	}
 	fmt.Fprintf(f.IO.Out, "agent %s: deployed to AgentCore in %s\n", p.Name, region)
-	fmt.Fprintf(f.IO.Out, "runtime  %s (%s, MMDSv2 required)\n", d.out.RuntimeARN, d.out.Runtime)
+	mmds := "MMDSv2 required"
+	if !d.out.MMDSv2 {
+		mmds = "MMDSv2 NOT shown as required"
+	}
+	fmt.Fprintf(f.IO.Out, "runtime  %s (%s, %s)\n", d.out.RuntimeARN, d.out.Runtime, mmds)
 	fmt.Fprintf(f.IO.Out, "image    %s\n", d.out.Image)
 	fmt.Fprintf(f.IO.Out, "stack    %s (%s)\n", pl.Stack, d.out.StackAction)
 	fmt.Fprintf(f.IO.Out, "invoke   rayito agent invoke %s\n", p.Name)
@@ -473,7 +477,10 @@ func (d *acDeploy) runtime(ctx context.Context, ex *agentcore.Existing) error {
 			return d.runtimeErr(ctx, wctx, "GetAgentRuntime", err)
 		}
 	}
-	d.out.RuntimeID, d.out.RuntimeARN, d.out.MMDSv2 = ref.ID, aws.ToString(got.AgentRuntimeArn), true
+	d.out.RuntimeID, d.out.RuntimeARN, d.out.MMDSv2 = ref.ID, aws.ToString(got.AgentRuntimeArn), agentcore.MMDSv2(got)
+	if !d.out.MMDSv2 {
+		d.progress("warning: runtime %s does not show requireMMDSV2 after the update that sets it (AgentCore refuses to invoke it so)", ref.ID)
+	}
 	if d.out.RuntimeARN == "" {
 		d.out.RuntimeARN = ref.ARN
 	}
