@@ -280,9 +280,10 @@ func webhookOf(w localplatform.Webhook) Webhook {
 	return out
 }
 
-// errBackend refuses an unknown backend.
+// errBackend refuses an unknown backend (ParseBackend's error).
 func errBackend(cfg *config) error {
-	return newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q (want local or aws)", cfg.backend))
+	_, err := ParseBackend(string(cfg.backend))
+	return err
 }
 
 // maxEventsAnswer bounds a local platform's answer (100 events, or 100
@@ -424,7 +425,7 @@ func sandboxEventsKey(ctx context.Context, cfg *config, id string) ([]byte, erro
 		key = events.SandboxKey(stack, id)
 		clear(stack)
 	default:
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q", cfg.backend))
+		return nil, errBackend(cfg)
 	}
 	if len(key) != 32 {
 		return nil, newError(ReasonInternal, "the platform handed out a sandbox key of the wrong size")

@@ -1,6 +1,7 @@
 package rayito
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -26,6 +27,31 @@ const (
 	// BackendAWS is AWS Lambda MicroVMs.
 	BackendAWS Backend = "aws"
 )
+
+// The environment variables that choose the platform, read where an
+// option does not say (the CLI reads them through these names too).
+const (
+	// EnvBackend names the backend: local (the default) or aws.
+	EnvBackend = "RAYITO_BACKEND"
+	// EnvEndpoint is the local platform's address.
+	EnvEndpoint = localplatform.EndpointEnv
+	// EnvTemplate is the template (image) sandboxes are created from.
+	EnvTemplate = "RAYITO_TEMPLATE"
+)
+
+// ParseBackend reads a backend's name as EnvBackend holds it: "" and
+// "local" are BackendLocal, "aws" is BackendAWS; anything else is
+// ErrInvalidArgument. The SDK refuses an unknown WithBackend with the same
+// error, and the CLI a bad RAYITO_BACKEND.
+func ParseBackend(s string) (Backend, error) {
+	switch Backend(s) {
+	case "", BackendLocal:
+		return BackendLocal, nil
+	case BackendAWS:
+		return BackendAWS, nil
+	}
+	return "", newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q: %s must be local or aws", s, EnvBackend))
+}
 
 // Defaults.
 const (
@@ -196,7 +222,7 @@ func newConfig(opts []Option) *config {
 		c.compat = compat.Default()
 	}
 	if c.backend == "" {
-		c.backend = Backend(c.getenv("RAYITO_BACKEND"))
+		c.backend = Backend(c.getenv(EnvBackend))
 		if c.backend == "" {
 			c.backend = BackendLocal
 		}
@@ -208,7 +234,7 @@ func newConfig(opts []Option) *config {
 		c.endpoint, _ = localplatform.Endpoint(c.getenv, os.Geteuid())
 	}
 	if c.template == "" {
-		c.template = c.getenv("RAYITO_TEMPLATE")
+		c.template = c.getenv(EnvTemplate)
 	}
 	if c.eventsTable == "" {
 		c.eventsTable = c.getenv("RAYITO_EVENTS_TABLE")

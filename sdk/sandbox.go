@@ -105,7 +105,7 @@ func controlPlane(ctx context.Context, cfg *config) (*microvms.Client, error) {
 		}
 		return mv, nil
 	default:
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("unknown backend %q (want local or aws)", cfg.backend))
+		return nil, errBackend(cfg)
 	}
 }
 

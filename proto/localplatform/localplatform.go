@@ -30,6 +30,10 @@ const (
 // DefaultEndpoint is where a platform serves unless told otherwise.
 const DefaultEndpoint = "http://127.0.0.1:7450"
 
+// EndpointEnv is the environment variable that names the local
+// platform's endpoint, first in Endpoint's order.
+const EndpointEnv = "RAYITO_ENDPOINT"
+
 // EndpointFile is the file, in a platform's state directory, that holds
 // the endpoint it serves (one line, e.g. "http://127.0.0.1:7450") while it
 // serves.
@@ -150,7 +154,7 @@ func ReadEndpoint(stateDir string) (string, bool) {
 // state directory, else DefaultEndpoint. The bool tells whether it came
 // from the record.
 func Endpoint(getenv func(string) string, euid int) (string, bool) {
-	if e := getenv("RAYITO_ENDPOINT"); e != "" {
+	if e := getenv(EndpointEnv); e != "" {
 		return strings.TrimRight(e, "/"), false
 	}
 	if e, ok := ReadEndpoint(DefaultStateDir(getenv, euid)); ok {

@@ -64,7 +64,7 @@ func CheckCreateOptions(cmd *cli.Command, b rayito.Backend, getenv func(string) 
 	if cmd.IsSet("template") {
 		return CheckTemplate(b, "--template", cmd.String("template"))
 	}
-	return CheckTemplate(b, "RAYITO_TEMPLATE", getenv("RAYITO_TEMPLATE"))
+	return CheckTemplate(b, rayito.EnvTemplate, getenv(rayito.EnvTemplate))
 }
 
 // CheckTemplate refuses, on the local backend, a template t that can name

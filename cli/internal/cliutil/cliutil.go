@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"golang.org/x/term"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // IO is a command's standard streams.
@@ -32,7 +34,7 @@ type Factory struct {
 // Getenv reads the environment, with --endpoint standing in for
 // RAYITO_ENDPOINT.
 func (f *Factory) Getenv(k string) string {
-	if k == "RAYITO_ENDPOINT" && f.Endpoint != "" {
+	if k == rayito.EnvEndpoint && f.Endpoint != "" {
 		return f.Endpoint
 	}
 	if f.Env == nil {

@@ -151,14 +151,11 @@ func (e notOwnerError) Is(target error) bool {
 // Backend is RAYITO_BACKEND: local (the default) or aws; anything else is
 // a usage error.
 func Backend(getenv func(string) string) (rayito.Backend, error) {
-	switch b := getenv("RAYITO_BACKEND"); b {
-	case "", string(rayito.BackendLocal):
-		return rayito.BackendLocal, nil
-	case string(rayito.BackendAWS):
-		return rayito.BackendAWS, nil
-	default:
-		return "", cliutil.EnvUsagef("RAYITO_BACKEND must be local or aws, got %q", b)
+	b, err := rayito.ParseBackend(getenv(rayito.EnvBackend))
+	if err != nil {
+		return "", cliutil.EnvUsagef("%s must be local or aws, got %q", rayito.EnvBackend, getenv(rayito.EnvBackend))
 	}
+	return b, nil
 }
 
 // Check validates the environment that selects the platform (the backend

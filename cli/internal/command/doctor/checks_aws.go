@@ -67,7 +67,7 @@ const credentialsFix = "set AWS_PROFILE (a profile in ~/.aws/config), AWS_ACCESS
 
 // Environment variables the checks read.
 const (
-	templateEnv = "RAYITO_TEMPLATE"
+	templateEnv = rayito.EnvTemplate
 	bucketEnv   = "RAYITO_ARTIFACT_BUCKET"
 	// raydVersionTag is the image tag `rayito image publish` sets.
 	raydVersionTag = "rayito:rayd-version"

@@ -18,7 +18,7 @@ import (
 // wrapping localvm.ErrUnisolated.
 func sandboxProbe(ctx context.Context, getenv func(string) string) (r SandboxResult, err error) {
 	env := func(k string) string {
-		if k == platform.UnisolatedEnv || k == "RAYITO_BACKEND" {
+		if k == platform.UnisolatedEnv || k == rayito.EnvBackend {
 			return ""
 		}
 		return getenv(k)

@@ -385,7 +385,7 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 					return err
 				}
 			}
-			if err := cliutil.CheckTemplate(backend, "RAYITO_TEMPLATE", f.Getenv("RAYITO_TEMPLATE")); err != nil {
+			if err := cliutil.CheckTemplate(backend, rayito.EnvTemplate, f.Getenv(rayito.EnvTemplate)); err != nil {
 				return err
 			}
 			path, err := keysPath(f, cmd)

@@ -113,7 +113,7 @@ func createOptions(ctx context.Context, cmd *cli.Command, f *cliutil.Factory) ([
 	if err != nil {
 		return nil, err
 	}
-	if b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv("RAYITO_TEMPLATE") == "" {
+	if b == rayito.BackendAWS && cmd.String("template") == "" && f.Getenv(rayito.EnvTemplate) == "" {
 		return nil, cliutil.Usagef("the aws backend needs an image: pass --template or set RAYITO_TEMPLATE")
 	}
 	// What the backend cannot honour is refused before anything
