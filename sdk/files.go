@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -181,7 +182,9 @@ func (f *Files) readHTTP(ctx context.Context, path string, opts []FileOption) ([
 
 // Write writes data to path atomically (parents are created). Data above
 // FileEndpointThreshold (any data, locally) goes over the HTTP/1.1 file
-// endpoint unless metadata is given.
+// endpoint, its metadata (WithMetadata) as X-Metadata-<key> headers; only
+// a metadata value a header would not keep as it is (leading or trailing
+// blanks) takes the RPC stream.
 func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...FileOption) (_ *Entry, err error) {
 	ctx, sp := f.sbx.span(ctx, "Files.Write")
 	defer func() { sp.end(err) }()
@@ -190,7 +193,7 @@ func (f *Files) Write(ctx context.Context, path string, data []byte, opts ...Fil
 		h := sha256.Sum256(data)
 		return f.UploadThroughURL(ctx, path, bytes.NewReader(data), int64(len(data)), append(opts, WithExpectedSHA256(hex.EncodeToString(h[:])))...)
 	}
-	if c.metadata == nil && (len(data) > FileEndpointThreshold || f.sbx.cfg.backend == BackendLocal) {
+	if headerSafe(c.metadata) && (len(data) > FileEndpointThreshold || f.sbx.cfg.backend == BackendLocal) {
 		return f.WriteStream(ctx, path, bytes.NewReader(data), opts...)
 	}
 	entries, err := f.WriteMany(ctx, []WriteEntry{{Path: path, Data: data, Mode: c.mode, Metadata: c.metadata}}, opts...)
@@ -245,7 +248,8 @@ func (f *Files) WriteMany(ctx context.Context, files []WriteEntry, opts ...FileO
 	return out, nil
 }
 
-// WriteStream writes r to path atomically over the HTTP/1.1 file endpoint.
+// WriteStream writes r to path atomically over the HTTP/1.1 file endpoint
+// (WithMetadata as X-Metadata-<key> headers).
 func (f *Files) WriteStream(ctx context.Context, path string, r io.Reader, opts ...FileOption) (*Entry, error) {
 	c := fileOpts(opts)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, f.fileURL(path, c), r)
@@ -253,6 +257,9 @@ func (f *Files) WriteStream(ctx context.Context, path string, r io.Reader, opts 
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	for k, v := range c.metadata {
+		req.Header.Set(metadataHeaderPrefix+k, v)
+	}
 	resp, err := f.sbx.dp.files.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("rayito: write: %w", err)
@@ -270,6 +277,22 @@ func (f *Files) WriteStream(ctx context.Context, path string, r io.Reader, opts 
 		return nil, fmt.Errorf("rayito: write: malformed answer")
 	}
 	return entryOf(&info), nil
+}
+
+// metadataHeaderPrefix starts the headers that carry a written file's
+// metadata on the file endpoint (rayd's PUT /files and envd's upload).
+const metadataHeaderPrefix = "X-Metadata-"
+
+// headerSafe reports whether every metadata value survives as a header
+// value: HTTP trims leading and trailing blanks (rayd refuses what is not
+// printable ASCII either way).
+func headerSafe(md map[string]string) bool {
+	for _, v := range md {
+		if strings.TrimSpace(v) != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *Files) fileURL(path string, c *fileConfig) string {

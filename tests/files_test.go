@@ -33,6 +33,14 @@ func TestFilesEndToEnd(t *testing.T) {
 	if err != nil || e.Metadata["kind"] != "note" || e.Size != 5 {
 		t.Fatalf("stat %+v %v", e, err)
 	}
+	// Metadata rides the file endpoint's X-Metadata headers; a value a
+	// header would trim takes the RPC stream and is kept as it is.
+	if _, err := f.Write(ctx, "meta/b.txt", []byte("b"), rayito.WithMetadata(map[string]string{"kind": "note", "pad": " padded "})); err != nil {
+		t.Fatal(err)
+	}
+	if eb, err := f.Stat(ctx, "meta/b.txt"); err != nil || eb.Metadata["pad"] != " padded " || eb.Metadata["kind"] != "note" {
+		t.Fatalf("stat with a padded value: %+v %v", eb, err)
+	}
 	if isRoot() && e.Owner != "user" && e.Owner != "1000" {
 		t.Fatalf("owner %q", e.Owner)
 	}

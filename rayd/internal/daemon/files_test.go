@@ -483,6 +483,23 @@ func TestFilesHTTPEndpoints(t *testing.T) {
 	if err != nil || sha256.Sum256(got) != sha256.Sum256(data) {
 		t.Fatalf("gzip GET body differs: %v", err)
 	}
+	// Metadata rides X-Metadata-<key> headers, as on envd's upload: one
+	// way to write a file with metadata. An invalid key is refused and
+	// nothing is written.
+	resp = do(http.MethodPut, dir+"/md.txt", nil, strings.NewReader("with metadata"), map[string]string{"X-Metadata-Owner": "alice", "x-metadata-stage": "raw v2"})
+	body, _ = io.ReadAll(resp.Body)
+	var mdEntry raydv1.EntryInfo
+	if resp.StatusCode != http.StatusOK || protojson.Unmarshal(body, &mdEntry) != nil ||
+		len(mdEntry.GetMetadata()) != 2 || mdEntry.GetMetadata()["owner"] != "alice" || mdEntry.GetMetadata()["stage"] != "raw v2" {
+		t.Fatalf("PUT with metadata: %d %s", resp.StatusCode, body)
+	}
+	resp = do(http.MethodPut, dir+"/md-bad.txt", nil, strings.NewReader("x"), map[string]string{"X-Metadata-k!": "v"})
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("PUT with an invalid metadata key: %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(dir + "/md-bad.txt"); !os.IsNotExist(err) {
+		t.Fatalf("a refused PUT wrote its file: %v", err)
+	}
 	// A gzip-encoded PUT.
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)

@@ -55,9 +55,6 @@ const (
 // MaxFiles bounds the files of one multipart upload (as rayd's own Write).
 const MaxFiles = files.MaxWriteFiles
 
-// metadataPrefix starts the headers that carry file metadata.
-const metadataPrefix = "x-metadata-"
-
 // Handlers serves the endpoints.
 type Handlers struct {
 	state   *sandbox.State
@@ -198,31 +195,13 @@ func written(e safefs.Entry) WrittenEntry {
 	return WrittenEntry{Name: e.Name, Path: e.Path, Type: t, Metadata: e.Metadata}
 }
 
-// metadata collects the X-Metadata-<key> headers (keys lowercased: HTTP
-// header names are case-insensitive).
-func metadata(hdr http.Header) map[string]string {
-	var md map[string]string
-	for k, vs := range hdr {
-		lk := strings.ToLower(k)
-		key, ok := strings.CutPrefix(lk, metadataPrefix)
-		if !ok || key == "" || len(vs) == 0 {
-			continue
-		}
-		if md == nil {
-			md = map[string]string{}
-		}
-		md[key] = vs[0]
-	}
-	return md
-}
-
 func (h *Handlers) upload(w http.ResponseWriter, r *http.Request) {
 	u, err := h.user(r)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	md := metadata(r.Header)
+	md := files.MetadataHeaders(r.Header)
 	qpath := r.URL.Query().Get("path")
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "multipart/form-data" {

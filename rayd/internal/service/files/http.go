@@ -143,7 +143,7 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	e, err := s.ReceiveFile(r.Context(), u, q.Get("path"), r.Body, r.Header.Get("Content-Encoding"), mode, nil)
+	e, err := s.ReceiveFile(r.Context(), u, q.Get("path"), r.Body, r.Header.Get("Content-Encoding"), mode, MetadataHeaders(r.Header))
 	if err != nil {
 		httpError(w, err)
 		return
@@ -157,6 +157,30 @@ func (s *Service) httpPut(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+}
+
+// MetadataHeaderPrefix starts the request headers that carry a written
+// file's metadata, X-Metadata-<key>: <value>, on rayd's PUT /files and on
+// envd's upload alike.
+const MetadataHeaderPrefix = "X-Metadata-"
+
+// MetadataHeaders collects the X-Metadata-<key> headers of a write (keys
+// lowercased: header names are case-insensitive, and metadata keys are
+// lower case); nil when there are none. ReceiveFile validates them.
+func MetadataHeaders(hdr http.Header) map[string]string {
+	var md map[string]string
+	prefix := strings.ToLower(MetadataHeaderPrefix)
+	for k, vs := range hdr {
+		key, ok := strings.CutPrefix(strings.ToLower(k), prefix)
+		if !ok || key == "" || len(vs) == 0 {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		md[key] = vs[0]
+	}
+	return md
 }
 
 // ReceiveFile atomically replaces the file p, as the user u, with body
