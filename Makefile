@@ -120,7 +120,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./dashboard/internal/strictjson FuzzDecode
 	scripts/fuzz.sh ./dashboard/internal/jwt FuzzParse
 	scripts/fuzz.sh ./dashboard/internal/stackapi FuzzHandle
-	scripts/fuzz.sh ./cli/internal/command/stack FuzzOneLine FuzzSanitize
+	scripts/fuzz.sh ./cli/internal/cfnstack FuzzOneLine FuzzSanitize
 	scripts/fuzz.sh ./localvm FuzzScanLines
 	scripts/fuzz.sh ./localvm/internal/templates FuzzArtifact
 	scripts/fuzz.sh ./proto/s3mount FuzzS3Mounts
@@ -146,6 +146,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./rayd/internal/egress FuzzSNI
 	scripts/fuzz.sh ./agenthost/secretenv FuzzDecode FuzzRedact
 	scripts/fuzz.sh ./agenthost/project FuzzParse
+	scripts/fuzz.sh ./agenthost/agentcore FuzzCheckBaseImage FuzzCheckHostBinary
 	scripts/fuzz.sh ./cdk FuzzCheckArtifact
 
 .PHONY: stress
