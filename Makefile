@@ -131,7 +131,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry FuzzAgentRawConfig
 	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
 	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
-	scripts/fuzz.sh ./rayd/internal/kernel FuzzDecode FuzzHandle
+	scripts/fuzz.sh ./rayd/internal/jupyter FuzzDecode FuzzHandle
 	scripts/fuzz.sh ./rayd/internal/netpolicy FuzzParse
 	scripts/fuzz.sh ./rayd/internal/telemetry FuzzParse
 	scripts/fuzz.sh ./rayd/internal/service/network FuzzValidUpstream

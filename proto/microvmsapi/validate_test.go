@@ -33,7 +33,9 @@ func TestCheckRun(t *testing.T) {
 		{"idle ok", func(in *RunMicrovmInput) { in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: 60} }, ""},
 		{"idle short", func(in *RunMicrovmInput) { in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: 59} }, "idlePolicy.maxIdleDurationSeconds must be between 60 and 28800"},
 		{"idle long", func(in *RunMicrovmInput) { in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: MaxDurationSeconds + 1} }, "idlePolicy.maxIdleDurationSeconds"},
-		{"suspended negative", func(in *RunMicrovmInput) { in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: 60, SuspendedDurationSeconds: -1} }, "idlePolicy.suspendedDurationSeconds"},
+		{"suspended negative", func(in *RunMicrovmInput) {
+			in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: 60, SuspendedDurationSeconds: -1}
+		}, "idlePolicy.suspendedDurationSeconds"},
 		{"suspended long", func(in *RunMicrovmInput) {
 			in.IdlePolicy = &IdlePolicy{MaxIdleDurationSeconds: 60, SuspendedDurationSeconds: MaxDurationSeconds + 1}
 		}, "idlePolicy.suspendedDurationSeconds"},

@@ -17,12 +17,12 @@ var allowedModules = map[string]bool{
 	"connectrpc.com/connect":               true,
 	"google.golang.org/protobuf":           true,
 	"golang.org/x/sys":                     true,
-	// The Jupyter wire protocol (internal/kernel, issue 12): a pure-Go
+	// The Jupyter wire protocol (internal/jupyter, issue 12): a pure-Go
 	// ZeroMQ, and the x/ modules it links (errgroup; text encodings).
 	"github.com/go-zeromq/zmq4": true,
 	"golang.org/x/sync":         true,
 	"golang.org/x/text":         true,
-	// Stream and error contents of kernel messages (internal/kernel):
+	// Stream and error contents of kernel messages (internal/jupyter):
 	// an escape-aware JSON parser, 3 MB in under 1 ms where
 	// encoding/json takes 36 ms; no dependencies of its own.
 	"github.com/valyala/fastjson": true,

@@ -463,7 +463,7 @@ func TestSamplerLive(t *testing.T) {
 		t.Errorf("timestamp %d is %v ago", smp.UnixMilli, d)
 	}
 	s.Stop()
-	s.Stop() // (no sampling after Stop: TestScheduleOnFakeClock)
+	s.Stop()  // (no sampling after Stop: TestScheduleOnFakeClock)
 	s.Start() // after Stop: nothing
 	for end := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)

@@ -21,7 +21,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/deadline"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/persist"
 	"github.com/rayito-dev/rayito/rayd/internal/persist/archive"
@@ -136,16 +136,16 @@ var rules = []rule{
 	{launch.ErrAccounts, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "cannot read the account database"},
 
 	// kernel: code contexts and their Jupyter kernels.
-	{kernel.ErrTooManyContexts, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many code contexts: at most 8 kernels at once (default contexts included)"},
-	{kernel.ErrContextNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such code context"},
-	{kernel.ErrDefaultContext, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "a default context cannot be destroyed (restart it instead)"},
-	{kernel.ErrExecutionNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such execution (an ended one is kept 30 s)"},
-	{kernel.ErrTruncated, raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED, "events at from_seq are no longer held (or not produced yet)"},
-	{kernel.ErrUnavailable, raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, "the language's kernel is not installed in this image"},
-	{kernel.ErrDied, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel died"},
-	{kernel.ErrNotStarted, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel did not start"},
-	{kernel.ErrClosed, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "the context was restarted or destroyed"},
-	{kernel.ErrNotOwnChild, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel's pid could not be confirmed"},
+	{jupyter.ErrTooManyContexts, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many code contexts: at most 8 kernels at once (default contexts included)"},
+	{jupyter.ErrContextNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such code context"},
+	{jupyter.ErrDefaultContext, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "a default context cannot be destroyed (restart it instead)"},
+	{jupyter.ErrExecutionNotFound, raydv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such execution (an ended one is kept 30 s)"},
+	{jupyter.ErrTruncated, raydv1.ErrorReason_ERROR_REASON_OUTPUT_TRUNCATED, "events at from_seq are no longer held (or not produced yet)"},
+	{jupyter.ErrUnavailable, raydv1.ErrorReason_ERROR_REASON_UNIMPLEMENTED, "the language's kernel is not installed in this image"},
+	{jupyter.ErrDied, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel died"},
+	{jupyter.ErrNotStarted, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel did not start"},
+	{jupyter.ErrClosed, raydv1.ErrorReason_ERROR_REASON_NOT_RUNNING, "the context was restarted or destroyed"},
+	{jupyter.ErrNotOwnChild, raydv1.ErrorReason_ERROR_REASON_INTERNAL, "the kernel's pid could not be confirmed"},
 
 	// proc: supervision.
 	{proc.ErrTooManyProcesses, raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many processes: at most 256 processes and PTYs live at once"},

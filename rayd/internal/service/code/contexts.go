@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 )
 
 // codeContext is one context: its kernel (started, restarted after it
@@ -26,7 +26,7 @@ type codeContext struct {
 	slot chan struct{}
 
 	mu          sync.Mutex
-	k           *kernel.Kernel
+	k           *jupyter.Kernel
 	starting    chan struct{} // closed when the start in progress ends
 	startCancel context.CancelFunc
 	destroyed   bool
@@ -70,7 +70,7 @@ func (cc *codeContext) info() *raydv1.CodeContext {
 }
 
 // current returns the kernel, if any (possibly dead).
-func (cc *codeContext) current() *kernel.Kernel {
+func (cc *codeContext) current() *jupyter.Kernel {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	return cc.k
@@ -78,12 +78,12 @@ func (cc *codeContext) current() *kernel.Kernel {
 
 // ensureKernel returns the running kernel, starting one when there is none
 // or it died. Concurrent callers share one start.
-func (cc *codeContext) ensureKernel(ctx context.Context) (*kernel.Kernel, error) {
+func (cc *codeContext) ensureKernel(ctx context.Context) (*jupyter.Kernel, error) {
 	cc.mu.Lock()
 	for {
 		if cc.destroyed {
 			cc.mu.Unlock()
-			return nil, kernel.ErrClosed
+			return nil, jupyter.ErrClosed
 		}
 		if cc.k != nil && cc.k.Alive() {
 			k := cc.k
@@ -106,7 +106,7 @@ func (cc *codeContext) ensureKernel(ctx context.Context) (*kernel.Kernel, error)
 	cc.k = nil
 	done := make(chan struct{})
 	cc.starting = done
-	sctx, cancel := context.WithTimeout(context.Background(), kernel.DefaultStartTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), jupyter.DefaultStartTimeout)
 	cc.startCancel = cancel
 	cc.mu.Unlock()
 	if old != nil {
@@ -130,7 +130,7 @@ func (cc *codeContext) ensureKernel(ctx context.Context) (*kernel.Kernel, error)
 		return nil, err
 	case destroyed:
 		nk.Close()
-		return nil, kernel.ErrClosed
+		return nil, jupyter.ErrClosed
 	}
 	return nk, nil
 }
@@ -188,7 +188,7 @@ func (cc *codeContext) execution(id string) (*execution, error) {
 	if e := cc.execs[id]; e != nil {
 		return e, nil
 	}
-	return nil, kernel.ErrExecutionNotFound
+	return nil, jupyter.ErrExecutionNotFound
 }
 
 // ended keeps e reattachable for retainEnded (at most maxRetained ended

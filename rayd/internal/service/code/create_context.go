@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
@@ -36,11 +36,11 @@ func (s *Service) CreateContext(ctx context.Context, req *connect.Request[raydv1
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, rpcerr.From(kernel.ErrClosed)
+		return nil, rpcerr.From(jupyter.ErrClosed)
 	}
 	if len(s.contexts) >= MaxContexts {
 		s.mu.Unlock()
-		return nil, rpcerr.From(kernel.ErrTooManyContexts)
+		return nil, rpcerr.From(jupyter.ErrTooManyContexts)
 	}
 	cc := newContext(s, "ctx-"+randomHex(8), language, m.Cwd, m.GetEnvs())
 	s.contexts[cc.id] = cc

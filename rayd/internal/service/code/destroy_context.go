@@ -6,7 +6,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
@@ -18,7 +18,7 @@ func (s *Service) DestroyContext(_ context.Context, req *connect.Request[raydv1.
 	}
 	id := req.Msg.GetContextId()
 	if isDefault(id) {
-		return nil, rpcerr.From(kernel.ErrDefaultContext)
+		return nil, rpcerr.From(jupyter.ErrDefaultContext)
 	}
 	cc, err := s.context(id)
 	if err != nil {

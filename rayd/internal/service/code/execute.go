@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/keepalive"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
 	"github.com/rayito-dev/rayito/rayd/internal/quiesce"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
@@ -158,7 +158,7 @@ func streamError(code, msg string) *raydv1.ExecuteEvent {
 }
 
 // run executes the cell and records its events in e.
-func (s *Service) run(runCtx context.Context, cc *codeContext, k *kernel.Kernel, e *execution, m *raydv1.ExecuteRequest) {
+func (s *Service) run(runCtx context.Context, cc *codeContext, k *jupyter.Kernel, e *execution, m *raydv1.ExecuteRequest) {
 	start := time.Now()
 	started := false
 	emitStarted := func(count int) {
@@ -175,14 +175,14 @@ func (s *Service) run(runCtx context.Context, cc *codeContext, k *kernel.Kernel,
 	}
 	envs := m.GetEnvs()
 	if len(envs) > 0 {
-		if _, err := k.Execute(runCtx, envSetCode(envs), true, func(kernel.Output) {}); err != nil {
+		if _, err := k.Execute(runCtx, envSetCode(envs), true, func(jupyter.Output) {}); err != nil {
 			emitStarted(0)
 			e.add(s.lostEvent(err), true)
 			return
 		}
 	}
 	timedOut := func() bool { return execCtx.Err() != nil && runCtx.Err() == nil }
-	out, err := k.Execute(execCtx, m.GetCode(), false, func(o kernel.Output) {
+	out, err := k.Execute(execCtx, m.GetCode(), false, func(o jupyter.Output) {
 		if o.Kind == "started" {
 			emitStarted(o.Count)
 			return
@@ -205,20 +205,20 @@ func (s *Service) run(runCtx context.Context, cc *codeContext, k *kernel.Kernel,
 	restarted := false
 	if out.Stuck {
 		// Not idle within the grace after SIGINT: restart it.
-		rctx, cancel := context.WithTimeout(context.Background(), kernel.DefaultStartTimeout)
+		rctx, cancel := context.WithTimeout(context.Background(), jupyter.DefaultStartTimeout)
 		restarted = cc.restart(rctx) == nil
 		cancel()
 		s.log.Info("kernel restarted after an interrupt", "context_id", cc.id, "execution_id", e.id, "ok", restarted)
 	}
 	if len(envs) > 0 && !out.Stuck {
-		_, _ = k.Execute(context.Background(), envRestoreCode, true, func(kernel.Output) {})
+		_, _ = k.Execute(context.Background(), envRestoreCode, true, func(jupyter.Output) {})
 	}
 	if out.Interrupted && !out.Stuck {
 		// A SIGINT that reached the kernel just as the cell was ending
 		// can abort the next request instead: a silent cell takes it, not
 		// the user's next one.
 		actx, cancel := context.WithTimeout(context.Background(), absorbTimeout)
-		_, _ = k.Execute(actx, "pass", true, func(kernel.Output) {})
+		_, _ = k.Execute(actx, "pass", true, func(jupyter.Output) {})
 		cancel()
 	}
 	if out.Interrupted && timedOut() {
@@ -234,10 +234,10 @@ const absorbTimeout = 5 * time.Second
 // lostEvent is the terminal stream_error of an execution whose kernel died
 // or was closed under it.
 func (s *Service) lostEvent(err error) *raydv1.ExecuteEvent {
-	if errors.Is(err, kernel.ErrDied) {
+	if errors.Is(err, jupyter.ErrDied) {
 		return streamError("kernel_died", "the kernel died; the context restarts it on its next use")
 	}
-	if errors.Is(err, kernel.ErrClosed) {
+	if errors.Is(err, jupyter.ErrClosed) {
 		return streamError("cancelled", "the context was restarted or destroyed")
 	}
 	return streamError("internal", "the kernel failed")

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 )
 
 // Bounds of an execution's replay buffer and retention.
@@ -148,7 +148,7 @@ func (e *execution) follow(ctx context.Context, fromSeq uint64, send func(*raydv
 	}
 	if fromSeq < first || fromSeq > e.nextSeq {
 		e.mu.Unlock()
-		return kernel.ErrTruncated
+		return jupyter.ErrTruncated
 	}
 	*cursor = fromSeq
 	e.followers[cursor] = struct{}{}
@@ -166,7 +166,7 @@ func (e *execution) follow(ctx context.Context, fromSeq uint64, send func(*raydv
 			first = e.events[0].GetSeq()
 			if *cursor < first {
 				e.mu.Unlock()
-				return kernel.ErrTruncated
+				return jupyter.ErrTruncated
 			}
 			batch = append(batch, e.events[*cursor-first:]...)
 		}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rayito-dev/rayito/proto/limits"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/sandbox"
@@ -245,7 +245,7 @@ func (pl *preloaded) fits(spec proc.Spec) bool {
 }
 
 // spawn makes the preloaded interpreter the kernel of spec (a
-// kernel.Options.Spawn): its arguments, environment and directory go to
+// jupyter.Options.Spawn): its arguments, environment and directory go to
 // it as one JSON line on its stdin, which then closes.
 func (pl *preloaded) spawn(spec proc.Spec) (*proc.Process, error) {
 	if len(spec.Args) < 3 || spec.Args[1] != "-c" || spec.Args[2] != pythonLauncher {
@@ -270,7 +270,7 @@ func (pl *preloaded) spawn(spec proc.Spec) (*proc.Process, error) {
 	defer cancel()
 	if err := pl.p.WriteStdin(ctx, append(line, '\n')); err != nil {
 		pl.discard()
-		return nil, errors.Join(kernel.ErrNotStarted, err)
+		return nil, errors.Join(jupyter.ErrNotStarted, err)
 	}
 	_ = pl.p.CloseStdin()
 	return pl.p, nil

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 )
 
 // mimeText renders a MIME bundle value as text: a JSON string as itself, a
@@ -43,7 +43,7 @@ func jsonText(raw json.RawMessage) string {
 // resultOf maps a kernel display (execute_result or display_data) to an
 // ExecutionResult: the known MIME types to their fields, the others into
 // extra. Images (png, jpeg) and pdf stay base64 as the kernel sends them.
-func resultOf(o kernel.Output) *raydv1.ExecutionResult {
+func resultOf(o jupyter.Output) *raydv1.ExecutionResult {
 	r := &raydv1.ExecutionResult{IsMainResult: o.IsMain}
 	for mime, raw := range o.Data {
 		v := mimeText(raw)
@@ -91,7 +91,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 
 // errorOf maps a kernel error to an ExecutionError: the traceback lines
 // joined with newlines, ANSI colours stripped (clients print it as text).
-func errorOf(o kernel.Output) *raydv1.ExecutionError {
+func errorOf(o jupyter.Output) *raydv1.ExecutionError {
 	return &raydv1.ExecutionError{
 		Name:      o.Name,
 		Value:     o.Text,
@@ -101,7 +101,7 @@ func errorOf(o kernel.Output) *raydv1.ExecutionError {
 
 // eventOf maps a kernel output to its event (nil for "started", which the
 // run emits itself).
-func eventOf(o kernel.Output, now time.Time) *raydv1.ExecuteEvent {
+func eventOf(o jupyter.Output, now time.Time) *raydv1.ExecuteEvent {
 	switch o.Kind {
 	case "stream":
 		t := &raydv1.OutputText{Text: o.Text, TimestampUnixNs: now.UnixNano()}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 )
 
 func TestResultOfMapsMIMETypes(t *testing.T) {
@@ -27,7 +27,7 @@ func TestResultOfMapsMIMETypes(t *testing.T) {
 		"application/x-thing":    json.RawMessage(`"t"`),
 		"application/x-obj":      json.RawMessage(`{"k": 1}`),
 	}
-	r := resultOf(kernel.Output{Kind: "display", Data: data, IsMain: true})
+	r := resultOf(jupyter.Output{Kind: "display", Data: data, IsMain: true})
 	want := map[string]string{
 		"text": r.GetText(), "html": r.GetHtml(), "markdown": r.GetMarkdown(), "latex": r.GetLatex(), "json": r.GetJson(),
 		"javascript": r.GetJavascript(), "png": r.GetPng(), "jpeg": r.GetJpeg(), "svg": r.GetSvg(), "pdf": r.GetPdf(), "chart": r.GetChart(),
@@ -47,7 +47,7 @@ func TestResultOfMapsMIMETypes(t *testing.T) {
 }
 
 func TestErrorOfStripsANSI(t *testing.T) {
-	e := errorOf(kernel.Output{Kind: "error", Name: "ValueError", Text: "boom", Traceback: []string{"\x1b[0;31mTraceback\x1b[0m", "line"}})
+	e := errorOf(jupyter.Output{Kind: "error", Name: "ValueError", Text: "boom", Traceback: []string{"\x1b[0;31mTraceback\x1b[0m", "line"}})
 	if e.GetTraceback() != "Traceback\nline" || e.GetName() != "ValueError" || e.GetValue() != "boom" {
 		t.Fatalf("%v", e)
 	}
@@ -66,10 +66,10 @@ func TestExecutionBufferReplayAndTruncation(t *testing.T) {
 	if err != nil || len(got) == 0 || got[0] != 3 || got[len(got)-1] != 6 {
 		t.Fatalf("replay %v %v", got, err)
 	}
-	if err := e.follow(context.Background(), 1, func(*raydv1.ExecuteEvent) error { return nil }); !errors.Is(err, kernel.ErrTruncated) {
+	if err := e.follow(context.Background(), 1, func(*raydv1.ExecuteEvent) error { return nil }); !errors.Is(err, jupyter.ErrTruncated) {
 		t.Fatalf("from_seq 1: %v", err)
 	}
-	if err := e.follow(context.Background(), 99, func(*raydv1.ExecuteEvent) error { return nil }); !errors.Is(err, kernel.ErrTruncated) {
+	if err := e.follow(context.Background(), 99, func(*raydv1.ExecuteEvent) error { return nil }); !errors.Is(err, jupyter.ErrTruncated) {
 		t.Fatalf("from_seq 99: %v", err)
 	}
 }

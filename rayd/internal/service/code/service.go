@@ -1,5 +1,5 @@
 // Package code implements CodeService, the stateful code interpreter: one
-// Jupyter kernel (internal/kernel) per context, at most 8 contexts, the
+// Jupyter kernel (internal/jupyter) per context, at most 8 contexts, the
 // default ones (default-<language>) included. One file per RPC.
 //
 // Decisions:
@@ -46,7 +46,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
-	"github.com/rayito-dev/rayito/rayd/internal/kernel"
+	"github.com/rayito-dev/rayito/rayd/internal/jupyter"
 	"github.com/rayito-dev/rayito/rayd/internal/launch"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
@@ -126,7 +126,7 @@ func New(opts Options) *Service {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.InterruptGrace <= 0 {
-		opts.InterruptGrace = kernel.DefaultInterruptGrace
+		opts.InterruptGrace = jupyter.DefaultInterruptGrace
 	}
 	if opts.KernelSpecDirs == nil {
 		opts.KernelSpecDirs = DefaultKernelSpecDirs
@@ -218,7 +218,7 @@ func (s *Service) kernelArgv(ctx context.Context, language string) ([]string, er
 				}
 			}
 		}
-		return nil, &kernel.MissingError{Missing: ks.missing}
+		return nil, &jupyter.MissingError{Missing: ks.missing}
 	}
 	py, err := s.findPython(ctx)
 	if err != nil {
@@ -279,7 +279,7 @@ func (s *Service) findPython(ctx context.Context) (string, error) {
 			return py, nil
 		}
 	}
-	return "", &kernel.MissingError{Missing: "the Python kernel (python3 with ipykernel: Debian's python3-ipykernel)"}
+	return "", &jupyter.MissingError{Missing: "the Python kernel (python3 with ipykernel: Debian's python3-ipykernel)"}
 }
 
 // kernelBase returns the directory kernel directories go in, making it on
@@ -289,7 +289,7 @@ func (s *Service) kernelBase() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", kernel.ErrClosed
+		return "", jupyter.ErrClosed
 	}
 	if s.baseDir != "" {
 		return s.baseDir, nil
@@ -307,7 +307,7 @@ func (s *Service) kernelBase() (string, error) {
 }
 
 // startKernel starts a kernel for cc.
-func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Kernel, error) {
+func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*jupyter.Kernel, error) {
 	boot, err := s.boot()
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Ker
 		return nil, err
 	}
 	start := time.Now()
-	k, err := kernel.Start(ctx, kernel.Options{
+	k, err := jupyter.Start(ctx, jupyter.Options{
 		Supervisor:     s.opts.Supervisor,
 		BaseDir:        base,
 		Logger:         s.log,
@@ -364,7 +364,7 @@ func (s *Service) startKernel(ctx context.Context, cc *codeContext) (*kernel.Ker
 	}
 	if cc.language == "python" {
 		// Reseeded too: a preloaded interpreter seeded random before /run.
-		if _, err := k.Execute(ctx, pythonSetup+pythonFormatters+reseedCode, true, func(kernel.Output) {}); err != nil {
+		if _, err := k.Execute(ctx, pythonSetup+pythonFormatters+reseedCode, true, func(jupyter.Output) {}); err != nil {
 			k.Close()
 			return nil, err
 		}
@@ -386,7 +386,7 @@ func (s *Service) context(id string) (*codeContext, error) {
 	if cc := s.contexts[id]; cc != nil {
 		return cc, nil
 	}
-	return nil, kernel.ErrContextNotFound
+	return nil, jupyter.ErrContextNotFound
 }
 
 // defaultContext returns (making it) the default context of language.
@@ -398,10 +398,10 @@ func (s *Service) defaultContext(language string) (*codeContext, error) {
 		return cc, nil
 	}
 	if s.closed {
-		return nil, kernel.ErrClosed
+		return nil, jupyter.ErrClosed
 	}
 	if len(s.contexts) >= MaxContexts {
-		return nil, kernel.ErrTooManyContexts
+		return nil, jupyter.ErrTooManyContexts
 	}
 	cc := newContext(s, id, language, nil, nil)
 	s.contexts[id] = cc
@@ -435,7 +435,7 @@ func (s *Service) OnRun() {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), kernel.DefaultStartTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), jupyter.DefaultStartTimeout)
 		defer cancel()
 		_, _ = cc.ensureKernel(ctx)
 	}()
@@ -493,7 +493,7 @@ func (s *Service) OnResume(ctx context.Context) (kernelStateLost bool) {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 			defer cancel()
-			if _, err := k.Execute(pctx, reseedCode, true, func(kernel.Output) {}); errors.Is(err, kernel.ErrDied) {
+			if _, err := k.Execute(pctx, reseedCode, true, func(jupyter.Output) {}); errors.Is(err, jupyter.ErrDied) {
 				lost.Store(true)
 			}
 		}()

@@ -1,4 +1,4 @@
-// Package kernel is rayd's Jupyter client: it starts ipykernel processes
+// Package jupyter is rayd's Jupyter client: it starts ipykernel processes
 // (through the proc supervisor, so they follow the launch rules and count
 // in the sandbox's process cap) and speaks the Jupyter wire protocol to
 // them itself.
@@ -40,4 +40,4 @@
 // rayd signals a kernel only after /proc confirms that its pid is still
 // rayd's own child, of the expected uid, with the start time recorded when
 // it started (T12).
-package kernel
+package jupyter
