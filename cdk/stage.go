@@ -131,7 +131,7 @@ func buildHost(ctx context.Context, dst string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return &PropsError{Code: CodeHostBinary, Detail: "go build " + hostPackage + " (GOOS=linux GOARCH=arm64) failed; set HostBinary to a built rayito-agent-host", Err: err}
+		return &PropsError{Code: CodeHostBinary, Detail: "go build " + hostPackage + " (GOOS=linux GOARCH=arm64) failed: run `go get " + hostPackage + "` in the app's module (its go.sum needs the host's modules), or set HostBinary to a built rayito-agent-host", Err: err}
 	}
 	return nil
 }
