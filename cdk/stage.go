@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -12,10 +13,8 @@ import (
 	"strings"
 
 	"github.com/rayito-dev/rayito/agenthost/agentcore"
+	"github.com/rayito-dev/rayito/agenthost/project"
 )
-
-// maxProjectBytes bounds the project's files in the code asset.
-const maxProjectBytes = 256 << 20
 
 // Dockerfile is the agent image's Dockerfile, the CLI's
 // (agentcore.Dockerfile): FROM base (pinned by digest, else a *PropsError
@@ -47,55 +46,29 @@ func stageAgent(ctx context.Context, dir, host, base string, command []string) (
 		os.RemoveAll(out)
 		return "", e
 	}
-	for _, d := range []string{"app", "bin"} {
-		if err := os.Mkdir(filepath.Join(out, d), 0o755); err != nil {
-			return fail(err)
-		}
-	}
-	var total int64
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return invalid(CodePropsInvalid, "the project directory cannot be read")
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		switch {
-		case d.IsDir() && (d.Name() == ".git" || d.Name() == "cdk.out"):
-			return filepath.SkipDir
-		case d.IsDir():
-			return os.Mkdir(filepath.Join(out, "app", rel), 0o755)
-		case d.Type().IsRegular():
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if total += info.Size(); total > maxProjectBytes {
-				return invalid(CodePropsInvalid, "the project's files are over %d MiB", maxProjectBytes>>20)
-			}
-			mode := os.FileMode(0o644)
-			if info.Mode().Perm()&0o111 != 0 {
-				mode = 0o755
-			}
-			return copyFile(p, filepath.Join(out, "app", rel), mode)
-		default:
-			return invalid(CodePropsInvalid, "the project directory holds a symbolic link or special file: %s", filepath.ToSlash(rel))
-		}
-	})
+	st, err := project.Stage(dir, host, out, "cdk.out")
 	if err != nil {
-		return fail(err)
-	}
-	dst := filepath.Join(out, "bin", "rayito-agent-host")
-	if host != "" {
-		if err := copyFile(host, dst, 0o755); err != nil {
+		if errors.Is(err, project.ErrStage) {
+			return fail(invalid(CodePropsInvalid, "%s", err.Error()))
+		}
+		if host != "" && errors.Is(err, fs.ErrNotExist) {
 			return fail(&PropsError{Code: CodeHostBinary, Detail: "HostBinary cannot be read", Err: err})
 		}
-	} else if err := buildHost(ctx, dst); err != nil {
 		return fail(err)
+	}
+	if len(st.Skipped) > 0 {
+		// The code asset is exactly the project: a link is refused, not
+		// skipped (the CLI skips it and says so).
+		return fail(invalid(CodePropsInvalid, "the project directory holds a symbolic link or special file: %s", st.Skipped[0]))
+	}
+	dst := filepath.Join(out, "bin", project.HostBinary)
+	if host == "" {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fail(err)
+		}
+		if err := buildHost(ctx, dst); err != nil {
+			return fail(err)
+		}
 	}
 	if err := checkHost(dst); err != nil {
 		return fail(err)
@@ -134,30 +107,6 @@ func buildHost(ctx context.Context, dst string) error {
 		return &PropsError{Code: CodeHostBinary, Detail: "go build " + hostPackage + " (GOOS=linux GOARCH=arm64) failed: run `go get " + hostPackage + "` in the app's module (its go.sum needs the host's modules), or set HostBinary to a built rayito-agent-host", Err: err}
 	}
 	return nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return invalid(CodePropsInvalid, "not a regular file")
-	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // maxArtifactBytes bounds a MicroVMs image zip (the service's code

@@ -334,7 +334,7 @@ func (d *acDeploy) context() ([]byte, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
-	if _, err := stageContext(d.dir, d.host, stage); err != nil {
+	if _, err := stageContext(d.f.IO.Err, d.p.Name, d.dir, d.host, stage); err != nil {
 		return nil, err
 	}
 	df, err := agentcore.Dockerfile(d.base, d.p.Command)

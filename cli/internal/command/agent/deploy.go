@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,14 +25,11 @@ import (
 )
 
 // hostBinary is the agent host's file name.
-const hostBinary = "rayito-agent-host"
+const hostBinary = project.HostBinary
 
 // maxPayloadBytes bounds an invocation's payload (the host's limit,
 // AgentCore's).
 const maxPayloadBytes = 100 << 20
-
-// maxProjectBytes bounds the project files a deploy copies.
-const maxProjectBytes = 256 << 20
 
 func deployCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
@@ -96,63 +92,18 @@ func findHost(flag string) (string, error) {
 	return "", fmt.Errorf("no %s beside rayito or on PATH: install it (make dist builds it) or pass --host-binary", hostBinary)
 }
 
-// stageContext copies the project's regular files into ctxDir/app and the
-// host into ctxDir/bin, refusing more than maxProjectBytes.
-func stageContext(projectDir, host, ctxDir string) (int, error) {
-	var total int64
-	files := 0
-	app := filepath.Join(ctxDir, "app")
-	err := filepath.WalkDir(projectDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(projectDir, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if d.Name() == ".git" && rel != "." {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(app, rel), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if total += info.Size(); total > maxProjectBytes {
-			return fmt.Errorf("the project's files are over %d MiB", maxProjectBytes>>20)
-		}
-		files++
-		return copyFile(path, filepath.Join(app, rel), info.Mode().Perm()|0o444)
-	})
+// stageContext stages the project's regular files and the host into
+// ctxDir (project.Stage) and says on w how many links or special files it
+// skipped (never followed).
+func stageContext(w io.Writer, name, projectDir, host, ctxDir string) (int, error) {
+	st, err := project.Stage(projectDir, host, ctxDir)
 	if err != nil {
 		return 0, err
 	}
-	if err := os.MkdirAll(filepath.Join(ctxDir, "bin"), 0o755); err != nil {
-		return 0, err
+	if n := len(st.Skipped); n > 0 {
+		fmt.Fprintf(w, "agent %s: %d symbolic links or special files of the project skipped (regular files only)\n", name, n)
 	}
-	return files, copyFile(host, filepath.Join(ctxDir, "bin", hostBinary), 0o755)
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return st.Files, nil
 }
 
 func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, dir string, p *project.Project) error {
@@ -182,7 +133,7 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 		return err
 	}
 	defer os.RemoveAll(stage)
-	files, err := stageContext(dir, host, stage)
+	files, err := stageContext(f.IO.Err, p.Name, dir, host, stage)
 	if err != nil {
 		return err
 	}
