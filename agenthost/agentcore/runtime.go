@@ -152,7 +152,7 @@ func WaitReady(ctx context.Context, c RuntimeAPI, id string, progress io.Writer)
 			last = out.Status
 			fmt.Fprintf(progress, "runtime %s: %s\n", id, last)
 		}
-		if err := sleep(ctx, Poll); err != nil {
+		if err := Sleep(ctx, Poll); err != nil {
 			return nil, err
 		}
 	}
@@ -185,13 +185,16 @@ func DeleteRuntime(ctx context.Context, c RuntimeAPI, id string, progress io.Wri
 		case out.Status == types.AgentRuntimeStatusDeleteFailed:
 			return &RuntimeError{ID: id, Status: string(out.Status), Reason: plainCode(aws.ToString(out.FailureReason))}
 		}
-		if err := sleep(ctx, Poll); err != nil {
+		if err := Sleep(ctx, Poll); err != nil {
 			return err
 		}
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (then its error): the pause between
+// two polls of a deploy (the runtime's status here, the image build's in
+// the CLI).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -430,7 +430,7 @@ func (d *acDeploy) build(ctx context.Context, zip []byte, sum string) (err error
 				return fmt.Errorf("%s: build %s ended %s in phase %s (its log: the CodeBuild console or aws codebuild batch-get-builds --ids %s)", codeBuildFailed, id, b.BuildStatus, orDash(failed), id)
 			}
 		}
-		if err := sleepCtx(wctx, buildPoll); err != nil {
+		if err := agentcore.Sleep(wctx, buildPoll); err != nil {
 			if ctx.Err() == nil {
 				return cli.Exit(fmt.Sprintf("build %s: still running after %s (--wait-timeout); it goes on", id, d.wait), cliutil.ExitTimeout)
 			}
@@ -503,17 +503,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // newClientToken is an idempotency token (33 to 256 characters).
