@@ -182,27 +182,46 @@ func SanitizeS3(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	e := &S3Error{Operation: op}
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil {
-		e.Status = re.HTTPStatusCode()
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) && identifier(ae.ErrorCode()) {
-		e.Code = ae.ErrorCode()
-	}
-	if e.Status == 0 && e.Code == "" {
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Err != nil {
-			e.Network = oe.Op + ": " + oe.Err.Error()
-		} else {
-			e.Network = "no response"
-		}
-	}
-	return e
+	f := Inspect(err)
+	return &S3Error{Operation: op, Status: f.Status, Code: f.Code, Network: f.Network}
 }
 
-func identifier(s string) bool {
+// Failure is what the CLI says of a failed AWS call, never AWS's message
+// (which can quote a request, an ARN or a signature): the HTTP status,
+// AWS's error code when it is a plain identifier, and, with neither, the
+// network failure.
+type Failure struct {
+	Status  int
+	Code    string
+	Network string
+}
+
+// Inspect reads err's Failure: the one mapping of the CLI's AWS errors
+// (S3's here, CloudFormation's in cfnstack).
+func Inspect(err error) Failure {
+	var f Failure
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.Response != nil {
+		f.Status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) && Identifier(ae.ErrorCode()) {
+		f.Code = ae.ErrorCode()
+	}
+	if f.Status == 0 && f.Code == "" {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Err != nil {
+			f.Network = oe.Op + ": " + oe.Err.Error()
+		} else {
+			f.Network = "no response"
+		}
+	}
+	return f
+}
+
+// Identifier reports whether s is a plain error code: 1 to 64 of
+// A-Z a-z 0-9 . _ -.
+func Identifier(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

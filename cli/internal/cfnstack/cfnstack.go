@@ -17,15 +17,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/rayito-dev/rayito/cli/internal/awsenv"
 )
 
 // The back-off of every wait on CloudFormation: the first poll after
@@ -162,51 +162,20 @@ func Sanitize(op string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	e := &APIError{Operation: op}
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil {
-		e.Status = re.HTTPStatusCode()
-	}
+	f := awsenv.Inspect(err)
+	e := &APIError{Operation: op, Status: f.Status, Code: f.Code, Network: f.Network}
 	var kind error
 	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		if Identifier(ae.ErrorCode()) {
-			e.Code = ae.ErrorCode()
-		}
-		if ae.ErrorCode() == "ValidationError" {
-			msg := strings.ToLower(ae.ErrorMessage())
-			switch {
-			case strings.Contains(msg, "does not exist"):
-				kind = ErrStackMissing
-			case strings.Contains(msg, "no updates are to be performed"):
-				kind = ErrNoUpdates
-			}
-		}
-	}
-	if e.Status == 0 && e.Code == "" {
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Err != nil {
-			e.Network = oe.Op + ": " + oe.Err.Error()
-		} else {
-			e.Network = "no response"
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" {
+		msg := strings.ToLower(ae.ErrorMessage())
+		switch {
+		case strings.Contains(msg, "does not exist"):
+			kind = ErrStackMissing
+		case strings.Contains(msg, "no updates are to be performed"):
+			kind = ErrNoUpdates
 		}
 	}
 	return &cfnError{APIError: e, kind: kind}
-}
-
-// Identifier reports whether s is a plain error code: 1 to 64 of
-// A-Z a-z 0-9 . _ -.
-func Identifier(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Describe returns the stack named (or with the id) name, or an error

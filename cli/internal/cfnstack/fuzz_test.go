@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/smithy-go"
+
+	"github.com/rayito-dev/rayito/cli/internal/awsenv"
 )
 
 // FuzzOneLine: what CloudFormation says of a failed resource (free text
@@ -57,7 +59,7 @@ func FuzzSanitize(f *testing.F) {
 			t.Fatalf("%q", text)
 		}
 		rest := strings.TrimPrefix(text, "CloudFormation UpdateStack: ")
-		if Identifier(code) {
+		if awsenv.Identifier(code) {
 			if rest != code {
 				t.Fatalf("code %q: %q", code, text)
 			}

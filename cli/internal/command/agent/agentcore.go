@@ -23,7 +23,6 @@ import (
 	ecrtypes "github.com/aws/aws-sdk-go-v2/service/ecr/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	"github.com/urfave/cli/v3"
 
@@ -514,9 +513,12 @@ func newClientToken() string {
 // awsFailure names the call and AWS's error code, never AWS's message
 // (a signature error carries the canonical request).
 func awsFailure(call string, err error) error {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return fmt.Errorf("%s failed: %s", call, ae.ErrorCode())
+	switch f := awsenv.Inspect(err); {
+	case f.Code != "":
+		return fmt.Errorf("%s failed: %s", call, f.Code)
+	case f.Status != 0:
+		return fmt.Errorf("%s failed: HTTP %d", call, f.Status)
+	default:
+		return fmt.Errorf("%s failed: %s", call, cliutil.Describe(err))
 	}
-	return fmt.Errorf("%s failed: %s", call, cliutil.Describe(err))
 }
