@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
 	"github.com/rayito-dev/rayito/cli/internal/app"
 	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack/cfntest"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/command/agent"
 )
@@ -383,24 +383,6 @@ func (a *fakeAWS) control(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 }
 
-func xmlEsc(s string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
-}
-
-func (a *fakeAWS) cfnReply(w http.ResponseWriter, action, result string) {
-	w.Header().Set("Content-Type", "text/xml")
-	fmt.Fprintf(w, `<%sResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><%sResult>%s</%sResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></%sResponse>`,
-		action, action, result, action, action)
-}
-
-func (a *fakeAWS) cfnError(w http.ResponseWriter, code, msg string) {
-	w.Header().Set("Content-Type", "text/xml")
-	w.WriteHeader(http.StatusBadRequest)
-	fmt.Fprintf(w, `<ErrorResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>r-1</RequestId></ErrorResponse>`, code, xmlEsc(msg))
-}
-
 func (a *fakeAWS) cfn(w http.ResponseWriter, form url.Values) {
 	action, name := form.Get("Action"), form.Get("StackName")
 	st := a.stack
@@ -413,19 +395,19 @@ func (a *fakeAWS) cfn(w http.ResponseWriter, form url.Values) {
 	switch action {
 	case "DescribeStacks":
 		if st == nil {
-			a.cfnError(w, "ValidationError", "Stack with id "+name+" does not exist")
+			cfntest.Error(w, "ValidationError", "Stack with id "+name+" does not exist")
 			return
 		}
 		cur := st.status
 		if len(st.script) > 0 {
 			st.status, st.script = st.script[0], st.script[1:]
 		}
-		a.cfnReply(w, action, fmt.Sprintf(`<Stacks><member><StackId>%s</StackId><StackName>%s</StackName><Description>%s</Description><StackStatus>%s</StackStatus>`+
+		cfntest.Reply(w, action, fmt.Sprintf(`<Stacks><member><StackId>%s</StackId><StackName>%s</StackName><Description>%s</Description><StackStatus>%s</StackStatus>`+
 			`<CreationTime>2026-01-01T00:00:00Z</CreationTime><Outputs>`+
 			`<member><OutputKey>RuntimeRoleArn</OutputKey><OutputValue>arn:aws:iam::%s:role/rayito-agentcore-support-bot-us-east-1</OutputValue></member>`+
 			`<member><OutputKey>RepositoryUri</OutputKey><OutputValue>%s</OutputValue></member>`+
 			`<member><OutputKey>BuildProjectName</OutputKey><OutputValue>rayito-agentcore-support-bot</OutputValue></member>`+
-			`</Outputs></member></Stacks>`, xmlEsc(st.id), acStack, xmlEsc("Rayito agent on Amazon Bedrock AgentCore (security model T36), one stack per agent"), cur, acAccount, acRepoURI))
+			`</Outputs></member></Stacks>`, cfntest.Esc(st.id), acStack, cfntest.Esc("Rayito agent on Amazon Bedrock AgentCore (security model T36), one stack per agent"), cur, acAccount, acRepoURI))
 	case "CreateStack":
 		script := slices.Clone(a.createScript)
 		a.stack = &fakeStack{id: "arn:aws:cloudformation:us-east-1:" + acAccount + ":stack/" + acStack + "/1", status: script[0], script: script[1:], token: form.Get("ClientRequestToken")}
@@ -433,27 +415,27 @@ func (a *fakeAWS) cfn(w http.ResponseWriter, form url.Values) {
 			a.stack.events = [][3]string{{acStack, "CREATE_IN_PROGRESS", ""}, {"Repository", "CREATE_FAILED", "Resource handler returned message: \"bucket\nnot found\""}, {"RuntimeRole", "CREATE_FAILED", "Resource creation cancelled"}}
 		}
 		a.repo = !a.rollback
-		a.cfnReply(w, action, "<StackId>"+a.stack.id+"</StackId>")
+		cfntest.Reply(w, action, "<StackId>"+a.stack.id+"</StackId>")
 	case "UpdateStack":
 		if st == nil {
-			a.cfnError(w, "ValidationError", "Stack ["+name+"] does not exist")
+			cfntest.Error(w, "ValidationError", "Stack ["+name+"] does not exist")
 			return
 		}
 		if a.noUpdates {
-			a.cfnError(w, "ValidationError", "No updates are to be performed.")
+			cfntest.Error(w, "ValidationError", "No updates are to be performed.")
 			return
 		}
 		st.status, st.script, st.token = "UPDATE_IN_PROGRESS", []string{"UPDATE_COMPLETE"}, form.Get("ClientRequestToken")
-		a.cfnReply(w, action, "<StackId>"+st.id+"</StackId>")
+		cfntest.Reply(w, action, "<StackId>"+st.id+"</StackId>")
 	case "DeleteStack":
 		if st != nil {
 			st.status, st.script, st.token = "DELETE_IN_PROGRESS", []string{"DELETE_COMPLETE"}, form.Get("ClientRequestToken")
 			a.repo = false
 		}
-		a.cfnReply(w, action, "")
+		cfntest.Reply(w, action, "")
 	case "DescribeStackEvents":
 		if st == nil {
-			a.cfnError(w, "ValidationError", "Stack ["+name+"] does not exist")
+			cfntest.Error(w, "ValidationError", "Stack ["+name+"] does not exist")
 			return
 		}
 		var b strings.Builder
@@ -462,12 +444,12 @@ func (a *fakeAWS) cfn(w http.ResponseWriter, form url.Values) {
 			ev := st.events[i]
 			fmt.Fprintf(&b, "<member><StackId>%s</StackId><StackName>%s</StackName><EventId>e%d</EventId><LogicalResourceId>%s</LogicalResourceId>"+
 				"<ResourceStatus>%s</ResourceStatus><ResourceStatusReason>%s</ResourceStatusReason><ClientRequestToken>%s</ClientRequestToken>"+
-				"<Timestamp>2026-01-01T00:00:%02dZ</Timestamp></member>", xmlEsc(st.id), acStack, i, ev[0], ev[1], xmlEsc(ev[2]), xmlEsc(st.token), i)
+				"<Timestamp>2026-01-01T00:00:%02dZ</Timestamp></member>", cfntest.Esc(st.id), acStack, i, ev[0], ev[1], cfntest.Esc(ev[2]), cfntest.Esc(st.token), i)
 		}
 		b.WriteString("</StackEvents>")
-		a.cfnReply(w, action, b.String())
+		cfntest.Reply(w, action, b.String())
 	default:
-		a.cfnError(w, "InvalidAction", "unknown action")
+		cfntest.Error(w, "InvalidAction", "unknown action")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cfnstack"
+	"github.com/rayito-dev/rayito/cli/internal/cfnstack/cfntest"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	evstack "github.com/rayito-dev/rayito/events/stack"
 )
@@ -105,10 +105,10 @@ func (c *cfnFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(st.script) > 0 {
 			st.status, st.script = st.script[0], st.script[1:]
 		}
-		c.reply(w, action, "<Stacks><member>"+st.xml()+"</member></Stacks>")
+		cfntest.Reply(w, action, "<Stacks><member>"+st.xml()+"</member></Stacks>")
 	case "CreateStack":
 		if st != nil && st.status != "DELETE_COMPLETE" {
-			c.error(w, "AlreadyExistsException", "Stack ["+name+"] already exists")
+			cfntest.Error(w, "AlreadyExistsException", "Stack ["+name+"] already exists")
 			return
 		}
 		c.n++
@@ -120,7 +120,7 @@ func (c *cfnFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}}
 		c.stacks[name] = st
 		st.record(c.createEvents, form.Get("ClientRequestToken"))
-		c.reply(w, action, "<StackId>"+st.id+"</StackId>")
+		cfntest.Reply(w, action, "<StackId>"+st.id+"</StackId>")
 	case "UpdateStack":
 		if st == nil {
 			c.validation(w, "Stack ["+name+"] does not exist")
@@ -132,13 +132,13 @@ func (c *cfnFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		st.status, st.script = "UPDATE_IN_PROGRESS", c.updateScript
 		st.record(c.updateEvents, form.Get("ClientRequestToken"))
-		c.reply(w, action, "<StackId>"+st.id+"</StackId>")
+		cfntest.Reply(w, action, "<StackId>"+st.id+"</StackId>")
 	case "DeleteStack":
 		if st != nil {
 			st.status, st.script = "DELETE_IN_PROGRESS", c.deleteScript
 			st.record(c.deleteEvents, form.Get("ClientRequestToken"))
 		}
-		c.reply(w, action, "")
+		cfntest.Reply(w, action, "")
 	case "DescribeStackEvents":
 		if st == nil {
 			c.validation(w, "Stack ["+name+"] does not exist")
@@ -151,12 +151,12 @@ func (c *cfnFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "<member><StackId>%s</StackId><StackName>%s</StackName><EventId>e%d</EventId><LogicalResourceId>%s</LogicalResourceId>"+
 				"<ResourceStatus>%s</ResourceStatus><ResourceStatusReason>%s</ResourceStatusReason><ClientRequestToken>%s</ClientRequestToken>"+
 				"<Timestamp>2026-01-01T00:00:%02dZ</Timestamp></member>",
-				esc(st.id), esc(st.name), i, esc(ev.logicalID), esc(ev.status), esc(ev.reason), esc(ev.token), i%60)
+				cfntest.Esc(st.id), cfntest.Esc(st.name), i, cfntest.Esc(ev.logicalID), cfntest.Esc(ev.status), cfntest.Esc(ev.reason), cfntest.Esc(ev.token), i%60)
 		}
 		b.WriteString("</StackEvents>")
-		c.reply(w, action, b.String())
+		cfntest.Reply(w, action, b.String())
 	default:
-		c.error(w, "InvalidAction", "unknown action")
+		cfntest.Error(w, "InvalidAction", "unknown action")
 	}
 }
 
@@ -185,36 +185,19 @@ func (st *fakeStack) record(evs []fakeEvent, token string) {
 func (st *fakeStack) xml() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<StackId>%s</StackId><StackName>%s</StackName><Description>%s</Description><StackStatus>%s</StackStatus>"+
-		"<CreationTime>2026-01-01T00:00:00Z</CreationTime><Outputs>", esc(st.id), esc(st.name), esc(st.description), esc(st.status))
+		"<CreationTime>2026-01-01T00:00:00Z</CreationTime><Outputs>", cfntest.Esc(st.id), cfntest.Esc(st.name), cfntest.Esc(st.description), cfntest.Esc(st.status))
 	for _, k := range evstack.Outputs {
 		if v, ok := st.outputs[k]; ok {
-			fmt.Fprintf(&b, "<member><OutputKey>%s</OutputKey><OutputValue>%s</OutputValue></member>", esc(k), esc(v))
+			fmt.Fprintf(&b, "<member><OutputKey>%s</OutputKey><OutputValue>%s</OutputValue></member>", cfntest.Esc(k), cfntest.Esc(v))
 		}
 	}
 	b.WriteString("</Outputs>")
 	return b.String()
 }
 
-func esc(s string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
+func (c *cfnFake) validation(w http.ResponseWriter, msg string) {
+	cfntest.Error(w, "ValidationError", msg)
 }
-
-func (c *cfnFake) reply(w http.ResponseWriter, action, result string) {
-	w.Header().Set("Content-Type", "text/xml")
-	fmt.Fprintf(w, `<%sResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><%sResult>%s</%sResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></%sResponse>`,
-		action, action, result, action, action)
-}
-
-func (c *cfnFake) error(w http.ResponseWriter, code, msg string) {
-	w.Header().Set("Content-Type", "text/xml")
-	w.WriteHeader(http.StatusBadRequest)
-	fmt.Fprintf(w, `<ErrorResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>r-1</RequestId></ErrorResponse>`,
-		esc(code), esc(msg))
-}
-
-func (c *cfnFake) validation(w http.ResponseWriter, msg string) { c.error(w, "ValidationError", msg) }
 
 // requests returns the requests of action (all for "").
 func (c *cfnFake) requests(action string) []cfnRequest {
