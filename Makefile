@@ -147,7 +147,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a dead
 	scripts/fuzz.sh ./agenthost/secretenv FuzzDecode FuzzRedact
 	scripts/fuzz.sh ./agenthost/project FuzzParse
 	scripts/fuzz.sh ./agenthost/agentcore FuzzCheckBaseImage FuzzCheckHostBinary
-	scripts/fuzz.sh ./cdk FuzzCheckArtifact
+	scripts/fuzz.sh ./proto/microvmsapi FuzzCheckCodeArtifact
 
 .PHONY: stress
 stress: ## Hunt a flake: run PKG's tests (RUN, default all) N times (default 20) with -race, -failfast, on a loaded machine with STRESS_LOAD=1 (a busy loop per core beside them).

@@ -1,7 +1,6 @@
 package cdk
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rayito-dev/rayito/agenthost/agentcore"
 	"github.com/rayito-dev/rayito/agenthost/project"
+	"github.com/rayito-dev/rayito/proto/microvmsapi"
 )
 
 // Dockerfile is the agent image's Dockerfile, the CLI's
@@ -109,38 +109,14 @@ func buildHost(ctx context.Context, dst string) error {
 	return nil
 }
 
-// maxArtifactBytes bounds a MicroVMs image zip (the service's code
-// artifact).
-const maxArtifactBytes = 10 << 30
-
 // CheckArtifact checks a MicroVMs image's code artifact read from r (size
-// bytes): a zip archive with a Dockerfile at its root and no entry that
-// climbs out of it. Anything else is a *PropsError artifact_invalid.
+// bytes): microvmsapi.CheckCodeArtifact (a zip archive with a Dockerfile
+// at its root and no entry that climbs out of it), the same rule as
+// `rayito image publish --zip`. Anything else is a *PropsError
+// artifact_invalid.
 func CheckArtifact(r io.ReaderAt, size int64) error {
-	if size <= 0 || size > maxArtifactBytes {
-		return invalid(CodeArtifactInvalid, "the image artifact must be a zip of at most %d bytes", int64(maxArtifactBytes))
-	}
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return &PropsError{Code: CodeArtifactInvalid, Detail: "the image artifact is not a zip archive", Err: err}
-	}
-	dockerfile := false
-	for _, f := range zr.File {
-		name := f.Name
-		if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.IndexByte(name, 0) >= 0 {
-			return invalid(CodeArtifactInvalid, "the image artifact has an entry with an absolute or malformed name")
-		}
-		for _, el := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
-			if el == ".." || el == "." || el == "" {
-				return invalid(CodeArtifactInvalid, "the image artifact has an entry that climbs out of it")
-			}
-		}
-		if name == "Dockerfile" && f.Mode().IsRegular() {
-			dockerfile = true
-		}
-	}
-	if !dockerfile {
-		return invalid(CodeArtifactInvalid, "the image artifact has no Dockerfile at its root")
+	if err := microvmsapi.CheckCodeArtifact(r, size); err != nil {
+		return &PropsError{Code: CodeArtifactInvalid, Detail: strings.TrimSuffix(err.Error(), "."), Err: err}
 	}
 	return nil
 }

@@ -1,9 +1,6 @@
 package cdk_test
 
 import (
-	"archive/zip"
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,52 +37,6 @@ func TestCodeAsset(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "bin/rayito-agent-host")); err != nil || st.Mode().Perm()&0o111 == 0 {
 		t.Errorf("the host is not executable: %v", err)
 	}
-}
-
-func zipOf(t testing.TB, files map[string]string) []byte {
-	var b bytes.Buffer
-	zw := zip.NewWriter(&b)
-	for name, body := range files {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(body))
-	}
-	zw.Close()
-	return b.Bytes()
-}
-
-// FuzzCheckArtifact: any bytes are accepted or refused with a
-// *PropsError artifact_invalid, never a panic; an accepted one has a
-// Dockerfile at its root and no entry that climbs out.
-func FuzzCheckArtifact(f *testing.F) {
-	f.Add(zipOf(f, map[string]string{"Dockerfile": "FROM x\n", "bin/rayd": "x"}))
-	f.Add(zipOf(f, map[string]string{"../Dockerfile": "x"}))
-	f.Add(zipOf(f, map[string]string{"a/Dockerfile": "x"}))
-	f.Add([]byte("PK\x03\x04"))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		err := cdk.CheckArtifact(bytes.NewReader(b), int64(len(b)))
-		if err == nil {
-			zr, zerr := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-			if zerr != nil {
-				t.Fatalf("accepted a zip archive/zip cannot read: %v", zerr)
-			}
-			found := false
-			for _, e := range zr.File {
-				found = found || e.Name == "Dockerfile"
-			}
-			if !found {
-				t.Fatal("accepted without a Dockerfile")
-			}
-			return
-		}
-		var pe *cdk.PropsError
-		if !errors.As(err, &pe) || pe.Code != cdk.CodeArtifactInvalid || !errors.Is(err, cdk.ErrInvalidProps) {
-			t.Fatalf("err %v", err)
-		}
-	})
 }
 
 // TestBuiltHostIsReproducible: without HostBinary the host is built with

@@ -1,7 +1,6 @@
 package image
 
 import (
-	"archive/zip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -277,20 +276,16 @@ func makeArtifact(s *publishSpec, tmp string) (*Artifact, error) {
 	case !st.Mode().IsRegular():
 		return nil, cliutil.Usagef("--zip %s: not a regular file", s.zip)
 	}
-	zr, err := zip.OpenReader(s.zip)
-	if err != nil {
-		return nil, cliutil.Usagef("--zip %s: not a zip file", s.zip)
-	}
-	hasDockerfile := slices.ContainsFunc(zr.File, func(f *zip.File) bool { return f.Name == build.DockerfileName })
-	zr.Close()
-	if !hasDockerfile {
-		return nil, cliutil.Usagef("--zip %s: no %s at the zip's root (build it with `rayito image zip`)", s.zip, build.DockerfileName)
-	}
 	fh, err := os.Open(s.zip)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	// The service's rule, as the CDK construct checks it: a zip with a
+	// Dockerfile at its root and no entry that climbs out.
+	if err := microvmsapi.CheckCodeArtifact(fh, st.Size()); err != nil {
+		return nil, cliutil.Usagef("--zip %s: %s (build it with `rayito image zip`)", s.zip, strings.TrimSuffix(err.Error(), "."))
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, fh)
 	if err != nil {

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -223,8 +225,22 @@ func TestPublishZip(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.zip")
 	os.WriteFile(bad, []byte("not a zip"), 0o644)
 	r = w.run("publish", "rayito-zip", "--bucket", testBucket, "--build-role", testRole, "--zip", bad)
-	if r.code != 2 || !strings.Contains(r.err, "not a zip file") {
+	if r.code != 2 || !strings.Contains(r.err, "not a zip archive") {
 		t.Errorf("exit %d: %s", r.code, r.err)
+	}
+	for name, entries := range map[string][]string{"no-dockerfile.zip": {"bin/rayd"}, "climbs.zip": {"Dockerfile", "../escape"}} {
+		var zb bytes.Buffer
+		zw := zip.NewWriter(&zb)
+		for _, e := range entries {
+			fw, _ := zw.Create(e)
+			fw.Write([]byte("x"))
+		}
+		zw.Close()
+		p := filepath.Join(t.TempDir(), name)
+		os.WriteFile(p, zb.Bytes(), 0o644)
+		if r := w.run("publish", "rayito-zip", "--bucket", testBucket, "--build-role", testRole, "--zip", p); r.code != 2 || !strings.Contains(r.err, "--zip") {
+			t.Errorf("%s: exit %d: %s", name, r.code, r.err)
+		}
 	}
 	if len(w.mv.Requests()) != before {
 		t.Error("a bad --zip reached the service")
