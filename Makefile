@@ -10,7 +10,7 @@ LIBRARIES := proto gateway sdk e2b agenthost cdk
 TMP := $(CURDIR)/.tmp
 BIN := $(TMP)/bin
 export PATH := $(BIN):$(PATH)
-export FUZZTIME ?= 20000x
+export FUZZTIME ?= 10000x
 
 .PHONY: help
 help: ## List the targets.
@@ -91,7 +91,7 @@ test: tools deps ## Run every test with -race (root-only tests skip with a reaso
 	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -timeout 30m $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
 
 .PHONY: test-fuzz
-test-fuzz: ## Run each fuzz target for FUZZTIME (default 20000x, a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
+test-fuzz: ## Run each fuzz target for FUZZTIME (default 10000x: a smoke run that keeps make ci near its time budget; longer with FUZZTIME=200000x or 10m; a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
 	scripts/fuzz.sh ./proto/runpayload FuzzDecode
 	scripts/fuzz.sh ./proto/accesstoken FuzzDecode
 	scripts/fuzz.sh ./proto/template FuzzDecode FuzzDecodeRuntime

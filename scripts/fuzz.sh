@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh PKG TARGET... runs each fuzz target of one package for FUZZTIME
-# (default 20000x, a count: a deadline can flake on a busy machine;
+# (default 10000x, a count: a deadline can flake on a busy machine;
 # FUZZMINIMIZETIME, default 1s, bounds the minimizing of each input),
 # building the package's instrumented test binary once rather than once
 # per target as `go test -fuzz` does. The corpus it finds goes to
@@ -18,6 +18,6 @@ go test -c -fuzz "^$1\$" -o "$bin" "$pkg"
 cd "$root/${pkg#./}"
 for t in "$@"; do
 	echo "fuzz $pkg $t"
-	"$bin" -test.run '^$' -test.fuzz "^$t\$" -test.fuzztime "${FUZZTIME:-20000x}" -test.fuzzminimizetime "${FUZZMINIMIZETIME:-1s}" \
+	"$bin" -test.run '^$' -test.fuzz "^$t\$" -test.fuzztime "${FUZZTIME:-10000x}" -test.fuzzminimizetime "${FUZZMINIMIZETIME:-1s}" \
 		-test.fuzzcachedir "$root/.tmp/fuzzcache/$name" || { echo "fuzz.sh: $pkg $t failed (the input is in $pkg/testdata/fuzz/$t)" >&2; exit 1; }
 done
