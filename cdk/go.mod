@@ -9,6 +9,7 @@ require (
 	github.com/aws/constructs-go/constructs/v10 v10.8.1
 	github.com/aws/jsii-runtime-go v1.143.0
 	github.com/rayito-dev/rayito/agenthost v0.1.0
+	github.com/rayito-dev/rayito/proto v0.1.0
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
