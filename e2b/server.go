@@ -242,7 +242,7 @@ func (s *Server) logged(w http.ResponseWriter, h func(sw *statusWriter)) {
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
+			if e, ok := v.(error); ok && errors.Is(e, http.ErrAbortHandler) {
 				panic(v)
 			}
 			s.log.Error("e2b: handler panic", "route", sw.route)

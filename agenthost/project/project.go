@@ -123,7 +123,7 @@ func Parse(b []byte) (*Project, error) {
 			row, col := de.Position()
 			return nil, fmt.Errorf("%w: line %d column %d: %s", ErrInvalid, row, col, de.Error())
 		}
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if err := p.Check(); err != nil {
 		return nil, err

@@ -148,7 +148,7 @@ func LoadTheme(themeFile, logoFile string) (theme.Theme, []byte, error) {
 	if themeFile != "" {
 		data, err := readCapped(themeFile, theme.MaxThemeBytes)
 		if err != nil {
-			return t, nil, fmt.Errorf("%w: theme file: %v", ErrInvalidTheme, err)
+			return t, nil, fmt.Errorf("%w: theme file: %w", ErrInvalidTheme, err)
 		}
 		if t, err = theme.Parse(data); err != nil {
 			return t, nil, err
@@ -158,7 +158,7 @@ func LoadTheme(themeFile, logoFile string) (theme.Theme, []byte, error) {
 	if logoFile != "" {
 		data, err := readCapped(logoFile, theme.MaxLogoBytes)
 		if err != nil {
-			return t, nil, fmt.Errorf("%w: logo file: %v", ErrInvalidTheme, err)
+			return t, nil, fmt.Errorf("%w: logo file: %w", ErrInvalidTheme, err)
 		}
 		if err := theme.ValidateLogo(data); err != nil {
 			return t, nil, err

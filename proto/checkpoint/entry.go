@@ -246,7 +246,7 @@ func WalkTar(r io.Reader, fn func(Entry, io.Reader) error) error {
 	n := 0
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

@@ -229,7 +229,7 @@ func Encode(key []byte, ev Event) (line string, err error) {
 	}
 	js, err := json.Marshal(ev)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+		return "", fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	return encodeRaw(key, js)
 }

@@ -151,7 +151,7 @@ func (s *Spec) Validate() error {
 	}
 	for i, st := range s.Steps {
 		if err := st.validate(); err != nil {
-			return fmt.Errorf("%w: steps[%d]: %s", ErrInvalid, i, err)
+			return fmt.Errorf("%w: steps[%d]: %w", ErrInvalid, i, err)
 		}
 	}
 	if s.Start != nil {

@@ -98,7 +98,7 @@ func install() (string, error) {
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(base, "npm-cache"), "npm_config_update_notifier=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci of the pinned dynalite: %v\n%s", err, out)
+		return "", fmt.Errorf("npm ci of the pinned dynalite: %w\n%s", err, out)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		if _, serr := os.Stat(filepath.Join(final, "node_modules", "dynalite")); serr == nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"slices"
@@ -68,7 +69,8 @@ func prepareEnv(ctx context.Context, target Target, environ []string, src Secret
 			for _, e := range entries {
 				s, err := src.SecretString(ctx, e.Secret)
 				if err != nil {
-					if se, ok := err.(*secretenv.Error); ok {
+					var se *secretenv.Error
+					if errors.As(err, &se) {
 						return nil, &secretenv.Error{Code: se.Code, Name: e.Name}
 					}
 					return nil, &secretenv.Error{Code: secretenv.CodeFetchFailed, Name: e.Name}

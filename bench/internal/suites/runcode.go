@@ -202,8 +202,11 @@ func codeStream(ctx context.Context, e *Env, sbx *rayito.Sandbox, jc *warmPython
 			for _, s := range ex.Logs.Stdout {
 				n += len(s)
 			}
-			if n != codeStreamBytes || ex.Error != nil {
-				return 0, fmt.Errorf("got %d bytes of stdout (error %v), want %d", n, ex.Error, codeStreamBytes)
+			if ex.Error != nil {
+				return 0, fmt.Errorf("the cell failed: %w", ex.Error)
+			}
+			if n != codeStreamBytes {
+				return 0, fmt.Errorf("got %d bytes of stdout, want %d", n, codeStreamBytes)
 			}
 			return harness.MBps(int64(n), time.Since(t)), nil
 		}},

@@ -51,7 +51,7 @@ func ValidateLogo(data []byte) error {
 	depth, roots := 0, 0
 	for {
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

@@ -187,7 +187,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := ""
 	defer func() {
 		if p := recover(); p != nil {
-			if p == http.ErrAbortHandler {
+			if e, ok := p.(error); ok && errors.Is(e, http.ErrAbortHandler) {
 				panic(p)
 			}
 			// The panic value may hold request data: log only where.

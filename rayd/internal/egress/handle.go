@@ -49,7 +49,7 @@ func (in *inbuf) consume(n int) { in.buf = in.buf[n:] }
 func readUntil[T any](in *inbuf, limit int, parse func([]byte) (T, error)) (T, error) {
 	for {
 		v, err := parse(in.buf)
-		if err != errNeedMore {
+		if !errors.Is(err, errNeedMore) {
 			return v, err
 		}
 		if err := in.fill(limit); err != nil {
@@ -534,7 +534,7 @@ func (p *Proxy) serveSOCKS(ctx context.Context, c *proxyConn, in *inbuf) {
 		var se *socksError
 		if errors.As(err, &se) {
 			socksReply(c.client, se.rep)
-		} else if err == errBadRequest {
+		} else if errors.Is(err, errBadRequest) {
 			socksReply(c.client, socksRepFailure)
 		}
 		return
@@ -571,7 +571,7 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *proxyConn, in *inbuf) {
 	h, err := readUntil(in, MaxHeadSize, parseRequestHead)
 	if err != nil {
 		p.refuse("http", ReasonBadRequest)
-		if err == errBadRequest {
+		if errors.Is(err, errBadRequest) {
 			httpRefusal(c.client, ReasonBadRequest)
 		}
 		return

@@ -147,7 +147,7 @@ func parseTable(r io.Reader, order binary.ByteOrder, maxRows int, fn func(Row) b
 		}
 		row, err := parseRow(&f, order)
 		if err != nil {
-			return fmt.Errorf("%w: line %d: %v", ErrMalformed, lineNo, err)
+			return fmt.Errorf("%w: line %d: %w", ErrMalformed, lineNo, err)
 		}
 		if !fn(row) {
 			return nil
@@ -199,10 +199,10 @@ func parseRow(f *[10][]byte, order binary.ByteOrder) (Row, error) {
 	}
 	var err error
 	if row.LocalIP, err = parseAddrPort(f[1], order); err != nil {
-		return row, fmt.Errorf("local_address: %v", err)
+		return row, fmt.Errorf("local_address: %w", err)
 	}
 	if row.RemoteIP, err = parseAddrPort(f[2], order); err != nil {
-		return row, fmt.Errorf("rem_address: %v", err)
+		return row, fmt.Errorf("rem_address: %w", err)
 	}
 	if len(f[3]) != 2 {
 		return row, errors.New("bad state")

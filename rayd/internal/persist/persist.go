@@ -297,7 +297,7 @@ func (m *Manager) upload(ctx context.Context, store Store, bucket, key string, r
 	first := make([]byte, m.o.PartSize)
 	n, err := io.ReadFull(r, first)
 	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		if err := store.Put(ctx, bucket, key, first[:n], ctype); err != nil {
 			return 0, err
 		}

@@ -3,6 +3,7 @@ package s3fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"sync"
@@ -163,7 +164,7 @@ func (r *reader) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	defer out.Body.Close()
 	buf := make([]byte, end-off+1)
 	got, err := io.ReadFull(out.Body, buf)
-	if err != nil && err != io.ErrUnexpectedEOF {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, syscall.EIO
 	}
 	r.off, r.buf = off, buf[:got]

@@ -68,7 +68,7 @@ func walk(root, p string, uid, gid int) (*point, error) {
 	parent := -1
 	for i, c := range comps {
 		nfd, err := openStep(fd, c)
-		if err == unix.ENOENT && (i >= ownFrom || comps[0] == "mnt") {
+		if errors.Is(err, unix.ENOENT) && (i >= ownFrom || comps[0] == "mnt") {
 			if merr := unix.Mkdirat(fd, c, 0o755); merr != nil && merr != unix.EEXIST {
 				unix.Close(fd)
 				closeFD(parent)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,11 +84,8 @@ func findHost(flag string) (string, error) {
 			return c, nil
 		}
 	}
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		c := filepath.Join(d, hostBinary)
-		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return c, nil
-		}
+	if c, err := exec.LookPath(hostBinary); err == nil {
+		return c, nil
 	}
 	return "", fmt.Errorf("no %s beside rayito or on PATH: install it (make dist builds it) or pass --host-binary", hostBinary)
 }

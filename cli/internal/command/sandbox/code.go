@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -64,7 +65,7 @@ func codeCommand(f *cliutil.Factory) *cli.Command {
 			var failed error
 			for _, c := range cells {
 				if err := cliutil.RunCell(ctx, sbx, spec, f.IO, c); err != nil {
-					if _, ok := err.(*cliutil.ExitCodeError); !ok {
+					if !errors.As(err, new(*cliutil.ExitCodeError)) {
 						return err
 					}
 					if failed == nil {
@@ -125,7 +126,7 @@ func repl(ctx context.Context, sbx *rayito.Sandbox, spec cliutil.CodeSpec, s cli
 		case interrupted:
 			fmt.Fprintln(s.Err, "KeyboardInterrupt")
 		case err != nil:
-			if _, ok := err.(*cliutil.ExitCodeError); !ok {
+			if !errors.As(err, new(*cliutil.ExitCodeError)) {
 				return err
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -192,7 +191,7 @@ func connectToken(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id 
 	// store that create (the CLI's or any SDK program's) filled.
 	token := cmd.String("token")
 	if token == "" {
-		token = os.Getenv("RAYITO_ACCESS_TOKEN")
+		token = f.Getenv("RAYITO_ACCESS_TOKEN")
 	}
 	if token != "" {
 		opts = append(opts, rayito.WithAccessToken(token))

@@ -52,7 +52,7 @@ func ParseExcludes(user []string) (*Excludes, error) {
 	for i, p := range user {
 		pp, err := parsePattern(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: pattern %d: %s", ErrBadExclude, i+1, err)
+			return nil, fmt.Errorf("%w: pattern %d: %w", ErrBadExclude, i+1, err)
 		}
 		e.ps = append(e.ps, pp)
 	}
