@@ -25,6 +25,12 @@ $(BIN)/buf: tools/go.mod tools/go.sum
 		github.com/rhysd/actionlint/cmd/actionlint github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 	@touch $@
 
+# golangci-lint has a module of its own (tools/lint), so its many
+# dependencies never move the versions of buf and the other tools.
+$(BIN)/golangci-lint: tools/lint/go.mod tools/lint/go.sum
+	@mkdir -p $(BIN)
+	cd tools/lint && GOWORK=off go build -trimpath -o $(BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 # The release tool (tools/cmd/release) is ours: rebuilt whenever its sources change.
 $(BIN)/release: tools/go.mod tools/go.sum $(wildcard tools/cmd/release/*.go tools/internal/release/*.go)
 	@mkdir -p $(BIN)
@@ -41,12 +47,13 @@ check-generate: generate ## Fail when the committed generated code is stale.
 		git status --short -- proto/gen; echo "generated code is stale: run make generate and commit"; exit 1; fi
 
 .PHONY: lint
-lint: tools ## buf lint and format, gofmt, go vet.
+lint: tools $(BIN)/golangci-lint ## buf lint and format, gofmt, go vet, golangci-lint (.golangci.yml: errorlint, forbidigo rooms, depguard layers, funlen).
 	buf lint
 	buf format --diff --exit-code
 	@bad=$$(gofmt -l $(MODULES) | grep -v '/gen/' || true); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	go vet $(addsuffix /...,$(addprefix ./,$(MODULES)))
 	cd tools && GOWORK=off go vet ./cmd/... ./internal/...
+	golangci-lint run --config .golangci.yml $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 .PHONY: breaking
 breaking: tools ## buf breaking against the last proto/v* release tag, when there is one.
@@ -170,9 +177,10 @@ tidy: $(BIN)/release ## go mod tidy every module outside the workspace, siblings
 	$(BIN)/release tidy
 
 .PHONY: standalone
-standalone: $(BIN)/release ## Vet and test the libraries (proto, sdk) with GOWORK=off, siblings resolved by version from a file proxy of the work tree.
+standalone: $(BIN)/release ## Vet and test the libraries with GOWORK=off, siblings resolved by version from a file proxy of the work tree (cdk: vet, and its go.sum resolves the agent host it builds at synth; its synthesis tests run in make test).
 	$(BIN)/release proxy $(TMP)/modproxy
-	for m in $(LIBRARIES); do (eval "$$($(BIN)/release env $(TMP)/modproxy)" && cd $$m && go vet ./... && go test -count=1 ./...); done
+	for m in $(LIBRARIES); do (eval "$$($(BIN)/release env $(TMP)/modproxy)" && cd $$m && go vet ./... && \
+		case $$m in cdk) GOOS=linux GOARCH=arm64 go list -deps github.com/rayito-dev/rayito/agenthost/cmd/rayito-agent-host >/dev/null ;; *) go test -count=1 ./... ;; esac); done
 
 .PHONY: test-release
 test-release: $(BIN)/release ## The release tooling's tests, with the outsider proof: go get of sdk and go install of the CLI from a file proxy built from tags.
