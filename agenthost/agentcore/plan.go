@@ -140,84 +140,26 @@ func NewPlan(p *project.Project, o Options) (*Plan, error) {
 	if p.Egress != nil && len(p.Egress.Allow) > 0 {
 		return nil, &Error{Code: CodeNetworkPolicyUnsupported, Detail: "AgentCore's egress is unfiltered: a project that declares [egress] is not deployed there"}
 	}
-	external := ""
-	if p.Model != nil && p.Model.Provider != "bedrock" {
-		if !o.ExternalModel {
-			return nil, &Error{Code: CodeProviderUnsupported, Detail: "the model's provider is " + p.Model.Provider + ": AgentCore has no secret gateway; pass --external-model to call it over the public network with a key the agent reads"}
-		}
-		if p.Model.KeySecret != "" && !slices.Contains(o.ReadableSecrets, p.Model.KeySecret) {
-			return nil, &Error{Code: CodeProviderUnsupported, Detail: "with --external-model the key is read by the agent: name its secret ARN with --readable-secret or [secret_env]"}
-		}
-		external = p.Model.Provider + " over the PUBLIC network, key read by the agent's code (never in the runtime's environment); Rayito neither sees nor filters that traffic"
-	}
-	models := o.BedrockModels
-	if len(models) == 0 && p.Model != nil && p.Model.Provider == "bedrock" {
-		models = []string{fmt.Sprintf("arn:%s:bedrock:%s::foundation-model/%s", o.Partition, p.Model.Region, p.Model.ID)}
-	}
-	for _, m := range models {
-		if !arnModel.MatchString(m) {
-			return nil, &Error{Code: CodeResourceInvalid, Detail: "a --bedrock-model is not a Bedrock model or inference profile ARN"}
-		}
+	external, models, err := planModels(p, o)
+	if err != nil {
+		return nil, err
 	}
 	entries, err := p.Entries()
 	if err != nil {
 		return nil, err
 	}
-	secrets := slices.Clone(o.ReadableSecrets)
-	for _, e := range entries {
-		if !slices.Contains(secrets, e.Secret) {
-			secrets = append(secrets, e.Secret)
-		}
+	secrets, err := planSecrets(entries, o)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range secrets {
-		m := arnSecret.FindStringSubmatch(s)
-		if m == nil || m[1] != o.Partition || m[2] != o.Region || m[3] != o.Account {
-			return nil, &Error{Code: CodeResourceInvalid, Detail: "a secret must be a Secrets Manager ARN of this account and region with its six-character suffix"}
-		}
-	}
-	slices.Sort(secrets)
 	runtime := "rayito_" + strings.ReplaceAll(p.Name, "-", "_")
-	arn := func(service, res string) string {
-		return fmt.Sprintf("arn:%s:%s:%s:%s:%s", o.Partition, service, o.Region, o.Account, res)
-	}
 	repo := "rayito-agent-" + p.Name
 	if !ecrName.MatchString(repo) {
 		return nil, &Error{Code: CodeResourceInvalid, Detail: "the agent's name ends in or doubles a hyphen: ECR refuses its repository name " + repo}
 	}
-	repoARN := arn("ecr", "repository/"+repo)
-	role := Role{
-		Name:       fmt.Sprintf("rayito-agentcore-%s-%s", p.Name, o.Region),
-		TrustedBy:  "bedrock-agentcore.amazonaws.com",
-		Conditions: []string{"aws:SourceAccount = " + o.Account, "aws:SourceArn like " + arn("bedrock-agentcore", "*")},
-		Statements: []Statement{
-			{Sid: "PullOwnImage", Action: []string{"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}, Resource: []string{repoARN}},
-			{Sid: "EcrLoginUnscoped", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
-			{Sid: "RuntimeLogs", Action: []string{"logs:CreateLogGroup", "logs:DescribeLogStreams", "logs:CreateLogStream", "logs:PutLogEvents"},
-				Resource: []string{arn("logs", "log-group:/aws/bedrock-agentcore/runtimes/"+runtime+"-*")}},
-			{Sid: "XRayUnscoped", Action: []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets"}, Resource: []string{"*"}},
-			{Sid: "AgentCoreMetricsUnscoped", Action: []string{"cloudwatch:PutMetricData"}, Resource: []string{"*"}, Condition: map[string]string{"StringEquals cloudwatch:namespace": "bedrock-agentcore"}},
-			{Sid: "WorkloadAccessTokens", Action: []string{"bedrock-agentcore:GetWorkloadAccessToken", "bedrock-agentcore:GetWorkloadAccessTokenForJWT"},
-				Resource: []string{arn("bedrock-agentcore", "workload-identity-directory/default"), arn("bedrock-agentcore", "workload-identity-directory/default/workload-identity/*")}},
-		},
-	}
-	if len(models) > 0 {
-		role.Statements = append(role.Statements, Statement{Sid: "InvokeBedrockModels", Action: []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}, Resource: slices.Sorted(slices.Values(models))})
-	}
-	if len(secrets) > 0 {
-		role.Statements = append(role.Statements, Statement{Sid: "ReadSecrets", Action: []string{"secretsmanager:GetSecretValue"}, Resource: secrets})
-	}
 	prefix := ArtifactPrefix + p.Name + "/"
-	build := Role{
-		Name:       fmt.Sprintf("rayito-codebuild-%s-%s", p.Name, o.Region),
-		TrustedBy:  "codebuild.amazonaws.com",
-		Conditions: []string{"aws:SourceAccount = " + o.Account},
-		Statements: []Statement{
-			{Sid: "ReadBuildContext", Action: []string{"s3:GetObject"}, Resource: []string{fmt.Sprintf("arn:%s:s3:::%s/%s*", o.Partition, o.ArtifactBucket, prefix)}},
-			{Sid: "WriteBuildLogs", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, Resource: []string{arn("logs", "log-group:/aws/codebuild/"+BuildProject(p.Name)+":*")}},
-			{Sid: "PushOwnImage", Action: []string{"ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage"}, Resource: []string{repoARN}},
-			{Sid: "EcrLoginUnscoped", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
-		},
-	}
+	role := runtimeRole(p.Name, runtime, repo, models, secrets, o)
+	build := buildRole(p.Name, repo, prefix, o)
 	for _, r := range []*Role{&role, &build} {
 		for i := range r.Statements {
 			r.Statements[i].Effect = "Allow"
@@ -239,6 +181,103 @@ func NewPlan(p *project.Project, o Options) (*Plan, error) {
 		BuildContext: fmt.Sprintf("s3://%s/%s (deleted after the build; the bucket expires what is left after 7 days)", o.ArtifactBucket, prefix),
 		Roles:        []Role{role, build}, Environment: env, ExternalModel: external, MMDSv2: true,
 	}, nil
+}
+
+// planModels checks p's model against o: the external-model note ("" for
+// Bedrock or no model) and the Bedrock model ARNs the runtime may invoke.
+func planModels(p *project.Project, o Options) (string, []string, error) {
+	external := ""
+	if p.Model != nil && p.Model.Provider != "bedrock" {
+		if !o.ExternalModel {
+			return "", nil, &Error{Code: CodeProviderUnsupported, Detail: "the model's provider is " + p.Model.Provider + ": AgentCore has no secret gateway; pass --external-model to call it over the public network with a key the agent reads"}
+		}
+		if p.Model.KeySecret != "" && !slices.Contains(o.ReadableSecrets, p.Model.KeySecret) {
+			return "", nil, &Error{Code: CodeProviderUnsupported, Detail: "with --external-model the key is read by the agent: name its secret ARN with --readable-secret or [secret_env]"}
+		}
+		external = p.Model.Provider + " over the PUBLIC network, key read by the agent's code (never in the runtime's environment); Rayito neither sees nor filters that traffic"
+	}
+	models := o.BedrockModels
+	if len(models) == 0 && p.Model != nil && p.Model.Provider == "bedrock" {
+		models = []string{fmt.Sprintf("arn:%s:bedrock:%s::foundation-model/%s", o.Partition, p.Model.Region, p.Model.ID)}
+	}
+	for _, m := range models {
+		if !arnModel.MatchString(m) {
+			return "", nil, &Error{Code: CodeResourceInvalid, Detail: "a --bedrock-model is not a Bedrock model or inference profile ARN"}
+		}
+	}
+	return external, models, nil
+}
+
+// planSecrets is the sorted union of o's readable secrets and the
+// entries' secrets, each checked to be a Secrets Manager ARN of o's
+// account and region.
+func planSecrets(entries []secretenv.Entry, o Options) ([]string, error) {
+	secrets := slices.Clone(o.ReadableSecrets)
+	for _, e := range entries {
+		if !slices.Contains(secrets, e.Secret) {
+			secrets = append(secrets, e.Secret)
+		}
+	}
+	for _, s := range secrets {
+		m := arnSecret.FindStringSubmatch(s)
+		if m == nil || m[1] != o.Partition || m[2] != o.Region || m[3] != o.Account {
+			return nil, &Error{Code: CodeResourceInvalid, Detail: "a secret must be a Secrets Manager ARN of this account and region with its six-character suffix"}
+		}
+	}
+	slices.Sort(secrets)
+	return secrets, nil
+}
+
+// arnOf is the ARN of res in service for o's partition, region and account.
+func arnOf(o Options, service, res string) string {
+	return fmt.Sprintf("arn:%s:%s:%s:%s:%s", o.Partition, service, o.Region, o.Account, res)
+}
+
+// runtimeRole is the AgentCore runtime's role (statements without their
+// Effect): pull its image, logs, traces, metrics, workload tokens, and
+// the models and secrets it may use.
+func runtimeRole(name, runtime, repo string, models, secrets []string, o Options) Role {
+	arn := func(service, res string) string { return arnOf(o, service, res) }
+	repoARN := arn("ecr", "repository/"+repo)
+	role := Role{
+		Name:       fmt.Sprintf("rayito-agentcore-%s-%s", name, o.Region),
+		TrustedBy:  "bedrock-agentcore.amazonaws.com",
+		Conditions: []string{"aws:SourceAccount = " + o.Account, "aws:SourceArn like " + arn("bedrock-agentcore", "*")},
+		Statements: []Statement{
+			{Sid: "PullOwnImage", Action: []string{"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}, Resource: []string{repoARN}},
+			{Sid: "EcrLoginUnscoped", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
+			{Sid: "RuntimeLogs", Action: []string{"logs:CreateLogGroup", "logs:DescribeLogStreams", "logs:CreateLogStream", "logs:PutLogEvents"},
+				Resource: []string{arn("logs", "log-group:/aws/bedrock-agentcore/runtimes/"+runtime+"-*")}},
+			{Sid: "XRayUnscoped", Action: []string{"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets"}, Resource: []string{"*"}},
+			{Sid: "AgentCoreMetricsUnscoped", Action: []string{"cloudwatch:PutMetricData"}, Resource: []string{"*"}, Condition: map[string]string{"StringEquals cloudwatch:namespace": "bedrock-agentcore"}},
+			{Sid: "WorkloadAccessTokens", Action: []string{"bedrock-agentcore:GetWorkloadAccessToken", "bedrock-agentcore:GetWorkloadAccessTokenForJWT"},
+				Resource: []string{arn("bedrock-agentcore", "workload-identity-directory/default"), arn("bedrock-agentcore", "workload-identity-directory/default/workload-identity/*")}},
+		},
+	}
+	if len(models) > 0 {
+		role.Statements = append(role.Statements, Statement{Sid: "InvokeBedrockModels", Action: []string{"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}, Resource: slices.Sorted(slices.Values(models))})
+	}
+	if len(secrets) > 0 {
+		role.Statements = append(role.Statements, Statement{Sid: "ReadSecrets", Action: []string{"secretsmanager:GetSecretValue"}, Resource: secrets})
+	}
+	return role
+}
+
+// buildRole is the CodeBuild project's role (statements without their
+// Effect): read the build context under prefix, write its logs, push the
+// agent's image.
+func buildRole(name, repo, prefix string, o Options) Role {
+	return Role{
+		Name:       fmt.Sprintf("rayito-codebuild-%s-%s", name, o.Region),
+		TrustedBy:  "codebuild.amazonaws.com",
+		Conditions: []string{"aws:SourceAccount = " + o.Account},
+		Statements: []Statement{
+			{Sid: "ReadBuildContext", Action: []string{"s3:GetObject"}, Resource: []string{fmt.Sprintf("arn:%s:s3:::%s/%s*", o.Partition, o.ArtifactBucket, prefix)}},
+			{Sid: "WriteBuildLogs", Action: []string{"logs:CreateLogStream", "logs:PutLogEvents"}, Resource: []string{arnOf(o, "logs", "log-group:/aws/codebuild/"+BuildProject(name)+":*")}},
+			{Sid: "PushOwnImage", Action: []string{"ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage"}, Resource: []string{arnOf(o, "ecr", "repository/"+repo)}},
+			{Sid: "EcrLoginUnscoped", Action: []string{"ecr:GetAuthorizationToken"}, Resource: []string{"*"}},
+		},
+	}
 }
 
 // Names is the plan's names of the agent (its runtime, stack, repository
