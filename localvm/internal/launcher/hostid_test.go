@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 )
 
 // procUIDs returns the real host uid of every process in the sandbox's
@@ -17,7 +19,7 @@ func procUIDs(t *testing.T, rec Record) map[int]int {
 	t.Helper()
 	out := map[int]int{}
 	for _, d := range rec.Cgroups {
-		pids, err := cgroupPids(d)
+		pids, err := cgroup.Pids(d)
 		if err != nil {
 			continue
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 )
 
 // instance is a sandbox launched or adopted by a Launcher.
@@ -149,11 +151,11 @@ func (i *instance) freeze(ctx context.Context, frozen bool) error {
 	if i.cleaned {
 		return fmt.Errorf("launcher: sandbox %s: %w", i.rec.ID, ErrGone)
 	}
-	dir, v2 := freezerOf(i.rec.Cgroups)
+	dir, v2 := cgroup.FreezerOf(i.rec.Cgroups)
 	if dir == "" {
 		return fmt.Errorf("%w: the sandbox has no freezer cgroup", ErrNoFreezer)
 	}
-	return setFrozen(ctx, dir, v2, frozen)
+	return cgroup.SetFrozen(ctx, dir, v2, frozen)
 }
 
 // OOMKills reads the oom_kill counter of the sandbox's memory cgroup.
@@ -165,7 +167,7 @@ func (i *instance) OOMKills() (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return parseOOMKill(b)
+	return cgroup.ParseOOMKill(b)
 }
 
 // OOMBaseline reads the OOM kill counter while rayd is alive and nothing
@@ -353,8 +355,8 @@ func (i *instance) destroy(ctx context.Context) error {
 		}
 		// Killed tasks of a frozen (suspended) sandbox die only once it
 		// is thawed.
-		thawCgroups(i.rec.Cgroups)
-		if err := killCgroups(i.rec.Cgroups, deadline); err != nil {
+		cgroup.Thaw(i.rec.Cgroups)
+		if err := cgroup.Kill(i.rec.Cgroups, deadline); err != nil {
 			errs = append(errs, err)
 		}
 	} else if i.alive() {
@@ -371,7 +373,7 @@ func (i *instance) destroy(ctx context.Context) error {
 		}
 	}
 	if i.rec.Privileged {
-		if err := removeCgroups(i.rec.Cgroups, deadline); err != nil {
+		if err := cgroup.Remove(i.rec.Cgroups, deadline); err != nil {
 			errs = append(errs, err)
 		}
 		// While the veth exists no other sandbox can have the address,

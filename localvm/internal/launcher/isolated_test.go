@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 )
 
 // TestIsolatedSandbox launches a sandbox and checks, from inside, what its
@@ -293,10 +295,10 @@ func TestLimits(t *testing.T) {
 		return strings.TrimSpace(string(b))
 	}
 	var memFile, pidsFile string
-	switch l.cg.version {
-	case cgroupV2:
+	switch l.cg.Version() {
+	case cgroup.V2:
 		memFile, pidsFile = filepath.Join(rec.Cgroups[0], "memory.max"), filepath.Join(rec.Cgroups[0], "pids.max")
-	case cgroupV1:
+	case cgroup.V1:
 		for _, d := range rec.Cgroups {
 			switch filepath.Base(filepath.Dir(filepath.Dir(d))) {
 			case "memory":
@@ -330,5 +332,40 @@ func TestLimits(t *testing.T) {
 	}
 	if n, err := strconv.Atoi(read(pidsDir, "pids.current")); err != nil || n > 321 || n < 300 {
 		t.Errorf("pids.current %d (%v) in a sandbox with pids.max 321", n, err)
+	}
+}
+
+// TestIsolatedOnCgroupV2 runs a whole privileged sandbox on the cgroup2
+// code path (CLONE_INTO_CGROUP with the namespaces, cgroup.kill on
+// Terminate), on the unified hierarchy of a hybrid machine.
+func TestIsolatedOnCgroupV2(t *testing.T) {
+	l := privileged(t, "")
+	if l.cg.Version() == cgroup.V2 {
+		t.Skip("the other tests already run on cgroup v2 here")
+	}
+	cg, err := cgroup.UnifiedWithoutLimits(testNames.cgroupParent)
+	if err != nil {
+		t.Skip("needs a cgroup2 hierarchy: ", err)
+	}
+	l.cg = cg
+	t.Cleanup(func() { _ = os.Remove(cg.Roots()[0]) })
+	spec := newSpec(t, l)
+	inst := launch(t, l, spec)
+	rec := inst.Record()
+	if len(rec.Cgroups) != 1 || !strings.HasPrefix(rec.Cgroups[0], cg.Roots()[0]+"/") {
+		t.Fatalf("cgroups %v", rec.Cgroups)
+	}
+	token := install(t, inst)
+	_, body := startedPid(t, inst.APIAddr(), token, "sh", "-c", "sleep 600 & sleep 600 & wait")
+	body.Close()
+	time.Sleep(100 * time.Millisecond)
+	if pids, _ := cgroup.Pids(rec.Cgroups[0]); len(pids) < 4 {
+		t.Fatalf("cgroup members %v", pids)
+	}
+	if err := inst.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left := leftovers(l, rec); len(left) != 0 {
+		t.Fatalf("left %q", left)
 	}
 }

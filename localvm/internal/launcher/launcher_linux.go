@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 	"github.com/rayito-dev/rayito/rayd"
 )
 
@@ -50,7 +51,7 @@ type Launcher struct {
 	// rootless: not root, but unprivileged user namespaces work: sandboxes
 	// get namespaces (see launchRootless).
 	rootless bool
-	cg       *cgroups // privileged mode; nil when cgErr is set
+	cg       *cgroup.Layout // privileged mode; nil when cgErr is set
 	cgErr    error
 	fw       *firewall
 	net      *hostNet
@@ -141,11 +142,11 @@ func New(opts Options) (*Launcher, error) {
 	if swept := sweepLockFiles(nftLockDir, l.fw.dial); swept > 0 {
 		log.Debug("launcher: removed stale nftables lock files", "files", swept)
 	}
-	l.cg, l.cgErr = detectCgroups(n.cgroupParent)
+	l.cg, l.cgErr = cgroup.Detect(n.cgroupParent)
 	if l.cgErr != nil {
 		log.Error("launcher: no usable cgroups: privileged launches will fail", "err", l.cgErr.Error())
 	} else {
-		log.Debug("launcher: privileged mode", "cgroups", l.cg.version.String())
+		log.Debug("launcher: privileged mode", "cgroups", l.cg.Version().String())
 	}
 	return l, nil
 }
@@ -608,7 +609,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 			return inst, err
 		}
 	}
-	dirs, cgfd, err := l.cg.create(spec.ID, spec.MemoryBytes, spec.PidsMax)
+	dirs, cgfd, err := l.cg.Create(spec.ID, spec.MemoryBytes, spec.PidsMax)
 	if err != nil {
 		return inst, err
 	}
@@ -637,7 +638,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	for _, a := range l.opts.DNS {
 		cfg.DNS = append(cfg.DNS, a.String())
 	}
-	inst.oomFile = memoryEventsFile(dirs)
+	inst.oomFile = cgroup.MemoryEventsFile(dirs)
 	// rayd's view of its OOM kills and its lifecycle channel (see
 	// suspend_linux.go), when this rayd takes them.
 	var extra []int
@@ -718,8 +719,8 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	// kernel waits for an RCU grace period): do it while the network is
 	// wired, and join both before the init goes on.
 	cgDone := make(chan error, 1)
-	if l.cg.version == cgroupV1 {
-		go func() { cgDone <- addProc(dirs, s.pid) }()
+	if l.cg.Version() == cgroup.V1 {
+		go func() { cgDone <- cgroup.AddProc(dirs, s.pid) }()
 	} else {
 		cgDone <- nil
 	}
@@ -871,7 +872,7 @@ func (l *Launcher) checkRecord(rec Record) error {
 			return l.cgErr
 		}
 		for _, d := range rec.Cgroups {
-			if !l.cg.ownsDir(d, rec.ID) {
+			if !l.cg.Owns(d, rec.ID) {
 				return fmt.Errorf("launcher: record of %s names a cgroup outside the launcher's", rec.ID)
 			}
 		}
@@ -896,8 +897,8 @@ func (l *Launcher) fromRecord(rec Record) *instance {
 		inst.slirp = adoptSlirp(rec.SlirpPid, rec.SlirpStartTime) // nil when gone
 	}
 	if rec.Privileged {
-		inst.rec.Cgroups = l.cg.dirsFor(rec.ID)
-		inst.oomFile = memoryEventsFile(inst.rec.Cgroups)
+		inst.rec.Cgroups = l.cg.Dirs(rec.ID)
+		inst.oomFile = cgroup.MemoryEventsFile(inst.rec.Cgroups)
 		inst.rec.Veth = l.n.vethName(rec.ID)
 		if g, err := netip.ParseAddr(rec.GuestIP); err == nil && g.Is4() {
 			inst.slot, _ = g.Prefix(30)
@@ -1061,16 +1062,16 @@ func (l *Launcher) Sweep(keep []Record) error {
 	var errs []error
 	survivors := map[string]bool{} // ids whose processes may still run
 	if l.cg != nil {
-		for id, dirs := range l.cg.list() {
+		for id, dirs := range l.cg.List(validID) {
 			if keepIDs[id] {
 				continue
 			}
 			deadline := time.Now().Add(terminateTimeout)
-			if err := killCgroups(dirs, deadline); err != nil {
+			if err := cgroup.Kill(dirs, deadline); err != nil {
 				errs = append(errs, err)
 				survivors[id] = true
 			}
-			if err := removeCgroups(dirs, deadline); err != nil {
+			if err := cgroup.Remove(dirs, deadline); err != nil {
 				errs = append(errs, err)
 			}
 			l.log.Info("launcher: swept leftover cgroups", "id", id)
@@ -1140,7 +1141,7 @@ func (l *Launcher) Release() error {
 	// of the table (in this process or another) waits, then rebuilds it.
 	h := l.fw.lock()
 	defer h.unlock()
-	if l.cg != nil && len(l.cg.list()) > 0 {
+	if l.cg != nil && len(l.cg.List(validID)) > 0 {
 		return nil
 	}
 	if veths, err := l.net.listVeths(l.n.isVeth); err != nil || len(veths) > 0 {
@@ -1155,7 +1156,7 @@ func (l *Launcher) Release() error {
 		errs = append(errs, err)
 	}
 	if l.cg != nil {
-		for _, d := range l.cg.roots() {
+		for _, d := range l.cg.Roots() {
 			if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EBUSY) {
 				errs = append(errs, fmt.Errorf("launcher: cgroup: removing %s: %w", d, err))
 			}
@@ -1177,7 +1178,7 @@ func (l *Launcher) Idle() bool {
 	if alive > 0 {
 		return false
 	}
-	if l.cg != nil && len(l.cg.list()) > 0 {
+	if l.cg != nil && len(l.cg.List(validID)) > 0 {
 		return false
 	}
 	if len(l.uidAllocations()) > 0 {

@@ -85,7 +85,7 @@ func snapshot(t *testing.T, l *Launcher, ids map[string]bool) counts {
 		t.Fatal(err)
 	}
 	c.Veths = len(veths)
-	for _, dirs := range l.cg.list() {
+	for _, dirs := range l.cg.List(validID) {
 		c.Cgroups += len(dirs)
 	}
 	conn, err := nftables.New()
@@ -211,7 +211,7 @@ func waitDone(t *testing.T, inst Instance, d time.Duration) {
 // leftovers reports which of a sandbox's resources exist on the host.
 func leftovers(l *Launcher, rec Record) []string {
 	var out []string
-	for _, d := range l.cg.dirsFor(rec.ID) {
+	for _, d := range l.cg.Dirs(rec.ID) {
 		if exists(d) {
 			out = append(out, "cgroup "+d)
 		}
@@ -499,7 +499,7 @@ func TestRelease(t *testing.T) {
 	if exists(l.fw.lockPath) {
 		t.Errorf("the table's lock file %s outlived it", l.fw.lockPath)
 	}
-	for _, d := range l.cg.roots() {
+	for _, d := range l.cg.Roots() {
 		if exists(d) {
 			t.Errorf("cgroup parent %s left", d)
 		}

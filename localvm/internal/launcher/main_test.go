@@ -23,6 +23,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/uuid"
 
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 	"github.com/rayito-dev/rayito/proto/accesstoken"
 	"github.com/rayito-dev/rayito/proto/runpayload"
 )
@@ -64,8 +65,8 @@ func removeTestScope() {
 			}
 		}
 	}
-	if cg, err := detectCgroups(testNames.cgroupParent); err == nil {
-		for _, r := range cg.roots() {
+	if cg, err := cgroup.Detect(testNames.cgroupParent); err == nil {
+		for _, r := range cg.Roots() {
 			_ = os.Remove(r)
 		}
 	}

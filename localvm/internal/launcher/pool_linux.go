@@ -69,7 +69,7 @@ func (i *instance) Assign(ctx context.Context, a Assignment) error {
 	if a.Internet != i.rec.Internet && !a.Internet {
 		return fmt.Errorf("launcher: sandbox %s has Internet access, which cannot be taken away", i.rec.ID)
 	}
-	if err := i.l.cg.writeLimits(i.rec.ID, mem, pids); err != nil {
+	if err := i.l.cg.WriteLimits(i.rec.ID, mem, pids); err != nil {
 		return err
 	}
 	if a.Internet && !i.rec.Internet {

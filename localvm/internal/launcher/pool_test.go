@@ -78,7 +78,7 @@ func TestAssign(t *testing.T) {
 // pidsDir is the sandbox's cgroup directory holding pids.max.
 func pidsDir(t *testing.T, l *Launcher, id string) string {
 	t.Helper()
-	for _, d := range l.cg.dirsFor(id) {
+	for _, d := range l.cg.Dirs(id) {
 		if _, err := os.Stat(filepath.Join(d, "pids.max")); err == nil {
 			return d
 		}

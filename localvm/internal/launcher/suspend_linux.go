@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 	"github.com/rayito-dev/rayito/rayd"
 )
 
@@ -91,7 +92,7 @@ func (l *Launcher) SuspendSupport() error {
 // openMemoryEvents opens the OOM counter file of a sandbox's cgroups
 // read-only for rayd; -1 when there is none.
 func openMemoryEvents(dirs []string) (int, error) {
-	p := memoryEventsFile(dirs)
+	p := cgroup.MemoryEventsFile(dirs)
 	if p == "" {
 		return -1, nil
 	}

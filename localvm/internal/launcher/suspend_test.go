@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
 )
 
 // counterScript writes an increasing counter to /tmp/c every 10 ms.
@@ -42,7 +44,7 @@ func readCounter(t *testing.T, rec Record) int {
 
 func freezerState(t *testing.T, l *Launcher, rec Record) string {
 	t.Helper()
-	dir, v2 := freezerOf(l.cg.dirsFor(rec.ID))
+	dir, v2 := cgroup.FreezerOf(l.cg.Dirs(rec.ID))
 	if v2 {
 		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.events"))
 		if strings.Contains(string(b), "frozen 1") {
@@ -210,7 +212,7 @@ func TestOOMKills(t *testing.T) {
 				break
 			}
 		}
-		pids, err := cgroupPids(dir)
+		pids, err := cgroup.Pids(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,25 +380,18 @@ func runQuiet(apiAddr, token, script string) (int64, error) {
 // the unified hierarchy of a hybrid machine when this one uses v1.
 func TestFreezeOnCgroupV2(t *testing.T) {
 	l := privileged(t, "")
-	if l.cg.version != cgroupV2 {
-		mounts, err := cgroupMounts()
+	if l.cg.Version() != cgroup.V2 {
+		cg, err := cgroup.UnifiedWithoutLimits(testNames.cgroupParent)
 		if err != nil {
-			t.Fatal(err)
+			t.Skip("needs a cgroup2 hierarchy: ", err)
 		}
-		for _, m := range mounts {
-			if m.fstype == "cgroup2" {
-				l.cg = &cgroups{version: cgroupV2, v2root: m.point, parent: testNames.cgroupParent}
-			}
-		}
-		if l.cg.version != cgroupV2 {
-			t.Skip("needs a cgroup2 hierarchy")
-		}
-		t.Cleanup(func() { _ = os.Remove(filepath.Join(l.cg.v2root, l.cg.parent)) })
+		l.cg = cg
+		t.Cleanup(func() { _ = os.Remove(cg.Roots()[0]) })
 	}
 	spec := newSpec(t, l)
 	inst := launch(t, l, spec)
 	rec := inst.Record()
-	if _, v2 := freezerOf(rec.Cgroups); !v2 {
+	if _, v2 := cgroup.FreezerOf(rec.Cgroups); !v2 {
 		t.Fatalf("no cgroup.freeze in %v", rec.Cgroups)
 	}
 	token := install(t, inst)
@@ -438,53 +433,6 @@ func TestFreezeOnCgroupV2(t *testing.T) {
 	}
 	if left := leftovers(l, rec); len(left) != 0 {
 		t.Fatalf("left %q", left)
-	}
-}
-
-// TestFreezerFiles: setFrozen's protocol on stand-in files (v1
-// freezer.state going through FREEZING; v2 cgroup.events), and the OOM
-// kill counter of both formats.
-func TestFreezerFiles(t *testing.T) {
-	v1 := t.TempDir()
-	if err := os.WriteFile(filepath.Join(v1, "freezer.state"), []byte("THAWED\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := setFrozen(t.Context(), v1, false, true); err != nil { // a plain file reads back what was written
-		t.Fatal(err)
-	}
-	v2 := t.TempDir()
-	events := filepath.Join(v2, "cgroup.events")
-	_ = os.WriteFile(filepath.Join(v2, "cgroup.freeze"), []byte("0\n"), 0o600)
-	_ = os.WriteFile(events, []byte("populated 1\nfrozen 0\n"), 0o600)
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		_ = os.WriteFile(events, []byte("populated 1\nfrozen 1\n"), 0o600)
-	}()
-	start := time.Now()
-	if err := setFrozen(t.Context(), v2, true, true); err != nil || time.Since(start) < 50*time.Millisecond {
-		t.Fatalf("v2 freeze: %v after %v", err, time.Since(start))
-	}
-	if d, isV2 := freezerOf([]string{t.TempDir(), v2}); d != v2 || !isV2 {
-		t.Fatalf("freezerOf: %s %v", d, isV2)
-	}
-	if d, isV2 := freezerOf([]string{v2, v1}); d != v1 || isV2 {
-		t.Fatalf("freezerOf prefers v1's freezer.state: %s %v", d, isV2)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
-	defer cancel()
-	if err := setFrozen(ctx, v2, true, false); err == nil { // never "frozen 0" again
-		t.Fatal("a thaw that never shows")
-	}
-	for in, want := range map[string]uint64{
-		"oom_kill_disable 0\nunder_oom 0\noom_kill 7\n":                7,
-		"low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n": 2,
-	} {
-		if n, ok := parseOOMKill([]byte(in)); !ok || n != want {
-			t.Errorf("parseOOMKill(%q) = %d, %v", in, n, ok)
-		}
-	}
-	if _, ok := parseOOMKill([]byte("oom 1\n")); ok {
-		t.Error("a counter from no oom_kill line")
 	}
 }
 

@@ -5,6 +5,7 @@ package launcher
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -152,4 +153,10 @@ func TestRetryDump(t *testing.T) {
 	if !errors.Is(err, netlink.ErrDumpInterrupted) || calls != dumpAttempts {
 		t.Fatalf("always interrupted: %v after %d calls", err, calls)
 	}
+}
+
+// exists reports whether path exists (without following a last symlink).
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

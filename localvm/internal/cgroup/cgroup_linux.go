@@ -1,10 +1,11 @@
-package launcher
+package cgroup
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,20 +17,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupVersion is the cgroup layout the launcher uses on this machine.
-type cgroupVersion int
+// Version is the cgroup layout of a machine.
+type Version int
 
+// The cgroup layouts.
 const (
-	cgroupNone cgroupVersion = iota
-	cgroupV1
-	cgroupV2
+	None Version = iota // no usable hierarchy
+	V1                  // cgroup v1: memory, pids and freezer hierarchies
+	V2                  // cgroup v2: one unified hierarchy
 )
 
-func (v cgroupVersion) String() string {
+// String is "v1", "v2" or "none".
+func (v Version) String() string {
 	switch v {
-	case cgroupV1:
+	case V1:
 		return "v1"
-	case cgroupV2:
+	case V2:
 		return "v2"
 	}
 	return "none"
@@ -38,9 +41,11 @@ func (v cgroupVersion) String() string {
 // v1Controllers are the cgroup v1 hierarchies a sandbox gets a directory in.
 var v1Controllers = []string{"memory", "pids", "freezer"}
 
-// cgroups manages the sandboxes' cgroup directories.
-type cgroups struct {
-	version cgroupVersion
+// Layout is where the sandboxes' cgroup directories live on this machine:
+// the hierarchies of its cgroup version and, under each, one parent
+// directory holding a directory per sandbox.
+type Layout struct {
+	version Version
 	// v2root is the cgroup2 mount point (v2 only).
 	v2root string
 	// v1 maps each controller of v1Controllers to its mount point (v1 only).
@@ -60,14 +65,21 @@ type mountEntry struct {
 	opts   []string // super options
 }
 
+// cgroupMounts lists this process's cgroup mounts.
 func cgroupMounts() ([]mountEntry, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return parseMountinfo(f)
+}
+
+// parseMountinfo returns the cgroup and cgroup2 mounts of a
+// /proc/<pid>/mountinfo; lines it cannot read are skipped.
+func parseMountinfo(r io.Reader) ([]mountEntry, error) {
 	var out []mountEntry
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -89,14 +101,25 @@ func cgroupMounts() ([]mountEntry, error) {
 	return out, sc.Err()
 }
 
-// detectCgroups picks the layout: cgroup v1 when the memory controller is
+// ErrNoHierarchy is the error of Detect on a machine without a usable
+// cgroup hierarchy.
+var ErrNoHierarchy = errors.New("launcher: no usable cgroup hierarchy (need cgroup2 with memory and pids, or cgroup v1 memory, pids and freezer)")
+
+// Detect picks the layout: cgroup v1 when the memory controller is
 // mounted as a v1 hierarchy (hybrid or legacy machines), else cgroup v2
-// when a cgroup2 mount offers memory and pids.
-func detectCgroups(parent string) (*cgroups, error) {
+// when a cgroup2 mount offers memory and pids. parent is the directory
+// under each hierarchy that holds the sandboxes' directories. The error
+// wraps ErrNoHierarchy when there is none.
+func Detect(parent string) (*Layout, error) {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("launcher: reading mounts: %w", err)
 	}
+	return pick(mounts, parent)
+}
+
+// pick is Detect on the given mounts.
+func pick(mounts []mountEntry, parent string) (*Layout, error) {
 	v1 := map[string]string{}
 	var v2 []string
 	for _, m := range mounts {
@@ -116,10 +139,10 @@ func detectCgroups(parent string) (*cgroups, error) {
 	if _, ok := v1["memory"]; ok {
 		for _, c := range v1Controllers {
 			if _, ok := v1[c]; !ok {
-				return nil, fmt.Errorf("launcher: cgroup v1 memory hierarchy found but no %s hierarchy", c)
+				return nil, fmt.Errorf("%w: cgroup v1 memory hierarchy found but no %s hierarchy", ErrNoHierarchy, c)
 			}
 		}
-		return &cgroups{version: cgroupV1, v1: v1, parent: parent, setLimits: true}, nil
+		return &Layout{version: V1, v1: v1, parent: parent, setLimits: true}, nil
 	}
 	for _, p := range v2 {
 		b, err := os.ReadFile(filepath.Join(p, "cgroup.controllers"))
@@ -128,15 +151,37 @@ func detectCgroups(parent string) (*cgroups, error) {
 		}
 		ctrl := strings.Fields(string(b))
 		if slices.Contains(ctrl, "memory") && slices.Contains(ctrl, "pids") {
-			return &cgroups{version: cgroupV2, v2root: p, parent: parent, setLimits: true}, nil
+			return &Layout{version: V2, v2root: p, parent: parent, setLimits: true}, nil
 		}
 	}
-	return nil, errors.New("launcher: no usable cgroup hierarchy (need cgroup2 with memory and pids, or cgroup v1 memory, pids and freezer)")
+	return nil, ErrNoHierarchy
 }
 
-// roots returns the directories that hold the sandboxes' cgroups.
-func (c *cgroups) roots() []string {
-	if c.version == cgroupV2 {
+// UnifiedWithoutLimits returns a cgroup v2 layout on this machine's first
+// cgroup2 mount that writes no limits: the controller-less unified
+// hierarchy of a hybrid machine, on which tests exercise the v2 code path
+// (CLONE_INTO_CGROUP, cgroup.kill, cgroup.freeze). The error wraps
+// ErrNoHierarchy when there is no cgroup2 mount.
+func UnifiedWithoutLimits(parent string) (*Layout, error) {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, fmt.Errorf("launcher: reading mounts: %w", err)
+	}
+	for _, m := range mounts {
+		if m.fstype == "cgroup2" {
+			return &Layout{version: V2, v2root: m.point, parent: parent}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no cgroup2 mount", ErrNoHierarchy)
+}
+
+// Version is the layout's cgroup version.
+func (c *Layout) Version() Version { return c.version }
+
+// Roots returns the directories that hold the sandboxes' cgroups: one per
+// hierarchy, <mount point>/<parent>.
+func (c *Layout) Roots() []string {
+	if c.version == V2 {
 		return []string{filepath.Join(c.v2root, c.parent)}
 	}
 	out := make([]string, 0, len(v1Controllers))
@@ -146,9 +191,9 @@ func (c *cgroups) roots() []string {
 	return out
 }
 
-// dirsFor returns the cgroup directories of sandbox id.
-func (c *cgroups) dirsFor(id string) []string {
-	roots := c.roots()
+// Dirs returns the cgroup directories of sandbox id.
+func (c *Layout) Dirs(id string) []string {
+	roots := c.Roots()
 	out := make([]string, len(roots))
 	for i, r := range roots {
 		out[i] = filepath.Join(r, id)
@@ -156,12 +201,13 @@ func (c *cgroups) dirsFor(id string) []string {
 	return out
 }
 
-// ownsDir reports whether dir is a sandbox directory this launcher may
-// remove: <root>/<id> for one of its roots.
-func (c *cgroups) ownsDir(dir, id string) bool {
-	return slices.Contains(c.dirsFor(id), filepath.Clean(dir))
+// Owns reports whether dir is a directory of sandbox id in this layout
+// (<root>/<id> for one of its roots), which its owner may remove.
+func (c *Layout) Owns(dir, id string) bool {
+	return slices.Contains(c.Dirs(id), filepath.Clean(dir))
 }
 
+// writeFile writes value to an existing cgroup file.
 func writeFile(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -174,6 +220,7 @@ func writeFile(path, value string) error {
 	return err
 }
 
+// enableControllers enables the controllers of want in dir's children.
 func enableControllers(dir string, want []string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if err != nil {
@@ -192,12 +239,13 @@ func enableControllers(dir string, want []string) error {
 	return writeFile(filepath.Join(dir, "cgroup.subtree_control"), strings.Join(add, " "))
 }
 
-// create makes the sandbox's cgroup directories and writes its limits. For
-// cgroup v2 it also returns an open descriptor of the directory for
-// CLONE_INTO_CGROUP (-1 for v1); the caller closes it.
-func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string, cgfd int, err error) {
+// Create makes the directories of sandbox id and writes its limits (see
+// WriteLimits); nothing of them is left when it fails. For cgroup v2 it
+// also returns an open descriptor of the directory for CLONE_INTO_CGROUP
+// (-1 for v1); the caller closes it.
+func (c *Layout) Create(id string, memBytes int64, pidsMax int) (dirs []string, cgfd int, err error) {
 	cgfd = -1
-	dirs = c.dirsFor(id)
+	dirs = c.Dirs(id)
 	var made []string
 	defer func() {
 		if err != nil {
@@ -212,7 +260,7 @@ func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string,
 			return nil, -1, fmt.Errorf("launcher: cgroup: %w", err)
 		}
 	}
-	if c.version == cgroupV2 && c.setLimits {
+	if c.version == V2 && c.setLimits {
 		if err := enableControllers(c.v2root, []string{"memory", "pids"}); err != nil {
 			return nil, -1, fmt.Errorf("launcher: cgroup: enabling memory and pids at the root: %w", err)
 		}
@@ -226,10 +274,10 @@ func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string,
 		}
 		made = append(made, d)
 	}
-	if err := c.writeLimits(id, memBytes, pidsMax); err != nil {
+	if err := c.WriteLimits(id, memBytes, pidsMax); err != nil {
 		return nil, -1, err
 	}
-	if c.version == cgroupV2 {
+	if c.version == V2 {
 		fd, err := unix.Open(dirs[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, -1, fmt.Errorf("launcher: cgroup: %w", err)
@@ -239,16 +287,16 @@ func (c *cgroups) create(id string, memBytes int64, pidsMax int) (dirs []string,
 	return dirs, cgfd, nil
 }
 
-// writeLimits writes sandbox id's memory and pids limits to its cgroup
+// WriteLimits writes sandbox id's memory and pids limits to its cgroup
 // (no swap beyond the memory limit, where the kernel accounts swap).
-func (c *cgroups) writeLimits(id string, memBytes int64, pidsMax int) error {
+func (c *Layout) WriteLimits(id string, memBytes int64, pidsMax int) error {
 	if !c.setLimits {
 		return nil
 	}
 	mem := strconv.FormatInt(memBytes, 10)
 	pids := strconv.Itoa(pidsMax)
 	switch c.version {
-	case cgroupV2:
+	case V2:
 		dir := filepath.Join(c.v2root, c.parent, id)
 		if err := writeFile(filepath.Join(dir, "memory.max"), mem); err != nil {
 			return fmt.Errorf("launcher: cgroup: memory.max: %w", err)
@@ -259,7 +307,7 @@ func (c *cgroups) writeLimits(id string, memBytes int64, pidsMax int) error {
 		if err := writeFile(filepath.Join(dir, "pids.max"), pids); err != nil {
 			return fmt.Errorf("launcher: cgroup: pids.max: %w", err)
 		}
-	case cgroupV1:
+	case V1:
 		memDir := filepath.Join(c.v1["memory"], c.parent, id)
 		if err := writeFile(filepath.Join(memDir, "memory.limit_in_bytes"), mem); err != nil {
 			return fmt.Errorf("launcher: cgroup: memory.limit_in_bytes: %w", err)
@@ -274,9 +322,9 @@ func (c *cgroups) writeLimits(id string, memBytes int64, pidsMax int) error {
 	return nil
 }
 
-// addProc moves pid into every directory (cgroup v1; v2 uses
+// AddProc moves pid into every directory of dirs (cgroup v1; v2 uses
 // CLONE_INTO_CGROUP).
-func addProc(dirs []string, pid int) error {
+func AddProc(dirs []string, pid int) error {
 	for _, d := range dirs {
 		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("launcher: cgroup: joining %s: %w", filepath.Base(filepath.Dir(filepath.Dir(d))), err)
@@ -285,8 +333,8 @@ func addProc(dirs []string, pid int) error {
 	return nil
 }
 
-// cgroupPids lists the processes of one cgroup directory.
-func cgroupPids(dir string) ([]int, error) {
+// Pids lists the processes of one cgroup directory.
+func Pids(dir string) ([]int, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil, err
@@ -300,16 +348,17 @@ func cgroupPids(dir string) ([]int, error) {
 	return out, nil
 }
 
+// exists reports whether path exists (without following a last symlink).
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
 }
 
-// killCgroups kills every process in dirs (which may mix v1 and v2
+// Kill kills every process in dirs (which may mix v1 and v2
 // directories): cgroup.kill where the kernel has it, else the freezer
 // (freeze, SIGKILL each member, thaw), else SIGKILL of each listed member.
 // It returns once the cgroups are empty or the deadline passes.
-func killCgroups(dirs []string, deadline time.Time) error {
+func Kill(dirs []string, deadline time.Time) error {
 	var live []string
 	for _, d := range dirs {
 		if exists(d) {
@@ -328,7 +377,7 @@ func killCgroups(dirs []string, deadline time.Time) error {
 	for attempt := 0; ; attempt++ {
 		empty := true
 		for _, d := range live {
-			if pids, err := cgroupPids(d); err == nil && len(pids) > 0 {
+			if pids, err := Pids(d); err == nil && len(pids) > 0 {
 				empty = false
 			}
 		}
@@ -347,7 +396,7 @@ func killCgroups(dirs []string, deadline time.Time) error {
 					freezeKill(d)
 					continue
 				}
-				if pids, err := cgroupPids(d); err == nil {
+				if pids, err := Pids(d); err == nil {
 					for _, p := range pids {
 						_ = unix.Kill(p, unix.SIGKILL)
 					}
@@ -371,7 +420,7 @@ func freezeKill(dir string) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if pids, err := cgroupPids(dir); err == nil {
+	if pids, err := Pids(dir); err == nil {
 		for _, p := range pids {
 			_ = unix.Kill(p, unix.SIGKILL)
 		}
@@ -379,9 +428,9 @@ func freezeKill(dir string) {
 	_ = writeFile(state, "THAWED")
 }
 
-// removeCgroups removes dirs, retrying while they still have members,
+// Remove removes dirs, retrying while they still have members,
 // until the deadline. Missing directories are not an error.
-func removeCgroups(dirs []string, deadline time.Time) error {
+func Remove(dirs []string, deadline time.Time) error {
 	var errs []error
 	for _, d := range dirs {
 		for {
@@ -399,11 +448,12 @@ func removeCgroups(dirs []string, deadline time.Time) error {
 	return errors.Join(errs...)
 }
 
-// list returns the sandbox ids that have a cgroup directory, with their
-// directories.
-func (c *cgroups) list() map[string][]string {
+// List returns the sandbox ids that have a cgroup directory, with their
+// directories: the directories under the roots whose name validID
+// accepts (nil).
+func (c *Layout) List(validID func(name string) error) map[string][]string {
 	out := map[string][]string{}
-	for _, r := range c.roots() {
+	for _, r := range c.Roots() {
 		ents, err := os.ReadDir(r)
 		if err != nil {
 			continue
@@ -421,10 +471,10 @@ func (c *cgroups) list() map[string][]string {
 // (v1) or frozen 0 (v2) until every task has stopped.
 const freezeTimeout = 10 * time.Second
 
-// freezerOf returns the directory of dirs that freezes the sandbox and
+// FreezerOf returns the directory of dirs that freezes the sandbox and
 // whether it is a cgroup v2 one (cgroup.freeze) rather than a v1 freezer
 // hierarchy's (freezer.state); "" when none of them can.
-func freezerOf(dirs []string) (dir string, v2 bool) {
+func FreezerOf(dirs []string) (dir string, v2 bool) {
 	for _, d := range dirs {
 		if exists(filepath.Join(d, "freezer.state")) {
 			return d, false
@@ -438,9 +488,9 @@ func freezerOf(dirs []string) (dir string, v2 bool) {
 	return "", false
 }
 
-// setFrozen freezes or thaws the cgroup dir and waits until the kernel
+// SetFrozen freezes or thaws the cgroup dir and waits until the kernel
 // says it is done, the deadline passes or ctx ends.
-func setFrozen(ctx context.Context, dir string, v2, frozen bool) error {
+func SetFrozen(ctx context.Context, dir string, v2, frozen bool) error {
 	var file, value, want string
 	switch {
 	case v2 && frozen:
@@ -517,9 +567,9 @@ func setFrozen(ctx context.Context, dir string, v2, frozen bool) error {
 	}
 }
 
-// thawCgroups thaws whatever of dirs is frozen, without waiting: killed
+// Thaw thaws whatever of dirs is frozen, without waiting: killed
 // tasks of a frozen v1 cgroup die only once it is thawed.
-func thawCgroups(dirs []string) {
+func Thaw(dirs []string) {
 	for _, d := range dirs {
 		if exists(filepath.Join(d, "freezer.state")) {
 			_ = writeFile(filepath.Join(d, "freezer.state"), "THAWED")
@@ -530,9 +580,9 @@ func thawCgroups(dirs []string) {
 	}
 }
 
-// memoryEventsFile returns the file of dirs that counts the sandbox's OOM
+// MemoryEventsFile returns the file of dirs that counts the sandbox's OOM
 // kills: memory.events (cgroup v2) or memory.oom_control (v1); "" if none.
-func memoryEventsFile(dirs []string) string {
+func MemoryEventsFile(dirs []string) string {
 	for _, d := range dirs {
 		for _, name := range []string{"memory.oom_control", "memory.events"} {
 			if p := filepath.Join(d, name); exists(p) {
@@ -543,9 +593,9 @@ func memoryEventsFile(dirs []string) string {
 	return ""
 }
 
-// parseOOMKill returns the oom_kill counter of the content of
-// memory.events or memory.oom_control.
-func parseOOMKill(b []byte) (uint64, bool) {
+// ParseOOMKill returns the oom_kill counter of the content of
+// memory.events or memory.oom_control; false when it has none.
+func ParseOOMKill(b []byte) (uint64, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
 			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
