@@ -144,14 +144,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		env.Prebooted = pooled.start
 	}
 
-	rep := &harness.Report{Machine: harness.Machine{
-		Date: time.Now().UTC().Format(time.RFC3339), Cores: runtime.NumCPU(), CPUModel: procfs.Proc.CPUModel(),
-		Kernel: procfs.Kernel(), GoVersion: runtime.Version(), Root: os.Geteuid() == 0, Privileged: srv.Privileged(),
-		Pinned: pinner.Enabled(), PinNote: pinNote, Peer: "not given", TempFS: tmp + " (" + procfs.FSType(tmp) + ")", Args: cfg.Args,
-	}}
-	if !pinner.Enabled() {
-		rep.Machine.PinNote = "not pinned: " + pinNote
-	}
+	rep := &harness.Report{Machine: machine(cfg, srv, pinner, pinNote, tmp)}
 
 	if cfg.Peer != "" {
 		ps, perr := launchPeer(ctx, cfg.Peer, pinner.Start)
@@ -165,6 +158,37 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 	}
 
+	rep.Results = runSuites(ctx, env, list, progress)
+	rep.Goals = harness.EvaluateGoals(rep)
+	rep.Machine.WallSecs = time.Since(start).Seconds()
+	if cfg.JSON {
+		err = harness.WriteJSON(cfg.Stdout, rep)
+	} else {
+		harness.WriteTable(cfg.Stdout, rep)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = errors.New("interrupted")
+	}
+	return err
+}
+
+// machine describes the machine and the run's setup for the report.
+func machine(cfg Config, srv *localvm.Server, pinner *pin.Pinner, pinNote, tmp string) harness.Machine {
+	m := harness.Machine{
+		Date: time.Now().UTC().Format(time.RFC3339), Cores: runtime.NumCPU(), CPUModel: procfs.Proc.CPUModel(),
+		Kernel: procfs.Kernel(), GoVersion: runtime.Version(), Root: os.Geteuid() == 0, Privileged: srv.Privileged(),
+		Pinned: pinner.Enabled(), PinNote: pinNote, Peer: "not given", TempFS: tmp + " (" + procfs.FSType(tmp) + ")", Args: cfg.Args,
+	}
+	if !pinner.Enabled() {
+		m.PinNote = "not pinned: " + pinNote
+	}
+	return m
+}
+
+// runSuites runs the suites in order until ctx ends, reporting progress,
+// and returns their results with the extra ones each suite added to env.
+func runSuites(ctx context.Context, env *suites.Env, list []suites.Suite, progress io.Writer) []harness.Result {
+	var results []harness.Result
 	for _, s := range list {
 		if ctx.Err() != nil {
 			break
@@ -177,26 +201,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		if r.Error != "" {
 			fmt.Fprintf(progress, "bench: suite %s: error: %s\n", s.Name, r.Error)
 		}
-		rep.Results = append(rep.Results, r)
+		results = append(results, r)
 		for _, x := range env.TakeResults() {
 			x.Finish()
 			if x.Error != "" {
 				fmt.Fprintf(progress, "bench: %s: error: %s\n", x.Suite, x.Error)
 			}
-			rep.Results = append(rep.Results, x)
+			results = append(results, x)
 		}
 	}
-	rep.Goals = harness.EvaluateGoals(rep)
-	rep.Machine.WallSecs = time.Since(start).Seconds()
-	if cfg.JSON {
-		err = harness.WriteJSON(cfg.Stdout, rep)
-	} else {
-		harness.WriteTable(cfg.Stdout, rep)
-	}
-	if err == nil && ctx.Err() != nil {
-		err = errors.New("interrupted")
-	}
-	return err
+	return results
 }
 
 // runSuite runs one suite, turning a panic into an error result so that

@@ -102,20 +102,7 @@ func files(ctx context.Context, e *Env, suite string, size, n, warm int) harness
 		}},
 	}
 	if e.Peer != nil {
-		subjects = append(subjects, harness.Subject{Name: "P", Optional: true, Run: func(ctx context.Context) (float64, error) {
-			rbuf.Reset()
-			d, err := timeIt(func() error {
-				if err := e.Peer.Upload(ctx, peerPath, data); err != nil {
-					return err
-				}
-				_, err := e.Peer.Download(ctx, peerPath, rbuf)
-				return err
-			})
-			if err == nil {
-				err = verify(rbuf.Bytes())
-			}
-			return d, err
-		}})
+		subjects = append(subjects, peerFilesSubject(e, peerPath, data, rbuf, verify))
 	}
 	s, err := harness.Loop(ctx, warm, n, subjects...)
 	if err != nil {
@@ -127,6 +114,32 @@ func files(ctx context.Context, e *Env, suite string, size, n, warm int) harness
 		note += "; P = envd POST /files (multipart) + GET /files in the same temp dir"
 	}
 	r := harness.FromSamples(suite, "ms", false, s, note)
+	addThroughput(&r, size)
+	return r
+}
+
+// peerFilesSubject is subject P: envd's upload then download of data at
+// path, verified outside the timer.
+func peerFilesSubject(e *Env, path string, data []byte, rbuf *bytes.Buffer, verify func([]byte) error) harness.Subject {
+	return harness.Subject{Name: "P", Optional: true, Run: func(ctx context.Context) (float64, error) {
+		rbuf.Reset()
+		d, err := timeIt(func() error {
+			if err := e.Peer.Upload(ctx, path, data); err != nil {
+				return err
+			}
+			_, err := e.Peer.Download(ctx, path, rbuf)
+			return err
+		})
+		if err == nil {
+			err = verify(rbuf.Bytes())
+		}
+		return d, err
+	}}
+}
+
+// addThroughput adds each subject's MB/s (size bytes written then read
+// over its p50 time) to r's details.
+func addThroughput(r *harness.Result, size int) {
 	mb := float64(2*size) / 1e6
 	for _, x := range []struct {
 		name string
@@ -136,7 +149,6 @@ func files(ctx context.Context, e *Env, suite string, size, n, warm int) harness
 			r.Details = append(r.Details, fmt.Sprintf("%s: %.0f MB/s (write+read bytes over p50 time)", x.name, mb/(x.sm.P50/1000)))
 		}
 	}
-	return r
 }
 
 // blobServer keeps the last PUT body in memory and serves it on GET.

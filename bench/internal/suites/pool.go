@@ -155,6 +155,13 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 	}
 	r := harness.FromSamples("pool", "ms", false, s,
 		"R = SandboxPool.Take from a full pool of 3 paused sandboxes (ResumeMicrovm, the cgroup thaw, Health ready) + Commands.Run(\"echo ok\"), the sandbox's first command; R warmed = the same from a second pool of 3 whose Warmup ran `true` before each pause; R create = rayito.Create + the same command; F = a bare Sandbox.Resume of a paused sandbox, F echo = that Resume + the same command; the pool refilled and the F sandbox paused before each iteration, then 250 ms of quiet before every timed call, kills waited for, all outside the timers")
+	poolDetails(&r, pool.Stats())
+	return r
+}
+
+// poolDetails adds the take's metrics against a bare resume and a create,
+// and st, the plain pool's stats, to r.
+func poolDetails(r *harness.Result, st rayito.PoolStats) {
 	if r.R != nil {
 		r.SetMetric(MetricPoolTakeP50, r.R.P50)
 		if r.F != nil && r.F.P50 > 0 {
@@ -169,7 +176,5 @@ func Pool(ctx context.Context, e *Env) harness.Result {
 	if w := r.Extra["R warmed"]; w != nil && r.F != nil && r.F.P50 > 0 {
 		r.Details = append(r.Details, fmt.Sprintf("Take + a command from a warmed pool p50 %.1f / p95 %.1f ms = %.2f × a bare resume", w.P50, w.P95, w.P50/r.F.P50))
 	}
-	st := pool.Stats()
 	r.Details = append(r.Details, fmt.Sprintf("pool stats: taken %d (hits %d, fallbacks %d), fill failures %d, resume failures %d, swept %d", st.Taken, st.Hits, st.Fallbacks, st.FillFailures, st.ResumeFailures, st.Swept))
-	return r
 }

@@ -123,7 +123,54 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 	if err != nil {
 		return failed(SecretsSuite, err)
 	}
-	var unauthorized atomic.Int64
+	unauthorized, stopUp, err := secretsUpstream(pn, up, key, leaf)
+	if err != nil {
+		return failed(SecretsSuite, err)
+	}
+	defer stopUp()
+
+	ep, stop, err := secretsPlatform(ctx, e, up, caPEM)
+	if err != nil {
+		return failed(SecretsSuite, err)
+	}
+	defer stop()
+	store, err := rayito.NewLocalSecretStore(filepath.Join(e.Tmp, "secrets-store"))
+	if err != nil {
+		return failed(SecretsSuite, err)
+	}
+	if _, err := store.CreateSecret(ctx, "bench-key", []byte(key)); err != nil {
+		return failed(SecretsSuite, fmt.Errorf("CreateSecret: %w", err))
+	}
+	modes := secretsModes(key)
+	defer func() {
+		for _, m := range modes {
+			kill(m.sbx)
+		}
+	}()
+	if err := secretsSandboxes(ctx, e, ep, store, modes, caPEM); err != nil {
+		return failed(SecretsSuite, err)
+	}
+
+	n, nNew, warm := e.n(500), e.n(100), e.warmup(50)
+	rounds := 5
+	if n < rounds*10 {
+		rounds = 1
+	}
+	ka, nc, err := secretsRounds(ctx, e, modes, rounds, n, nNew, warm)
+	if err != nil {
+		return failed(SecretsSuite, err)
+	}
+	if unauthorized.Load() > 0 {
+		return failed(SecretsSuite, fmt.Errorf("the upstream saw %d requests without the key", unauthorized.Load()))
+	}
+	return secretsResults(e, ka, nc, rounds, warm)
+}
+
+// secretsUpstream serves the TLS upstream that wants x-api-key: key at
+// up:443 in the peer namespace, and DNS for secretsHost at up:53. It
+// returns the count of requests without the key and the server's stop.
+func secretsUpstream(pn *localvmtest.PeerNet, up netip.Addr, key string, leaf tls.Certificate) (*atomic.Int64, func(), error) {
+	unauthorized := new(atomic.Int64)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if r.Header.Get("X-Api-Key") != key {
@@ -138,30 +185,35 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 	})
 	ln, err := pn.Listen("tcp", netip.AddrPortFrom(up, 443).String())
 	if err != nil {
-		return failed(SecretsSuite, err)
+		return nil, nil, err
 	}
 	srv := &http.Server{Handler: handler, ErrorLog: log.New(io.Discard, "", 0),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{leaf}}}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	defer srv.Close()
 	dns, err := pn.ListenPacket("udp", netip.AddrPortFrom(up, 53).String())
 	if err != nil {
-		return failed(SecretsSuite, err)
+		_ = srv.Close()
+		return nil, nil, err
 	}
 	go localvmtest.ServeDNS(dns, map[string]netip.Addr{secretsHost + ".": up})
+	return unauthorized, func() { _ = srv.Close() }, nil
+}
 
-	ep, stop, err := secretsPlatform(ctx, e, up, caPEM)
-	if err != nil {
-		return failed(SecretsSuite, err)
+// secretsModes are the three modes, their sandboxes not yet created.
+func secretsModes(key string) []*secretsMode {
+	url := "https://" + secretsHost
+	return []*secretsMode{
+		{name: "F", args: fmt.Sprintf("%s lit:%s /tmp/bench-ca.pem", url, key)},
+		{name: "G", args: "env:GATEWAY_URL none system"},
+		{name: "P", args: url + " env:UPSTREAM_KEY system"},
 	}
-	defer stop()
-	store, err := rayito.NewLocalSecretStore(filepath.Join(e.Tmp, "secrets-store"))
-	if err != nil {
-		return failed(SecretsSuite, err)
-	}
-	if _, err := store.CreateSecret(ctx, "bench-key", []byte(key)); err != nil {
-		return failed(SecretsSuite, fmt.Errorf("CreateSecret: %w", err))
-	}
+}
+
+// secretsSandboxes creates modes' three sandboxes on the platform at ep
+// (F with the test CA, G with the gateway, P with the placeholder, each
+// reading its key from store), writes the client into each and pins them.
+// The caller kills them, on errors too.
+func secretsSandboxes(ctx context.Context, e *Env, ep string, store *rayito.LocalSecretStore, modes []*secretsMode, caPEM []byte) error {
 	ref := rayito.SecretRef{Name: "bench-key"}
 	create := func(opts ...rayito.Option) (*rayito.Sandbox, error) {
 		base := []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(ep),
@@ -169,21 +221,12 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 		return rayito.Create(ctx, append(base, opts...)...)
 	}
 	url := "https://" + secretsHost
-	modes := []*secretsMode{
-		{name: "F", args: fmt.Sprintf("%s lit:%s /tmp/bench-ca.pem", url, key)},
-		{name: "G", args: "env:GATEWAY_URL none system"},
-		{name: "P", args: url + " env:UPSTREAM_KEY system"},
-	}
-	defer func() {
-		for _, m := range modes {
-			kill(m.sbx)
-		}
-	}()
+	var err error
 	if modes[0].sbx, err = create(); err != nil {
-		return failed(SecretsSuite, fmt.Errorf("create (direct): %w", err))
+		return fmt.Errorf("create (direct): %w", err)
 	}
 	if _, err := modes[0].sbx.Files.Write(ctx, "/tmp/bench-ca.pem", caPEM); err != nil {
-		return failed(SecretsSuite, err)
+		return err
 	}
 	if modes[1].sbx, err = create(rayito.WithGateways(rayito.SecretGateway{
 		Name: "up", Upstream: url,
@@ -193,33 +236,29 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 		RatePerMinute: 6000,
 		Env:           "GATEWAY_URL",
 	})); err != nil {
-		return failed(SecretsSuite, fmt.Errorf("create (gateway): %w", err))
+		return fmt.Errorf("create (gateway): %w", err)
 	}
 	if modes[2].sbx, err = create(rayito.WithSecretPlaceholders(rayito.SecretPlaceholder{
 		Env: "UPSTREAM_KEY", Secret: ref, Host: secretsHost, RatePerMinute: 6000,
 	})); err != nil {
-		return failed(SecretsSuite, fmt.Errorf("create (placeholder): %w", err))
+		return fmt.Errorf("create (placeholder): %w", err)
 	}
 	for _, m := range modes {
 		if _, err := m.sbx.Files.Write(ctx, "/tmp/secrets.py", []byte(secretsClient)); err != nil {
-			return failed(SecretsSuite, err)
+			return err
 		}
 	}
 	// With -pin, the sandboxes (client and rayd) go to the server CPU; the
 	// upstream runs in the harness's process.
-	if err := e.pinSandboxes(modes[0].sbx, modes[1].sbx, modes[2].sbx); err != nil {
-		return failed(SecretsSuite, err)
-	}
+	return e.pinSandboxes(modes[0].sbx, modes[1].sbx, modes[2].sbx)
+}
 
+// secretsRounds runs the client in rounds, returning each mode's
+// keep-alive and new-connection samples.
+func secretsRounds(ctx context.Context, e *Env, modes []*secretsMode, rounds, n, nNew, warm int) (ka, nc map[string][]float64, err error) {
 	// Rounds interleave the modes (F,G,P / G,P,F / P,F,G ...) so that drift
 	// hits all alike; each round is one client run per mode.
-	n, nNew, warm := e.n(500), e.n(100), e.warmup(50)
-	rounds := 5
-	if n < rounds*10 {
-		rounds = 1
-	}
-	ka := map[string][]float64{}
-	nc := map[string][]float64{}
+	ka, nc = map[string][]float64{}, map[string][]float64{}
 	for r := range rounds {
 		per, perNew := ceilDiv(n, rounds), ceilDiv(nNew, rounds)
 		w := warm
@@ -231,16 +270,18 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 			e.progress("secrets: round %d/%d, %s", r+1, rounds, m.name)
 			ks, ns, err := secretsRun(ctx, m, per, w, perNew)
 			if err != nil {
-				return failed(SecretsSuite, fmt.Errorf("%s: %w", m.name, err))
+				return nil, nil, fmt.Errorf("%s: %w", m.name, err)
 			}
 			ka[m.name] = append(ka[m.name], ks...)
 			nc[m.name] = append(nc[m.name], ns...)
 		}
 	}
-	if unauthorized.Load() > 0 {
-		return failed(SecretsSuite, fmt.Errorf("the upstream saw %d requests without the key", unauthorized.Load()))
-	}
+	return ka, nc, nil
+}
 
+// secretsResults makes the gateway's keep-alive result (returned) and the
+// placeholder's and the new-connection ones (added to e) from the samples.
+func secretsResults(e *Env, ka, nc map[string][]float64, rounds, warm int) harness.Result {
 	note := func(r, variant string) string {
 		what := map[string]string{
 			"G": "R = the secret gateway (plain HTTP to rayd's loopback route $GATEWAY_URL, which adds x-api-key and calls the upstream over TLS)",
