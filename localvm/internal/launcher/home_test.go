@@ -26,7 +26,7 @@ func TestHomeIsBounded(t *testing.T) {
 func checkHomeBounded(t *testing.T, inst Instance, token string, spec Spec, size int64) {
 	t.Helper()
 	out, _ := run(t, inst.APIAddr(), token, `df -B1 --output=fstype,size /home/user | tail -1; stat -c '%u:%g %a' /home/user
-dd if=/dev/zero of=/home/user/big bs=1M count=`+itoa(int(size>>20+16))+` 2>&1 | grep -o 'No space left on device' | head -1
+dd if=/dev/zero of=/home/user/big bs=1M count=`+strconv.Itoa(int(size>>20+16))+` 2>&1 | grep -o 'No space left on device' | head -1
 echo "wrote=$(stat -c %s /home/user/big)"; rm -f /home/user/big`)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 4 {

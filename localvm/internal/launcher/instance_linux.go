@@ -382,12 +382,12 @@ func (i *instance) destroy(ctx context.Context) error {
 			i.l.flushConntrack(g)
 		}
 		if i.rec.Veth != "" {
-			if err := i.l.net.deleteVeth(i.rec.Veth); err != nil {
+			if err := i.l.net.Delete(i.rec.Veth); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		id := i.rec.ID
-		if err := i.l.fw.remove(func(s string) bool { return s == id }); err != nil {
+		if err := i.l.fw.Remove(func(s string) bool { return s == id }); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -259,13 +259,13 @@ echo "== end =="`)
 	}
 	tbl := &nftables.Table{Name: testNames.table, Family: nftables.TableFamilyINet}
 	counts := map[string]int{}
-	for _, ch := range []string{chainInput, chainForward, chainEgress, chainPostrouting} {
+	for _, ch := range tableChains {
 		rules, err := c.GetRules(tbl, &nftables.Chain{Name: ch, Table: tbl})
 		if err != nil {
 			t.Fatalf("listing %s: %v", ch, err)
 		}
 		for _, r := range rules {
-			switch ruleComment(r) {
+			switch commentOf(r) {
 			case testNames.commentTag + rec.ID:
 				t.Errorf("a sandbox without Internet has a rule in %s", ch)
 			case testNames.commentTag + recB.ID:
@@ -274,7 +274,7 @@ echo "== end =="`)
 		}
 		counts[ch] = len(rules)
 	}
-	if counts[chainInput] != 2 || counts[chainForward] != 5 || counts[chainEgress+"/B"] != 1 || counts[chainPostrouting+"/B"] != 1 {
+	if counts["input"] != 2 || counts["forward"] != 5 || counts["egress/B"] != 1 || counts["postrouting/B"] != 1 {
 		t.Fatalf("rule counts %v", counts)
 	}
 }

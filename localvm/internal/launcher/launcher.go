@@ -164,6 +164,28 @@ func (n names) isVeth(name string) bool {
 	return err == nil
 }
 
+// isTableName reports whether table is a launcher's table name
+// (namesFor): rayito_localvm, or rayito_localvm_ and a scope.
+func isTableName(table string) bool {
+	scope, ok := strings.CutPrefix(table, "rayito_localvm")
+	if !ok {
+		return false
+	}
+	if scope == "" {
+		return true
+	}
+	scope, ok = strings.CutPrefix(scope, "_")
+	if !ok || scope == "" || len(scope) > 4 {
+		return false
+	}
+	for _, c := range scope {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // maxIDLen bounds a sandbox id: it names cgroup directories and appears in
 // nftables comments (at most 128 bytes with the tag).
 const maxIDLen = 100

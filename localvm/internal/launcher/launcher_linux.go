@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
+	"github.com/rayito-dev/rayito/localvm/internal/hostnet"
 	"github.com/rayito-dev/rayito/rayd"
 )
 
@@ -53,8 +54,8 @@ type Launcher struct {
 	rootless bool
 	cg       *cgroup.Layout // privileged mode; nil when cgErr is set
 	cgErr    error
-	fw       *firewall
-	net      *hostNet
+	fw       *hostnet.Firewall
+	net      *hostnet.Veths
 
 	oomOnce sync.Once
 	ctOnce  sync.Once // conntrack warning
@@ -100,8 +101,8 @@ func New(opts Options) (*Launcher, error) {
 	}
 	l := &Launcher{
 		opts: opts, log: log, n: n, subnet: subnet,
-		fw:    newFirewall(n),
-		net:   newHostNet(),
+		fw:    hostnet.NewFirewall(hostnet.Names{Table: n.table, VethPrefix: n.vethPrefix, CommentTag: n.commentTag}),
+		net:   hostnet.NewVeths(),
 		slots: map[netip.Prefix]string{},
 		insts: map[string]*instance{},
 	}
@@ -139,7 +140,7 @@ func New(opts Options) (*Launcher, error) {
 		log.Warn("launcher: unisolated mode (opted in): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine", "why", why)
 		return l, nil
 	}
-	if swept := sweepLockFiles(nftLockDir, l.fw.dial); swept > 0 {
+	if swept := hostnet.SweepLockFiles(hostnet.LockDir, l.fw.Dial, isTableName); swept > 0 {
 		log.Debug("launcher: removed stale nftables lock files", "files", swept)
 	}
 	l.cg, l.cgErr = cgroup.Detect(n.cgroupParent)
@@ -359,7 +360,7 @@ func (l *Launcher) Launch(ctx context.Context, spec Spec) (Instance, error) {
 // allocSlot reserves a free /30 for id: not used by a sandbox known to this
 // launcher and not overlapping any address of the host's interfaces.
 func (l *Launcher) allocSlot(id string) (slot netip.Prefix, host, guest netip.Addr, err error) {
-	used, err := l.net.hostAddrs()
+	used, err := l.net.HostAddrs()
 	if err != nil {
 		return slot, host, guest, err
 	}
@@ -725,15 +726,15 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		cgDone <- nil
 	}
 	netErr := func() error {
-		if err := l.net.setupNetwork(s.pid, veth, host, guest); err != nil {
+		if err := l.net.Setup(s.pid, veth, host, guest); err != nil {
 			return err
 		}
 		if spec.Internet {
-			if err := enableForwarding(); err != nil {
+			if err := hostnet.EnableForwarding(); err != nil {
 				return err
 			}
 		}
-		return l.fw.install(spec.ID, veth, guest, spec.Internet, true)
+		return l.fw.Install(spec.ID, veth, guest, spec.Internet, true)
 	}()
 	if err := <-cgDone; err != nil {
 		return inst, err
@@ -939,10 +940,10 @@ func (l *Launcher) Adopt(rec Record) (Instance, error) {
 			err = l.holdsUIDs(rec.UIDBase, rec.ID)
 		}
 		if err == nil && rec.Internet {
-			err = enableForwarding()
+			err = hostnet.EnableForwarding()
 		}
 		if err == nil {
-			err = l.fw.install(rec.ID, inst.rec.Veth, netip.MustParseAddr(rec.GuestIP), rec.Internet && !l.fw.hasRules(rec.ID), false)
+			err = l.fw.Install(rec.ID, inst.rec.Veth, netip.MustParseAddr(rec.GuestIP), rec.Internet && !l.fw.HasRules(rec.ID), false)
 		}
 		if err != nil {
 			unix.Close(fd)
@@ -1077,19 +1078,19 @@ func (l *Launcher) Sweep(keep []Record) error {
 			l.log.Info("launcher: swept leftover cgroups", "id", id)
 		}
 	}
-	veths, err := l.net.listVeths(l.n.isVeth)
+	veths, err := l.net.List(l.n.isVeth)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, v := range veths {
 		if !keepVeths[v] {
-			if err := l.net.deleteVeth(v); err != nil {
+			if err := l.net.Delete(v); err != nil {
 				errs = append(errs, err)
 			}
 			l.log.Info("launcher: swept leftover veth", "veth", v)
 		}
 	}
-	if err := l.fw.remove(func(id string) bool { return !keepIDs[id] }); err != nil {
+	if err := l.fw.Remove(func(id string) bool { return !keepIDs[id] }); err != nil {
 		errs = append(errs, err)
 	}
 	// Conntrack entries of addresses no sandbox has now: a killed
@@ -1139,18 +1140,18 @@ func (l *Launcher) Release() error {
 	}
 	// Held across the check and the removal: an install of any Launcher
 	// of the table (in this process or another) waits, then rebuilds it.
-	h := l.fw.lock()
-	defer h.unlock()
+	h := l.fw.Lock()
+	defer h.Unlock()
 	if l.cg != nil && len(l.cg.List(validID)) > 0 {
 		return nil
 	}
-	if veths, err := l.net.listVeths(l.n.isVeth); err != nil || len(veths) > 0 {
+	if veths, err := l.net.List(l.n.isVeth); err != nil || len(veths) > 0 {
 		return err
 	}
 	var errs []error
-	if err := l.fw.dropTableLocked(h); err != nil {
+	if err := l.fw.DropTableLocked(h); err != nil {
 		errs = append(errs, err)
-	} else if err := h.removeFile(); err != nil {
+	} else if err := h.RemoveFile(); err != nil {
 		// The table is gone: its lock file goes too, so that nothing of
 		// the scope stays on the machine.
 		errs = append(errs, err)
@@ -1184,7 +1185,7 @@ func (l *Launcher) Idle() bool {
 	if len(l.uidAllocations()) > 0 {
 		return false
 	}
-	veths, err := l.net.listVeths(l.n.isVeth)
+	veths, err := l.net.List(l.n.isVeth)
 	return err == nil && len(veths) == 0
 }
 

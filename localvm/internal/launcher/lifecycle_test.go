@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+
+	"github.com/rayito-dev/rayito/localvm/internal/hostnet"
 )
 
 // counts is what a sandbox could leave behind on the host.
@@ -80,7 +82,7 @@ func snapshot(t *testing.T, l *Launcher, ids map[string]bool) counts {
 		t.Fatal(err)
 	}
 	c.Mounts = bytes.Count(mi, []byte("\n"))
-	veths, err := newHostNet().listVeths(testNames.isVeth)
+	veths, err := hostnet.NewVeths().List(testNames.isVeth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func snapshot(t *testing.T, l *Launcher, ids map[string]bool) counts {
 		t.Fatal(err)
 	}
 	tbl := &nftables.Table{Name: testNames.table, Family: nftables.TableFamilyINet}
-	for _, ch := range []string{chainInput, chainForward, chainEgress, chainPostrouting} {
+	for _, ch := range tableChains {
 		rules, err := conn.GetRules(tbl, &nftables.Chain{Name: ch, Table: tbl})
 		if err == nil {
 			c.NftRules += len(rules)
@@ -216,17 +218,11 @@ func leftovers(l *Launcher, rec Record) []string {
 			out = append(out, "cgroup "+d)
 		}
 	}
-	if vs, _ := newHostNet().listVeths(func(n string) bool { return n == rec.Veth }); len(vs) > 0 {
+	if vs, _ := hostnet.NewVeths().List(func(n string) bool { return n == rec.Veth }); len(vs) > 0 {
 		out = append(out, "veth "+rec.Veth)
 	}
-	if c, err := nftables.New(); err == nil {
-		if rules, err := l.fw.sandboxRuleList(c); err == nil {
-			for _, r := range rules {
-				if ruleComment(r) == testNames.commentTag+rec.ID {
-					out = append(out, "nft rule in "+r.Chain.Name)
-				}
-			}
-		}
+	for _, ch := range l.fw.RulesOf(rec.ID) {
+		out = append(out, "nft rule in "+ch)
 	}
 	if exists(launcherDir(rec.Dir)) {
 		out = append(out, "dir "+launcherDir(rec.Dir))
@@ -245,7 +241,7 @@ func TestCrashAndCleanup(t *testing.T) {
 	spec.Internet = true
 	inst := launch(t, l, spec)
 	rec := inst.Record()
-	if !l.fw.hasRules(rec.ID) {
+	if !l.fw.HasRules(rec.ID) {
 		t.Fatal("a sandbox with Internet has no rules")
 	}
 	if b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(b)) != "1" {
@@ -482,8 +478,8 @@ func TestRelease(t *testing.T) {
 	if !tableExists(t) {
 		t.Fatal("Release removed the table of a live sandbox")
 	}
-	if !exists(l.fw.lockPath) {
-		t.Fatalf("Release removed the lock file %s of a live sandbox's table", l.fw.lockPath)
+	if !exists(l.fw.LockPath()) {
+		t.Fatalf("Release removed the lock file %s of a live sandbox's table", l.fw.LockPath())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -496,8 +492,8 @@ func TestRelease(t *testing.T) {
 	if tableExists(t) {
 		t.Fatal("the table outlived the scope's last sandbox")
 	}
-	if exists(l.fw.lockPath) {
-		t.Errorf("the table's lock file %s outlived it", l.fw.lockPath)
+	if exists(l.fw.LockPath()) {
+		t.Errorf("the table's lock file %s outlived it", l.fw.LockPath())
 	}
 	for _, d := range l.cg.Roots() {
 		if exists(d) {
@@ -506,8 +502,7 @@ func TestRelease(t *testing.T) {
 	}
 	// A new sandbox gets its table back, and is confined as before.
 	again := launch(t, l, newSpec(t, l))
-	c, _ := nftables.New()
-	if !l.fw.baseOK(c) {
+	if !l.fw.BaseOK() {
 		t.Fatal("no static rules after Release and a new launch")
 	}
 	if again.Record().GuestIP == "" {

@@ -21,9 +21,11 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
 	"github.com/google/uuid"
 
 	"github.com/rayito-dev/rayito/localvm/internal/cgroup"
+	"github.com/rayito-dev/rayito/localvm/internal/hostnet"
 	"github.com/rayito-dev/rayito/proto/accesstoken"
 	"github.com/rayito-dev/rayito/proto/runpayload"
 )
@@ -54,7 +56,7 @@ var testNames, _ = namesFor(testScope)
 // removeTestScope removes the test scope's table, its lock file and its
 // cgroup parents, which a real platform keeps for its lifetime.
 func removeTestScope() {
-	_ = os.Remove(filepath.Join(nftLockDir, testNames.table+".lock"))
+	_ = os.Remove(filepath.Join(hostnet.LockDir, testNames.table+".lock"))
 	if c, err := nftables.New(); err == nil {
 		if tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet); err == nil {
 			for _, tbl := range tables {
@@ -70,6 +72,16 @@ func removeTestScope() {
 			_ = os.Remove(r)
 		}
 	}
+}
+
+// tableChains are the chains of the launcher's nftables table
+// (hostnet's firewall).
+var tableChains = []string{"input", "forward", "egress", "postrouting"}
+
+// commentOf is the comment of an nftables rule.
+func commentOf(r *nftables.Rule) string {
+	s, _ := userdata.GetString(r.UserData, userdata.TypeComment)
+	return s
 }
 
 func testLogger(t testing.TB) *slog.Logger {

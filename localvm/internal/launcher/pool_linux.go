@@ -11,6 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/hostnet"
 )
 
 // A platform's pool of pre-booted sandboxes (see package registry) takes
@@ -77,11 +79,11 @@ func (i *instance) Assign(ctx context.Context, a Assignment) error {
 		if err != nil {
 			return fmt.Errorf("launcher: sandbox %s: bad guest address", i.rec.ID)
 		}
-		if err := enableForwarding(); err != nil {
+		if err := hostnet.EnableForwarding(); err != nil {
 			return err
 		}
 		// A fresh id: no rule of it can exist yet.
-		if err := i.l.fw.install(i.rec.ID, i.rec.Veth, guest, true, true); err != nil {
+		if err := i.l.fw.Install(i.rec.ID, i.rec.Veth, guest, true, true); err != nil {
 			return err
 		}
 		i.rec.Internet = true
@@ -122,7 +124,7 @@ func (l *Launcher) conntrackFailed(err error) {
 // (of any platform: its host side is an address of the host) or launch
 // of this launcher holds.
 func (l *Launcher) sweepConntrack() {
-	host, err := l.net.hostAddrs()
+	host, err := l.net.HostAddrs()
 	if err != nil {
 		l.conntrackFailed(err)
 		return
@@ -147,7 +149,7 @@ func (l *Launcher) sweepConntrack() {
 		p, _ := a.Prefix(30)
 		return !held[p]
 	}
-	_, err = retryDump(func() (uint, error) {
+	_, err = hostnet.RetryDump(func() (uint, error) {
 		return netlink.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, flowFilter(func(f *netlink.ConntrackFlow) bool {
 			return stale(f.Forward.SrcIP) || stale(f.Forward.DstIP)
 		}))
@@ -211,7 +213,7 @@ func deleteFlows(addr netip.Addr, src bool) error {
 		ipAttr, flag = nl.CTA_IP_V4_SRC, ctaFilterFlagIPSrc
 	}
 	var err error
-	for range dumpAttempts {
+	for range hostnet.DumpAttempts {
 		req := nl.NewNetlinkRequest(nfnlSubsysCtnetlink<<8|nl.IPCTNL_MSG_CT_GET, unix.NLM_F_DUMP)
 		req.AddData(&nl.Nfgenmsg{NfgenFamily: unix.AF_INET, Version: nl.NFNETLINK_V0})
 		orig := nl.NewRtAttr(unix.NLA_F_NESTED|nl.CTA_TUPLE_ORIG, nil)

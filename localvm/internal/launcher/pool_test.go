@@ -27,14 +27,14 @@ func TestAssign(t *testing.T) {
 	}
 	inst := launch(t, l, newSpec(t, l))
 	rec := inst.Record()
-	if rec.Internet || l.fw.hasRules(rec.ID) {
+	if rec.Internet || l.fw.HasRules(rec.ID) {
 		t.Fatal("launched with Internet access")
 	}
 	ctx := context.Background()
 	if err := inst.Assign(ctx, Assignment{MemoryBytes: 1 << 30}); !errors.Is(err, ErrAssignLimits) {
 		t.Fatalf("other limits: %v", err)
 	}
-	if l.fw.hasRules(rec.ID) {
+	if l.fw.HasRules(rec.ID) {
 		t.Fatal("a refused Assign changed the sandbox")
 	}
 	// Something changed a limit behind the launcher's back: Assign writes
@@ -49,7 +49,7 @@ func TestAssign(t *testing.T) {
 	if b, _ := os.ReadFile(pidsMax); strings.TrimSpace(string(b)) != strconv.Itoa(DefaultPidsMax) {
 		t.Fatalf("pids.max %s after Assign", b)
 	}
-	if rec := inst.Record(); !rec.Internet || !l.fw.hasRules(rec.ID) {
+	if rec := inst.Record(); !rec.Internet || !l.fw.HasRules(rec.ID) {
 		t.Fatalf("no Internet access after Assign: %+v", rec)
 	}
 	if err := inst.Assign(ctx, Assignment{}); err == nil {

@@ -3,13 +3,10 @@
 package launcher
 
 import (
-	"errors"
 	"net/netip"
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/vishvananda/netlink"
 )
 
 func TestParseStat(t *testing.T) {
@@ -136,22 +133,19 @@ func TestGeneratedAccounts(t *testing.T) {
 	}
 }
 
-func TestRetryDump(t *testing.T) {
-	calls := 0
-	got, err := retryDump(func() (int, error) {
-		calls++
-		if calls < 3 {
-			return 0, netlink.ErrDumpInterrupted
+// TestTableName: the names of the launcher's tables, whose lock files
+// the start-up sweep may remove, and nothing else.
+func TestTableName(t *testing.T) {
+	for _, scope := range []string{"", "a", "tst", "z9z9"} {
+		n, err := namesFor(scope)
+		if err != nil || !isTableName(n.table) {
+			t.Errorf("scope %q: table %q not recognized (%v)", scope, n.table, err)
 		}
-		return 42, nil
-	})
-	if got != 42 || err != nil || calls != 3 {
-		t.Fatalf("got %d, %v after %d calls", got, err, calls)
 	}
-	calls = 0
-	_, err = retryDump(func() (int, error) { calls++; return 0, netlink.ErrDumpInterrupted })
-	if !errors.Is(err, netlink.ErrDumpInterrupted) || calls != dumpAttempts {
-		t.Fatalf("always interrupted: %v after %d calls", err, calls)
+	for _, name := range []string{"rayito_localvm_", "rayito_localvm_BAD!", "rayito_localvm_toolong", "rayito_localvmx", "other", "rayd_egress"} {
+		if isTableName(name) {
+			t.Errorf("%q taken for a launcher's table", name)
+		}
 	}
 }
 

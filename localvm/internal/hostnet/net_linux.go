@@ -1,4 +1,4 @@
-package launcher
+package hostnet
 
 import (
 	"errors"
@@ -12,18 +12,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dumpAttempts bounds retryDump.
-const dumpAttempts = 5
+// DumpAttempts bounds RetryDump, and any other retry of a netlink dump the
+// kernel interrupted.
+const DumpAttempts = 5
 
-// retryDump repeats a netlink dump the kernel interrupted because the
+// RetryDump repeats a netlink dump the kernel interrupted because the
 // table changed meanwhile (NLM_F_DUMP_INTR: other sandboxes starting or
 // stopping), whose answer may be incomplete.
-func retryDump[T any](dump func() (T, error)) (T, error) {
+func RetryDump[T any](dump func() (T, error)) (T, error) {
 	var (
 		out T
 		err error
 	)
-	for range dumpAttempts {
+	for range DumpAttempts {
 		if out, err = dump(); !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
@@ -31,7 +32,7 @@ func retryDump[T any](dump func() (T, error)) (T, error) {
 	return out, err
 }
 
-// Netlink is the part of *netlink.Handle the launcher uses, in the host's
+// Netlink is the part of *netlink.Handle that Veths uses, in the host's
 // network namespace or in a sandbox's.
 type Netlink interface {
 	LinkAdd(netlink.Link) error
@@ -46,8 +47,9 @@ type Netlink interface {
 
 var _ Netlink = (*netlink.Handle)(nil)
 
-// hostNet makes and removes the sandboxes' veth pairs.
-type hostNet struct {
+// Veths makes and removes the sandboxes' veth pairs and lists the host's
+// addresses.
+type Veths struct {
 	host Netlink // the host's network namespace
 	// openNS opens the network namespace of pid; closeNS closes what it
 	// returned.
@@ -57,11 +59,11 @@ type hostNet struct {
 	inNS func(nsfd int) (Netlink, func(), error)
 }
 
-// newHostNet returns the kernel's netlink: the package's default handle
-// (the calling thread's namespace, the host's) and handles opened in the
-// sandboxes' namespaces.
-func newHostNet() *hostNet {
-	return &hostNet{
+// NewVeths returns Veths on the kernel's netlink: the package's default
+// handle (the calling thread's namespace, the host's) and handles opened
+// in the sandboxes' namespaces.
+func NewVeths() *Veths {
+	return &Veths{
 		host: &netlink.Handle{}, // what the package functions use
 		openNS: func(pid int) (int, error) {
 			return unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -77,10 +79,10 @@ func newHostNet() *hostNet {
 	}
 }
 
-// hostAddrs returns every IPv4 address assigned to an interface of the
+// HostAddrs returns every IPv4 address assigned to an interface of the
 // host's network namespace.
-func (hn *hostNet) hostAddrs() ([]netip.Addr, error) {
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return hn.host.AddrList(nil, netlink.FAMILY_V4) })
+func (hn *Veths) HostAddrs() ([]netip.Addr, error) {
+	addrs, err := RetryDump(func() ([]netlink.Addr, error) { return hn.host.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing addresses: %w", err)
 	}
@@ -93,11 +95,11 @@ func (hn *hostNet) hostAddrs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// setupNetwork creates the sandbox's veth pair: the host side (veth) gets
+// Setup creates the sandbox's veth pair: the host side (veth) gets
 // host/30 and comes up; the peer is created directly in the network
 // namespace of pid as eth0, gets guest/30, comes up with lo, and routes
-// everything through host.
-func (hn *hostNet) setupNetwork(pid int, veth string, host, guest netip.Addr) (err error) {
+// everything through host. A failure deletes the veth pair.
+func (hn *Veths) Setup(pid int, veth string, host, guest netip.Addr) (err error) {
 	nsfd, err := hn.openNS(pid)
 	if err != nil {
 		return fmt.Errorf("launcher: opening the sandbox's network namespace: %w", err)
@@ -112,7 +114,7 @@ func (hn *hostNet) setupNetwork(pid int, veth string, host, guest netip.Addr) (e
 	}
 	defer func() {
 		if err != nil {
-			_ = hn.deleteVeth(veth)
+			_ = hn.Delete(veth)
 		}
 	}()
 	hostLink, err := hn.host.LinkByName(veth)
@@ -155,13 +157,14 @@ func (hn *hostNet) setupNetwork(pid int, veth string, host, guest netip.Addr) (e
 	return nil
 }
 
+// ipNet is a with a /bits mask.
 func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, 32)}
 }
 
-// deleteVeth deletes the host side of a veth pair (the peer goes with it).
+// Delete deletes the host side of a veth pair (the peer goes with it).
 // A missing link is not an error.
-func (hn *hostNet) deleteVeth(name string) error {
+func (hn *Veths) Delete(name string) error {
 	link, err := hn.host.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
@@ -176,9 +179,9 @@ func (hn *hostNet) deleteVeth(name string) error {
 	return nil
 }
 
-// listVeths returns the names of the host's links that match isVeth.
-func (hn *hostNet) listVeths(isVeth func(string) bool) ([]string, error) {
-	links, err := retryDump(hn.host.LinkList)
+// List returns the names of the host's links that match isVeth.
+func (hn *Veths) List(isVeth func(string) bool) ([]string, error) {
+	links, err := RetryDump(hn.host.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("launcher: listing links: %w", err)
 	}

@@ -1,4 +1,4 @@
-package launcher
+package hostnet
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The launcher's nftables table (family inet):
+// The firewall's nftables table (family inet), with the default names:
 //
 //	table inet rayito_localvm {
 //	  chain input {        # filter, hook input, priority 0, policy accept
@@ -63,7 +63,7 @@ const (
 )
 
 // NFT is the part of *nftables.Conn the firewall uses. Each operation
-// dials a fresh connection (see firewall.dial); the tests use a fake, or a
+// dials a fresh connection (see Firewall.Dial); the tests use a fake, or a
 // real Conn over nftables.WithTestDial to see the netlink messages.
 type NFT interface {
 	AddTable(*nftables.Table) *nftables.Table
@@ -80,10 +80,17 @@ type NFT interface {
 
 var _ NFT = (*nftables.Conn)(nil)
 
-// nftLockDir holds one lock file per table (machine-wide, like the table).
-const nftLockDir = "/run/rayito/localvm/nft"
+// LockDir holds one lock file per table (machine-wide, like the table).
+const LockDir = "/run/rayito/localvm/nft"
 
-// firewall owns the launcher's nftables table. Several Launchers may share
+// Names are what a Firewall's table and rules are called.
+type Names struct {
+	Table      string // the nftables table (family inet)
+	VethPrefix string // the host side of every sandbox's veth starts with it
+	CommentTag string // prefix of the comment carried by the table's rules
+}
+
+// Firewall owns one nftables table of sandbox rules. Several Launchers may share
 // one table: the tests' do in this process, and two platforms of one scope
 // do across processes. Its changes are serialized by:
 //
@@ -107,8 +114,8 @@ const nftLockDir = "/run/rayito/localvm/nft"
 // cache made before. When the lock file cannot be used (lockPath empty, or
 // /run not writable) only mu serializes, and ensureBase never trusts its
 // cache.
-type firewall struct {
-	n        names
+type Firewall struct {
+	n        Names
 	dial     func() (NFT, error) // a connection per operation
 	lockPath string
 	now      func() time.Time
@@ -123,20 +130,20 @@ type firewall struct {
 	checkedGen string
 }
 
-// newFirewall returns the firewall of the table of n, on the kernel's
-// nftables.
-func newFirewall(n names) *firewall {
-	return &firewall{
+// NewFirewall returns the firewall of the table of n, on the kernel's
+// nftables, with its lock file in LockDir.
+func NewFirewall(n Names) *Firewall {
+	return &Firewall{
 		n:        n,
 		dial:     func() (NFT, error) { return nftables.New() },
-		lockPath: filepath.Join(nftLockDir, n.table+".lock"),
+		lockPath: filepath.Join(LockDir, n.Table+".lock"),
 		now:      time.Now,
 	}
 }
 
-// fwLock is a held firewall lock.
-type fwLock struct {
-	fw  *firewall
+// Lock is a held firewall lock (see Firewall.Lock).
+type Lock struct {
+	fw  *Firewall
 	f   *os.File // nil without a lock file
 	gen string   // the lock file's generation ("" without one)
 }
@@ -145,13 +152,14 @@ type fwLock struct {
 // removed while it waited.
 const maxLockTries = 16
 
-// lock takes the firewall's lock: mu, then the lock file's flock. The file
-// may be removed by the Launcher that held it (removeFile) while this one
+// Lock takes the firewall's lock: mu, then the lock file's flock. The file
+// may be removed by the Launcher that held it (RemoveFile) while this one
 // waited on it: the flock is then on a file nobody else opens, so lock
-// starts over on the file now at lockPath (as a scope claim does).
-func (fw *firewall) lock() *fwLock {
+// starts over on the file now at lockPath (as a scope claim does). The
+// caller calls Unlock.
+func (fw *Firewall) Lock() *Lock {
 	fw.mu.Lock()
-	h := &fwLock{fw: fw}
+	h := &Lock{fw: fw}
 	if fw.lockPath == "" {
 		return h
 	}
@@ -172,7 +180,7 @@ func (fw *firewall) lock() *fwLock {
 // lockFile opens and flocks the lock file: nil and again true when the
 // locked file is no longer the one at lockPath (try again), nil and false
 // when the file cannot be used.
-func (fw *firewall) lockFile() (f *os.File, again bool) {
+func (fw *Firewall) lockFile() (f *os.File, again bool) {
 	if err := os.MkdirAll(filepath.Dir(fw.lockPath), 0o700); err != nil {
 		return nil, false
 	}
@@ -219,8 +227,8 @@ func newGeneration() string {
 	return hex.EncodeToString(b[:])
 }
 
-// unlock releases the lock (closing the file releases its flock).
-func (h *fwLock) unlock() {
+// Unlock releases the lock (closing the file releases its flock).
+func (h *Lock) Unlock() {
 	if h.f != nil {
 		h.f.Close()
 	}
@@ -228,7 +236,7 @@ func (h *fwLock) unlock() {
 }
 
 // bumpGeneration records in the lock file that the table was dropped.
-func (h *fwLock) bumpGeneration() {
+func (h *Lock) bumpGeneration() {
 	if h.f == nil {
 		return
 	}
@@ -239,9 +247,10 @@ func (h *fwLock) bumpGeneration() {
 	h.gen = "gen:" + g
 }
 
-// removeFile removes the lock file, still locked (see lock): Release does
-// it once the table is gone and nothing of the scope is left.
-func (h *fwLock) removeFile() error {
+// RemoveFile removes the lock file, still locked (see Lock): its owner
+// does it once the table is gone (DropTableLocked) and nothing of the
+// table's sandboxes is left.
+func (h *Lock) RemoveFile() error {
 	if h.f == nil {
 		return nil
 	}
@@ -251,17 +260,18 @@ func (h *fwLock) removeFile() error {
 	return nil
 }
 
-// sweepLockFiles removes from dir the lock files of tables that no longer
+// SweepLockFiles removes from dir the lock files of tables that no longer
 // exist: a platform that stopped without its Release (killed, or a
 // version from before Release removed them) leaves its file behind, one
 // per state dir ever used, until the machine reboots. A file is removed
-// only when it is named like a launcher table's lock, is a regular file
+// only when it is named like a table's lock (isTable accepts the table's
+// name), is a regular file
 // (not a symbolic link), nobody holds its flock (taken without waiting:
 // a Launcher changing its table holds it), it is still the file at its
 // path once locked, and its table is absent (every live sandbox's launch
 // made its table). A Launcher that opened it meanwhile locks the new one
 // (see lock). It returns how many it removed; any doubt keeps a file.
-func sweepLockFiles(dir string, dial func() (NFT, error)) int {
+func SweepLockFiles(dir string, dial func() (NFT, error), isTable func(name string) bool) int {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
@@ -281,7 +291,7 @@ func sweepLockFiles(dir string, dial func() (NFT, error)) int {
 	removed := 0
 	for _, e := range ents {
 		table, ok := strings.CutSuffix(e.Name(), ".lock")
-		if !ok || !e.Type().IsRegular() || !lockTableName(table) || live[table] {
+		if !ok || !e.Type().IsRegular() || !isTable(table) || live[table] {
 			continue
 		}
 		if removeUnusedLock(filepath.Join(dir, e.Name())) {
@@ -289,28 +299,6 @@ func sweepLockFiles(dir string, dial func() (NFT, error)) int {
 		}
 	}
 	return removed
-}
-
-// lockTableName reports whether table is a launcher's table name
-// (namesFor): rayito_localvm, or rayito_localvm_ and a scope.
-func lockTableName(table string) bool {
-	scope, ok := strings.CutPrefix(table, "rayito_localvm")
-	if !ok {
-		return false
-	}
-	if scope == "" {
-		return true
-	}
-	scope, ok = strings.CutPrefix(scope, "_")
-	if !ok || scope == "" || len(scope) > 4 {
-		return false
-	}
-	for _, c := range scope {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // removeUnusedLock removes the lock file at p if nobody holds its flock
@@ -334,11 +322,11 @@ func removeUnusedLock(p string) bool {
 // baseCheckFor is how long a check of the static rules is trusted.
 const baseCheckFor = time.Second
 
-func (fw *firewall) table() *nftables.Table {
-	return &nftables.Table{Name: fw.n.table, Family: nftables.TableFamilyINet}
+func (fw *Firewall) table() *nftables.Table {
+	return &nftables.Table{Name: fw.n.Table, Family: nftables.TableFamilyINet}
 }
 
-func (fw *firewall) chains(t *nftables.Table) (input, forward, egress, post *nftables.Chain) {
+func (fw *Firewall) chains(t *nftables.Table) (input, forward, egress, post *nftables.Chain) {
 	accept := nftables.ChainPolicyAccept
 	input = &nftables.Chain{Name: chainInput, Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
@@ -414,10 +402,10 @@ func cat(parts ...[]expr.Any) []expr.Any {
 }
 
 // staticRules returns the input and forward chains' rules.
-func (fw *firewall) staticRules(input, forward *nftables.Chain) []*nftables.Rule {
+func (fw *Firewall) staticRules(input, forward *nftables.Chain) []*nftables.Rule {
 	t := input.Table
-	p := fw.n.vethPrefix
-	tag := comment(fw.n.commentTag + staticTag)
+	p := fw.n.VethPrefix
+	tag := comment(fw.n.CommentTag + staticTag)
 	linkLocal := netip.MustParsePrefix("169.254.0.0/16")
 	mk := func(c *nftables.Chain, e []expr.Any) *nftables.Rule {
 		return &nftables.Rule{Table: t, Chain: c, Exprs: e, UserData: tag}
@@ -434,8 +422,8 @@ func (fw *firewall) staticRules(input, forward *nftables.Chain) []*nftables.Rule
 }
 
 // sandboxRules returns the rules of a sandbox with Internet access.
-func (fw *firewall) sandboxRules(egress, post *nftables.Chain, id, veth string, guest netip.Addr) []*nftables.Rule {
-	tag := comment(fw.n.commentTag + id)
+func (fw *Firewall) sandboxRules(egress, post *nftables.Chain, id, veth string, guest netip.Addr) []*nftables.Rule {
+	tag := comment(fw.n.CommentTag + id)
 	g := netip.PrefixFrom(guest, 32)
 	return []*nftables.Rule{
 		{Table: egress.Table, Chain: egress, UserData: tag,
@@ -447,7 +435,7 @@ func (fw *firewall) sandboxRules(egress, post *nftables.Chain, id, veth string, 
 
 // baseOK reports whether the table has its chains and exactly its static
 // rules.
-func (fw *firewall) baseOK(c NFT) bool {
+func (fw *Firewall) baseOK(c NFT) bool {
 	t := fw.table()
 	input, forward, _, _ := fw.chains(t)
 	want := fw.staticRules(input, forward)
@@ -463,7 +451,7 @@ func (fw *firewall) baseOK(c NFT) bool {
 		return false
 	}
 	for i := range got {
-		if ruleComment(got[i]) != fw.n.commentTag+staticTag || got[i].Chain.Name != want[i].Chain.Name {
+		if ruleComment(got[i]) != fw.n.CommentTag+staticTag || got[i].Chain.Name != want[i].Chain.Name {
 			return false
 		}
 	}
@@ -487,7 +475,7 @@ func (fw *firewall) baseOK(c NFT) bool {
 // missing or incomplete, in one batch. Per-sandbox rules live in the
 // egress and postrouting chains and survive a rebuild of the static ones.
 // The caller holds h.
-func (fw *firewall) ensureBase(h *fwLock, c NFT, trustRecent bool) error {
+func (fw *Firewall) ensureBase(h *Lock, c NFT, trustRecent bool) error {
 	if trustRecent && h.gen != "" && h.gen == fw.checkedGen && fw.now().Sub(fw.checked) < baseCheckFor {
 		return nil
 	}
@@ -514,13 +502,13 @@ func (fw *firewall) ensureBase(h *fwLock, c NFT, trustRecent bool) error {
 	return nil
 }
 
-// install ensures the base table and adds the sandbox's rules (if it has
+// Install ensures the base table and adds the sandbox's rules (if it has
 // Internet access), all or nothing. Rules already present for id are
 // replaced, unless fresh says there can be none (a new sandbox id): the
 // search lists every sandbox's rules.
-func (fw *firewall) install(id, veth string, guest netip.Addr, internet, fresh bool) error {
-	h := fw.lock()
-	defer h.unlock()
+func (fw *Firewall) Install(id, veth string, guest netip.Addr, internet, fresh bool) error {
+	h := fw.Lock()
+	defer h.Unlock()
 	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
@@ -549,30 +537,14 @@ func (fw *firewall) install(id, veth string, guest netip.Addr, internet, fresh b
 	return nil
 }
 
-// hasRules reports whether id has its two per-sandbox rules.
-func (fw *firewall) hasRules(id string) bool {
-	h := fw.lock()
-	defer h.unlock()
-	c, err := fw.dial()
-	if err != nil {
-		return false
-	}
-	rules, err := fw.sandboxRuleList(c)
-	if err != nil {
-		return false
-	}
-	n := 0
-	for _, r := range rules {
-		if ruleComment(r) == fw.n.commentTag+id {
-			n++
-		}
-	}
-	return n == 2
+// HasRules reports whether id has its two per-sandbox rules.
+func (fw *Firewall) HasRules(id string) bool {
+	return len(fw.RulesOf(id)) == 2
 }
 
 // sandboxRuleList lists the rules of the per-sandbox chains (none when the
 // table does not exist).
-func (fw *firewall) sandboxRuleList(c NFT) ([]*nftables.Rule, error) {
+func (fw *Firewall) sandboxRuleList(c NFT) ([]*nftables.Rule, error) {
 	t := fw.table()
 	_, _, egress, post := fw.chains(t)
 	var out []*nftables.Rule
@@ -591,13 +563,13 @@ func (fw *firewall) sandboxRuleList(c NFT) ([]*nftables.Rule, error) {
 
 // queueDelete queues the deletion of every per-sandbox rule whose id
 // matches.
-func (fw *firewall) queueDelete(c NFT, match func(id string) bool) error {
+func (fw *Firewall) queueDelete(c NFT, match func(id string) bool) error {
 	rules, err := fw.sandboxRuleList(c)
 	if err != nil {
 		return err
 	}
 	for _, r := range rules {
-		id, ok := strings.CutPrefix(ruleComment(r), fw.n.commentTag)
+		id, ok := strings.CutPrefix(ruleComment(r), fw.n.CommentTag)
 		if !ok || !match(id) {
 			continue
 		}
@@ -608,10 +580,10 @@ func (fw *firewall) queueDelete(c NFT, match func(id string) bool) error {
 	return nil
 }
 
-// remove deletes the per-sandbox rules whose id matches, in one batch.
-func (fw *firewall) remove(match func(id string) bool) error {
-	h := fw.lock()
-	defer h.unlock()
+// Remove deletes the per-sandbox rules whose id matches, in one batch.
+func (fw *Firewall) Remove(match func(id string) bool) error {
+	h := fw.Lock()
+	defer h.Unlock()
 	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
@@ -625,10 +597,10 @@ func (fw *firewall) remove(match func(id string) bool) error {
 	return nil
 }
 
-// dropTableLocked deletes the launcher's table, if it exists, and bumps
-// the lock file's generation (every Launcher's ensureBase then lists
+// DropTableLocked deletes the firewall's table, if it exists, and bumps
+// the lock file's generation (every Firewall's ensureBase then lists
 // again). The caller holds h.
-func (fw *firewall) dropTableLocked(h *fwLock) error {
+func (fw *Firewall) DropTableLocked(h *Lock) error {
 	c, err := fw.dial()
 	if err != nil {
 		return fmt.Errorf("launcher: nftables: %w", err)
@@ -652,9 +624,9 @@ func (fw *firewall) dropTableLocked(h *fwLock) error {
 	return nil
 }
 
-// enableForwarding turns net.ipv4.ip_forward on (never off: other
+// EnableForwarding turns net.ipv4.ip_forward on (never off: other
 // sandboxes and the host may rely on it).
-func enableForwarding() error {
+func EnableForwarding() error {
 	const path = "/proc/sys/net/ipv4/ip_forward"
 	b, err := os.ReadFile(path)
 	if err == nil && bytes.Equal(bytes.TrimSpace(b), []byte("1")) {
@@ -664,4 +636,39 @@ func enableForwarding() error {
 		return fmt.Errorf("launcher: enabling net.ipv4.ip_forward: %w", err)
 	}
 	return nil
+}
+
+// Dial opens a connection to the firewall's nftables.
+func (fw *Firewall) Dial() (NFT, error) { return fw.dial() }
+
+// LockPath is the firewall's lock file.
+func (fw *Firewall) LockPath() string { return fw.lockPath }
+
+// BaseOK reports whether the table has its chains and exactly its static
+// rules.
+func (fw *Firewall) BaseOK() bool {
+	c, err := fw.dial()
+	return err == nil && fw.baseOK(c)
+}
+
+// RulesOf returns the chains of sandbox id's per-sandbox rules, one entry
+// per rule (none when they cannot be listed).
+func (fw *Firewall) RulesOf(id string) []string {
+	h := fw.Lock()
+	defer h.Unlock()
+	c, err := fw.dial()
+	if err != nil {
+		return nil
+	}
+	rules, err := fw.sandboxRuleList(c)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range rules {
+		if ruleComment(r) == fw.n.CommentTag+id {
+			out = append(out, r.Chain.Name)
+		}
+	}
+	return out
 }

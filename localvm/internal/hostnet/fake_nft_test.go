@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package hostnet
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package launcher
+package hostnet
 
 import (
 	"errors"
@@ -19,17 +19,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// defaultNames are the launcher's names without a scope.
+var defaultNames = Names{Table: "rayito_localvm", VethPrefix: "rl-", CommentTag: "rayito-localvm:"}
+
 // fakeFirewall returns a firewall of the default names on nft, with a
 // lock file in dir and a fake clock.
-func fakeFirewall(t *testing.T, nft NFT, lockDir string) (*firewall, *fakeClock) {
+func fakeFirewall(t *testing.T, nft NFT, lockDir string) (*Firewall, *fakeClock) {
 	t.Helper()
-	n, err := namesFor("")
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	fw := &firewall{n: n, dial: func() (NFT, error) { return nft, nil },
-		lockPath: filepath.Join(lockDir, n.table+".lock"), now: clk.now}
+	fw := &Firewall{n: defaultNames, dial: func() (NFT, error) { return nft, nil },
+		lockPath: filepath.Join(lockDir, defaultNames.Table+".lock"), now: clk.now}
 	return fw, clk
 }
 
@@ -68,7 +67,7 @@ func TestFirewallInternet(t *testing.T) {
 	f := newFakeNFT()
 	fw, _ := fakeFirewall(t, f, t.TempDir())
 	guest := netip.MustParseAddr("10.201.0.2")
-	if err := fw.install("sb1", "rl-0a1b2c3d", guest, true, true); err != nil {
+	if err := fw.Install("sb1", "rl-0a1b2c3d", guest, true, true); err != nil {
 		t.Fatal(err)
 	}
 	// A missing table: listed (the first GetRules fails), built in one
@@ -85,7 +84,7 @@ func TestFirewallInternet(t *testing.T) {
 	if got, want := f.rules("rayito_localvm", chainPostrouting), []string{`ip saddr 10.201.0.2/32 masquerade  comment "rayito-localvm:sb1"`}; !slices.Equal(got, want) {
 		t.Errorf("postrouting:\n got %q\nwant %q", got, want)
 	}
-	if !fw.hasRules("sb1") || fw.hasRules("sb2") {
+	if !fw.HasRules("sb1") || fw.HasRules("sb2") {
 		t.Error("hasRules")
 	}
 }
@@ -93,7 +92,7 @@ func TestFirewallInternet(t *testing.T) {
 func TestFirewallNoInternet(t *testing.T) {
 	f := newFakeNFT()
 	fw, _ := fakeFirewall(t, f, t.TempDir())
-	if err := fw.install("sb1", "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.2"), false, true); err != nil {
+	if err := fw.Install("sb1", "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.2"), false, true); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.takeCalls(), append([]string{"GetRules input"}, baseBatch...); !slices.Equal(got, want) {
@@ -103,7 +102,7 @@ func TestFirewallNoInternet(t *testing.T) {
 	if n := len(f.rules("rayito_localvm", chainEgress)) + len(f.rules("rayito_localvm", chainPostrouting)); n != 0 {
 		t.Errorf("%d per-sandbox rules, want none", n)
 	}
-	if fw.hasRules("sb1") {
+	if fw.HasRules("sb1") {
 		t.Error("hasRules of a sandbox without Internet")
 	}
 }
@@ -112,12 +111,12 @@ func TestFirewallRemove(t *testing.T) {
 	f := newFakeNFT()
 	fw, _ := fakeFirewall(t, f, t.TempDir())
 	for i, id := range []string{"sb1", "sb2"} {
-		if err := fw.install(id, "rl-0000000"+string(rune('1'+i)), netip.AddrFrom4([4]byte{10, 201, 0, byte(2 + 4*i)}), true, true); err != nil {
+		if err := fw.Install(id, "rl-0000000"+string(rune('1'+i)), netip.AddrFrom4([4]byte{10, 201, 0, byte(2 + 4*i)}), true, true); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.takeCalls()
-	if err := fw.remove(func(id string) bool { return id == "sb1" }); err != nil {
+	if err := fw.Remove(func(id string) bool { return id == "sb1" }); err != nil {
 		t.Fatal(err)
 	}
 	calls := f.takeCalls()
@@ -133,12 +132,12 @@ func TestFirewallRemove(t *testing.T) {
 	if !slices.Equal(dels, []string{chainEgress, chainPostrouting}) {
 		t.Errorf("deleted %q, want one rule in egress and one in postrouting", dels)
 	}
-	if fw.hasRules("sb1") || !fw.hasRules("sb2") {
+	if fw.HasRules("sb1") || !fw.HasRules("sb2") {
 		t.Error("sb1 kept its rules or sb2 lost them")
 	}
 	checkStatic(t, f)
 	// An adopted sandbox's install replaces its rules rather than adding.
-	if err := fw.install("sb2", "rl-00000002", netip.MustParseAddr("10.201.0.6"), true, false); err != nil {
+	if err := fw.Install("sb2", "rl-00000002", netip.MustParseAddr("10.201.0.6"), true, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(f.rules("rayito_localvm", chainEgress)); n != 1 {
@@ -161,26 +160,26 @@ func TestEnsureBaseCache(t *testing.T) {
 	dir := t.TempDir()
 	fw, clk := fakeFirewall(t, f, dir)
 	g := netip.MustParseAddr("10.201.0.2")
-	if err := fw.install("sb1", "rl-00000001", g, false, true); err != nil {
+	if err := fw.Install("sb1", "rl-00000001", g, false, true); err != nil {
 		t.Fatal(err)
 	}
 	f.takeCalls()
 	clk.advance(baseCheckFor / 2)
-	if err := fw.install("sb2", "rl-00000002", g, false, true); err != nil {
+	if err := fw.Install("sb2", "rl-00000002", g, false, true); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.takeCalls(); len(c) != 0 {
 		t.Errorf("a second install within the check window called %q", c)
 	}
 	// An adopted sandbox always looks.
-	if err := fw.install("sb3", "rl-00000003", g, false, false); err != nil {
+	if err := fw.Install("sb3", "rl-00000003", g, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.takeCalls(); lists(c) == 0 || slices.Contains(c, "Flush") {
 		t.Errorf("adoption: calls %q, want a listing and no change", c)
 	}
 	clk.advance(baseCheckFor)
-	if err := fw.install("sb4", "rl-00000004", g, false, true); err != nil {
+	if err := fw.Install("sb4", "rl-00000004", g, false, true); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.takeCalls(); lists(c) == 0 || slices.Contains(c, "Flush") {
@@ -189,13 +188,13 @@ func TestEnsureBaseCache(t *testing.T) {
 	// Another Launcher of the table drops it: this one's cache no longer
 	// holds, and its next install rebuilds the table.
 	other, _ := fakeFirewall(t, f, dir)
-	h := other.lock()
-	if err := other.dropTableLocked(h); err != nil {
+	h := other.Lock()
+	if err := other.DropTableLocked(h); err != nil {
 		t.Fatal(err)
 	}
-	h.unlock()
+	h.Unlock()
 	f.takeCalls()
-	if err := fw.install("sb5", "rl-00000005", g, true, true); err != nil {
+	if err := fw.Install("sb5", "rl-00000005", g, true, true); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.takeCalls(); lists(c) == 0 || !slices.Contains(c, "AddTable rayito_localvm") {
@@ -205,7 +204,7 @@ func TestEnsureBaseCache(t *testing.T) {
 	// Without a lock file the cache is never trusted.
 	fw.lockPath = ""
 	f.takeCalls()
-	if err := fw.install("sb6", "rl-00000006", g, false, true); err != nil {
+	if err := fw.Install("sb6", "rl-00000006", g, false, true); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.takeCalls(); lists(c) == 0 {
@@ -219,22 +218,22 @@ func TestFirewallLockShared(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := fakeFirewall(t, newFakeNFT(), dir)
 	b, _ := fakeFirewall(t, newFakeNFT(), dir)
-	ha := a.lock()
+	ha := a.Lock()
 	if ha.f == nil {
 		t.Fatal("no lock file")
 	}
 	got := make(chan struct{})
 	go func() {
-		hb := b.lock()
+		hb := b.Lock()
 		close(got)
-		hb.unlock()
+		hb.Unlock()
 	}()
 	select {
 	case <-got:
 		t.Fatal("the second firewall took the lock while the first held it")
 	case <-time.After(100 * time.Millisecond):
 	}
-	ha.unlock()
+	ha.Unlock()
 	select {
 	case <-got:
 	case <-time.After(5 * time.Second):
@@ -260,10 +259,10 @@ func TestInstallOneBatch(t *testing.T) {
 	fw, _ := fakeFirewall(t, c, t.TempDir())
 	// The static rules were checked just now (the recorder cannot answer
 	// a listing).
-	h := fw.lock()
+	h := fw.Lock()
 	fw.checked, fw.checkedGen = fw.now(), h.gen
-	h.unlock()
-	if err := fw.install("sb1", "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.2"), true, true); err != nil {
+	h.Unlock()
+	if err := fw.Install("sb1", "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.2"), true, true); err != nil {
 		t.Fatal(err)
 	}
 	if len(sends) != 1 {
@@ -281,16 +280,16 @@ func TestInstallOneBatch(t *testing.T) {
 	}
 }
 
-// fakeHostNet returns a hostNet on fake namespaces: the host's and the
+// fakeVeths returns a hostNet on fake namespaces: the host's and the
 // sandbox's (nsfd 42), sharing one call log.
-func fakeHostNet() (*hostNet, *fakeNetlink, *fakeNetlink, *[]string) {
+func fakeVeths() (*Veths, *fakeNetlink, *fakeNetlink, *[]string) {
 	calls := &[]string{}
 	ns := &fakeNetlink{name: "ns", links: map[string]netlink.Link{}, calls: calls}
 	ns.addLink("lo")
 	host := &fakeNetlink{name: "host", links: map[string]netlink.Link{}, calls: calls, peer: ns}
 	host.addLink("lo")
 	host.addLink("eth0")
-	hn := &hostNet{
+	hn := &Veths{
 		host: host,
 		openNS: func(pid int) (int, error) {
 			*calls = append(*calls, "open ns of pid "+itoa(pid))
@@ -308,8 +307,8 @@ func fakeHostNet() (*hostNet, *fakeNetlink, *fakeNetlink, *[]string) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestSetupNetworkSequence(t *testing.T) {
-	hn, host, _, calls := fakeHostNet()
-	if err := hn.setupNetwork(1234, "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.201.0.2")); err != nil {
+	hn, host, _, calls := fakeVeths()
+	if err := hn.Setup(1234, "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.201.0.2")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -337,9 +336,9 @@ func TestSetupNetworkSequence(t *testing.T) {
 }
 
 func TestSetupNetworkFailureDeletesVeth(t *testing.T) {
-	hn, host, ns, calls := fakeHostNet()
+	hn, host, ns, calls := fakeVeths()
 	ns.fail = "RouteAdd"
-	if err := hn.setupNetwork(1234, "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.201.0.2")); err == nil {
+	if err := hn.Setup(1234, "rl-0a1b2c3d", netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.201.0.2")); err == nil {
 		t.Fatal("no error")
 	}
 	if host.links["rl-0a1b2c3d"] != nil {
@@ -353,18 +352,18 @@ func TestSetupNetworkFailureDeletesVeth(t *testing.T) {
 }
 
 func TestVethListAndDelete(t *testing.T) {
-	hn, host, _, _ := fakeHostNet()
+	hn, host, _, _ := fakeVeths()
 	host.addLink("rl-00000001")
 	host.addLink("rl-bad")
-	n, _ := namesFor("")
-	got, err := hn.listVeths(n.isVeth)
+	isVeth := func(name string) bool { return name == "rl-00000001" }
+	got, err := hn.List(isVeth)
 	if err != nil || !slices.Equal(got, []string{"rl-00000001"}) {
 		t.Fatalf("listVeths: %q %v", got, err)
 	}
-	if err := hn.deleteVeth("rl-00000001"); err != nil {
+	if err := hn.Delete("rl-00000001"); err != nil {
 		t.Fatal(err)
 	}
-	if err := hn.deleteVeth("rl-00000001"); err != nil {
+	if err := hn.Delete("rl-00000001"); err != nil {
 		t.Errorf("deleting a missing veth: %v", err)
 	}
 }
@@ -379,15 +378,15 @@ func TestFirewallLockFileRemoved(t *testing.T) {
 	a, _ := fakeFirewall(t, newFakeNFT(), dir)
 	b, _ := fakeFirewall(t, newFakeNFT(), dir)
 	c, _ := fakeFirewall(t, newFakeNFT(), dir)
-	ha := a.lock()
+	ha := a.Lock()
 	if ha.f == nil || ha.gen == "gen:" {
 		t.Fatalf("lock file %v, generation %q", ha.f, ha.gen)
 	}
 	removed := ha.gen
-	got := make(chan *fwLock)
-	go func() { got <- b.lock() }()
+	got := make(chan *Lock)
+	go func() { got <- b.Lock() }()
 	time.Sleep(50 * time.Millisecond) // b waits on a's file
-	if err := ha.removeFile(); err != nil {
+	if err := ha.RemoveFile(); err != nil {
 		t.Fatal(err)
 	}
 	// Gone while a holds the lock (once a unlocks, b may make a new one at
@@ -395,8 +394,8 @@ func TestFirewallLockFileRemoved(t *testing.T) {
 	if _, err := os.Stat(a.lockPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("lock file after removeFile: %v", err)
 	}
-	ha.unlock()
-	var hb *fwLock
+	ha.Unlock()
+	var hb *Lock
 	select {
 	case hb = <-got:
 	case <-time.After(5 * time.Second):
@@ -418,16 +417,16 @@ func TestFirewallLockFileRemoved(t *testing.T) {
 	// c excludes b: they lock the same file.
 	cgot := make(chan struct{})
 	go func() {
-		hc := c.lock()
+		hc := c.Lock()
 		close(cgot)
-		hc.unlock()
+		hc.Unlock()
 	}()
 	select {
 	case <-cgot:
 		t.Fatal("a third firewall took the lock while the second held it")
 	case <-time.After(100 * time.Millisecond):
 	}
-	hb.unlock()
+	hb.Unlock()
 	select {
 	case <-cgot:
 	case <-time.After(5 * time.Second):
@@ -454,6 +453,9 @@ func TestSweepLockFiles(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "target"), filepath.Join(dir, "rayito_localvm_lnk.lock")); err != nil {
 		t.Fatal(err)
 	}
+	isTable := func(name string) bool { // what the launcher names its tables
+		return slices.Contains([]string{"rayito_localvm", "rayito_localvm_live", "rayito_localvm_dead", "rayito_localvm_held", "rayito_localvm_lnk"}, name)
+	}
 	held, err := os.Open(filepath.Join(dir, "rayito_localvm_held.lock"))
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +464,7 @@ func TestSweepLockFiles(t *testing.T) {
 	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if n := sweepLockFiles(dir, func() (NFT, error) { return f, nil }); n != 2 {
+	if n := SweepLockFiles(dir, func() (NFT, error) { return f, nil }, isTable); n != 2 {
 		t.Errorf("swept %d files, want 2", n)
 	}
 	var left []string
@@ -478,7 +480,7 @@ func TestSweepLockFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "rayito_localvm_dead.lock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if n := sweepLockFiles(dir, func() (NFT, error) { return nil, errors.New("no netlink") }); n != 0 {
+	if n := SweepLockFiles(dir, func() (NFT, error) { return nil, errors.New("no netlink") }, isTable); n != 0 {
 		t.Errorf("swept %d files without a table listing", n)
 	}
 }
