@@ -104,6 +104,8 @@ type Proxy struct {
 	log      *slog.Logger
 	suffix   string
 	h1, h2c  *http.Transport
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	bufs     *copyBuffers
 	rpH1     *httputil.ReverseProxy
 	rpH2C    *httputil.ReverseProxy
 }
@@ -123,23 +125,24 @@ func New(opts Options) *Proxy {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	p.dial = opts.DialContext
+	if p.dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+		p.dial = d.DialContext
+	}
 	var h1, h2c http.Protocols
 	h1.SetHTTP1(true)
 	h2c.SetUnencryptedHTTP2(true)
-	p.h1 = newTransport(h1, opts.DialContext)
-	p.h2c = newTransport(h2c, opts.DialContext)
-	bufs := newCopyBuffers()
-	p.rpH1 = newReverseProxy(p.h1, bufs)
-	p.rpH2C = newReverseProxy(p.h2c, bufs)
+	p.h1 = newTransport(h1, p.dial)
+	p.h2c = newTransport(h2c, p.dial)
+	p.bufs = newCopyBuffers()
+	p.rpH1 = newReverseProxy(p.h1, p.bufs)
+	p.rpH2C = newReverseProxy(p.h2c, p.bufs)
 	return p
 }
 
 // newTransport returns a transport to guests speaking only protocols.
 func newTransport(protocols http.Protocols, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
-	if dial == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-		dial = d.DialContext
-	}
 	return &http.Transport{
 		Proxy:               nil, // guests are local: never an HTTP proxy from the environment
 		DialContext:         dial,
@@ -253,6 +256,10 @@ type route struct {
 //     X-Forwarded-* header. Bodies stream both ways, flushed as they come;
 //     trailers and protocol upgrades (WebSocket) pass through. A guest that
 //     cannot be reached or fails before answering gives 502.
+//  7. A request for a tunnel (Upgrade: localplatform.TunnelProtocol, see
+//     tunnel.go) must be an HTTP/1.1 GET with Connection: Upgrade and no
+//     body (else 400); it is answered 101 and the connection then carries
+//     bytes between the client and the guest port.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt := &route{}
@@ -317,8 +324,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "Forbidden")
 		return
 	}
-	if _, err := p.verifier.Verify(tokens[0], id, port); err != nil {
+	claims, err := p.verifier.Verify(tokens[0], id, port)
+	if err != nil {
 		fail(http.StatusForbidden, "Forbidden")
+		return
+	}
+	tunnel := isTunnel(r)
+	if tunnel && !tunnelRequestOK(r) {
+		fail(http.StatusBadRequest, "Invalid tunnel request")
 		return
 	}
 
@@ -339,6 +352,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.addr = addr
+	if tunnel {
+		p.tunnel(w, r, rt, target, addr, claims.Expiry)
+		return
+	}
 	if meter != nil {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &countingBody{ReadCloser: r.Body, m: meter}
