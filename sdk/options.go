@@ -114,13 +114,11 @@ type ProcessOption interface {
 }
 
 // RunOption is WithEnvs, WithCwd or WithTimeout: it applies to the
-// sandbox, its commands and terminals, to code (RunCode, CreateContext)
-// and to Git operations (which ignore WithCwd: each names its
-// repository).
+// sandbox, its commands and terminals and to code (RunCode,
+// CreateContext). sdk/git has its own WithEnvs and WithTimeout.
 type RunOption interface {
 	ProcessOption
 	CodeOption
-	GitOption
 }
 
 // UserOption is WithUser: it applies to everything that acts as an
@@ -129,7 +127,6 @@ type UserOption interface {
 	ProcessOption
 	FileOption
 	WatchOption
-	GitOption
 }
 
 // MetadataOption is WithMetadata: sandbox labels, or file attributes.
@@ -405,7 +402,6 @@ func (o cwdOption) applyCommand(c *commandConfig) {
 	c.cwd = &dir
 }
 func (o cwdOption) applyPty(c *ptyConfig) { c.cwd = string(o) }
-func (o cwdOption) applyGit(*gitConfig)   {}
 func (o cwdOption) applyCode(c *codeConfig) {
 	dir := string(o)
 	c.cwd = &dir

@@ -50,9 +50,6 @@ type Sandbox struct {
 	// Code runs code in the sandbox's stateful interpreter (RunCode is a
 	// shortcut for Code.Run).
 	Code *Interpreter
-	// Git runs git in the sandbox, with credentials that are used for one
-	// command and never stored.
-	Git *Git
 
 	// createOpts are the options Create made it with (nil for Connect):
 	// Reincarnate creates its successor with them.
@@ -462,7 +459,6 @@ func newSandbox(cfg *config, mv *microvms.Client, vm *microvmsapi.Microvm, token
 	s.Pty = &Pty{sbx: s}
 	s.Code = &Interpreter{sbx: s}
 	s.Files = &Files{sbx: s}
-	s.Git = &Git{sbx: s}
 	return s
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/git"
 )
 
 // The git tests' own peer namespace: the git server on gitAddr, a server
@@ -169,8 +170,8 @@ func TestGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sbx.Kill(context.Background()) }()
-	git := sbx.Git
-	creds := rayito.WithGitCredentials("bot", canary)
+	g := git.New(sbx)
+	creds := git.WithCredentials("bot", canary)
 	var errs []error // every error, searched for the canary at the end
 	expect := func(err error, target error, what string) {
 		t.Helper()
@@ -191,37 +192,37 @@ func TestGit(t *testing.T) {
 		return string(b)
 	}
 
-	// Without credentials, and with a wrong token: ErrGitAuth, naming the
+	// Without credentials, and with a wrong token: git.ErrAuth, naming the
 	// action.
-	_, err = git.Clone(ctx, srv.url("private.git"), "nocreds")
-	expect(err, rayito.ErrGitAuth, "clone without credentials")
+	_, err = g.Clone(ctx, srv.url("private.git"), "nocreds")
+	expect(err, git.ErrAuth, "clone without credentials")
 	if !strings.Contains(err.Error(), "git clone: authentication failed") {
 		t.Fatalf("message %q", err)
 	}
-	_, err = git.Clone(ctx, srv.url("private.git"), "wrong", rayito.WithGitCredentials("bot", "wrong-token"))
+	_, err = g.Clone(ctx, srv.url("private.git"), "wrong", git.WithCredentials("bot", "wrong-token"))
 	expect(err, rayito.ErrUnauthenticated, "clone with a wrong token")
 	// Bad input: InvalidArgument before any call.
 	before, _, _ := srv.counts()
 	for name, call := range map[string]func() error{
 		"password without username": func() error {
-			_, err := git.Clone(ctx, srv.url("private.git"), "x", rayito.WithGitCredentials("", canary))
+			_, err := g.Clone(ctx, srv.url("private.git"), "x", git.WithCredentials("", canary))
 			return err
 		},
 		"credentials on ssh": func() error {
-			_, err := git.Clone(ctx, "ssh://git@"+gitAddr.String()+"/private.git", "x", creds)
+			_, err := g.Clone(ctx, "ssh://git@"+gitAddr.String()+"/private.git", "x", creds)
 			return err
 		},
 		"credentials in the URL": func() error {
-			_, err := git.Clone(ctx, "http://bot:"+canary+"@"+gitAddr.String()+"/private.git", "x")
+			_, err := g.Clone(ctx, "http://bot:"+canary+"@"+gitAddr.String()+"/private.git", "x")
 			return err
 		},
 		"a token as the URL's user": func() error {
-			_, err := git.Clone(ctx, "http://"+canary+"@"+gitAddr.String()+"/private.git", "x")
+			_, err := g.Clone(ctx, "http://"+canary+"@"+gitAddr.String()+"/private.git", "x")
 			return err
 		},
-		"option as URL": func() error { _, err := git.Clone(ctx, "--upload-pack=touch /tmp/x", "x"); return err },
+		"option as URL": func() error { _, err := g.Clone(ctx, "--upload-pack=touch /tmp/x", "x"); return err },
 		"option as branch": func() error {
-			_, err := git.Clone(ctx, srv.url("private.git"), "x", rayito.WithBranch("--upload-pack=x"))
+			_, err := g.Clone(ctx, srv.url("private.git"), "x", git.WithBranch("--upload-pack=x"))
 			return err
 		},
 	} {
@@ -236,10 +237,10 @@ func TestGit(t *testing.T) {
 	}
 
 	// A private clone with the token.
-	if _, err := git.Clone(ctx, srv.url("private.git"), "repo", creds, rayito.WithBranch("main")); err != nil {
+	if _, err := g.Clone(ctx, srv.url("private.git"), "repo", creds, git.WithBranch("main")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := git.Clone(ctx, srv.url("private.git"), "shallow", creds, rayito.WithDepth(1)); err != nil {
+	if _, err := g.Clone(ctx, srv.url("private.git"), "shallow", creds, git.WithDepth(1)); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := sh(ctx, t, sbx, "git -C shallow rev-parse --is-shallow-repository"); out != "true\n" {
@@ -248,7 +249,7 @@ func TestGit(t *testing.T) {
 	if _, authed, _ := srv.counts(); authed == 0 {
 		t.Fatal("the clone never authenticated")
 	}
-	if u, ok, err := git.RemoteGet(ctx, "repo", "origin"); err != nil || !ok || u != srv.url("private.git") {
+	if u, ok, err := g.RemoteGet(ctx, "repo", "origin"); err != nil || !ok || u != srv.url("private.git") {
 		t.Fatalf("remote %q %v %v", u, ok, err)
 	}
 	if readFile("repo/README") != "hello\n" {
@@ -256,29 +257,29 @@ func TestGit(t *testing.T) {
 	}
 
 	// Commit on a branch and push it with the token.
-	if err := git.ConfigureUser(ctx, "Agent", "agent@example.com"); err != nil {
+	if err := g.ConfigureUser(ctx, "Agent", "agent@example.com"); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok, err := git.GetConfig(ctx, "user.email"); err != nil || !ok || v != "agent@example.com" {
+	if v, ok, err := g.GetConfig(ctx, "user.email"); err != nil || !ok || v != "agent@example.com" {
 		t.Fatalf("config %q %v %v", v, ok, err)
 	}
-	if _, err := git.CreateBranch(ctx, "repo", "feature"); err != nil {
+	if _, err := g.CreateBranch(ctx, "repo", "feature"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sbx.Files.Write(ctx, "repo/change.txt", []byte("change\n")); err != nil {
 		t.Fatal(err)
 	}
-	st, err := git.Status(ctx, "repo")
+	st, err := g.Status(ctx, "repo")
 	if err != nil || st.Branch != "feature" || len(st.Untracked) != 1 || st.Untracked[0] != "change.txt" {
 		t.Fatalf("status %+v %v", st, err)
 	}
-	if _, err := git.Add(ctx, "repo"); err != nil {
+	if _, err := g.Add(ctx, "repo"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = git.Status(ctx, "repo"); err != nil || len(st.Staged) != 1 || st.Staged[0].Change != rayito.GitAdded {
+	if st, err = g.Status(ctx, "repo"); err != nil || len(st.Staged) != 1 || st.Staged[0].Change != git.Added {
 		t.Fatalf("status %+v %v", st, err)
 	}
-	if _, err := git.Commit(ctx, "repo", "add change"); err != nil {
+	if _, err := g.Commit(ctx, "repo", "add change"); err != nil {
 		t.Fatal(err)
 	}
 	// Planted: a pre-push hook (in .git/hooks and through core.hooksPath)
@@ -293,7 +294,7 @@ func TestGit(t *testing.T) {
 		"git -C repo config core.hooksPath \"$HOME/hooks\" && git -C repo config core.askPass \"$HOME/askpass.sh\""); err != nil {
 		t.Fatal(err)
 	}
-	res, err := git.Push(ctx, "repo", creds, rayito.WithSetUpstream(), rayito.WithCredentialHost("http", gitAddr.String()))
+	res, err := g.Push(ctx, "repo", creds, git.WithSetUpstream(), git.WithCredentialHost("http", gitAddr.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,10 +307,10 @@ func TestGit(t *testing.T) {
 	if got := gitOut(t, bare, "log", "-1", "--format=%s", "feature"); got != "add change" {
 		t.Fatalf("server's feature branch: %q", got)
 	}
-	if st, err = git.Status(ctx, "repo"); err != nil || st.Upstream != "origin/feature" || st.Ahead != 0 || !st.Clean() {
+	if st, err = g.Status(ctx, "repo"); err != nil || st.Upstream != "origin/feature" || st.Ahead != 0 || !st.Clean() {
 		t.Fatalf("status after push %+v %v", st, err)
 	}
-	if b, err := git.Branches(ctx, "repo"); err != nil || b.Current != "feature" || len(b.Branches) != 2 {
+	if b, err := g.Branches(ctx, "repo"); err != nil || b.Current != "feature" || len(b.Branches) != 2 {
 		t.Fatalf("branches %+v %v", b, err)
 	}
 
@@ -327,7 +328,7 @@ func TestGit(t *testing.T) {
 		"git -C repo config core.fsmonitor \"$HOME/fsmon.sh\""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := git.Pull(ctx, "repo", creds); err != nil {
+	if _, err := g.Pull(ctx, "repo", creds); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := sh(ctx, t, sbx, "cat ~/fsmon-ran 2>/dev/null || echo none; git -C repo config --unset core.fsmonitor"); out != "none\n" {
@@ -340,19 +341,19 @@ func TestGit(t *testing.T) {
 	// A rejected push (the server moved on) is a conflict.
 	gitOut(t, work, "commit", "-q", "--allow-empty", "-m", "again")
 	gitOut(t, work, "push", "-q", "origin", "feature")
-	if _, err := git.Commit(ctx, "repo", "local", rayito.WithAllowEmpty(), rayito.WithAuthor("Other", "other@example.com")); err != nil {
+	if _, err := g.Commit(ctx, "repo", "local", git.WithAllowEmpty(), git.WithAuthor("Other", "other@example.com")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = git.Push(ctx, "repo", creds)
-	expect(err, rayito.ErrGitConflict, "a non-fast-forward push")
+	_, err = g.Push(ctx, "repo", creds)
+	expect(err, git.ErrConflict, "a non-fast-forward push")
 
 	// No git on the PATH: ErrExecutableNotFound, not a git failure.
-	_, err = git.Push(ctx, "repo", creds, rayito.WithEnvs(map[string]string{"PATH": "/nonexistent"}))
+	_, err = g.Push(ctx, "repo", creds, git.WithEnvs(map[string]string{"PATH": "/nonexistent"}))
 	expect(err, rayito.ErrExecutableNotFound, "a push without git")
 
 	// A failed push (wrong token) leaves the clean URL.
-	_, err = git.Push(ctx, "repo", rayito.WithGitCredentials("bot", "wrong-token"))
-	expect(err, rayito.ErrGitAuth, "a push with a wrong token")
+	_, err = g.Push(ctx, "repo", git.WithCredentials("bot", "wrong-token"))
+	expect(err, git.ErrAuth, "a push with a wrong token")
 	if cfg := readFile("repo/.git/config"); strings.Contains(cfg, "wrong-token") || strings.Contains(cfg, canary) {
 		t.Fatal("a token in .git/config after a failed push")
 	}
@@ -368,15 +369,15 @@ func TestGit(t *testing.T) {
 		if _, err := sbx.Commands.Run(ctx, cmd); err != nil {
 			t.Fatal(err)
 		}
-		_, err = git.Push(ctx, "repo", creds)
-		expect(err, rayito.ErrGitURLRewrite, "push through "+cmd)
+		_, err = g.Push(ctx, "repo", creds)
+		expect(err, git.ErrURLRewrite, "push through "+cmd)
 		expect(err, rayito.ErrPermissionDenied, "push through "+cmd)
-		_, err = git.Pull(ctx, "repo", creds)
-		expect(err, rayito.ErrGitURLRewrite, "pull through "+cmd)
+		_, err = g.Pull(ctx, "repo", creds)
+		expect(err, git.ErrURLRewrite, "pull through "+cmd)
 		if strings.Contains(cmd, "--global") {
 			// A clone reads the user's and the system's config.
-			_, err = git.Clone(ctx, srv.url("private.git"), "rewritten", creds)
-			expect(err, rayito.ErrGitURLRewrite, "clone through "+cmd)
+			_, err = g.Clone(ctx, srv.url("private.git"), "rewritten", creds)
+			expect(err, git.ErrURLRewrite, "clone through "+cmd)
 		}
 		if _, err := sbx.Commands.Run(ctx, "git -C repo config --remove-section url."+evilURL+" 2>/dev/null; git config --global --remove-section url."+evilURL+" 2>/dev/null; rm -rf rewritten; true"); err != nil {
 			t.Fatal(err)
@@ -388,7 +389,7 @@ func TestGit(t *testing.T) {
 	if _, err := sbx.Commands.Run(ctx, "git -C repo config remote.origin.pushurl "+evilURL+"private.git"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = git.Push(ctx, "repo", creds, rayito.WithCredentialHost("http", gitAddr.String()))
+	_, err = g.Push(ctx, "repo", creds, git.WithCredentialHost("http", gitAddr.String()))
 	expect(err, rayito.ErrInvalidArgument, "a pinned push to another host")
 	if _, err := sbx.Commands.Run(ctx, "git -C repo config --unset remote.origin.pushurl"); err != nil {
 		t.Fatal(err)
@@ -398,7 +399,7 @@ func TestGit(t *testing.T) {
 	}
 
 	// A clone that times out ends, leaves no git process and no token.
-	_, err = git.Clone(ctx, "http://"+gitAddr.String()+"/slow.git", "slow", creds, rayito.WithTimeout(2*time.Second))
+	_, err = g.Clone(ctx, "http://"+gitAddr.String()+"/slow.git", "slow", creds, git.WithTimeout(2*time.Second))
 	expect(err, rayito.ErrTimeout, "a clone past its timeout")
 	procs, err := sbx.Commands.List(ctx)
 	if err != nil {
@@ -485,7 +486,7 @@ func TestGit(t *testing.T) {
 		if strings.Contains(fmt.Sprintf("%v %+v", e, e), canary) {
 			t.Fatalf("an error holds the token: %v", e)
 		}
-		var ge *rayito.GitError
+		var ge *git.Error
 		if errors.As(e, &ge) && strings.Contains(ge.Stdout+ge.Stderr, canary) {
 			t.Fatal("a git error's output holds the token")
 		}
@@ -517,10 +518,10 @@ func TestGit(t *testing.T) {
 
 	// DangerouslyAuthenticate stores the token where any code can read
 	// it (documented): later plain pulls work.
-	if err := git.DangerouslyAuthenticate(ctx, "bot", canary, rayito.WithCredentialHost("http", gitAddr.String())); err != nil {
+	if err := g.DangerouslyAuthenticate(ctx, "bot", canary, git.WithCredentialHost("http", gitAddr.String())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := git.Clone(ctx, srv.url("private.git"), "stored"); err != nil {
+	if _, err := g.Clone(ctx, srv.url("private.git"), "stored"); err != nil {
 		t.Fatal("clone with stored credentials: ", err)
 	}
 	if !strings.Contains(readFile(".git-credentials"), canary) {
@@ -552,7 +553,7 @@ func TestGitOps(t *testing.T) {
 	defer cancel()
 	sbx := p.create(ctx)
 	defer func() { _ = sbx.Kill(context.Background()) }()
-	git := sbx.Git
+	g := git.New(sbx)
 	must := func(_ *rayito.CommandResult, err error) {
 		t.Helper()
 		if err != nil {
@@ -565,107 +566,107 @@ func TestGitOps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(git.Init(ctx, "origin.git", rayito.WithBare(), rayito.WithInitialBranch("trunk")))
-	must(git.Init(ctx, "w", rayito.WithInitialBranch("trunk")))
+	must(g.Init(ctx, "origin.git", git.WithBare(), git.WithInitialBranch("trunk")))
+	must(g.Init(ctx, "w", git.WithInitialBranch("trunk")))
 	// No user configured yet: a commit says so, typed.
-	if _, err := git.Commit(ctx, "w", "nobody", rayito.WithAllowEmpty()); !errors.Is(err, rayito.ErrGitIdentity) ||
+	if _, err := g.Commit(ctx, "w", "nobody", git.WithAllowEmpty()); !errors.Is(err, git.ErrIdentity) ||
 		!strings.Contains(err.Error(), "no author identity") {
 		t.Fatalf("a commit without identity: %v", err)
 	}
-	if err := git.ConfigureUser(ctx, "Local", "local@example.com", rayito.WithConfigScope(rayito.GitScopeLocal), rayito.WithRepository("w")); err != nil {
+	if err := g.ConfigureUser(ctx, "Local", "local@example.com", git.WithConfigScope(git.ScopeLocal), git.WithRepository("w")); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok, err := git.GetConfig(ctx, "user.name", rayito.WithConfigScope(rayito.GitScopeLocal), rayito.WithRepository("w")); err != nil || !ok || v != "Local" {
+	if v, ok, err := g.GetConfig(ctx, "user.name", git.WithConfigScope(git.ScopeLocal), git.WithRepository("w")); err != nil || !ok || v != "Local" {
 		t.Fatalf("local user.name %q %v %v", v, ok, err)
 	}
-	if _, ok, err := git.GetConfig(ctx, "user.nothing"); err != nil || ok {
+	if _, ok, err := g.GetConfig(ctx, "user.nothing"); err != nil || ok {
 		t.Fatalf("an unset key: %v %v", ok, err)
 	}
-	if _, ok, err := git.RemoteGet(ctx, "w", "origin"); err != nil || ok {
+	if _, ok, err := g.RemoteGet(ctx, "w", "origin"); err != nil || ok {
 		t.Fatalf("no remote yet: %v %v", ok, err)
 	}
-	must(git.RemoteAdd(ctx, "w", "origin", "/nowhere.git"))
-	must(git.RemoteAdd(ctx, "w", "origin", "../origin.git", rayito.WithForce()))
-	if u, ok, err := git.RemoteGet(ctx, "w", "origin"); err != nil || !ok || u != "../origin.git" {
+	must(g.RemoteAdd(ctx, "w", "origin", "/nowhere.git"))
+	must(g.RemoteAdd(ctx, "w", "origin", "../origin.git", git.WithForce()))
+	if u, ok, err := g.RemoteGet(ctx, "w", "origin"); err != nil || !ok || u != "../origin.git" {
 		t.Fatalf("remote %q %v %v", u, ok, err)
 	}
-	must(git.RemoteSet(ctx, "w", "origin", "/home/user/origin.git"))
+	must(g.RemoteSet(ctx, "w", "origin", "/home/user/origin.git"))
 
 	write("w/a.txt", "a\n")
-	must(git.Add(ctx, "w", rayito.WithPaths("a.txt")))
-	must(git.Commit(ctx, "w", "first"))
-	// A push without an upstream: ErrGitUpstream; with one: fine.
-	if _, err := git.Push(ctx, "w"); !errors.Is(err, rayito.ErrGitUpstream) {
+	must(g.Add(ctx, "w", git.WithPaths("a.txt")))
+	must(g.Commit(ctx, "w", "first"))
+	// A push without an upstream: git.ErrUpstream; with one: fine.
+	if _, err := g.Push(ctx, "w"); !errors.Is(err, git.ErrUpstream) {
 		t.Fatalf("push without upstream: %v", err)
 	}
-	must(git.Push(ctx, "w", rayito.WithSetUpstream()))
+	must(g.Push(ctx, "w", git.WithSetUpstream()))
 
 	// Reset and restore.
 	write("w/a.txt", "changed\n")
-	must(git.Add(ctx, "w"))
-	must(git.Reset(ctx, "w", rayito.WithPaths("a.txt")))
-	st, err := git.Status(ctx, "w")
+	must(g.Add(ctx, "w"))
+	must(g.Reset(ctx, "w", git.WithPaths("a.txt")))
+	st, err := g.Status(ctx, "w")
 	if err != nil || len(st.Staged) != 0 || len(st.Unstaged) != 1 {
 		t.Fatalf("after reset of a path: %+v %v", st, err)
 	}
-	must(git.Restore(ctx, "w", rayito.WithPaths("a.txt")))
+	must(g.Restore(ctx, "w", git.WithPaths("a.txt")))
 	if b, _ := sbx.Files.Read(ctx, "w/a.txt"); string(b) != "a\n" {
 		t.Fatalf("restored %q", b)
 	}
-	if _, err := git.Restore(ctx, "w"); !errors.Is(err, rayito.ErrInvalidArgument) {
+	if _, err := g.Restore(ctx, "w"); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatalf("restore without paths: %v", err)
 	}
-	must(git.Commit(ctx, "w", "empty", rayito.WithAllowEmpty()))
-	must(git.Reset(ctx, "w", rayito.WithResetMode(rayito.GitResetHard), rayito.WithTarget("HEAD~1")))
-	if _, err := git.Reset(ctx, "w", rayito.WithResetMode("sideways")); !errors.Is(err, rayito.ErrInvalidArgument) {
+	must(g.Commit(ctx, "w", "empty", git.WithAllowEmpty()))
+	must(g.Reset(ctx, "w", git.WithResetMode(git.ResetHard), git.WithTarget("HEAD~1")))
+	if _, err := g.Reset(ctx, "w", git.WithResetMode("sideways")); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatalf("a bad mode: %v", err)
 	}
 
 	// A rename shows with its source.
 	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "git -C w mv a.txt b.txt"); return err }())
-	if st, err = git.Status(ctx, "w"); err != nil || len(st.Staged) != 1 || st.Staged[0] != (rayito.GitFileChange{Path: "b.txt", Change: rayito.GitRenamed, From: "a.txt"}) {
+	if st, err = g.Status(ctx, "w"); err != nil || len(st.Staged) != 1 || st.Staged[0] != (git.FileChange{Path: "b.txt", Change: git.Renamed, From: "a.txt"}) {
 		t.Fatalf("rename: %+v %v", st, err)
 	}
-	must(git.Commit(ctx, "w", "rename"))
+	must(g.Commit(ctx, "w", "rename"))
 
 	// Branches: create, check out, delete (unmerged needs WithForce).
-	must(git.CreateBranch(ctx, "w", "side"))
+	must(g.CreateBranch(ctx, "w", "side"))
 	write("w/b.txt", "side\n")
-	must(git.Commit(ctx, "w", "side change", rayito.WithAllowEmpty()))
-	must(git.Add(ctx, "w"))
-	must(git.Commit(ctx, "w", "side edit"))
-	must(git.CheckoutBranch(ctx, "w", "trunk"))
-	if b, err := git.Branches(ctx, "w"); err != nil || b.Current != "trunk" || len(b.Branches) != 2 {
+	must(g.Commit(ctx, "w", "side change", git.WithAllowEmpty()))
+	must(g.Add(ctx, "w"))
+	must(g.Commit(ctx, "w", "side edit"))
+	must(g.CheckoutBranch(ctx, "w", "trunk"))
+	if b, err := g.Branches(ctx, "w"); err != nil || b.Current != "trunk" || len(b.Branches) != 2 {
 		t.Fatalf("branches %+v %v", b, err)
 	}
-	if _, err := git.DeleteBranch(ctx, "w", "side"); !errors.Is(err, rayito.ErrGit) {
+	if _, err := g.DeleteBranch(ctx, "w", "side"); !errors.Is(err, git.ErrFailed) {
 		t.Fatalf("deleting an unmerged branch: %v", err)
 	}
 	// A conflicting change on trunk, then a merge through pull from the
-	// side branch pushed to the remote: ErrGitConflict, and Status lists
+	// side branch pushed to the remote: git.ErrConflict, and Status lists
 	// the file as conflicted.
 	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "git -C w push -q origin side"); return err }())
 	write("w/b.txt", "trunk\n")
-	must(git.Add(ctx, "w"))
-	must(git.Commit(ctx, "w", "trunk edit"))
-	if _, err := git.Pull(ctx, "w", rayito.WithBranch("side")); !errors.Is(err, rayito.ErrGitConflict) {
-		var ge *rayito.GitError
+	must(g.Add(ctx, "w"))
+	must(g.Commit(ctx, "w", "trunk edit"))
+	if _, err := g.Pull(ctx, "w", git.WithBranch("side")); !errors.Is(err, git.ErrConflict) {
+		var ge *git.Error
 		errors.As(err, &ge)
 		t.Fatalf("a conflicting pull: %v %q %q", err, ge.Stdout, ge.Stderr)
 	}
-	if st, err = git.Status(ctx, "w"); err != nil || len(st.Conflicted) != 1 || st.Conflicted[0] != "b.txt" {
+	if st, err = g.Status(ctx, "w"); err != nil || len(st.Conflicted) != 1 || st.Conflicted[0] != "b.txt" {
 		t.Fatalf("conflict status %+v %v", st, err)
 	}
-	must(git.Reset(ctx, "w", rayito.WithResetMode(rayito.GitResetMerge)))
-	must(git.DeleteBranch(ctx, "w", "side", rayito.WithForce()))
+	must(g.Reset(ctx, "w", git.WithResetMode(git.ResetMerge)))
+	must(g.DeleteBranch(ctx, "w", "side", git.WithForce()))
 
-	// No repository: ErrGitNotRepository (also ErrNotFound).
+	// No repository: git.ErrNotRepository (also ErrNotFound).
 	must(nil, func() error { _, err := sbx.Commands.Run(ctx, "mkdir -p /tmp/plain"); return err }())
-	if _, err := git.Status(ctx, "/tmp/plain"); !errors.Is(err, rayito.ErrGitNotRepository) || !errors.Is(err, rayito.ErrNotFound) {
+	if _, err := g.Status(ctx, "/tmp/plain"); !errors.Is(err, git.ErrNotRepository) || !errors.Is(err, rayito.ErrNotFound) {
 		t.Fatalf("status outside a repository: %v", err)
 	}
 	// Option injection through names is refused before git runs.
-	if _, err := git.CheckoutBranch(ctx, "w", "--orphan=x"); !errors.Is(err, rayito.ErrInvalidArgument) {
+	if _, err := g.CheckoutBranch(ctx, "w", "--orphan=x"); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatalf("an option as a branch: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/git"
 )
 
 // E2B's defaults.
@@ -115,12 +116,12 @@ type Sandbox struct {
 	// Files reads and writes files (E2B's sandbox.files).
 	Files *Filesystem
 	// Git runs git (E2B's sandbox.git): Rayito's own, whose credentials
-	// are never written to the repository (see rayito.Git).
-	Git *rayito.Git
+	// are never written to the repository (see sdk/git).
+	Git *git.Client
 }
 
 func newSandbox(s *rayito.Sandbox, o *options) *Sandbox {
-	return &Sandbox{sbx: s, opts: o, Commands: &Commands{sbx: s}, Files: &Filesystem{sbx: s}, Git: s.Git}
+	return &Sandbox{sbx: s, opts: o, Commands: &Commands{sbx: s}, Files: &Filesystem{sbx: s}, Git: git.New(s)}
 }
 
 // Create starts a sandbox (E2B's Sandbox.create) and returns once it

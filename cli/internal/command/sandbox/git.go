@@ -12,6 +12,7 @@ import (
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/git"
 )
 
 // gitIDKey carries the sandbox id from `git ID` to its verb.
@@ -91,15 +92,15 @@ func gitCredFlags() []cli.Flag {
 
 // gitOptions are the options every verb shares, and the credentials of
 // those that take them.
-func gitOptions(cmd *cli.Command, f *cliutil.Factory, creds bool) ([]rayito.GitOption, error) {
-	var opts []rayito.GitOption
+func gitOptions(cmd *cli.Command, f *cliutil.Factory, creds bool) ([]git.Option, error) {
+	var opts []git.Option
 	if d := cmd.Duration("timeout"); d < 0 {
 		return nil, cliutil.Usagef("--timeout must be positive")
 	} else if d > 0 {
-		opts = append(opts, rayito.WithTimeout(d))
+		opts = append(opts, git.WithTimeout(d))
 	}
 	if u := cmd.String("user"); u != "" {
-		opts = append(opts, rayito.WithUser(u))
+		opts = append(opts, git.WithUser(u))
 	}
 	if !creds {
 		return opts, nil
@@ -126,7 +127,7 @@ func gitOptions(cmd *cli.Command, f *cliutil.Factory, creds bool) ([]rayito.GitO
 	case user == "":
 		return nil, cliutil.Usagef("a password without a username: set %s", envGitUsername)
 	}
-	return append(opts, rayito.WithGitCredentials(user, pass)), nil
+	return append(opts, git.WithCredentials(user, pass)), nil
 }
 
 // gitResultJSON is a mutating verb's --json output.
@@ -146,7 +147,7 @@ func gitDone(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, sbx *ray
 	if err != nil {
 		// git's own explanation goes to stderr, with --json too: stdout
 		// stays machine-readable, and the cause is not lost.
-		var ge *rayito.GitError
+		var ge *git.Error
 		code, status, waitErr := 0, rayito.CommandStatus(""), err
 		if errors.As(err, &ge) {
 			fmt.Fprint(f.IO.Err, ge.Stderr)
@@ -188,18 +189,18 @@ func gitCloneCommand(f *cliutil.Factory) *cli.Command {
 				return err
 			}
 			if b := cmd.String("branch"); b != "" {
-				opts = append(opts, rayito.WithBranch(b))
+				opts = append(opts, git.WithBranch(b))
 			}
 			if d := cmd.Int("depth"); d < 0 {
 				return cliutil.Usagef("--depth must be positive")
 			} else if d > 0 {
-				opts = append(opts, rayito.WithDepth(int(d)))
+				opts = append(opts, git.WithDepth(int(d)))
 			}
 			sbx, err := connectID(ctx, cmd, f, id)
 			if err != nil {
 				return err
 			}
-			res, err := sbx.Git.Clone(ctx, cmd.Args().Get(0), cmd.Args().Get(1), opts...)
+			res, err := git.New(sbx).Clone(ctx, cmd.Args().Get(0), cmd.Args().Get(1), opts...)
 			return gitDone(ctx, cmd, f, sbx, res, err)
 		}),
 	}
@@ -226,7 +227,7 @@ type gitChangeJSON struct {
 	From   string `json:"from,omitempty"`
 }
 
-func gitChanges(in []rayito.GitFileChange) []gitChangeJSON {
+func gitChanges(in []git.FileChange) []gitChangeJSON {
 	out := make([]gitChangeJSON, 0, len(in))
 	for _, c := range in {
 		out = append(out, gitChangeJSON{Path: c.Path, Change: string(c.Change), From: c.From})
@@ -245,7 +246,7 @@ func gitStatusCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			st, err := sbx.Git.Status(ctx, repo, opts...)
+			st, err := git.New(sbx).Status(ctx, repo, opts...)
 			if err != nil {
 				return gitDone(ctx, cmd, f, sbx, nil, err)
 			}
@@ -305,17 +306,17 @@ func gitCommitCommand(f *cliutil.Factory) *cli.Command {
 			}
 			commitOpts := opts
 			if name != "" {
-				commitOpts = append(commitOpts, rayito.WithAuthor(name, email))
+				commitOpts = append(commitOpts, git.WithAuthor(name, email))
 			}
 			if cmd.Bool("allow-empty") {
-				commitOpts = append(commitOpts, rayito.WithAllowEmpty())
+				commitOpts = append(commitOpts, git.WithAllowEmpty())
 			}
 			if cmd.Bool("all") {
-				if _, err := sbx.Git.Add(ctx, repo, opts...); err != nil {
+				if _, err := git.New(sbx).Add(ctx, repo, opts...); err != nil {
 					return gitDone(ctx, cmd, f, sbx, nil, err)
 				}
 			}
-			res, err := sbx.Git.Commit(ctx, repo, cmd.String("message"), commitOpts...)
+			res, err := git.New(sbx).Commit(ctx, repo, cmd.String("message"), commitOpts...)
 			return gitDone(ctx, cmd, f, sbx, res, err)
 		}),
 	}
@@ -327,12 +328,12 @@ func gitRemoteFlags() []cli.Flag {
 		&cli.StringFlag{Name: "branch", Usage: "the `BRANCH` (default: the current one, or its upstream)"})
 }
 
-func gitRemoteOptions(cmd *cli.Command, opts []rayito.GitOption) []rayito.GitOption {
+func gitRemoteOptions(cmd *cli.Command, opts []git.Option) []git.Option {
 	if r := cmd.String("remote"); r != "" {
-		opts = append(opts, rayito.WithRemote(r))
+		opts = append(opts, git.WithRemote(r))
 	}
 	if b := cmd.String("branch"); b != "" {
-		opts = append(opts, rayito.WithBranch(b))
+		opts = append(opts, git.WithBranch(b))
 	}
 	return opts
 }
@@ -345,11 +346,11 @@ func gitPushCommand(f *cliutil.Factory) *cli.Command {
 		Flags: gitCommonFlags(append(gitRemoteFlags(),
 			&cli.BoolFlag{Name: "set-upstream", Aliases: []string{"u"}, Usage: "record the remote branch as the upstream"})...),
 		Action: gitVerb(func(ctx context.Context, cmd *cli.Command, id string) error {
-			return gitSync(ctx, cmd, f, id, func(sbx *rayito.Sandbox, repo string, opts []rayito.GitOption) (*rayito.CommandResult, error) {
+			return gitSync(ctx, cmd, f, id, func(sbx *rayito.Sandbox, repo string, opts []git.Option) (*rayito.CommandResult, error) {
 				if cmd.Bool("set-upstream") {
-					opts = append(opts, rayito.WithSetUpstream())
+					opts = append(opts, git.WithSetUpstream())
 				}
-				return sbx.Git.Push(ctx, repo, opts...)
+				return git.New(sbx).Push(ctx, repo, opts...)
 			})
 		}),
 	}
@@ -362,8 +363,8 @@ func gitPullCommand(f *cliutil.Factory) *cli.Command {
 		ArgsUsage: "REPO",
 		Flags:     gitCommonFlags(gitRemoteFlags()...),
 		Action: gitVerb(func(ctx context.Context, cmd *cli.Command, id string) error {
-			return gitSync(ctx, cmd, f, id, func(sbx *rayito.Sandbox, repo string, opts []rayito.GitOption) (*rayito.CommandResult, error) {
-				return sbx.Git.Pull(ctx, repo, opts...)
+			return gitSync(ctx, cmd, f, id, func(sbx *rayito.Sandbox, repo string, opts []git.Option) (*rayito.CommandResult, error) {
+				return git.New(sbx).Pull(ctx, repo, opts...)
 			})
 		}),
 	}
@@ -371,7 +372,7 @@ func gitPullCommand(f *cliutil.Factory) *cli.Command {
 
 // gitSync is push and pull: the same arguments, credentials and output.
 func gitSync(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string,
-	call func(*rayito.Sandbox, string, []rayito.GitOption) (*rayito.CommandResult, error)) error {
+	call func(*rayito.Sandbox, string, []git.Option) (*rayito.CommandResult, error)) error {
 	sbx, repo, opts, err := gitRepo(ctx, cmd, f, id, true)
 	if err != nil {
 		return err
@@ -383,7 +384,7 @@ func gitSync(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id strin
 // gitRepo is the start of every verb that acts on a repository: REPO
 // given, the verb's options read (the credentials when creds), nothing
 // sent until then; then the sandbox reached.
-func gitRepo(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string, creds bool) (*rayito.Sandbox, string, []rayito.GitOption, error) {
+func gitRepo(ctx context.Context, cmd *cli.Command, f *cliutil.Factory, id string, creds bool) (*rayito.Sandbox, string, []git.Option, error) {
 	if err := cliutil.CheckArgs(cmd, 1, "the repository's directory"); err != nil {
 		return nil, "", nil, err
 	}

@@ -1,4 +1,4 @@
-package rayito
+package git
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // Clone clones url into dir (relative to the user's home; "" lets git
-// name it after the URL). WithGitCredentials for a private http(s)
+// name it after the URL). WithCredentials for a private http(s)
 // remote, WithBranch, WithDepth. The remote URL recorded in the clone is
 // url as given: it never holds the credentials.
-func (g *Git) Clone(ctx context.Context, rawURL, dir string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Clone(ctx context.Context, rawURL, dir string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "clone"
 	cfg := gitOpts(opts)
 	creds, err := checkCreds(op, cfg)
@@ -23,7 +25,7 @@ func (g *Git) Clone(ctx context.Context, rawURL, dir string, opts ...GitOption) 
 		return nil, gitInvalid(op, "the URL is empty, begins with '-' or holds a control character")
 	}
 	if urlHoldsCredentials(rawURL) {
-		return nil, gitInvalid(op, "the URL holds credentials: give them with WithGitCredentials, so that they are not stored in the clone")
+		return nil, gitInvalid(op, "the URL holds credentials: give them with WithCredentials, so that they are not stored in the clone")
 	}
 	if creds != nil {
 		if err := creds.bindRemote(op, rawURL); err != nil {
@@ -59,7 +61,7 @@ func (g *Git) Clone(ctx context.Context, rawURL, dir string, opts ...GitOption) 
 }
 
 // Init creates a repository in dir (WithBare, WithInitialBranch).
-func (g *Git) Init(ctx context.Context, dir string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Init(ctx context.Context, dir string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "init"
 	cfg := gitOpts(opts)
 	if err := checkPaths(op, []string{dir}); err != nil {
@@ -80,7 +82,7 @@ func (g *Git) Init(ctx context.Context, dir string, opts ...GitOption) (*Command
 
 // RemoteAdd adds a remote (WithFetch fetches it; WithForce replaces the
 // URL of an existing one).
-func (g *Git) RemoteAdd(ctx context.Context, repo, name, rawURL string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) RemoteAdd(ctx context.Context, repo, name, rawURL string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "remote add"
 	cfg := gitOpts(opts)
 	if err := g.checkRemoteArgs(op, repo, name, rawURL); err != nil {
@@ -101,7 +103,7 @@ func (g *Git) RemoteAdd(ctx context.Context, repo, name, rawURL string, opts ...
 }
 
 // RemoteSet changes a remote's URL.
-func (g *Git) RemoteSet(ctx context.Context, repo, name, rawURL string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) RemoteSet(ctx context.Context, repo, name, rawURL string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "remote set-url"
 	cfg := gitOpts(opts)
 	if err := g.checkRemoteArgs(op, repo, name, rawURL); err != nil {
@@ -112,7 +114,7 @@ func (g *Git) RemoteSet(ctx context.Context, repo, name, rawURL string, opts ...
 
 // RemoteGet returns a remote's URL; ok is false when there is no such
 // remote.
-func (g *Git) RemoteGet(ctx context.Context, repo, name string, opts ...GitOption) (u string, ok bool, err error) {
+func (g *Client) RemoteGet(ctx context.Context, repo, name string, opts ...Option) (u string, ok bool, err error) {
 	const op = "remote get-url"
 	cfg := gitOpts(opts)
 	if err := checkRef(op, "the remote", name); err != nil {
@@ -131,7 +133,7 @@ func (g *Git) RemoteGet(ctx context.Context, repo, name string, opts ...GitOptio
 	return strings.TrimSpace(res.Stdout), true, nil
 }
 
-func (g *Git) checkRemoteArgs(op, repo, name, rawURL string) error {
+func (g *Client) checkRemoteArgs(op, repo, name, rawURL string) error {
 	if err := checkPaths(op, []string{repo}); err != nil {
 		return err
 	}
@@ -149,7 +151,7 @@ func (g *Git) checkRemoteArgs(op, repo, name, rawURL string) error {
 
 // Status reads the repository's state: branch, upstream, ahead/behind and
 // the staged, unstaged, untracked and conflicted files.
-func (g *Git) Status(ctx context.Context, repo string, opts ...GitOption) (*GitStatus, error) {
+func (g *Client) Status(ctx context.Context, repo string, opts ...Option) (*Status, error) {
 	const op = "status"
 	if err := checkPaths(op, []string{repo}); err != nil {
 		return nil, err
@@ -160,13 +162,13 @@ func (g *Git) Status(ctx context.Context, repo string, opts ...GitOption) (*GitS
 		return nil, err
 	}
 	if res.StdoutTruncated {
-		return nil, fmt.Errorf("%w: git status: more than %d bytes of output", ErrResourceExhausted, MaxOutputBytes)
+		return nil, fmt.Errorf("%w: git status: more than %d bytes of output", rayito.ErrResourceExhausted, rayito.MaxOutputBytes)
 	}
 	return parseGitStatus(res.Stdout)
 }
 
 // Branches lists the local branches and names the current one.
-func (g *Git) Branches(ctx context.Context, repo string, opts ...GitOption) (*GitBranches, error) {
+func (g *Client) Branches(ctx context.Context, repo string, opts ...Option) (*Branches, error) {
 	const op = "branch"
 	if err := checkPaths(op, []string{repo}); err != nil {
 		return nil, err
@@ -180,17 +182,17 @@ func (g *Git) Branches(ctx context.Context, repo string, opts ...GitOption) (*Gi
 }
 
 // CreateBranch creates a branch at HEAD and checks it out.
-func (g *Git) CreateBranch(ctx context.Context, repo, branch string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) CreateBranch(ctx context.Context, repo, branch string, opts ...Option) (*rayito.CommandResult, error) {
 	return g.branchOp(ctx, "checkout -b", repo, branch, opts, "checkout", "-b")
 }
 
 // CheckoutBranch checks out a branch.
-func (g *Git) CheckoutBranch(ctx context.Context, repo, branch string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) CheckoutBranch(ctx context.Context, repo, branch string, opts ...Option) (*rayito.CommandResult, error) {
 	return g.branchOp(ctx, "checkout", repo, branch, opts, "checkout")
 }
 
 // DeleteBranch deletes a branch (WithForce: even unmerged).
-func (g *Git) DeleteBranch(ctx context.Context, repo, branch string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) DeleteBranch(ctx context.Context, repo, branch string, opts ...Option) (*rayito.CommandResult, error) {
 	flag := "-d"
 	if gitOpts(opts).force {
 		flag = "-D"
@@ -198,7 +200,7 @@ func (g *Git) DeleteBranch(ctx context.Context, repo, branch string, opts ...Git
 	return g.branchOp(ctx, "branch "+flag, repo, branch, opts, "branch", flag)
 }
 
-func (g *Git) branchOp(ctx context.Context, op, repo, branch string, opts []GitOption, args ...string) (*CommandResult, error) {
+func (g *Client) branchOp(ctx context.Context, op, repo, branch string, opts []Option, args ...string) (*rayito.CommandResult, error) {
 	if err := checkPaths(op, []string{repo}); err != nil {
 		return nil, err
 	}
@@ -209,7 +211,7 @@ func (g *Git) branchOp(ctx context.Context, op, repo, branch string, opts []GitO
 }
 
 // Add stages WithPaths, or everything (-A) without it.
-func (g *Git) Add(ctx context.Context, repo string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Add(ctx context.Context, repo string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "add"
 	cfg := gitOpts(opts)
 	if err := checkPaths(op, append([]string{repo}, cfg.paths...)); err != nil {
@@ -223,7 +225,7 @@ func (g *Git) Add(ctx context.Context, repo string, opts ...GitOption) (*Command
 }
 
 // Commit records the staged changes (WithAuthor, WithAllowEmpty).
-func (g *Git) Commit(ctx context.Context, repo, message string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Commit(ctx context.Context, repo, message string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "commit"
 	cfg := gitOpts(opts)
 	if err := checkPaths(op, []string{repo}); err != nil {
@@ -247,7 +249,7 @@ func (g *Git) Commit(ctx context.Context, repo, message string, opts ...GitOptio
 }
 
 // Reset moves HEAD (WithResetMode, WithTarget) or unstages WithPaths.
-func (g *Git) Reset(ctx context.Context, repo string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Reset(ctx context.Context, repo string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "reset"
 	cfg := gitOpts(opts)
 	if err := checkPaths(op, append([]string{repo}, cfg.paths...)); err != nil {
@@ -256,7 +258,7 @@ func (g *Git) Reset(ctx context.Context, repo string, opts ...GitOption) (*Comma
 	args := []string{"reset"}
 	switch cfg.mode {
 	case "":
-	case GitResetSoft, GitResetMixed, GitResetHard, GitResetMerge, GitResetKeep:
+	case ResetSoft, ResetMixed, ResetHard, ResetMerge, ResetKeep:
 		if len(cfg.paths) > 0 {
 			return nil, gitInvalid(op, "a mode and paths together")
 		}
@@ -278,7 +280,7 @@ func (g *Git) Reset(ctx context.Context, repo string, opts ...GitOption) (*Comma
 
 // Restore restores WithPaths in the working tree (default), the index
 // (WithStaged) or both (WithStaged, WithWorktree), from WithSource.
-func (g *Git) Restore(ctx context.Context, repo string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) Restore(ctx context.Context, repo string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "restore"
 	cfg := gitOpts(opts)
 	if len(cfg.paths) == 0 {
@@ -306,8 +308,8 @@ func (g *Git) Restore(ctx context.Context, repo string, opts ...GitOption) (*Com
 
 // Push pushes to WithRemote (origin) the branch WithBranch names, or the
 // current one (WithSetUpstream records it as the upstream).
-// WithGitCredentials for an http(s) remote.
-func (g *Git) Push(ctx context.Context, repo string, opts ...GitOption) (*CommandResult, error) {
+// WithCredentials for an http(s) remote.
+func (g *Client) Push(ctx context.Context, repo string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "push"
 	cfg := gitOpts(opts)
 	remote, creds, err := g.remoteCall(ctx, op, repo, cfg, true)
@@ -329,8 +331,8 @@ func (g *Git) Push(ctx context.Context, repo string, opts ...GitOption) (*Comman
 }
 
 // Pull pulls from WithRemote (origin) the branch WithBranch names, or the
-// upstream. WithGitCredentials for an http(s) remote.
-func (g *Git) Pull(ctx context.Context, repo string, opts ...GitOption) (*CommandResult, error) {
+// upstream. WithCredentials for an http(s) remote.
+func (g *Client) Pull(ctx context.Context, repo string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "pull"
 	cfg := gitOpts(opts)
 	remote, creds, err := g.remoteCall(ctx, op, repo, cfg, false)
@@ -349,7 +351,7 @@ func (g *Git) Pull(ctx context.Context, repo string, opts ...GitOption) (*Comman
 // remoteCall checks a push or pull: the remote and branch names, and with
 // credentials the remote's URL (as git will use it) and the absence of
 // URL rewrites, before anything is sent.
-func (g *Git) remoteCall(ctx context.Context, op, repo string, cfg *gitConfig, push bool) (string, *gitCreds, error) {
+func (g *Client) remoteCall(ctx context.Context, op, repo string, cfg *gitConfig, push bool) (string, *gitCreds, error) {
 	creds, err := checkCreds(op, cfg)
 	if err != nil {
 		return "", nil, err
@@ -390,7 +392,7 @@ func (g *Git) remoteCall(ctx context.Context, op, repo string, cfg *gitConfig, p
 }
 
 // SetConfig sets a git config key (WithConfigScope, WithRepository).
-func (g *Git) SetConfig(ctx context.Context, key, value string, opts ...GitOption) (*CommandResult, error) {
+func (g *Client) SetConfig(ctx context.Context, key, value string, opts ...Option) (*rayito.CommandResult, error) {
 	const op = "config"
 	cfg := gitOpts(opts)
 	dir, scope, err := configScope(op, key, cfg)
@@ -405,7 +407,7 @@ func (g *Git) SetConfig(ctx context.Context, key, value string, opts ...GitOptio
 
 // GetConfig reads a git config key (WithConfigScope, WithRepository); ok
 // is false when it is not set.
-func (g *Git) GetConfig(ctx context.Context, key string, opts ...GitOption) (value string, ok bool, err error) {
+func (g *Client) GetConfig(ctx context.Context, key string, opts ...Option) (value string, ok bool, err error) {
 	const op = "config"
 	cfg := gitOpts(opts)
 	dir, scope, err := configScope(op, key, cfg)
@@ -421,7 +423,7 @@ func (g *Git) GetConfig(ctx context.Context, key string, opts ...GitOption) (val
 
 // ConfigureUser sets user.name and user.email (WithConfigScope,
 // WithRepository).
-func (g *Git) ConfigureUser(ctx context.Context, name, email string, opts ...GitOption) error {
+func (g *Client) ConfigureUser(ctx context.Context, name, email string, opts ...Option) error {
 	if name == "" || email == "" || strings.ContainsAny(name+email, "\n\r\x00") {
 		return gitInvalid("config", "the user needs a name and an email without line breaks or NUL")
 	}
@@ -437,11 +439,11 @@ func configScope(op, key string, cfg *gitConfig) (dir, flag string, err error) {
 		return "", "", gitInvalid(op, "the key must look like section.name")
 	}
 	switch cfg.scope {
-	case "", GitScopeGlobal:
+	case "", ScopeGlobal:
 		return "", "--global", nil
-	case GitScopeSystem:
+	case ScopeSystem:
 		return "", "--system", nil
-	case GitScopeLocal:
+	case ScopeLocal:
 		if cfg.repo == "" {
 			return "", "", gitInvalid(op, "the local scope needs WithRepository")
 		}
@@ -454,8 +456,8 @@ func configScope(op, key string, cfg *gitConfig) (dir, flag string, err error) {
 // user's ~/.git-credentials (git's store helper) for WithCredentialHost
 // (default https://github.com), and makes it the user's credential helper,
 // so every later git command, and any code in the sandbox, can use and
-// read them. Prefer WithGitCredentials on each call.
-func (g *Git) DangerouslyAuthenticate(ctx context.Context, username, password string, opts ...GitOption) error {
+// read them. Prefer WithCredentials on each call.
+func (g *Client) DangerouslyAuthenticate(ctx context.Context, username, password string, opts ...Option) error {
 	const op = "credential approve"
 	cfg := gitOpts(opts)
 	cfg.username, cfg.password, cfg.credsSet = username, password, true
@@ -476,7 +478,7 @@ func (g *Git) DangerouslyAuthenticate(ctx context.Context, username, password st
 	if u, err := url.Parse(protocol + "://" + host); err != nil || u.Host != host || u.User != nil || strings.ContainsAny(host, "/\n\r\x00") {
 		return gitInvalid(op, "the host must be a host name or host:port")
 	}
-	if _, err := g.SetConfig(ctx, "credential.helper", "store", WithConfigScope(GitScopeGlobal), WithUser(cfg.user)); err != nil {
+	if _, err := g.SetConfig(ctx, "credential.helper", "store", WithConfigScope(ScopeGlobal), WithUser(cfg.user)); err != nil {
 		return err
 	}
 	// Only the store helper sees the credentials, whatever else is

@@ -1,4 +1,9 @@
-package rayito
+// Package git runs git in a sandbox, through the SDK's process API
+// (rayito.Commands), with credentials that serve one command only.
+//
+//	g := git.New(sbx)
+//	_, err := g.Clone(ctx, url, "app", git.WithCredentials("x-access-token", token))
+package git
 
 import (
 	"context"
@@ -10,13 +15,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-// Git runs git in the sandbox, through the process API, as the sandbox's
+// Client runs git in the sandbox, through the process API, as the sandbox's
 // user (WithUser for another), with GIT_TERMINAL_PROMPT=0: a command that
 // would ask for a password fails instead of waiting.
 //
-// Credentials (WithGitCredentials) serve one Clone, Push or Pull and
+// Credentials (WithCredentials) serve one Clone, Push or Pull and
 // nothing else:
 //   - they reach git on its stdin, then its environment, and a credential
 //     helper given on the command line answers git with them only for the
@@ -27,7 +34,7 @@ import (
 //     stores them), no askpass program and no fsmonitor;
 //   - a git configuration that rewrites URLs (url.*.insteadOf,
 //     url.*.pushInsteadOf) is refused before anything is sent
-//     (ErrGitURLRewrite), as is a remote that is not http(s), whose URL
+//     (ErrURLRewrite), as is a remote that is not http(s), whose URL
 //     holds credentials, or (with WithCredentialHost) on another host;
 //   - errors, outputs and results never hold the password, its encoded
 //     forms or a credentialed URL.
@@ -36,95 +43,99 @@ import (
 // the process's environment or watch the remote while a credentialed
 // command runs. Treat the token as disclosed to the sandbox: use
 // short-lived tokens scoped to one repository.
-type Git struct {
-	sbx *Sandbox
+type Client struct {
+	sbx *rayito.Sandbox
 }
 
-// The errors of Git operations. A failed git command is a *GitError that
-// matches ErrGit and, where the cause is known, one of the others.
+// New returns the Client of sbx's git. It holds nothing but sbx: make one
+// where it is needed.
+func New(sbx *rayito.Sandbox) *Client { return &Client{sbx: sbx} }
+
+// The errors of git operations. A failed git command is a *Error that
+// matches ErrFailed and, where the cause is known, one of the others.
 var (
-	// ErrGit: a git command failed (see *GitError).
-	ErrGit = errors.New("rayito: git failed")
-	// ErrGitAuth: the remote refused the credentials, or asked for some
-	// and none were given. It also matches ErrUnauthenticated.
-	ErrGitAuth = errors.New("rayito: git authentication failed")
-	// ErrGitConflict: a merge conflict, a rejected (non-fast-forward)
+	// ErrFailed: a git command failed (see *Error).
+	ErrFailed = errors.New("rayito: git failed")
+	// ErrAuth: the remote refused the credentials, or asked for some
+	// and none were given. It also matches rayito.ErrUnauthenticated.
+	ErrAuth = errors.New("rayito: git authentication failed")
+	// ErrConflict: a merge conflict, a rejected (non-fast-forward)
 	// push, diverging branches or local changes in the way.
-	ErrGitConflict = errors.New("rayito: git conflict")
-	// ErrGitUpstream: the branch has no upstream to push to or pull from
+	ErrConflict = errors.New("rayito: git conflict")
+	// ErrUpstream: the branch has no upstream to push to or pull from
 	// (see WithSetUpstream, WithBranch).
-	ErrGitUpstream = errors.New("rayito: git branch has no upstream")
-	// ErrGitURLRewrite: the git configuration rewrites URLs
+	ErrUpstream = errors.New("rayito: git branch has no upstream")
+	// ErrURLRewrite: the git configuration rewrites URLs
 	// (url.*.insteadOf or pushInsteadOf), so credentials could go
-	// elsewhere: nothing was sent. It also matches ErrPermissionDenied.
-	ErrGitURLRewrite = errors.New("rayito: git configuration rewrites URLs")
-	// ErrGitNotRepository: the path is not in a git repository. It also
-	// matches ErrNotFound.
-	ErrGitNotRepository = errors.New("rayito: not a git repository")
-	// ErrGitIdentity: a commit without an author: give one (WithAuthor)
+	// elsewhere: nothing was sent. It also matches rayito.ErrPermissionDenied.
+	ErrURLRewrite = errors.New("rayito: git configuration rewrites URLs")
+	// ErrNotRepository: the path is not in a git repository. It also
+	// matches rayito.ErrNotFound.
+	ErrNotRepository = errors.New("rayito: not a git repository")
+	// ErrIdentity: a commit without an author: give one (WithAuthor)
 	// or configure the user (ConfigureUser).
-	ErrGitIdentity = errors.New("rayito: git author identity unknown")
+	ErrIdentity = errors.New("rayito: git author identity unknown")
 )
 
-// GitError is a git command that failed. Its message names the operation
+// Error is a git command that failed. Its message names the operation
 // and the cause, never a URL; Stdout and Stderr are git's output with any
 // credential removed.
-type GitError struct {
+type Error struct {
 	Op       string // clone, push, ...
-	Kind     error  // ErrGitAuth, ErrGitConflict, ... or nil
+	Kind     error  // ErrAuth, ErrConflict, ... or nil
 	ExitCode int
-	Status   CommandStatus
+	Status   rayito.CommandStatus
 	Stdout   string
 	Stderr   string
 }
 
-func (e *GitError) Error() string {
+func (e *Error) Error() string {
 	what := "failed"
 	switch {
-	case e.Status == StatusTimeout:
+	case e.Status == rayito.StatusTimeout:
 		what = "timed out"
-	case e.Status == StatusSandboxTimeout:
+	case e.Status == rayito.StatusSandboxTimeout:
 		what = "ended by the sandbox's timeout"
-	case e.Kind == ErrGitAuth:
+	case e.Kind == ErrAuth:
 		what = "authentication failed"
-	case e.Kind == ErrGitConflict:
+	case e.Kind == ErrConflict:
 		what = "conflict"
-	case e.Kind == ErrGitUpstream:
+	case e.Kind == ErrUpstream:
 		what = "no upstream branch"
-	case e.Kind == ErrGitNotRepository:
+	case e.Kind == ErrNotRepository:
 		what = "not a git repository"
-	case e.Kind == ErrGitIdentity:
+	case e.Kind == ErrIdentity:
 		what = "no author identity: give an author or configure the user's name and email"
 	}
-	if e.Status == StatusExited || e.Status == "" {
+	if e.Status == rayito.StatusExited || e.Status == "" {
 		return fmt.Sprintf("rayito: git %s: %s (exit code %d)", e.Op, what, e.ExitCode)
 	}
 	return fmt.Sprintf("rayito: git %s: %s", e.Op, what)
 }
 
-// Is matches ErrGit, the Kind, ErrUnauthenticated for ErrGitAuth,
-// ErrNotFound for ErrGitNotRepository, and ErrTimeout or
-// ErrSandboxTimeout for a command a deadline ended.
-func (e *GitError) Is(target error) bool {
+// Is matches ErrFailed, the Kind, rayito.ErrUnauthenticated for ErrAuth,
+// rayito.ErrNotFound for ErrNotRepository, and rayito.ErrTimeout or
+// rayito.ErrSandboxTimeout for a command a deadline ended.
+func (e *Error) Is(target error) bool {
 	switch target {
-	case ErrGit:
+	case ErrFailed:
 		return true
-	case ErrUnauthenticated:
-		return e.Kind == ErrGitAuth
-	case ErrNotFound:
-		return e.Kind == ErrGitNotRepository
-	case ErrTimeout:
-		return e.Status == StatusTimeout
-	case ErrSandboxTimeout:
-		return e.Status == StatusSandboxTimeout
+	case rayito.ErrUnauthenticated:
+		return e.Kind == ErrAuth
+	case rayito.ErrNotFound:
+		return e.Kind == ErrNotRepository
+	case rayito.ErrTimeout:
+		return e.Status == rayito.StatusTimeout
+	case rayito.ErrSandboxTimeout:
+		return e.Status == rayito.StatusSandboxTimeout
 	}
 	return e.Kind != nil && target == e.Kind
 }
 
-// gitInvalid is an ErrInvalidArgument of a Git operation. Its message
+// gitInvalid is an rayito.ErrInvalidArgument of a Git operation. Its message
 // never holds a value the caller passed that could be a secret.
 func gitInvalid(op, why string) error {
-	return fmt.Errorf("%w: git %s: %s", ErrInvalidArgument, op, why)
+	return fmt.Errorf("%w: git %s: %s", rayito.ErrInvalidArgument, op, why)
 }
 
 // credHelper answers git's "get" with the credentials of the environment
@@ -185,7 +196,7 @@ func (c *gitCreds) bindRemote(op, raw string) error {
 		return gitInvalid(op, "credentials need an http(s) remote URL, not "+strconv.Quote(u.Scheme))
 	}
 	if u.User != nil {
-		return gitInvalid(op, "the remote URL holds credentials of its own: give them with WithGitCredentials instead")
+		return gitInvalid(op, "the remote URL holds credentials of its own: give them with WithCredentials instead")
 	}
 	if c.pinHost != "" && (!strings.EqualFold(u.Host, c.pinHost) || (c.pinProtocol != "" && u.Scheme != c.pinProtocol)) {
 		return gitInvalid(op, "the remote is not the host WithCredentialHost allows the credentials for")
@@ -251,7 +262,7 @@ type gitRun struct {
 }
 
 // run runs git with cfg's user, envs and timeout. Canceling ctx kills it.
-func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult, error) {
+func (g *Client) run(ctx context.Context, cfg *gitConfig, r gitRun) (*rayito.CommandResult, error) {
 	envs := make(map[string]string, len(cfg.envs)+6)
 	for k, v := range cfg.envs {
 		envs[k] = v
@@ -274,18 +285,18 @@ func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult
 		argv = append([]string{"sh", "-c", credReader, "rayito-git"}, append(append([]string{}, hardening...), r.args...)...)
 		stdin = []byte(r.creds.username + "\n" + r.creds.password + "\n")
 	}
-	opts := []CommandOption{WithEnvs(envs)}
+	opts := []rayito.CommandOption{rayito.WithEnvs(envs)}
 	if r.dir != "" {
-		opts = append(opts, WithCwd(r.dir))
+		opts = append(opts, rayito.WithCwd(r.dir))
 	}
 	if cfg.user != "" {
-		opts = append(opts, WithUser(cfg.user))
+		opts = append(opts, rayito.WithUser(cfg.user))
 	}
 	if cfg.timeout > 0 {
-		opts = append(opts, WithTimeout(cfg.timeout))
+		opts = append(opts, rayito.WithTimeout(cfg.timeout))
 	}
 	if stdin != nil {
-		opts = append(opts, WithStdin())
+		opts = append(opts, rayito.WithStdin())
 	}
 	h, err := g.sbx.Commands.StartExec(ctx, argv, opts...)
 	if err != nil {
@@ -315,18 +326,18 @@ func (g *Git) run(ctx context.Context, cfg *gitConfig, r gitRun) (*CommandResult
 	}
 	out := *res
 	out.Stdout, out.Stderr = r.creds.redact(out.Stdout), r.creds.redact(out.Stderr)
-	var exit *CommandExitError
-	if err == nil || (errors.As(err, &exit) && out.Status == StatusExited && slices.Contains(r.ok, out.ExitCode)) {
+	var exit *rayito.CommandExitError
+	if err == nil || (errors.As(err, &exit) && out.Status == rayito.StatusExited && slices.Contains(r.ok, out.ExitCode)) {
 		return &out, nil
 	}
 	if !errors.As(err, &exit) {
 		return nil, fmt.Errorf("rayito: git %s: %w", r.op, err)
 	}
-	if r.creds != nil && r.input == "" && out.Status == StatusExited && out.ExitCode == 127 && strings.Contains(out.Stderr, "git: not found") {
+	if r.creds != nil && r.input == "" && out.Status == rayito.StatusExited && out.ExitCode == 127 && strings.Contains(out.Stderr, "git: not found") {
 		// sh could not exec git: the same error as a plain git command's.
-		return nil, fmt.Errorf("rayito: git %s: git is not installed in the sandbox: %w", r.op, ErrExecutableNotFound)
+		return nil, fmt.Errorf("rayito: git %s: git is not installed in the sandbox: %w", r.op, rayito.ErrExecutableNotFound)
 	}
-	return &out, &GitError{Op: r.op, Kind: classifyGit(out.Stderr + "\n" + out.Stdout), ExitCode: out.ExitCode, Status: out.Status,
+	return &out, &Error{Op: r.op, Kind: classifyGit(out.Stderr + "\n" + out.Stdout), ExitCode: out.ExitCode, Status: out.Status,
 		Stdout: out.Stdout, Stderr: out.Stderr}
 }
 
@@ -346,31 +357,31 @@ func classifyGit(output string) error {
 	case has("authentication failed", "could not read username", "could not read password",
 		"invalid username or password", "http basic: access denied", "the requested url returned error: 401",
 		"the requested url returned error: 403", "permission denied (publickey"):
-		return ErrGitAuth
+		return ErrAuth
 	case has("not a git repository"):
-		return ErrGitNotRepository
+		return ErrNotRepository
 	case has("author identity unknown", "please tell me who you are", "unable to auto-detect email address", "empty ident name"):
-		return ErrGitIdentity
+		return ErrIdentity
 	case has("has no upstream branch", "no tracking information", "no upstream configured", "does not point to a branch"):
-		return ErrGitUpstream
+		return ErrUpstream
 	case has("conflict", "non-fast-forward", "[rejected]", "fetch first", "would be overwritten",
 		"not possible to fast-forward", "divergent branches", "unmerged files", "you have unstaged changes"):
-		return ErrGitConflict
+		return ErrConflict
 	}
 	return nil
 }
 
 // checkRewrites refuses a configuration that rewrites URLs, as seen from
 // dir (every scope: system, global, the repository's, their includes).
-func (g *Git) checkRewrites(ctx context.Context, cfg *gitConfig, op, dir string) error {
+func (g *Client) checkRewrites(ctx context.Context, cfg *gitConfig, op, dir string) error {
 	res, err := g.run(ctx, cfg, gitRun{op: op, dir: dir, ok: []int{1},
 		args: []string{"config", "--get-regexp", `^url\..*\.(insteadof|pushinsteadof)$`}})
 	if err != nil {
 		return err
 	}
 	if res.ExitCode == 0 && strings.TrimSpace(res.Stdout) != "" {
-		return newError(ReasonPermissionDenied, "rayito: git "+op+": the git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf): refused before any credential was sent",
-			ErrGitURLRewrite)
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: git "+op+": the git configuration rewrites URLs (url.*.insteadOf or pushInsteadOf): refused before any credential was sent",
+			ErrURLRewrite)
 	}
 	return nil
 }

@@ -1,13 +1,14 @@
-package rayito
+package git
 
 import (
 	"fmt"
+	rayito "github.com/rayito-dev/rayito/sdk"
 	"strconv"
 	"strings"
 )
 
-// GitStatus is a repository's state (Git.Status).
-type GitStatus struct {
+// Status is a repository's state (Client.Status).
+type Status struct {
 	// Branch is the current branch; "" when HEAD is detached.
 	Branch   string
 	Detached bool
@@ -17,40 +18,40 @@ type GitStatus struct {
 	Ahead, Behind int
 	// Staged are the changes in the index, Unstaged those in the working
 	// tree (a file can be in both).
-	Staged, Unstaged []GitFileChange
+	Staged, Unstaged []FileChange
 	// Untracked and Conflicted are paths.
 	Untracked, Conflicted []string
 }
 
 // Clean tells whether nothing is staged, changed, untracked or
 // conflicted.
-func (s *GitStatus) Clean() bool {
+func (s *Status) Clean() bool {
 	return len(s.Staged)+len(s.Unstaged)+len(s.Untracked)+len(s.Conflicted) == 0
 }
 
-// GitChange is what happened to a file.
-type GitChange string
+// Change is what happened to a file.
+type Change string
 
 // The changes.
 const (
-	GitModified    GitChange = "modified"
-	GitAdded       GitChange = "added"
-	GitDeleted     GitChange = "deleted"
-	GitRenamed     GitChange = "renamed"
-	GitCopied      GitChange = "copied"
-	GitTypeChanged GitChange = "type_changed"
+	Modified    Change = "modified"
+	Added       Change = "added"
+	Deleted     Change = "deleted"
+	Renamed     Change = "renamed"
+	Copied      Change = "copied"
+	TypeChanged Change = "type_changed"
 )
 
-// GitFileChange is one changed file.
-type GitFileChange struct {
+// FileChange is one changed file.
+type FileChange struct {
 	Path   string
-	Change GitChange
+	Change Change
 	// From is the former path of a rename or copy.
 	From string
 }
 
-// GitBranches are a repository's local branches (Git.Branches).
-type GitBranches struct {
+// Branches are a repository's local branches (Client.Branches).
+type Branches struct {
 	Branches []string
 	// Current is the checked-out branch, "" when HEAD is detached.
 	Current string
@@ -61,13 +62,13 @@ type GitBranches struct {
 const maxStatusEntries = 1 << 20
 
 // parseGitStatus parses `git status --porcelain=v2 --branch -z`.
-func parseGitStatus(out string) (*GitStatus, error) {
-	st := &GitStatus{}
+func parseGitStatus(out string) (*Status, error) {
+	st := &Status{}
 	recs := strings.Split(out, "\x00")
 	if len(recs) > maxStatusEntries {
-		return nil, fmt.Errorf("%w: git status: more than %d entries", ErrResourceExhausted, maxStatusEntries)
+		return nil, fmt.Errorf("%w: git status: more than %d entries", rayito.ErrResourceExhausted, maxStatusEntries)
 	}
-	bad := func(why string) error { return fmt.Errorf("%w: git status: unexpected output (%s)", ErrGit, why) }
+	bad := func(why string) error { return fmt.Errorf("%w: git status: unexpected output (%s)", ErrFailed, why) }
 	for i := 0; i < len(recs); i++ {
 		r := recs[i]
 		if r == "" {
@@ -98,10 +99,10 @@ func parseGitStatus(out string) (*GitStatus, error) {
 				from = recs[i]
 			}
 			if c, ok := gitChange(f[1][0]); ok {
-				st.Staged = append(st.Staged, GitFileChange{Path: path, Change: c, From: from})
+				st.Staged = append(st.Staged, FileChange{Path: path, Change: c, From: from})
 			}
 			if c, ok := gitChange(f[1][1]); ok {
-				st.Unstaged = append(st.Unstaged, GitFileChange{Path: path, Change: c, From: from})
+				st.Unstaged = append(st.Unstaged, FileChange{Path: path, Change: c, From: from})
 			}
 		case 'u':
 			f := strings.SplitN(r, " ", 11)
@@ -123,7 +124,7 @@ func parseGitStatus(out string) (*GitStatus, error) {
 	return st, nil
 }
 
-func (st *GitStatus) header(r string) error {
+func (st *Status) header(r string) error {
 	key, val, _ := strings.Cut(strings.TrimPrefix(r, "# "), " ")
 	switch key {
 	case "branch.head":
@@ -149,34 +150,34 @@ func (st *GitStatus) header(r string) error {
 	return nil
 }
 
-func gitChange(c byte) (GitChange, bool) {
+func gitChange(c byte) (Change, bool) {
 	switch c {
 	case 'M':
-		return GitModified, true
+		return Modified, true
 	case 'A':
-		return GitAdded, true
+		return Added, true
 	case 'D':
-		return GitDeleted, true
+		return Deleted, true
 	case 'R':
-		return GitRenamed, true
+		return Renamed, true
 	case 'C':
-		return GitCopied, true
+		return Copied, true
 	case 'T':
-		return GitTypeChanged, true
+		return TypeChanged, true
 	}
 	return "", false
 }
 
 // parseGitBranches parses for-each-ref lines "<HEAD mark>\0<name>".
-func parseGitBranches(out string) (*GitBranches, error) {
-	b := &GitBranches{Branches: []string{}}
+func parseGitBranches(out string) (*Branches, error) {
+	b := &Branches{Branches: []string{}}
 	for _, line := range strings.Split(out, "\n") {
 		if line == "" {
 			continue
 		}
 		mark, name, ok := strings.Cut(line, "\x00")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("%w: git branch: unexpected output", ErrGit)
+			return nil, fmt.Errorf("%w: git branch: unexpected output", ErrFailed)
 		}
 		b.Branches = append(b.Branches, name)
 		if mark == "*" {

@@ -1,4 +1,4 @@
-package rayito
+package git
 
 import (
 	"errors"
@@ -7,21 +7,23 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 func TestGitCredsChecks(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		opt  GitOption
+		opt  Option
 		want string
 	}{
-		{"password without username", WithGitCredentials("", "hunter2"), "username"},
-		{"username without password", WithGitCredentials("u", ""), "password"},
-		{"newline in password", WithGitCredentials("u", "a\nb"), "line break"},
-		{"NUL in username", WithGitCredentials("u\x00", "p"), "line break"},
+		{"password without username", WithCredentials("", "hunter2"), "username"},
+		{"username without password", WithCredentials("u", ""), "password"},
+		{"newline in password", WithCredentials("u", "a\nb"), "line break"},
+		{"NUL in username", WithCredentials("u\x00", "p"), "line break"},
 	} {
-		_, err := checkCreds("push", gitOpts([]GitOption{c.opt}))
-		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+		_, err := checkCreds("push", gitOpts([]Option{c.opt}))
+		if !errors.Is(err, rayito.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 		if err != nil && (strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "a\nb")) {
@@ -31,12 +33,12 @@ func TestGitCredsChecks(t *testing.T) {
 	if cr, err := checkCreds("push", gitOpts(nil)); cr != nil || err != nil {
 		t.Fatal("no credentials")
 	}
-	cr, err := checkCreds("push", gitOpts([]GitOption{WithGitCredentials("u", "s3cr3t")}))
+	cr, err := checkCreds("push", gitOpts([]Option{WithCredentials("u", "s3cr3t")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"ssh://git@h/r", "git@h:r.git", "file:///tmp/r", "https://u:p@h/r", "https://x@h/r", "ext::sh -c x", "/tmp/repo", ""} {
-		if err := cr.bindRemote("push", bad); !errors.Is(err, ErrInvalidArgument) || (bad != "" && strings.Contains(err.Error(), bad)) {
+		if err := cr.bindRemote("push", bad); !errors.Is(err, rayito.ErrInvalidArgument) || (bad != "" && strings.Contains(err.Error(), bad)) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
@@ -44,19 +46,19 @@ func TestGitCredsChecks(t *testing.T) {
 		t.Fatalf("%v %+v", err, cr)
 	}
 	// Pinned to one host: another host, port or protocol is refused.
-	pinned, err := checkCreds("push", gitOpts([]GitOption{WithGitCredentials("u", "s3cr3t"), WithCredentialHost("https", "git.example")}))
+	pinned, err := checkCreds("push", gitOpts([]Option{WithCredentials("u", "s3cr3t"), WithCredentialHost("https", "git.example")}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"https://evil.example/r", "https://git.example:444/r", "http://git.example/r", "https://git.example.evil/r"} {
-		if err := pinned.bindRemote("push", bad); !errors.Is(err, ErrInvalidArgument) {
+		if err := pinned.bindRemote("push", bad); !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("pinned %q: %v", bad, err)
 		}
 	}
 	if err := pinned.bindRemote("push", "https://GIT.example/o/r"); err != nil {
 		t.Fatal(err)
 	}
-	anyProto, _ := checkCreds("push", gitOpts([]GitOption{WithGitCredentials("u", "s3cr3t"), WithCredentialHost("", "git.example")}))
+	anyProto, _ := checkCreds("push", gitOpts([]Option{WithCredentials("u", "s3cr3t"), WithCredentialHost("", "git.example")}))
 	if err := anyProto.bindRemote("push", "http://git.example/r"); err != nil {
 		t.Fatal(err)
 	}
@@ -79,31 +81,31 @@ func TestGitRedact(t *testing.T) {
 
 func TestGitClassify(t *testing.T) {
 	for stderr, want := range map[string]error{
-		"fatal: Authentication failed for 'http://h/r/'":                               ErrGitAuth,
-		"fatal: could not read Username for 'http://h': terminal prompts disabled":     ErrGitAuth,
-		"fatal: unable to access 'http://h/r/': The requested URL returned error: 403": ErrGitAuth,
-		" ! [rejected]        main -> main (fetch first)":                              ErrGitConflict,
-		"CONFLICT (content): Merge conflict in a.txt":                                  ErrGitConflict,
-		"fatal: The current branch feature has no upstream branch.":                    ErrGitUpstream,
-		"There is no tracking information for the current branch.":                     ErrGitUpstream,
-		"fatal: not a git repository (or any of the parent directories): .git":         ErrGitNotRepository,
-		"Author identity unknown\n\n*** Please tell me who you are.":                   ErrGitIdentity,
-		"fatal: unable to auto-detect email address (got 'user@h.(none)')":             ErrGitIdentity,
+		"fatal: Authentication failed for 'http://h/r/'":                               ErrAuth,
+		"fatal: could not read Username for 'http://h': terminal prompts disabled":     ErrAuth,
+		"fatal: unable to access 'http://h/r/': The requested URL returned error: 403": ErrAuth,
+		" ! [rejected]        main -> main (fetch first)":                              ErrConflict,
+		"CONFLICT (content): Merge conflict in a.txt":                                  ErrConflict,
+		"fatal: The current branch feature has no upstream branch.":                    ErrUpstream,
+		"There is no tracking information for the current branch.":                     ErrUpstream,
+		"fatal: not a git repository (or any of the parent directories): .git":         ErrNotRepository,
+		"Author identity unknown\n\n*** Please tell me who you are.":                   ErrIdentity,
+		"fatal: unable to auto-detect email address (got 'user@h.(none)')":             ErrIdentity,
 		"fatal: repository 'http://h/nope/' not found":                                 nil,
 	} {
 		if got := classifyGit(stderr); got != want {
 			t.Errorf("%q: %v, want %v", stderr, got, want)
 		}
 	}
-	e := &GitError{Op: "push", Kind: ErrGitAuth, ExitCode: 128, Status: StatusExited}
-	if !errors.Is(e, ErrGit) || !errors.Is(e, ErrGitAuth) || !errors.Is(e, ErrUnauthenticated) || errors.Is(e, ErrGitConflict) {
+	e := &Error{Op: "push", Kind: ErrAuth, ExitCode: 128, Status: rayito.StatusExited}
+	if !errors.Is(e, ErrFailed) || !errors.Is(e, ErrAuth) || !errors.Is(e, rayito.ErrUnauthenticated) || errors.Is(e, ErrConflict) {
 		t.Fatal("auth error matching")
 	}
 	if e.Error() != "rayito: git push: authentication failed (exit code 128)" {
 		t.Fatal(e.Error())
 	}
-	to := &GitError{Op: "clone", Status: StatusTimeout, ExitCode: 143}
-	if !errors.Is(to, ErrTimeout) || to.Error() != "rayito: git clone: timed out" {
+	to := &Error{Op: "clone", Status: rayito.StatusTimeout, ExitCode: 143}
+	if !errors.Is(to, rayito.ErrTimeout) || to.Error() != "rayito: git clone: timed out" {
 		t.Fatal(to.Error())
 	}
 }
@@ -121,23 +123,23 @@ func TestURLHoldsCredentials(t *testing.T) {
 
 func TestGitArgChecks(t *testing.T) {
 	for _, c := range []struct{ what, name string }{{"b", "-x"}, {"b", ""}, {"b", "a\nb"}, {"b", "a\x7fb"}} {
-		if err := checkRef("push", c.what, c.name); !errors.Is(err, ErrInvalidArgument) {
+		if err := checkRef("push", c.what, c.name); !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("%q: %v", c.name, err)
 		}
 	}
 	if err := checkRef("push", "b", "feature/x"); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkPaths("add", []string{"a", ""}); !errors.Is(err, ErrInvalidArgument) {
+	if err := checkPaths("add", []string{"a", ""}); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
-	if _, _, err := configScope("config", "--global", gitOpts(nil)); !errors.Is(err, ErrInvalidArgument) {
+	if _, _, err := configScope("config", "--global", gitOpts(nil)); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
-	if _, _, err := configScope("config", "user.name", gitOpts([]GitOption{WithConfigScope(GitScopeLocal)})); !errors.Is(err, ErrInvalidArgument) {
+	if _, _, err := configScope("config", "user.name", gitOpts([]Option{WithConfigScope(ScopeLocal)})); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
-	if d, f, err := configScope("config", "user.name", gitOpts([]GitOption{WithConfigScope(GitScopeLocal), WithRepository("r")})); err != nil || d != "r" || f != "--local" {
+	if d, f, err := configScope("config", "user.name", gitOpts([]Option{WithConfigScope(ScopeLocal), WithRepository("r")})); err != nil || d != "r" || f != "--local" {
 		t.Fatal(d, f, err)
 	}
 }
@@ -158,8 +160,8 @@ func TestParseGitStatus(t *testing.T) {
 	if st.Branch != "main" || st.Upstream != "origin/main" || st.Ahead != 2 || st.Behind != 1 || st.Detached {
 		t.Fatalf("%+v", st)
 	}
-	if len(st.Staged) != 3 || st.Staged[0] != (GitFileChange{Path: "staged.txt", Change: GitModified}) ||
-		st.Staged[2] != (GitFileChange{Path: "new name.txt", Change: GitRenamed, From: "old name.txt"}) {
+	if len(st.Staged) != 3 || st.Staged[0] != (FileChange{Path: "staged.txt", Change: Modified}) ||
+		st.Staged[2] != (FileChange{Path: "new name.txt", Change: Renamed, From: "old name.txt"}) {
 		t.Fatalf("staged %+v", st.Staged)
 	}
 	if len(st.Unstaged) != 2 || st.Unstaged[0].Path != "with space.txt" || st.Unstaged[1].Path != "both.txt" {
@@ -173,7 +175,7 @@ func TestParseGitStatus(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 	for _, bad := range []string{"1 M.\x00", "2 R. N... 1 1 1 a b R100 x\x00", "# branch.ab +x -1\x00", "z\x00", "?\x00"} {
-		if _, err := parseGitStatus(bad); !errors.Is(err, ErrGit) {
+		if _, err := parseGitStatus(bad); !errors.Is(err, ErrFailed) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
@@ -184,7 +186,7 @@ func TestParseGitBranches(t *testing.T) {
 	if err != nil || len(b.Branches) != 2 || b.Current != "main" {
 		t.Fatalf("%+v %v", b, err)
 	}
-	if _, err := parseGitBranches("main\n"); !errors.Is(err, ErrGit) {
+	if _, err := parseGitBranches("main\n"); !errors.Is(err, ErrFailed) {
 		t.Fatal(err)
 	}
 }
