@@ -207,7 +207,8 @@ type proxy interface {
 	http.Handler
 	// Match reports whether a request is for a microVM's endpoint.
 	Match(r *http.Request) bool
-	CloseIdleConnections()
+	// Close closes its idle connections to guests and its open tunnels.
+	Close()
 }
 
 // deps are what New builds from the launcher, authtoken and proxy
@@ -552,7 +553,7 @@ func (s *Server) Close(ctx context.Context) error {
 		if s.events != nil {
 			s.events.close()
 		}
-		s.proxy.CloseIdleConnections()
+		s.proxy.Close()
 		idle := true // a launcher without machine-wide state (tests' fakes)
 		if r, ok := s.deps.launcher.(interface {
 			Release() error

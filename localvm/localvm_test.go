@@ -59,7 +59,7 @@ func (p *fakeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "proxied %s running=%v", t.MicrovmID(), t.Running())
 }
 
-func (p *fakeProxy) CloseIdleConnections() { p.closed.Add(1) }
+func (p *fakeProxy) Close() { p.closed.Add(1) }
 
 type fakes struct {
 	l     *registrytest.Launcher

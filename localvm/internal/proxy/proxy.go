@@ -106,6 +106,7 @@ type Proxy struct {
 	h1, h2c  *http.Transport
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	bufs     *copyBuffers
+	tunnels  tunnelSet
 	rpH1     *httputil.ReverseProxy
 	rpH2C    *httputil.ReverseProxy
 }
@@ -201,6 +202,14 @@ func (c *copyBuffers) Put(b []byte) {
 func (p *Proxy) CloseIdleConnections() {
 	p.h1.CloseIdleConnections()
 	p.h2c.CloseIdleConnections()
+}
+
+// Close closes idle connections to guests and every open tunnel; tunnels
+// opened afterwards are refused (502). Requests in flight are the
+// server's to end.
+func (p *Proxy) Close() {
+	p.CloseIdleConnections()
+	p.tunnels.closeAll()
 }
 
 // Match reports whether r is for the proxy: it carries EndpointHeader, or

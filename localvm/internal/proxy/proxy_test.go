@@ -313,7 +313,7 @@ func newEnv(t *testing.T, verifier Verifier) *env {
 	e.srv.Start()
 	t.Cleanup(func() {
 		e.srv.Close()
-		e.proxy.CloseIdleConnections()
+		e.proxy.Close()
 	})
 	return e
 }

@@ -80,6 +80,11 @@ func tunnelRequestOK(r *http.Request) bool {
 // the guest cannot be dialed; once the connection is taken over, failures
 // close it.
 func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, rt *route, target Target, addr string, expiry time.Time) {
+	if p.tunnels.isClosed() {
+		rt.status = http.StatusBadGateway
+		writeError(w, http.StatusBadGateway, "Bad gateway")
+		return
+	}
 	dctx, cancel := context.WithTimeout(r.Context(), tunnelDialTimeout)
 	guest, err := p.dial(dctx, "tcp", addr)
 	cancel()
@@ -95,6 +100,12 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, rt *route, target
 		writeError(w, http.StatusInternalServerError, "Internal error")
 		return
 	}
+	t := &tunnelConn{client: client, guest: guest, target: target, meter: target.Activity(), bufs: p.bufs, set: &p.tunnels}
+	if !p.tunnels.add(t) {
+		// The proxy closed between the dial and now.
+		t.close()
+		return
+	}
 	rt.status = http.StatusSwitchingProtocols
 	// The server's read and write deadlines stay on a connection taken
 	// over: the tunnel has none but a bound on the 101's write, which goes
@@ -102,12 +113,10 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, rt *route, target
 	_ = client.SetDeadline(time.Time{})
 	_ = client.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(client, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+localplatform.TunnelProtocol+"\r\n\r\n"); err != nil {
-		client.Close()
-		guest.Close()
+		t.close()
 		return
 	}
 	_ = client.SetWriteDeadline(time.Time{})
-	t := &tunnelConn{client: client, guest: guest, target: target, meter: target.Activity(), bufs: p.bufs}
 	// Bytes the client sent after its upgrade request are already in brw.
 	var from io.Reader = client
 	if n := brw.Reader.Buffered(); n > 0 {
@@ -122,6 +131,7 @@ type tunnelConn struct {
 	target        Target
 	meter         *activity.Meter
 	bufs          *copyBuffers
+	set           *tunnelSet
 	last          atomic.Int64 // when bytes last passed, in UnixNano
 	closeOnce     sync.Once
 }
@@ -238,5 +248,61 @@ func (t *tunnelConn) close() {
 	t.closeOnce.Do(func() {
 		t.client.Close()
 		t.guest.Close()
+		t.set.remove(t)
 	})
+}
+
+// tunnelSet is the proxy's open tunnels.
+type tunnelSet struct {
+	mu     sync.Mutex
+	open   map[*tunnelConn]struct{}
+	closed bool
+}
+
+// add records t; false once the set is closed.
+func (s *tunnelSet) add(t *tunnelConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.open == nil {
+		s.open = map[*tunnelConn]struct{}{}
+	}
+	s.open[t] = struct{}{}
+	return true
+}
+
+func (s *tunnelSet) remove(t *tunnelConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, t)
+}
+
+// closeAll closes every open tunnel and refuses new ones.
+func (s *tunnelSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	open := make([]*tunnelConn, 0, len(s.open))
+	for t := range s.open {
+		open = append(open, t)
+	}
+	s.mu.Unlock()
+	for _, t := range open {
+		t.close()
+	}
+}
+
+// isClosed reports whether closeAll has run.
+func (s *tunnelSet) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// count is the number of open tunnels.
+func (s *tunnelSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
 }

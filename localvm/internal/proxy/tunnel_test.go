@@ -245,3 +245,38 @@ func TestTunnelWakes(t *testing.T) {
 		t.Fatalf("running %v after %d wakes", vm.Running(), vm.wakeCount())
 	}
 }
+
+// TestTunnelClose: closing the proxy closes its open tunnels and refuses
+// new ones; a tunnel that ends leaves the set.
+func TestTunnelClose(t *testing.T) {
+	e := newEnv(t, nil)
+	e.targets["app"+suffix] = &target{id: "microvm-app", running: true, addr: echoListener(t, "")}
+	tok := e.token(t, "microvm-app", time.Hour, onePort(3000))
+	first, err := e.openTunnel(t, "app"+suffix, tok, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second, err := e.openTunnel(t, "app"+suffix, tok, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); e.proxy.tunnels.count() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("open tunnels = %d, want 1 (the first was closed)", e.proxy.tunnels.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.proxy.Close()
+	second.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := second.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a tunnel outlived the proxy's Close")
+	}
+	if n := e.proxy.tunnels.count(); n != 0 {
+		t.Fatalf("open tunnels after Close = %d", n)
+	}
+	var te *localplatform.TunnelError
+	if _, err := e.openTunnel(t, "app"+suffix, tok, 3000); !errors.As(err, &te) || te.Status != 502 {
+		t.Fatalf("a tunnel after Close: %v, want 502", err)
+	}
+}
