@@ -2,38 +2,49 @@ package keepalive
 
 import (
 	"errors"
-	"sync"
+	"fmt"
+	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 type msg struct{ keepalive bool }
 
+// TestKeepaliveAfterSilence runs on synctest's fake clock: a keepalive
+// goes out exactly one interval after the last message, and every
+// interval of silence after that; a message pushes the next one back.
 func TestKeepaliveAfterSilence(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []msg
-	send := func(m *msg) error { mu.Lock(); got = append(got, *m); mu.Unlock(); return nil }
-	s := Start(20*time.Millisecond, send, func() *msg { return &msg{keepalive: true} })
-	if err := s.Send(&msg{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		epoch := time.Now()
+		send := func(m *msg) error {
+			kind := "msg"
+			if m.keepalive {
+				kind = "keepalive"
+			}
+			got = append(got, fmt.Sprintf("%s@%v", kind, time.Since(epoch)))
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	s.Stop()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) < 3 || got[0].keepalive || !got[1].keepalive || !got[2].keepalive {
-		t.Fatalf("got %+v, want a message then keepalives", got)
-	}
+		s := Start(20*time.Millisecond, send, func() *msg { return &msg{keepalive: true} })
+		step := func(d time.Duration) {
+			time.Sleep(d)
+			synctest.Wait()
+		}
+		step(15 * time.Millisecond)
+		if err := s.Send(&msg{}); err != nil {
+			t.Fatal(err)
+		}
+		step(30 * time.Millisecond) // 45 ms: keepalive at 35
+		step(20 * time.Millisecond) // 65 ms: and at 55
+		s.Stop()
+		step(time.Second)
+		want := []string{"msg@15ms", "keepalive@35ms", "keepalive@55ms"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("sent %v, want %v", got, want)
+		}
+	})
 }
 
 func TestSendErrorSticks(t *testing.T) {
