@@ -8,17 +8,18 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 func TestHealthIsAnonymousAndReportsBoot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	before := h.health()
+	before := h.Health()
 	if before.GetAgentReady() || before.GetSandboxId() != "" {
 		t.Fatalf("before /run: %v", before)
 	}
-	h.run(nil)
-	after := h.health()
+	h.Run(nil)
+	after := h.Health()
 	if !after.GetAgentReady() || after.GetSandboxId() != "microvm-test" || after.GetMetadata()["team"] != "a" {
 		t.Fatalf("after /run: %v", after)
 	}
@@ -31,9 +32,9 @@ func TestAuthGate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
-	noToken := raydv1connect.NewProcessServiceClient(h.client, h.apiURL)
+	noToken := raydv1connect.NewProcessServiceClient(h.Client, h.APIURL)
 	start := func(c raydv1connect.ProcessServiceClient) error {
-		s, err := c.Start(ctx, connect.NewRequest(shell("echo hi")))
+		s, err := c.Start(ctx, connect.NewRequest(raydtest.Shell("echo hi")))
 		if err != nil {
 			return err
 		}
@@ -48,41 +49,41 @@ func TestAuthGate(t *testing.T) {
 	}
 
 	// Before /run even the right token is refused.
-	if got := code(start(h.processes())); got != connect.CodeUnauthenticated {
+	if got := raydtest.CodeOf(start(h.Processes())); got != connect.CodeUnauthenticated {
 		t.Fatalf("token before /run: %v", got)
 	}
-	h.run(nil)
-	other, _ := newToken(t)
-	wrong := raydv1connect.NewProcessServiceClient(h.client, h.apiURL, withToken(other))
-	garbage := raydv1connect.NewProcessServiceClient(h.client, h.apiURL, withToken("not base64url!"))
+	h.Run(nil)
+	other, _ := raydtest.NewToken(t)
+	wrong := raydv1connect.NewProcessServiceClient(h.Client, h.APIURL, raydtest.WithToken(other))
+	garbage := raydv1connect.NewProcessServiceClient(h.Client, h.APIURL, raydtest.WithToken("not base64url!"))
 	for name, c := range map[string]raydv1connect.ProcessServiceClient{"none": noToken, "wrong": wrong, "garbage": garbage} {
-		if got := code(start(c)); got != connect.CodeUnauthenticated {
+		if got := raydtest.CodeOf(start(c)); got != connect.CodeUnauthenticated {
 			t.Errorf("%s token, stream: %v", name, got)
 		}
-		if got := code(list(c)); got != connect.CodeUnauthenticated {
+		if got := raydtest.CodeOf(list(c)); got != connect.CodeUnauthenticated {
 			t.Errorf("%s token, unary: %v", name, got)
 		}
 	}
-	if err := start(h.processes()); err != nil {
+	if err := start(h.Processes()); err != nil {
 		t.Fatalf("right token: %v", err)
 	}
-	if err := list(h.processes()); err != nil {
+	if err := list(h.Processes()); err != nil {
 		t.Fatalf("right token, unary: %v", err)
 	}
 
 	// A client stream (FilesystemService.Write) is gated too.
-	fsNoToken := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL)
+	fsNoToken := raydv1connect.NewFilesystemServiceClient(h.Client, h.APIURL)
 	w := fsNoToken.Write(ctx)
 	_ = w.Send(&raydv1.WriteRequest{Chunk: []byte("x")})
-	if _, err := w.CloseAndReceive(); code(err) != connect.CodeUnauthenticated {
+	if _, err := w.CloseAndReceive(); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("client stream without token: %v", err)
 	}
-	fs := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL, withToken(h.token))
-	if _, err := fs.GetTransfer(ctx, connect.NewRequest(&raydv1.GetTransferRequest{TransferId: "x"})); code(err) != connect.CodeNotFound {
+	fs := raydv1connect.NewFilesystemServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
+	if _, err := fs.GetTransfer(ctx, connect.NewRequest(&raydv1.GetTransferRequest{TransferId: "x"})); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("RPC with token reaches its handler (an unknown transfer): %v", err)
 	}
-	metrics := raydv1connect.NewHealthServiceClient(h.client, h.apiURL)
-	if _, err := metrics.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); code(err) != connect.CodeUnauthenticated {
+	metrics := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL)
+	if _, err := metrics.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("Metrics without token: %v", err)
 	}
 }
@@ -90,22 +91,22 @@ func TestAuthGate(t *testing.T) {
 func TestInvalidPayloadLeavesRaydTokenless(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	out := h.hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": `{"v":2}`})
+	out := h.Hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": `{"v":2}`})
 	if out["outcome"] != "tokenless" {
 		t.Fatalf("outcome %v", out["outcome"])
 	}
 	// The boot /run is spent: a valid one now is already_ran.
 	digestPayload := func() string {
-		_, d := newToken(t)
+		_, d := raydtest.NewToken(t)
 		return `{"token_sha256":"` + d + `","v":1}`
 	}()
-	if out := h.hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": digestPayload}); out["outcome"] != "already_ran" {
+	if out := h.Hook("run", map[string]string{"microvmId": "microvm-x", "runHookPayload": digestPayload}); out["outcome"] != "already_ran" {
 		t.Fatalf("second /run: %v", out["outcome"])
 	}
-	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); code(err) != connect.CodeUnauthenticated {
+	if _, err := h.Processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("tokenless List: %v", err)
 	}
-	if hr := h.health(); hr.GetAgentReady() || hr.GetHookAnomalies() == 0 {
+	if hr := h.Health(); hr.GetAgentReady() || hr.GetHookAnomalies() == 0 {
 		t.Fatalf("health: %v", hr)
 	}
 }
@@ -113,21 +114,21 @@ func TestInvalidPayloadLeavesRaydTokenless(t *testing.T) {
 func TestSecondRunIsAnAnomaly(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(nil)
-	if n := h.health().GetHookAnomalies(); n != 0 {
+	h.Run(nil)
+	if n := h.Health().GetHookAnomalies(); n != 0 {
 		t.Fatalf("anomalies after first /run: %d", n)
 	}
-	_, d := newToken(t)
-	out := h.hook("run", map[string]string{"microvmId": "microvm-evil", "runHookPayload": `{"token_sha256":"` + d + `","v":1}`})
+	_, d := raydtest.NewToken(t)
+	out := h.Hook("run", map[string]string{"microvmId": "microvm-evil", "runHookPayload": `{"token_sha256":"` + d + `","v":1}`})
 	if out["outcome"] != "already_ran" {
 		t.Fatalf("outcome %v", out["outcome"])
 	}
-	hr := h.health()
+	hr := h.Health()
 	if hr.GetHookAnomalies() != 1 || hr.GetSandboxId() != "microvm-test" {
 		t.Fatalf("health after second /run: %v", hr)
 	}
 	// The original token still works.
-	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); err != nil {
+	if _, err := h.Processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 const testImageARN = "arn:aws:lambda:us-east-1:123456789012:microvm-image:rayito-base:3"
@@ -100,7 +101,7 @@ func newKey(t *testing.T) []byte {
 
 func (h *harness) configureEvents(key []byte) *raydv1.SectionResult {
 	h.t.Helper()
-	c := raydv1connect.NewConfigureServiceClient(h.client, h.apiURL, withToken(h.token))
+	c := raydv1connect.NewConfigureServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := c.Configure(ctx, connect.NewRequest(&raydv1.ConfigureRequest{LifecycleEvents: &raydv1.LifecycleEventsConfig{SandboxKey: key}}))
@@ -141,16 +142,16 @@ func wantEvent(t *testing.T, key []byte, line string, sandboxID string, typ even
 // resumed at /resume and killed{request} at /terminate, each a line that
 // verifies with the key, in order, with increasing generations.
 func TestEventLines(t *testing.T) {
-	requireRoot(t)
+	raydtest.RequireRoot(t)
 	t.Parallel()
 	start := time.Now()
 	h, lr := eventsHarness(t, nil)
-	if !h.health().GetFeatures().GetLifecycleEvents() {
+	if !h.Health().GetFeatures().GetLifecycleEvents() {
 		t.Fatal("Health features.lifecycle_events is false")
 	}
-	h.run(nil)
-	h.hook("suspend", nil)
-	h.hook("resume", nil)
+	h.Run(nil)
+	h.Hook("suspend", nil)
+	h.Hook("resume", nil)
 	lr.none(t, 200*time.Millisecond, "before the key")
 
 	key := newKey(t)
@@ -165,28 +166,25 @@ func TestEventLines(t *testing.T) {
 	h.configureEvents(key)
 	lr.none(t, 200*time.Millisecond, "configured again")
 
-	if r := h.hook("suspend", nil); r["outcome"] != "changed" {
+	if r := h.Hook("suspend", nil); r["outcome"] != "changed" {
 		t.Fatalf("/suspend %v", r)
 	}
 	ev = wantEvent(t, key, lr.next(t, "paused"), "microvm-test", events.Paused, "", &ev, start)
-	h.hook("suspend", nil) // unchanged: no event
-	h.hook("resume", nil)
+	h.Hook("suspend", nil) // unchanged: no event
+	h.Hook("resume", nil)
 	ev = wantEvent(t, key, lr.next(t, "resumed"), "microvm-test", events.Resumed, "", &ev, start)
-	h.hook("resume", nil) // unchanged
-	h.hook("suspend", nil)
+	h.Hook("resume", nil) // unchanged
+	h.Hook("suspend", nil)
 	ev = wantEvent(t, key, lr.next(t, "paused again"), "microvm-test", events.Paused, "", &ev, start)
-	h.hook("resume", nil)
+	h.Hook("resume", nil)
 	ev = wantEvent(t, key, lr.next(t, "resumed again"), "microvm-test", events.Resumed, "", &ev, start)
 
-	h.hook("terminate", nil)
+	h.Hook("terminate", nil)
 	ev = wantEvent(t, key, lr.next(t, "killed"), "microvm-test", events.Killed, events.KillRequest, &ev, start)
 	if ev.Generation != 6 {
 		t.Fatalf("killed has generation %d, want 6", ev.Generation)
 	}
-	select {
-	case err := <-h.done:
-		h.done <- err
-	case <-time.After(20 * time.Second):
+	if !h.Served(20 * time.Second) {
 		t.Fatal("rayd did not stop after /terminate")
 	}
 	// Nothing after killed, not even at the stop.
@@ -197,16 +195,13 @@ func TestEventLines(t *testing.T) {
 func TestNoKeyNoEventLines(t *testing.T) {
 	t.Parallel()
 	h, lr := eventsHarness(t, nil)
-	h.run(nil)
-	h.hook("suspend", nil)
-	h.hook("resume", nil)
+	h.Run(nil)
+	h.Hook("suspend", nil)
+	h.Hook("resume", nil)
 	// An empty section turns events off: still nothing.
 	h.configureEvents(nil)
-	h.hook("terminate", nil)
-	select {
-	case err := <-h.done:
-		h.done <- err
-	case <-time.After(20 * time.Second):
+	h.Hook("terminate", nil)
+	if !h.Served(20 * time.Second) {
 		t.Fatal("rayd did not stop after /terminate")
 	}
 	lr.none(t, 300*time.Millisecond, "without a key")
@@ -214,33 +209,30 @@ func TestNoKeyNoEventLines(t *testing.T) {
 
 // A wrong-sized key is INVALID and prints nothing.
 func TestEventKeyInvalid(t *testing.T) {
-	requireRoot(t)
+	raydtest.RequireRoot(t)
 	t.Parallel()
 	h, lr := eventsHarness(t, nil)
-	h.run(nil)
+	h.Run(nil)
 	r := h.configureEvents(make([]byte, 31))
 	if r.GetCode() != raydv1.SectionCode_SECTION_CODE_INVALID || !strings.Contains(r.GetMessage(), "sandbox_key") {
 		t.Fatalf("Configure %v", r)
 	}
-	h.hook("suspend", nil)
+	h.Hook("suspend", nil)
 	lr.none(t, 200*time.Millisecond, "after an invalid key")
 }
 
 // The sandbox's timeout with on_timeout kill prints killed{timeout}. Not
 // parallel: the timeout ends every process of the shared supervisor.
 func TestEventKilledByTimeout(t *testing.T) {
-	requireRoot(t)
+	raydtest.RequireRoot(t)
 	start := time.Now()
 	h, lr := eventsHarness(t, nil)
-	h.run(withLifecycle(2, 120, runpayload.OnTimeoutKill))
+	h.Run(withLifecycle(2, 120, runpayload.OnTimeoutKill))
 	key := newKey(t)
 	h.configureEvents(key)
 	ev := wantEvent(t, key, lr.next(t, "created"), "microvm-test", events.Created, "", nil, start)
 	wantEvent(t, key, lr.next(t, "killed"), "microvm-test", events.Killed, events.KillTimeout, &ev, start)
-	select {
-	case err := <-h.done:
-		h.done <- err
-	case <-time.After(20 * time.Second):
+	if !h.Served(20 * time.Second) {
 		t.Fatal("rayd did not stop after the timeout")
 	}
 	if !errors.Is(h.d.StopReason(), ErrSandboxTimeout) {
@@ -358,18 +350,18 @@ func (c *stdoutChild) kill(t *testing.T) {
 // Event lines are all its stdout holds and none is in its logs (stderr);
 // a SIGTERM without /terminate is killed{unknown}.
 func TestEventLinesOnStdout(t *testing.T) {
-	requireRoot(t)
+	raydtest.RequireRoot(t)
 	t.Parallel()
 	start := time.Now()
 	c := startStdoutChild(t)
 	lr, apiAddr, hooksAddr := c.lr, c.apiAddr, c.hooks
-	tok, digest := newToken(t)
-	h := &harness{t: t, apiURL: "http://" + apiAddr, hooksURL: "http://" + hooksAddr, token: tok, client: h2cClient()}
+	tok, digest := raydtest.NewToken(t)
+	h := &harness{Harness: raydtest.Attach(t, "http://"+apiAddr, "http://"+hooksAddr, tok), t: t}
 	raw, err := runpayload.Encode(&runpayload.Payload{V: 1, TokenSHA256: digest})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := h.hook("run", map[string]string{"microvmId": "mvm-stdout-1", "runHookPayload": raw}); out["outcome"] != "installed" {
+	if out := h.Hook("run", map[string]string{"microvmId": "mvm-stdout-1", "runHookPayload": raw}); out["outcome"] != "installed" {
 		t.Fatalf("/run %v", out)
 	}
 	key := newKey(t)
@@ -380,9 +372,9 @@ func TestEventLinesOnStdout(t *testing.T) {
 	if ev.ImageARN != testImageARN {
 		t.Fatalf("image_arn %q", ev.ImageARN)
 	}
-	h.hook("suspend", nil)
+	h.Hook("suspend", nil)
 	ev = wantEvent(t, key, lr.next(t, "paused"), "mvm-stdout-1", events.Paused, "", &ev, start)
-	h.hook("resume", nil)
+	h.Hook("resume", nil)
 	ev = wantEvent(t, key, lr.next(t, "resumed"), "mvm-stdout-1", events.Resumed, "", &ev, start)
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

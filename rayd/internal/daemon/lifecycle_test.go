@@ -18,10 +18,11 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 func (h *harness) lifecycle() raydv1connect.LifecycleServiceClient {
-	return raydv1connect.NewLifecycleServiceClient(h.client, h.apiURL, withToken(h.token))
+	return raydv1connect.NewLifecycleServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 }
 
 func (h *harness) setTimeout(ms uint64, mode raydv1.TimeoutMode) (*raydv1.LifecycleState, error) {
@@ -39,7 +40,7 @@ func withLifecycle(timeoutS, capS int, onTimeout string) func(*runpayload.Payloa
 }
 
 func isSandboxTimeout(err error) bool {
-	return code(err) == connect.CodeFailedPrecondition && reasonOf(err) == raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT
+	return raydtest.CodeOf(err) == connect.CodeFailedPrecondition && raydtest.ReasonOf(err) == raydv1.ErrorReason_ERROR_REASON_SANDBOX_TIMEOUT
 }
 
 const (
@@ -56,24 +57,24 @@ func within(ms int64, d time.Duration) bool {
 func TestSetTimeoutUnmanaged(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(nil)
-	if st := h.health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED || st.GetDeadlineUnixMs() != 0 {
+	h.Run(nil)
+	if st := h.Health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_UNMANAGED || st.GetDeadlineUnixMs() != 0 {
 		t.Fatalf("lifecycle %v", st)
 	}
 	_, err := h.setTimeout(60_000, exact)
-	if code(err) != connect.CodeFailedPrecondition || reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED {
+	if raydtest.CodeOf(err) != connect.CodeFailedPrecondition || raydtest.ReasonOf(err) != raydv1.ErrorReason_ERROR_REASON_LIFECYCLE_UNMANAGED {
 		t.Fatalf("SetTimeout unmanaged: %v", err)
 	}
 	// Bad arguments are refused first.
-	if _, err := h.setTimeout(0, exact); code(err) != connect.CodeInvalidArgument {
+	if _, err := h.setTimeout(0, exact); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("0 ms: %v", err)
 	}
 	// The token is needed.
-	anon := raydv1connect.NewLifecycleServiceClient(h.client, h.apiURL)
-	if _, err := anon.SetTimeout(context.Background(), connect.NewRequest(&raydv1.SetTimeoutRequest{TimeoutMs: 1000, Mode: exact})); code(err) != connect.CodeUnauthenticated {
+	anon := raydv1connect.NewLifecycleServiceClient(h.Client, h.APIURL)
+	if _, err := anon.SetTimeout(context.Background(), connect.NewRequest(&raydv1.SetTimeoutRequest{TimeoutMs: 1000, Mode: exact})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("without a token: %v", err)
 	}
-	if f := h.health().GetFeatures().GetServices(); !contains(f, "lifecycle") {
+	if f := h.Health().GetFeatures().GetServices(); !contains(f, "lifecycle") {
 		t.Fatalf("features.services %v", f)
 	}
 }
@@ -90,8 +91,8 @@ func contains(list []string, s string) bool {
 func TestSetTimeout(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(withLifecycle(600, 1200, runpayload.OnTimeoutPause))
-	st := h.health().GetLifecycle()
+	h.Run(withLifecycle(600, 1200, runpayload.OnTimeoutPause))
+	st := h.Health().GetLifecycle()
 	if st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_ACTIVE || st.GetTimeoutMs() != 600_000 || !within(st.GetDeadlineUnixMs(), 600*time.Second) ||
 		!within(st.GetCapUnixMs(), 1200*time.Second) || st.GetOnTimeout() != raydv1.TimeoutAction_TIMEOUT_ACTION_PAUSE || !st.GetAutoResume() || st.GetExtensions() != 0 {
 		t.Fatalf("after /run: %v", st)
@@ -100,7 +101,7 @@ func TestSetTimeout(t *testing.T) {
 		ms   uint64
 		mode raydv1.TimeoutMode
 	}{"0 ms": {0, exact}, "0 ms at least": {0, atLeast}, "unspecified": {1000, raydv1.TimeoutMode_TIMEOUT_MODE_UNSPECIFIED}, "unknown mode": {1000, 9}} {
-		if _, err := h.setTimeout(c.ms, c.mode); code(err) != connect.CodeInvalidArgument {
+		if _, err := h.setTimeout(c.ms, c.mode); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -122,7 +123,7 @@ func TestSetTimeout(t *testing.T) {
 	// Never past the cap; the message names it.
 	for _, mode := range []raydv1.TimeoutMode{exact, atLeast} {
 		_, err = h.setTimeout(1300_000, mode)
-		if code(err) != connect.CodeInvalidArgument {
+		if raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Fatalf("past the cap (%v): %v", mode, err)
 		}
 		m := regexp.MustCompile(`cap_unix_ms=(\d+)`).FindStringSubmatch(err.Error())
@@ -133,19 +134,19 @@ func TestSetTimeout(t *testing.T) {
 			t.Fatalf("cap_unix_ms=%d, state says %d", n, capMs)
 		}
 	}
-	if _, err := h.setTimeout(1<<63, exact); code(err) != connect.CodeInvalidArgument {
+	if _, err := h.setTimeout(1<<63, exact); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("huge timeout: %v", err)
 	}
-	if got := h.health().GetLifecycle(); got.GetExtensions() != 1 || !within(got.GetDeadlineUnixMs(), 300*time.Second) {
+	if got := h.Health().GetLifecycle(); got.GetExtensions() != 1 || !within(got.GetDeadlineUnixMs(), 300*time.Second) {
 		t.Fatalf("health lifecycle %v", got)
 	}
 
 	// Suspended time is not running time: the deadline moves later by it.
-	before := h.health().GetLifecycle()
-	h.hook("suspend", nil)
+	before := h.Health().GetLifecycle()
+	h.Hook("suspend", nil)
 	time.Sleep(1500 * time.Millisecond)
-	h.hook("resume", nil)
-	after := h.health().GetLifecycle()
+	h.Hook("resume", nil)
+	after := h.Health().GetLifecycle()
 	if moved := after.GetDeadlineUnixMs() - before.GetDeadlineUnixMs(); moved < 1200 || moved > 4000 {
 		t.Fatalf("the deadline moved by %d ms across a 1.5 s suspend", moved)
 	}
@@ -161,21 +162,21 @@ func TestDeadlineKill(t *testing.T) {
 	h := newHarness(t)
 	// 3 s: the process and the PTY must be running before the deadline,
 	// also on a loaded machine.
-	h.run(withLifecycle(3, 120, runpayload.OnTimeoutKill))
-	ctx := testCtx(t)
-	s := mustStart(t, h.processes(), shell("echo started; exec sleep 60"))
-	pty := shPty(t, ctx, h.ptys(), nil)
+	h.Run(withLifecycle(3, 120, runpayload.OnTimeoutKill))
+	ctx := raydtest.TestCtx(t)
+	s := raydtest.MustStart(t, h.Processes(), raydtest.Shell("echo started; exec sleep 60"))
+	pty := raydtest.ShPty(t, ctx, h.Ptys(), nil)
 	start := time.Now()
-	r := collect(t, s)
+	r := raydtest.Collect(t, s)
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("ended after %v", el)
 	}
-	if r.stdout != "started\n" || r.end.GetStatus() != "sandbox_timeout" || r.end.GetError() != "sandbox_timeout" || r.end.GetExited() {
-		t.Fatalf("process end %+v, %v", r, r.end)
+	if r.Stdout != "started\n" || r.End.GetStatus() != "sandbox_timeout" || r.End.GetError() != "sandbox_timeout" || r.End.GetExited() {
+		t.Fatalf("process end %+v, %v", r, r.End)
 	}
-	pty.finish()
-	if pty.end.GetStatus() != "sandbox_timeout" {
-		t.Fatalf("PTY end %v", pty.end)
+	pty.Finish()
+	if pty.End.GetStatus() != "sandbox_timeout" {
+		t.Fatalf("PTY end %v", pty.End)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for !errors.Is(h.d.StopReason(), ErrSandboxTimeout) {
@@ -184,10 +185,7 @@ func TestDeadlineKill(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	select {
-	case err := <-h.done:
-		h.done <- err // for the harness's cleanup
-	case <-time.After(15 * time.Second):
+	if !h.Served(15 * time.Second) {
 		t.Fatal("Serve did not return")
 	}
 	if code := exitCode(ErrSandboxTimeout); code != ExitSandboxTimeout || ExitSandboxTimeout != 124 {
@@ -229,11 +227,11 @@ func TestDeadlinePause(t *testing.T) {
 	}
 	// Without auto_resume: a resume gives a grace (with it, a new
 	// deadline: deadline's tests).
-	h.run(func(p *runpayload.Payload) {
+	h.Run(func(p *runpayload.Payload) {
 		p.Lifecycle = &runpayload.Lifecycle{TimeoutS: 1, CapS: 120, OnTimeout: runpayload.OnTimeoutPause}
 	})
-	ctx := testCtx(t)
-	s := mustStart(t, h.processes(), shell("echo up; exec sleep 60"))
+	ctx := raydtest.TestCtx(t)
+	s := raydtest.MustStart(t, h.Processes(), raydtest.Shell("echo up; exec sleep 60"))
 	defer s.Close()
 	if !s.Receive() || s.Msg().GetStart() == nil {
 		t.Fatalf("no start event: %v", s.Err())
@@ -242,31 +240,31 @@ func TestDeadlinePause(t *testing.T) {
 	wantLine("at the deadline")
 
 	// Expired: only Health and SetTimeout answer; processes live on.
-	if st := h.health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
+	if st := h.Health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
 		t.Fatalf("lifecycle %v", st)
 	}
 	expectHeld(t, h, ctx)
 
 	// The platform suspends and resumes it: a grace, still held.
-	h.hook("suspend", nil)
-	h.hook("resume", nil)
-	if st := h.health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_RESUME_GRACE {
+	h.Hook("suspend", nil)
+	h.Hook("resume", nil)
+	if st := h.Health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_RESUME_GRACE {
 		t.Fatalf("after resume: %v", st)
 	}
 	expectHeld(t, h, ctx)
 	// No extension: the action again.
 	wantLine("after the grace")
-	if st := h.health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
+	if st := h.Health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
 		t.Fatalf("after the grace: %v", st)
 	}
 	// This time SetTimeout extends it: active again.
-	h.hook("suspend", nil)
-	h.hook("resume", nil)
+	h.Hook("suspend", nil)
+	h.Hook("resume", nil)
 	st, err := h.setTimeout(60_000, atLeast)
 	if err != nil || st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_ACTIVE || st.GetExtensions() != 1 {
 		t.Fatalf("SetTimeout in the grace: %v %v", st, err)
 	}
-	list, err := h.processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{}))
+	list, err := h.Processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{}))
 	if err != nil {
 		t.Fatalf("List after the extension: %v", err)
 	}
@@ -276,7 +274,7 @@ func TestDeadlinePause(t *testing.T) {
 	if !slices.ContainsFunc(list.Msg.GetProcesses(), func(p *raydv1.ProcessInfo) bool { return p.GetPid() == pid }) {
 		t.Fatalf("process %d is not listed after the extension", pid)
 	}
-	if _, err := h.processes().SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: pid, Signal: raydv1.Signal_SIGNAL_SIGKILL})); err != nil {
+	if _, err := h.Processes().SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: pid, Signal: raydv1.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -292,10 +290,10 @@ func TestDeadlinePause(t *testing.T) {
 // and SetTimeout answers FailedPrecondition SANDBOX_TIMEOUT.
 func expectHeld(t *testing.T, h *harness, ctx context.Context) {
 	t.Helper()
-	if _, err := h.processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{})); !isSandboxTimeout(err) {
+	if _, err := h.Processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{})); !isSandboxTimeout(err) {
 		t.Fatalf("List: %v", err)
 	}
-	s, err := h.processes().Start(ctx, connect.NewRequest(shell("true")))
+	s, err := h.Processes().Start(ctx, connect.NewRequest(raydtest.Shell("true")))
 	if err == nil {
 		for s.Receive() {
 		}
@@ -305,14 +303,14 @@ func expectHeld(t *testing.T, h *harness, ctx context.Context) {
 	if !isSandboxTimeout(err) {
 		t.Fatalf("Start: %v", err)
 	}
-	healthC := raydv1connect.NewHealthServiceClient(h.client, h.apiURL, withToken(h.token))
+	healthC := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 	if _, err := healthC.HookAudit(ctx, connect.NewRequest(&raydv1.HookAuditRequest{})); !isSandboxTimeout(err) {
 		t.Fatalf("HookAudit: %v", err)
 	}
 	if _, err := healthC.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); !isSandboxTimeout(err) {
 		t.Fatalf("Metrics: %v", err)
 	}
-	codeC := raydv1connect.NewCodeServiceClient(h.client, h.apiURL, withToken(h.token))
+	codeC := raydv1connect.NewCodeServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 	if _, err := codeC.ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{})); !isSandboxTimeout(err) {
 		t.Fatalf("an unimplemented service: %v", err)
 	}
@@ -320,7 +318,7 @@ func expectHeld(t *testing.T, h *harness, ctx context.Context) {
 		t.Fatalf("Health: %v", err)
 	}
 	// SetTimeout answers (an invalid one says so rather than being held).
-	if _, err := h.setTimeout(0, exact); code(err) != connect.CodeInvalidArgument {
+	if _, err := h.setTimeout(0, exact); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("SetTimeout: %v", err)
 	}
 }
@@ -330,16 +328,16 @@ func expectHeld(t *testing.T, h *harness, ctx context.Context) {
 func TestDeadlinePauseWithoutDescriptor(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(withLifecycle(1, 120, runpayload.OnTimeoutPause))
+	h.Run(withLifecycle(1, 120, runpayload.OnTimeoutPause))
 	deadline := time.Now().Add(10 * time.Second)
-	for h.health().GetLifecycle().GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
+	for h.Health().GetLifecycle().GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
 		if time.Now().After(deadline) {
 			t.Fatal("did not expire")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if st := h.health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
+	if st := h.Health().GetLifecycle(); st.GetPhase() != raydv1.LifecyclePhase_LIFECYCLE_PHASE_EXPIRED {
 		t.Fatalf("lifecycle %v", st)
 	}
 	if h.d.StopReason() != nil {

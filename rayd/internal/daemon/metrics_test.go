@@ -17,6 +17,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // freeLoopbackAddr returns a 127.0.0.1 address whose port was free a
@@ -76,8 +77,8 @@ func TestMetricsCountsEveryProcess(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	procs := raydv1connect.NewProcessServiceClient(h2cClient(), "http://"+api, withToken(token))
-	health := raydv1connect.NewHealthServiceClient(h2cClient(), "http://"+api, withToken(token))
+	procs := raydv1connect.NewProcessServiceClient(raydtest.H2CClient(), "http://"+api, raydtest.WithToken(token))
+	health := raydv1connect.NewHealthServiceClient(raydtest.H2CClient(), "http://"+api, raydtest.WithToken(token))
 	counts := func() (uint32, uint32) {
 		t.Helper()
 		m, err := health.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{}))
@@ -91,19 +92,19 @@ func TestMetricsCountsEveryProcess(t *testing.T) {
 	}
 
 	// The command ends at once; its sleeps live on, orphans of rayd.
-	s, err := procs.Start(ctx, connect.NewRequest(shell("sleep 100 & sleep 100 & exit 0")))
+	s, err := procs.Start(ctx, connect.NewRequest(raydtest.Shell("sleep 100 & sleep 100 & exit 0")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := collect(t, s); r.end.GetExitCode() != 0 {
-		t.Fatalf("end %v", r.end)
+	if r := raydtest.Collect(t, s); r.End.GetExitCode() != 0 {
+		t.Fatalf("end %v", r.End)
 	}
 	if p, n := counts(); p != 2 || n != 3 {
 		t.Fatalf("two background sleeps: process_count %d, task_count %d; want 2 and 3", p, n)
 	}
 
 	// A running command and its child count too.
-	s, err = procs.Start(ctx, connect.NewRequest(shell("sleep 100; true")))
+	s, err = procs.Start(ctx, connect.NewRequest(raydtest.Shell("sleep 100; true")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 func TestParseFlagsMemoryEventsFD(t *testing.T) {
@@ -82,8 +83,8 @@ func TestOOMCounter(t *testing.T) {
 // Metrics and MetricsHistory answer through the API, with the token.
 func TestMetricsRPC(t *testing.T) {
 	h := newHarness(t)
-	h.run(nil)
-	c := raydv1connect.NewHealthServiceClient(h.client, h.apiURL, withToken(h.token))
+	h.Run(nil)
+	c := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{}))
@@ -101,11 +102,11 @@ func TestMetricsRPC(t *testing.T) {
 		t.Fatalf("%d samples within a few seconds of the start", n)
 	}
 	_, err = c.MetricsHistory(ctx, connect.NewRequest(&raydv1.MetricsHistoryRequest{StartUnixMs: 2, EndUnixMs: 1}))
-	if code(err) != connect.CodeInvalidArgument {
+	if raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("start > end: %v", err)
 	}
-	anon := raydv1connect.NewHealthServiceClient(h.client, h.apiURL)
-	if _, err := anon.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); code(err) != connect.CodeUnauthenticated {
+	anon := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL)
+	if _, err := anon.Metrics(ctx, connect.NewRequest(&raydv1.MetricsRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("without the token: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,23 +9,8 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
-
-// reasonOf reads the ErrorInfo detail of a Connect error.
-func reasonOf(err error) raydv1.ErrorReason {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if info, ok := v.(*raydv1.ErrorInfo); ok {
-				return info.GetReason()
-			}
-		}
-	}
-	return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
-}
 
 // The security model's cap: at most 8 streams follow one process (the
 // Start stream counts); the 9th is ResourceExhausted with reason
@@ -35,11 +19,11 @@ func reasonOf(err error) raydv1.ErrorReason {
 func TestProcessSubscriberCap(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h.Run(nil)
+	c := h.Processes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, err := c.Start(ctx, connect.NewRequest(shell("sleep 30")))
+	first, err := c.Start(ctx, connect.NewRequest(raydtest.Shell("sleep 30")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,21 +36,21 @@ func TestProcessSubscriberCap(t *testing.T) {
 	}()
 	var streams []*connect.ServerStreamForClient[raydv1.ProcessEvent]
 	for range 7 {
-		s := mustConnect(t, c, pid, 0)
+		s := raydtest.MustConnect(t, c, pid, 0)
 		if !s.Receive() {
 			t.Fatalf("attach %d: %v", len(streams)+2, s.Err())
 		}
 		streams = append(streams, s)
 	}
 	ninth := connectErr(c, pid)
-	if code(ninth) != connect.CodeResourceExhausted || reasonOf(ninth) != raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED {
-		t.Fatalf("9th subscriber: %v (reason %v)", ninth, reasonOf(ninth))
+	if raydtest.CodeOf(ninth) != connect.CodeResourceExhausted || raydtest.ReasonOf(ninth) != raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED {
+		t.Fatalf("9th subscriber: %v (reason %v)", ninth, raydtest.ReasonOf(ninth))
 	}
 	// Leaving frees a place.
 	first.Close()
 	var again error
 	for range 50 {
-		if again = connectErr(c, pid); code(again) != connect.CodeResourceExhausted {
+		if again = connectErr(c, pid); raydtest.CodeOf(again) != connect.CodeResourceExhausted {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

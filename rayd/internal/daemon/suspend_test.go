@@ -19,11 +19,12 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
 	"github.com/rayito-dev/rayito/rayd/internal/peercred"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 )
 
 func isSuspending(err error) bool {
-	return code(err) == connect.CodeUnavailable && reasonOf(err) == raydv1.ErrorReason_ERROR_REASON_SUSPENDING
+	return raydtest.CodeOf(err) == connect.CodeUnavailable && raydtest.ReasonOf(err) == raydv1.ErrorReason_ERROR_REASON_SUSPENDING
 }
 
 // number reads a JSON number of a hook reply.
@@ -42,10 +43,10 @@ func number(t *testing.T, reply map[string]any, key string) int {
 func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(nil)
-	ctx := testCtx(t)
+	h.Run(nil)
+	ctx := raydtest.TestCtx(t)
 	const lines = 120
-	s, err := h.processes().Start(ctx, connect.NewRequest(shell(fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); echo $i; sleep 0.02; done", lines))))
+	s, err := h.Processes().Start(ctx, connect.NewRequest(raydtest.Shell(fmt.Sprintf("i=0; while [ $i -lt %d ]; do i=$((i+1)); echo $i; sleep 0.02; done", lines))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +67,14 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 		t.Fatalf("no output before the suspend: %v", s.Err())
 	}
 	// A second follower (Connect) and a directory watch are cut too.
-	follower, err := h.processes().Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: pid, FromSeq: lastSeq + 1}))
+	follower, err := h.Processes().Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: pid, FromSeq: lastSeq + 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer follower.Close()
-	watch := startWatch(t, h.files(), &raydv1.WatchDirRequest{Path: userDir(t)})
+	watch := raydtest.StartWatch(t, h.Files(), &raydv1.WatchDirRequest{Path: raydtest.UserDir(t)})
 
-	reply := h.hook("suspend", nil)
+	reply := h.Hook("suspend", nil)
 	if reply["outcome"] != "changed" || reply["phase"] != "suspending" || number(t, reply, "suspend_generation") != 1 {
 		t.Fatalf("/suspend reply %v", reply)
 	}
@@ -99,7 +100,7 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 		t.Errorf("Connect stream ended with %v", follower.Err())
 	}
 	select {
-	case err := <-watch.done:
+	case err := <-watch.Done:
 		if !isSuspending(err) {
 			t.Errorf("WatchDir ended with %v", err)
 		}
@@ -108,14 +109,14 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 	}
 
 	// While suspending: Health answers, everything else is refused.
-	hl := h.health()
+	hl := h.Health()
 	if hl.GetHookPhase() != "suspending" || hl.GetSuspendGeneration() != 1 || hl.GetResumeGeneration() != 0 {
 		t.Fatalf("health while suspending: %v", hl)
 	}
-	if _, err := h.processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{})); !isSuspending(err) {
+	if _, err := h.Processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{})); !isSuspending(err) {
 		t.Fatalf("List while suspending: %v", err)
 	}
-	c, err := h.processes().Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: pid, FromSeq: lastSeq + 1}))
+	c, err := h.Processes().Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: pid, FromSeq: lastSeq + 1}))
 	if err == nil {
 		for c.Receive() {
 		}
@@ -125,31 +126,31 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 	if !isSuspending(err) {
 		t.Fatalf("Connect while suspending: %v", err)
 	}
-	if again := h.hook("suspend", nil); again["outcome"] != "unchanged" {
+	if again := h.Hook("suspend", nil); again["outcome"] != "unchanged" {
 		t.Fatalf("repeated /suspend: %v", again)
 	}
 
 	time.Sleep(300 * time.Millisecond) // the process keeps writing meanwhile
-	reply = h.hook("resume", nil)
+	reply = h.Hook("resume", nil)
 	if reply["outcome"] != "changed" || reply["phase"] != "resumed" || number(t, reply, "resume_generation") != 1 || reply["kernel_state_lost"] != false {
 		t.Fatalf("/resume reply %v", reply)
 	}
-	if hl := h.health(); hl.GetHookPhase() != "resumed" || hl.GetResumeGeneration() != 1 || hl.GetClockOffsetMs() < 300 {
+	if hl := h.Health(); hl.GetHookPhase() != "resumed" || hl.GetResumeGeneration() != 1 || hl.GetClockOffsetMs() < 300 {
 		t.Fatalf("health after resume: %v", hl)
 	}
 
 	// Reconnect from the next seq: the rest of the output, exactly.
-	r := collect(t, mustConnect(t, h.processes(), pid, lastSeq+1))
-	got.WriteString(r.stdout)
+	r := raydtest.Collect(t, raydtest.MustConnect(t, h.Processes(), pid, lastSeq+1))
+	got.WriteString(r.Stdout)
 	var want strings.Builder
 	for i := 1; i <= lines; i++ {
 		want.WriteString(strconv.Itoa(i) + "\n")
 	}
 	if got.String() != want.String() {
-		t.Fatalf("output across the suspend (the reconnect from seq %d ended with %v after %d messages):\n%q\nwant\n%q", lastSeq+1, r.end, r.messages, got.String(), want.String())
+		t.Fatalf("output across the suspend (the reconnect from seq %d ended with %v after %d messages):\n%q\nwant\n%q", lastSeq+1, r.End, r.Messages, got.String(), want.String())
 	}
-	if r.end.GetStatus() != "exited" || r.end.GetExitCode() != 0 {
-		t.Fatalf("end %v", r.end)
+	if r.End.GetStatus() != "exited" || r.End.GetExitCode() != 0 {
+		t.Fatalf("end %v", r.End)
 	}
 }
 
@@ -157,10 +158,10 @@ func TestSuspendCutsStreamsAndResumeLosesNothing(t *testing.T) {
 func TestSuspendCutsPtyStream(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.run(nil)
-	ctx := testCtx(t)
-	c := h.ptys()
-	s, err := c.Create(ctx, connect.NewRequest(&raydv1.PtyStart{Shell: ptr("/bin/sh"), Envs: map[string]string{"PS1": "$ "}}))
+	h.Run(nil)
+	ctx := raydtest.TestCtx(t)
+	c := h.Ptys()
+	s, err := c.Create(ctx, connect.NewRequest(&raydv1.PtyStart{Shell: raydtest.Ptr("/bin/sh"), Envs: map[string]string{"PS1": "$ "}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestSuspendCutsPtyStream(t *testing.T) {
 		t.Fatalf("no started: %v", s.Err())
 	}
 	pid := s.Msg().GetStarted().GetPid()
-	h.hook("suspend", nil)
+	h.Hook("suspend", nil)
 	for s.Receive() {
 		if s.Msg().GetExited() != nil {
 			t.Fatal("the shell exited")
@@ -179,12 +180,12 @@ func TestSuspendCutsPtyStream(t *testing.T) {
 		t.Fatalf("PTY stream ended with %v", s.Err())
 	}
 	// The plain HTTP file endpoints are gated too.
-	req, err := http.NewRequest(http.MethodGet, h.apiURL+"/files?path=/etc/hostname", nil)
+	req, err := http.NewRequest(http.MethodGet, h.APIURL+"/files?path=/etc/hostname", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(auth.Header, h.token)
-	resp, err := h.client.Do(req)
+	req.Header.Set(auth.Header, h.Token)
+	resp, err := h.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +195,8 @@ func TestSuspendCutsPtyStream(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || herr.Reason != "ERROR_REASON_SUSPENDING" {
 		t.Fatalf("GET /files while suspending: %d %+v", resp.StatusCode, herr)
 	}
-	h.hook("resume", nil)
-	list, err := h.processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{}))
+	h.Hook("resume", nil)
+	list, err := h.Processes().List(ctx, connect.NewRequest(&raydv1.ListRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func (h *harness) hookFrom(from, name string) (int, map[string]any) {
 	h.t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 	c := &http.Client{Timeout: 40 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
-	resp, err := c.Post(h.hooksURL+"/aws/lambda-microvms/runtime/v1/"+name, "application/json", strings.NewReader(`{"microvmId":"forged","runHookPayload":"forged"}`))
+	resp, err := c.Post(h.HooksURL+"/aws/lambda-microvms/runtime/v1/"+name, "application/json", strings.NewReader(`{"microvmId":"forged","runHookPayload":"forged"}`))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -261,46 +262,46 @@ func TestForgedHooks(t *testing.T) {
 	forged("run", "illegal")
 	forged("validate", "illegal")
 	forged("ready", "illegal")
-	if hl := h.health(); hl.GetAgentReady() || hl.GetHookAnomalies() != 3 || hl.GetHookPhase() != "booting" {
+	if hl := h.Health(); hl.GetAgentReady() || hl.GetHookAnomalies() != 3 || hl.GetHookPhase() != "booting" {
 		t.Fatalf("health after forged calls: %v", hl)
 	}
 	// The platform's own /validate runs the self-check.
-	if r := h.hook("validate", nil); r["outcome"] != "validated" {
+	if r := h.Hook("validate", nil); r["outcome"] != "validated" {
 		t.Fatalf("/validate: %v", r)
 	}
-	h.run(nil)
+	h.Run(nil)
 	forged("terminate", "illegal")
 	forged("ready", "illegal")
 	forged("validate", "illegal")
 	// After /run nothing restarts, even for the platform.
-	if r := h.hook("ready", nil); r["outcome"] != "ready_escape" {
+	if r := h.Hook("ready", nil); r["outcome"] != "ready_escape" {
 		t.Fatalf("/ready after /run: %v", r)
 	}
-	if r := h.hook("validate", nil); r["outcome"] != "validate_skipped" {
+	if r := h.Hook("validate", nil); r["outcome"] != "validate_skipped" {
 		t.Fatalf("/validate after /run: %v", r)
 	}
 	// A forged /suspend is acted upon (residual risk), and so is /resume.
 	forged("suspend", "changed")
-	if hl := h.health(); hl.GetHookPhase() != "suspending" {
+	if hl := h.Health(); hl.GetHookPhase() != "suspending" {
 		t.Fatalf("health after a forged /suspend: %v", hl)
 	}
 	forged("resume", "changed")
-	hl := h.health()
+	hl := h.Health()
 	if hl.GetHookPhase() != "resumed" || hl.GetHookAnomalies() != 8 || hl.GetSuspendGeneration() != 1 || hl.GetResumeGeneration() != 1 {
 		t.Fatalf("health: %v", hl)
 	}
 	// rayd still serves: the forged /terminate did nothing.
-	r := collect(t, mustStart(t, h.processes(), shell("echo alive")))
-	if r.stdout != "alive\n" {
+	r := raydtest.Collect(t, raydtest.MustStart(t, h.Processes(), raydtest.Shell("echo alive")))
+	if r.Stdout != "alive\n" {
 		t.Fatalf("after the forged hooks: %+v", r)
 	}
 
 	// The audit needs the token and holds every call, without payloads.
-	anon := raydv1connect.NewHealthServiceClient(h.client, h.apiURL)
-	if _, err := anon.HookAudit(context.Background(), connect.NewRequest(&raydv1.HookAuditRequest{})); code(err) != connect.CodeUnauthenticated {
+	anon := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL)
+	if _, err := anon.HookAudit(context.Background(), connect.NewRequest(&raydv1.HookAuditRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("HookAudit without a token: %v", err)
 	}
-	audit, err := raydv1connect.NewHealthServiceClient(h.client, h.apiURL, withToken(h.token)).HookAudit(context.Background(), connect.NewRequest(&raydv1.HookAuditRequest{}))
+	audit, err := raydv1connect.NewHealthServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token)).HookAudit(context.Background(), connect.NewRequest(&raydv1.HookAuditRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,22 +333,22 @@ func TestStaleSuspendReopens(t *testing.T) {
 	h := newHarnessWith(t, func(c *Config) {
 		c.knobs = &knobs{staleSuspend: 300 * time.Millisecond, watchdogTick: 20 * time.Millisecond}
 	})
-	h.run(nil)
-	h.hook("suspend", nil)
-	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); !isSuspending(err) {
+	h.Run(nil)
+	h.Hook("suspend", nil)
+	if _, err := h.Processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); !isSuspending(err) {
 		t.Fatalf("List while suspending: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.health().GetHookPhase() != "running" {
+	for h.Health().GetHookPhase() != "running" {
 		if time.Now().After(deadline) {
 			t.Fatal("the watchdog did not reopen the gate")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if hl := h.health(); hl.GetResumeGeneration() != 1 {
+	if hl := h.Health(); hl.GetResumeGeneration() != 1 {
 		t.Fatalf("health %v", hl)
 	}
-	if _, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); err != nil {
+	if _, err := h.Processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{})); err != nil {
 		t.Fatalf("List after the watchdog: %v", err)
 	}
 }

@@ -15,13 +15,14 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // A configured export sends the sandbox's gauges, with its id, when
 // /suspend flushes it (the interval is 300 s: nothing else would send);
 // Health says telemetry_export; after /terminate nothing is sent.
 func TestTelemetryFlushOnSuspend(t *testing.T) {
-	requireRoot(t)
+	raydtest.RequireRoot(t)
 	t.Parallel()
 	var mu sync.Mutex
 	var got []*collectorpb.ExportMetricsServiceRequest
@@ -50,11 +51,11 @@ func TestTelemetryFlushOnSuspend(t *testing.T) {
 		return len(got)
 	}
 	h := newHarness(t)
-	if !h.health().GetFeatures().GetTelemetryExport() {
+	if !h.Health().GetFeatures().GetTelemetryExport() {
 		t.Fatal("Health features.telemetry_export is false")
 	}
-	h.run(nil)
-	c := raydv1connect.NewConfigureServiceClient(h.client, h.apiURL, withToken(h.token))
+	h.Run(nil)
+	c := raydv1connect.NewConfigureServiceClient(h.Client, h.APIURL, raydtest.WithToken(h.Token))
 	resp, err := c.Configure(context.Background(), connect.NewRequest(&raydv1.ConfigureRequest{TelemetryExport: &raydv1.TelemetryExportConfig{
 		IntervalS: 300, ServiceName: "svc", Endpoint: srv.URL,
 		Auth: &raydv1.TelemetryExportConfig_Bearer{Bearer: &raydv1.BearerAuth{Token: "tok-daemon"}},
@@ -68,7 +69,7 @@ func TestTelemetryFlushOnSuspend(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Fatalf("%d exports before the suspend", n)
 	}
-	h.hook("suspend", nil)
+	h.Hook("suspend", nil)
 	if n := count(); n != 1 {
 		t.Fatalf("%d exports after the suspend's answer, want 1", n)
 	}
@@ -87,8 +88,8 @@ func TestTelemetryFlushOnSuspend(t *testing.T) {
 	if n := len(rm.GetScopeMetrics()[0].GetMetrics()); n != 7 {
 		t.Errorf("%d gauges", n)
 	}
-	h.hook("resume", nil)
-	h.hook("terminate", nil)
+	h.Hook("resume", nil)
+	h.Hook("terminate", nil)
 	h.d.telemetry.Flush(context.Background())
 	if n := count(); n != 1 {
 		t.Errorf("%d exports after /terminate, want 1", n)

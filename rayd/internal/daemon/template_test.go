@@ -15,6 +15,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/runpayload"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // TestTemplateDefaultsAndStart: the template's envs, workdir and start
@@ -53,28 +54,28 @@ func TestTemplateDefaultsAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, func(c *Config) { c.TemplateConfig = cfgPath })
-	h.run(func(p *runpayload.Payload) { p.Envs = map[string]string{"GREETING": "payload"} })
-	if hr := h.health(); hr.GetAgentReady() || !hr.GetFeatures().GetTemplateStart() {
+	h.Run(func(p *runpayload.Payload) { p.Envs = map[string]string{"GREETING": "payload"} })
+	if hr := h.Health(); hr.GetAgentReady() || !hr.GetFeatures().GetTemplateStart() {
 		t.Fatalf("ready before the start command listens: %v", hr)
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !h.health().GetAgentReady() {
+	for !h.Health().GetAgentReady() {
 		if time.Now().After(deadline) {
 			t.Fatal("never ready")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s, err := h.processes().Start(context.Background(), connect.NewRequest(shell(`echo "$GREETING $KEEP $(pwd)"`)))
+	s, err := h.Processes().Start(context.Background(), connect.NewRequest(raydtest.Shell(`echo "$GREETING $KEEP $(pwd)"`)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.TrimSpace(collect(t, s).stdout), "payload template "+work; got != want {
+	if got, want := strings.TrimSpace(raydtest.Collect(t, s).Stdout), "payload template "+work; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	list, err := h.processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{}))
+	list, err := h.Processes().List(context.Background(), connect.NewRequest(&raydv1.ListRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestTemplateConfigRejected(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"v":1,"name":"x","workdir":"/a","user":"user","envs":{"SECRET=1":"hunter2"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(Config{StateDir: t.TempDir(), Egress: EgressOff, TemplateConfig: p}, nil, sharedSupervisor)
+	_, err := New(Config{StateDir: t.TempDir(), Egress: EgressOff, TemplateConfig: p}, nil, raydtest.Supervisor())
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err %v", err)
 	}

@@ -96,6 +96,9 @@ func listen(t *testing.T) net.Listener {
 
 // Stop stops rayd and waits for Serve; it is idempotent.
 func (h *Harness) Stop() {
+	if h.done == nil {
+		return
+	}
 	h.stopOnce.Do(func() {
 		h.cancel()
 		select {
@@ -180,3 +183,29 @@ func (h *Harness) Health() *raydv1.HealthResponse {
 	}
 	return resp.Msg
 }
+
+// Served waits up to d for Serve to return (after /terminate or the
+// sandbox's timeout) and says whether it did; Stop still reports its
+// error.
+func (h *Harness) Served(d time.Duration) bool {
+	if h.done == nil {
+		return false
+	}
+	select {
+	case err := <-h.done:
+		h.done <- err
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Attach is a harness on a rayd served elsewhere (another process) at
+// apiURL and hooksURL, with the access token token: its clients and hooks
+// work, Stop does nothing and Served says false.
+func Attach(t *testing.T, apiURL, hooksURL, token string) *Harness {
+	return &Harness{t: t, APIURL: apiURL, HooksURL: hooksURL, Token: token, Client: H2CClient()}
+}
+
+// T is the test the harness serves.
+func (h *Harness) T() *testing.T { return h.t }

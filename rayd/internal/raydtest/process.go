@@ -136,3 +136,20 @@ func TestCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// ReasonOf reads the ErrorInfo detail of a Connect error
+// (ERROR_REASON_UNSPECIFIED without one).
+func ReasonOf(err error) raydv1.ErrorReason {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if info, ok := v.(*raydv1.ErrorInfo); ok {
+				return info.GetReason()
+			}
+		}
+	}
+	return raydv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+}

@@ -105,3 +105,6 @@ func ShPty(t *testing.T, ctx context.Context, c raydv1connect.PtyServiceClient, 
 	}
 	return NewTerm(t, s)
 }
+
+// Close closes the stream (the terminal goes on: a client that left).
+func (m *Term) Close() error { return m.s.Close() }

@@ -1,4 +1,4 @@
-package daemon
+package files_test
 
 import (
 	"bytes"
@@ -22,92 +22,9 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
-
-func (h *harness) files(opts ...connect.ClientOption) raydv1connect.FilesystemServiceClient {
-	return raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL, append([]connect.ClientOption{withToken(h.token)}, opts...)...)
-}
-
-// userDir makes a directory owned by uid 1000 that the sandbox user can
-// write into (t.TempDir is root's and 0700).
-func userDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rayd-files-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, 1000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-type upFile struct {
-	path string
-	data []byte
-	md   map[string]string
-	mode *uint32
-}
-
-// writeFiles sends files in one Write call, in chunks of 1 MiB.
-func writeFiles(ctx context.Context, c raydv1connect.FilesystemServiceClient, files ...upFile) (*raydv1.WriteResponse, error) {
-	s := c.Write(ctx)
-	for _, f := range files {
-		p := f.path
-		first := &raydv1.WriteRequest{Path: &p, Metadata: f.md, Mode: f.mode}
-		data := f.data
-		n := min(len(data), 1<<20)
-		first.Chunk, data = data[:n], data[n:]
-		if err := s.Send(first); err != nil {
-			break
-		}
-		for len(data) > 0 {
-			n := min(len(data), 1<<20)
-			if err := s.Send(&raydv1.WriteRequest{Chunk: data[:n]}); err != nil {
-				break
-			}
-			data = data[n:]
-		}
-	}
-	resp, err := s.CloseAndReceive()
-	if err != nil {
-		return nil, err
-	}
-	return resp.Msg, nil
-}
-
-// readFile reads a file through Read.
-func readFile(ctx context.Context, c raydv1connect.FilesystemServiceClient, path string) (*raydv1.EntryInfo, []byte, error) {
-	s, err := c.Read(ctx, connect.NewRequest(&raydv1.ReadRequest{Path: path}))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.Close()
-	var entry *raydv1.EntryInfo
-	var buf bytes.Buffer
-	for s.Receive() {
-		switch ev := s.Msg().Event.(type) {
-		case *raydv1.ReadResponse_Entry:
-			entry = ev.Entry
-		case *raydv1.ReadResponse_Chunk:
-			if entry == nil {
-				return nil, nil, io.ErrUnexpectedEOF
-			}
-			if len(ev.Chunk) > 256<<10 {
-				return nil, nil, io.ErrShortBuffer
-			}
-			buf.Write(ev.Chunk)
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, buf.Bytes(), err
-	}
-	return entry, buf.Bytes(), nil
-}
 
 func randBytes(t *testing.T, n int) []byte {
 	t.Helper()
@@ -120,19 +37,19 @@ func randBytes(t *testing.T, n int) []byte {
 
 func TestFilesWriteSeveralAndReadBack(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	fs := h.files()
+	fs := h.Files()
 	mode := uint32(0o600)
-	files := []upFile{
-		{path: dir + "/a.txt", data: []byte("hello")},
-		{path: dir + "/new/parents/big.bin", data: randBytes(t, 5<<20), md: map[string]string{"kind": "blob", "owner": "test"}},
-		{path: dir + "/empty", data: nil, mode: &mode},
+	files := []raydtest.UpFile{
+		{Path: dir + "/a.txt", Data: []byte("hello")},
+		{Path: dir + "/new/parents/big.bin", Data: randBytes(t, 5<<20), MD: map[string]string{"kind": "blob", "owner": "test"}},
+		{Path: dir + "/empty", Data: nil, Mode: &mode},
 	}
-	resp, err := writeFiles(ctx, fs, files...)
+	resp, err := raydtest.WriteFiles(ctx, fs, files...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,17 +58,17 @@ func TestFilesWriteSeveralAndReadBack(t *testing.T) {
 	}
 	for i, f := range files {
 		e := resp.GetEntries()[i]
-		if e.GetPath() != f.path || e.GetSize() != int64(len(f.data)) || e.GetType() != raydv1.FileType_FILE_TYPE_FILE {
+		if e.GetPath() != f.Path || e.GetSize() != int64(len(f.Data)) || e.GetType() != raydv1.FileType_FILE_TYPE_FILE {
 			t.Fatalf("entry %d: %v", i, e)
 		}
-		got, data, err := readFile(ctx, fs, f.path)
+		got, data, err := raydtest.ReadFile(ctx, fs, f.Path)
 		if err != nil {
 			t.Fatalf("read %d: %v", i, err)
 		}
-		if sha256.Sum256(data) != sha256.Sum256(f.data) {
-			t.Fatalf("file %d: content differs (%d bytes, want %d)", i, len(data), len(f.data))
+		if sha256.Sum256(data) != sha256.Sum256(f.Data) {
+			t.Fatalf("file %d: content differs (%d bytes, want %d)", i, len(data), len(f.Data))
 		}
-		if got.GetName() != filepath.Base(f.path) || got.GetModifiedTimeUnixMs() == 0 {
+		if got.GetName() != filepath.Base(f.Path) || got.GetModifiedTimeUnixMs() == 0 {
 			t.Fatalf("read entry %d: %v", i, got)
 		}
 	}
@@ -162,7 +79,7 @@ func TestFilesWriteSeveralAndReadBack(t *testing.T) {
 	if md := resp.GetEntries()[1].GetMetadata(); md["kind"] != "blob" || md["owner"] != "test" || len(md) != 2 {
 		t.Fatalf("write metadata %v", md)
 	}
-	st, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: files[1].path}))
+	st, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: files[1].Path}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +87,7 @@ func TestFilesWriteSeveralAndReadBack(t *testing.T) {
 		t.Fatalf("stat metadata %v", md)
 	}
 	// Ownership of files and created parents is the user's.
-	for _, p := range []string{files[0].path, files[1].path, dir + "/new", dir + "/new/parents"} {
+	for _, p := range []string{files[0].Path, files[1].Path, dir + "/new", dir + "/new/parents"} {
 		st, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: p}))
 		if err != nil {
 			t.Fatal(err)
@@ -181,10 +98,10 @@ func TestFilesWriteSeveralAndReadBack(t *testing.T) {
 		}
 	}
 	// Replacing a file keeps nothing of the old content.
-	if _, err := writeFiles(ctx, fs, upFile{path: files[0].path, data: []byte("bye")}); err != nil {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: files[0].Path, Data: []byte("bye")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, data, err := readFile(ctx, fs, files[0].path); err != nil || string(data) != "bye" {
+	if _, data, err := raydtest.ReadFile(ctx, fs, files[0].Path); err != nil || string(data) != "bye" {
 		t.Fatalf("after replace: %q %v", data, err)
 	}
 }
@@ -216,12 +133,12 @@ func gidName() string {
 
 func TestFilesRefusesSecretsAndEscapes(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	fs := h.files()
+	fs := h.Files()
 	link := dir + "/shadow-link"
 	if err := os.Symlink("/etc/shadow", link); err != nil {
 		t.Fatal(err)
@@ -233,8 +150,8 @@ func TestFilesRefusesSecretsAndEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"/etc/shadow", "/proc/1/environ", link, dir + "/etc-link/shadow", "/proc/self/root/etc/shadow"} {
-		_, data, err := readFile(ctx, fs, p)
-		if c := code(err); c != connect.CodePermissionDenied && c != connect.CodeFailedPrecondition {
+		_, data, err := raydtest.ReadFile(ctx, fs, p)
+		if c := raydtest.CodeOf(err); c != connect.CodePermissionDenied && c != connect.CodeFailedPrecondition {
 			t.Errorf("read %s: %v", p, err)
 		}
 		if len(data) != 0 {
@@ -245,11 +162,11 @@ func TestFilesRefusesSecretsAndEscapes(t *testing.T) {
 		}
 	}
 	for _, p := range []string{dir + "/../etc/passwd", "../x", dir + "/a/../b"} {
-		if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: p})); code(err) != connect.CodeInvalidArgument {
+		if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: p})); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("stat %s: %v", p, err)
 		}
 	}
-	if _, err := writeFiles(ctx, fs, upFile{path: "/etc/evil", data: []byte("x")}); code(err) != connect.CodePermissionDenied {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: "/etc/evil", Data: []byte("x")}); raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("write /etc/evil: %v", err)
 	}
 	if _, err := os.Stat("/etc/evil"); err == nil {
@@ -257,7 +174,7 @@ func TestFilesRefusesSecretsAndEscapes(t *testing.T) {
 	}
 	// The link is still a link and /etc/shadow is untouched by a write
 	// through it.
-	if _, err := writeFiles(ctx, fs, upFile{path: dir + "/etc-link/x", data: []byte("x")}); code(err) != connect.CodeFailedPrecondition && code(err) != connect.CodePermissionDenied {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: dir + "/etc-link/x", Data: []byte("x")}); raydtest.CodeOf(err) != connect.CodeFailedPrecondition && raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("write through link: %v", err)
 	}
 	// A file the user cannot read is refused by the kernel.
@@ -265,22 +182,22 @@ func TestFilesRefusesSecretsAndEscapes(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readFile(ctx, fs, secret); code(err) != connect.CodePermissionDenied {
+	if _, _, err := raydtest.ReadFile(ctx, fs, secret); raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("root-owned 0600: %v", err)
 	}
-	if _, _, err := readFile(ctx, fs, dir+"/missing"); code(err) != connect.CodeNotFound {
+	if _, _, err := raydtest.ReadFile(ctx, fs, dir+"/missing"); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("missing: %v", err)
 	}
 }
 
 func TestFilesDirectoryOperations(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	fs := h.files()
+	fs := h.Files()
 	mk := func(p string) error {
 		_, err := fs.MakeDir(ctx, connect.NewRequest(&raydv1.MakeDirRequest{Path: p}))
 		return err
@@ -288,16 +205,16 @@ func TestFilesDirectoryOperations(t *testing.T) {
 	if err := mk(dir + "/d/e"); err != nil {
 		t.Fatal(err)
 	}
-	if err := mk(dir + "/d/e"); code(err) != connect.CodeAlreadyExists {
+	if err := mk(dir + "/d/e"); raydtest.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Fatalf("second MakeDir: %v", err)
 	}
-	if _, err := writeFiles(ctx, fs, upFile{path: dir + "/d/f", data: []byte("f")}, upFile{path: dir + "/d/e/g", data: []byte("g")}); err != nil {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: dir + "/d/f", Data: []byte("f")}, raydtest.UpFile{Path: dir + "/d/e/g", Data: []byte("g")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mk(dir + "/d/f"); code(err) != connect.CodeInvalidArgument {
+	if err := mk(dir + "/d/f"); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("MakeDir over a file: %v", err)
 	}
-	if err := mk(dir + "/d/f/sub"); code(err) != connect.CodeInvalidArgument {
+	if err := mk(dir + "/d/f/sub"); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("MakeDir under a file: %v", err)
 	}
 	names := func(depth uint32) []string {
@@ -325,7 +242,7 @@ func TestFilesDirectoryOperations(t *testing.T) {
 	if mv.Msg.GetEntry().GetPath() != dir+"/d/e/f2" {
 		t.Fatalf("move entry %v", mv.Msg.GetEntry())
 	}
-	if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/d/f"})); code(err) != connect.CodeNotFound {
+	if _, err := fs.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/d/f"})); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("source after move: %v", err)
 	}
 	if _, err := fs.Remove(ctx, connect.NewRequest(&raydv1.RemoveRequest{Path: dir + "/d"})); err == nil {
@@ -341,34 +258,34 @@ func TestFilesDirectoryOperations(t *testing.T) {
 
 func TestFilesWriteRules(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	fs := h.files()
+	fs := h.Files()
 	target := dir + "/keep"
-	if _, err := writeFiles(ctx, fs, upFile{path: target, data: []byte("old")}); err != nil {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: target, Data: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
 	// A chunk over 1 MiB.
 	s := fs.Write(ctx)
 	p := target
 	_ = s.Send(&raydv1.WriteRequest{Path: &p, Chunk: make([]byte, 1<<20+1)})
-	if _, err := s.CloseAndReceive(); code(err) != connect.CodeInvalidArgument {
+	if _, err := s.CloseAndReceive(); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("big chunk: %v", err)
 	}
 	// No path on the first message.
 	s = fs.Write(ctx)
 	_ = s.Send(&raydv1.WriteRequest{Chunk: []byte("x")})
-	if _, err := s.CloseAndReceive(); code(err) != connect.CodeInvalidArgument {
+	if _, err := s.CloseAndReceive(); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("no path: %v", err)
 	}
 	// Metadata on a later message.
 	s = fs.Write(ctx)
 	_ = s.Send(&raydv1.WriteRequest{Path: &p, Chunk: []byte("x")})
 	_ = s.Send(&raydv1.WriteRequest{Chunk: []byte("y"), Metadata: map[string]string{"a": "b"}})
-	if _, err := s.CloseAndReceive(); code(err) != connect.CodeInvalidArgument {
+	if _, err := s.CloseAndReceive(); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("late metadata: %v", err)
 	}
 	// A stream cancelled midway leaves the old file intact.
@@ -396,28 +313,28 @@ func TestFilesWriteRules(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, data, err := readFile(ctx, fs, target); err != nil || string(data) != "old" {
+	if _, data, err := raydtest.ReadFile(ctx, fs, target); err != nil || string(data) != "old" {
 		t.Fatalf("after cancel: %q %v", data, err)
 	}
 	// Invalid mode and metadata.
 	bad := uint32(0o4755)
-	if _, err := writeFiles(ctx, fs, upFile{path: target, data: []byte("x"), mode: &bad}); code(err) != connect.CodeInvalidArgument {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: target, Data: []byte("x"), Mode: &bad}); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("setuid mode: %v", err)
 	}
-	if _, err := writeFiles(ctx, fs, upFile{path: target, data: []byte("x"), md: map[string]string{"BAD KEY": "v"}}); code(err) != connect.CodeInvalidArgument {
+	if _, err := raydtest.WriteFiles(ctx, fs, raydtest.UpFile{Path: target, Data: []byte("x"), MD: map[string]string{"BAD KEY": "v"}}); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("bad metadata: %v", err)
 	}
-	if _, data, err := readFile(ctx, fs, target); err != nil || string(data) != "old" {
+	if _, data, err := raydtest.ReadFile(ctx, fs, target); err != nil || string(data) != "old" {
 		t.Fatalf("after refused writes: %q %v", data, err)
 	}
 }
 
 func TestFilesHTTPEndpoints(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	do := func(method, path string, q url.Values, body io.Reader, hdr map[string]string) *http.Response {
 		t.Helper()
@@ -425,11 +342,11 @@ func TestFilesHTTPEndpoints(t *testing.T) {
 			q = url.Values{}
 		}
 		q.Set("path", path)
-		req, err := http.NewRequest(method, h.apiURL+"/files?"+q.Encode(), body)
+		req, err := http.NewRequest(method, h.APIURL+"/files?"+q.Encode(), body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(auth.Header, h.token)
+		req.Header.Set(auth.Header, h.Token)
 		for k, v := range hdr {
 			if v == "" {
 				req.Header.Del(k)
@@ -553,19 +470,19 @@ func TestFilesHTTPEndpoints(t *testing.T) {
 
 func TestFilesAuthOnEveryRPC(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
+	h := daemontest.New(t)
+	h.Run(nil)
 	ctx := context.Background()
-	c := raydv1connect.NewFilesystemServiceClient(h.client, h.apiURL)
+	c := raydv1connect.NewFilesystemServiceClient(h.Client, h.APIURL)
 	// A path nothing else creates (a fixed /tmp name could exist already).
 	p := filepath.Join(t.TempDir(), "x")
 	calls := map[string]func() error{
 		"Read": func() error {
-			_, _, err := readFile(ctx, c, p)
+			_, _, err := raydtest.ReadFile(ctx, c, p)
 			return err
 		},
 		"Write": func() error {
-			_, err := writeFiles(ctx, c, upFile{path: p, data: []byte("x")})
+			_, err := raydtest.WriteFiles(ctx, c, raydtest.UpFile{Path: p, Data: []byte("x")})
 			return err
 		},
 		"Stat": func() error {
@@ -604,7 +521,7 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 		},
 	}
 	for name, call := range calls {
-		if got := code(call()); got != connect.CodeUnauthenticated {
+		if got := raydtest.CodeOf(call()); got != connect.CodeUnauthenticated {
 			t.Errorf("%s without token: %v", name, got)
 		}
 	}
@@ -613,17 +530,17 @@ func TestFilesAuthOnEveryRPC(t *testing.T) {
 	}
 	// With the token: a checkpoint of a sandbox created without
 	// persistence needs a location.
-	s, err := h.files().Checkpoint(ctx, connect.NewRequest(&raydv1.CheckpointRequest{}))
+	s, err := h.Files().Checkpoint(ctx, connect.NewRequest(&raydv1.CheckpointRequest{}))
 	if err == nil {
 		for s.Receive() {
 		}
 		err = s.Err()
 		s.Close()
 	}
-	if code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "location") {
+	if raydtest.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "location") {
 		t.Fatalf("Checkpoint: %v", err)
 	}
-	if got := h.health().GetFeatures().GetServices(); !strings.Contains(strings.Join(got, ","), "files") {
+	if got := h.Health().GetFeatures().GetServices(); !strings.Contains(strings.Join(got, ","), "files") {
 		t.Fatalf("features.services %v", got)
 	}
 }

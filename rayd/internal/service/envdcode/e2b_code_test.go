@@ -1,4 +1,4 @@
-package daemon
+package envdcode_test
 
 import (
 	"bufio"
@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 	"github.com/rayito-dev/rayito/rayd/internal/service/envdcode"
 )
 
 // codeDo calls the E2B code-interpreter port as @e2b/code-interpreter
 // does (global fetch, JSON bodies), with the token unless token is "".
-func (h *harness) codeDo(t *testing.T, method, path, token string, body any) *http.Response {
+func codeDo(h *daemontest.Harness, t *testing.T, method, path, token string, body any) *http.Response {
 	t.Helper()
 	var buf bytes.Buffer
 	if body != nil {
@@ -25,7 +27,7 @@ func (h *harness) codeDo(t *testing.T, method, path, token string, body any) *ht
 			t.Fatal(err)
 		}
 	}
-	req, err := http.NewRequest(method, h.codeURL+path, &buf)
+	req, err := http.NewRequest(method, h.CodeURL+path, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func (h *harness) codeDo(t *testing.T, method, path, token string, body any) *ht
 	if token != "" {
 		req.Header.Set(auth.Header, token)
 	}
-	resp, err := http1.Do(req)
+	resp, err := raydtest.HTTP1.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +70,11 @@ func ndjsonLines(t *testing.T, resp *http.Response) []map[string]any {
 }
 
 func TestE2BCodeInterpreter(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 
-	lines := ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "print('hi')\nimport sys; print('oops', file=sys.stderr)\n1+1"}))
+	lines := ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "print('hi')\nimport sys; print('oops', file=sys.stderr)\n1+1"}))
 	var types []string
 	var stdout, stderr, text string
 	for _, l := range lines {
@@ -96,7 +98,7 @@ func TestE2BCodeInterpreter(t *testing.T) {
 	}
 
 	// An exception is an error line.
-	lines = ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "raise ValueError('bad')"}))
+	lines = ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "raise ValueError('bad')"}))
 	found := false
 	for _, l := range lines {
 		if l["type"] == "error" && l["name"] == "ValueError" && l["value"] == "bad" {
@@ -108,19 +110,19 @@ func TestE2BCodeInterpreter(t *testing.T) {
 	}
 
 	// Contexts: create, execute in it (state kept), list, restart, delete.
-	resp := h.codeDo(t, http.MethodPost, "/contexts", h.token, map[string]any{"language": "python", "cwd": "/tmp"})
+	resp := codeDo(h, t, http.MethodPost, "/contexts", h.Token, map[string]any{"language": "python", "cwd": "/tmp"})
 	var cc envdcode.Context
 	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil || resp.StatusCode != 200 || cc.ID == "" || cc.Language != "python" || cc.Cwd != "/tmp" {
 		t.Fatalf("create: %d %+v %v", resp.StatusCode, cc, err)
 	}
 	resp.Body.Close()
 	id := cc.ID
-	ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "x = 41", ContextID: &id}))
-	lines = ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "x + 1", ContextID: &id}))
+	ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "x = 41", ContextID: &id}))
+	lines = ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "x + 1", ContextID: &id}))
 	if got := mainText(lines); got != "42" {
 		t.Fatalf("state not kept: %q", got)
 	}
-	resp = h.codeDo(t, http.MethodGet, "/contexts", h.token, nil)
+	resp = codeDo(h, t, http.MethodGet, "/contexts", h.Token, nil)
 	var list []envdcode.Context
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("list: %d %v", resp.StatusCode, err)
@@ -133,18 +135,18 @@ func TestE2BCodeInterpreter(t *testing.T) {
 	if !listed {
 		t.Fatalf("context %s not listed: %+v", id, list)
 	}
-	resp = h.codeDo(t, http.MethodPost, "/contexts/"+id+"/restart", h.token, nil)
+	resp = codeDo(h, t, http.MethodPost, "/contexts/"+id+"/restart", h.Token, nil)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("restart: %d", resp.StatusCode)
 	}
-	resp = h.codeDo(t, http.MethodDelete, "/contexts/"+id, h.token, nil)
+	resp = codeDo(h, t, http.MethodDelete, "/contexts/"+id, h.Token, nil)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("delete: %d", resp.StatusCode)
 	}
 	// An unknown context is a 404 (the SDK's NotFoundError).
-	resp = h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "1", ContextID: &id})
+	resp = codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "1", ContextID: &id})
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("execute in a deleted context: %d", resp.StatusCode)
@@ -163,17 +165,17 @@ func mainText(lines []map[string]any) string {
 
 // The code port has the same gate: no token, no execution or contexts.
 func TestE2BCodeInterpreterNeedsToken(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
+	h := daemontest.New(t)
+	h.Run(nil)
 	for _, c := range []struct{ method, path string }{{"POST", "/execute"}, {"GET", "/contexts"}, {"POST", "/contexts"}, {"DELETE", "/contexts/x"}} {
-		resp := h.codeDo(t, c.method, c.path, "", map[string]any{"code": "1"})
+		resp := codeDo(h, t, c.method, c.path, "", map[string]any{"code": "1"})
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d", c.method, c.path, resp.StatusCode)
 		}
 	}
 	// /health answers as E2B's server does: 200 "OK".
-	resp := h.codeDo(t, http.MethodGet, "/health", "", nil)
+	resp := codeDo(h, t, http.MethodGet, "/health", "", nil)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != `"OK"` {
@@ -186,20 +188,20 @@ func TestE2BCodeInterpreterNeedsToken(t *testing.T) {
 // reattach), long before the detach grace rayd's own API gives a dropped
 // stream: the next cell runs right away, in the same kernel.
 func TestE2BCodeInterruptsWhenTheClientGoes(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t) // the default detach grace: 60 s
-	h.run(nil)
-	ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "kept = 1"}))
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t) // the default detach grace: 60 s
+	h.Run(nil)
+	ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "kept = 1"}))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body, _ := json.Marshal(envdcode.ExecuteRequest{Code: "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.codeURL+"/execute", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.CodeURL+"/execute", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set(auth.Header, h.token)
-	resp, err := http1.Do(req)
+	req.Header.Set(auth.Header, h.Token)
+	resp, err := raydtest.HTTP1.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestE2BCodeInterruptsWhenTheClientGoes(t *testing.T) {
 	resp.Body.Close()
 
 	start := time.Now()
-	lines := ndjsonLines(t, h.codeDo(t, http.MethodPost, "/execute", h.token, envdcode.ExecuteRequest{Code: "kept + 1"}))
+	lines := ndjsonLines(t, codeDo(h, t, http.MethodPost, "/execute", h.Token, envdcode.ExecuteRequest{Code: "kept + 1"}))
 	if got := mainText(lines); got != "2" {
 		t.Fatalf("the next cell: %q (%v)", got, lines)
 	}

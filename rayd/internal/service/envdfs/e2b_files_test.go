@@ -1,4 +1,4 @@
-package daemon
+package envdfs_test
 
 import (
 	"bytes"
@@ -22,22 +22,19 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rayito-dev/rayito/proto/gen/envd/filesystem"
-	"github.com/rayito-dev/rayito/proto/gen/envd/filesystem/filesystemconnect"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/runpayload"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 	"github.com/rayito-dev/rayito/rayd/internal/rpcerr"
 	"github.com/rayito-dev/rayito/rayd/internal/service/envdhttp"
 )
 
-func (h *harness) envdFS(hd envdHeaders) filesystemconnect.FilesystemClient {
-	return filesystemconnect.NewFilesystemClient(http1, h.envdURL, connect.WithProtoJSON(), connect.WithInterceptors(hd))
-}
-
 // envdDo sends a plain HTTP request to the envd port with the token.
-func (h *harness) envdDo(t *testing.T, method, path string, q url.Values, body io.Reader, hdr http.Header) *http.Response {
+func envdDo(h *daemontest.Harness, t *testing.T, method, path string, q url.Values, body io.Reader, hdr http.Header) *http.Response {
 	t.Helper()
-	u := h.envdURL + path
+	u := h.EnvdURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -49,9 +46,9 @@ func (h *harness) envdDo(t *testing.T, method, path string, q url.Values, body i
 		req.Header[k] = v
 	}
 	if req.Header.Get(auth.Header) == "" && hdr.Get("X-No-Token") == "" {
-		req.Header.Set(auth.Header, h.token)
+		req.Header.Set(auth.Header, h.Token)
 	}
-	resp, err := http1.Do(req)
+	resp, err := raydtest.HTTP1.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +66,12 @@ func readAll(t *testing.T, resp *http.Response) []byte {
 }
 
 func TestE2BFilesystemRPCs(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 
 	mk, err := c.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: dir + "/a/b"}))
 	if err != nil {
@@ -83,7 +80,7 @@ func TestE2BFilesystemRPCs(t *testing.T) {
 	if e := mk.Msg.GetEntry(); e.GetType() != filesystem.FileType_FILE_TYPE_DIRECTORY || e.GetPath() != dir+"/a/b" || e.GetName() != "b" {
 		t.Fatalf("MakeDir entry %v", e)
 	}
-	if _, err := c.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: dir + "/a/b"})); code(err) != connect.CodeAlreadyExists {
+	if _, err := c.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: dir + "/a/b"})); raydtest.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Fatalf("MakeDir again: %v", err)
 	}
 	if err := os.WriteFile(dir+"/a/f.txt", []byte("hello"), 0o644); err != nil {
@@ -98,7 +95,7 @@ func TestE2BFilesystemRPCs(t *testing.T) {
 		t.Fatalf("Stat %v", e)
 	}
 	_, err = c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: dir + "/missing"}))
-	if code(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "does not exist") {
+	if raydtest.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("Stat missing: %v", err)
 	}
 
@@ -136,7 +133,7 @@ func TestE2BFilesystemRPCs(t *testing.T) {
 	if mv.Msg.GetEntry().GetPath() != dir+"/g.txt" {
 		t.Fatalf("Move entry %v", mv.Msg.GetEntry())
 	}
-	if _, err := c.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: dir + "/a/f.txt", Destination: dir + "/h.txt"})); code(err) != connect.CodeNotFound {
+	if _, err := c.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: dir + "/a/f.txt", Destination: dir + "/h.txt"})); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("Move of a missing source: %v", err)
 	}
 	// Remove takes a directory with its contents.
@@ -153,13 +150,13 @@ func TestE2BFilesystemRPCs(t *testing.T) {
 
 	// The polling watchers are not implemented, with a message.
 	_, err = c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: dir}))
-	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "WatchDir") {
+	if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "WatchDir") {
 		t.Fatalf("CreateWatcher: %v", err)
 	}
 
 	// A user the identity rules refuse.
-	_, err = h.envdFS(envdHeaders{token: h.token, user: "root"}).Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: dir}))
-	if code(err) != connect.CodePermissionDenied {
+	_, err = h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token, User: "root"}).Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: dir}))
+	if raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("root without RAYITO_ALLOW_ROOT: %v", err)
 	}
 }
@@ -168,18 +165,18 @@ func TestE2BFilesystemRPCs(t *testing.T) {
 // own API answers, on the RPCs and on GET /files. The E2B surface cleans
 // ".." as envd does, so its paths are compared with their clean form.
 func TestE2BFilesystemEscapesLikeOurAPI(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	for link, target := range map[string]string{"etc-link": "/etc", "proc-link": "/proc", "state-link": h.stateDir} {
+	for link, target := range map[string]string{"etc-link": "/etc", "proc-link": "/proc", "state-link": h.StateDir} {
 		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ours := h.files()
-	envd := h.envdFS(envdHeaders{token: h.token})
+	ours := h.Files()
+	envd := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	for _, p := range []string{
 		"/etc/shadow", "/proc/1/environ", "/proc/self/root/etc/shadow",
 		dir + "/etc-link/shadow", dir + "/proc-link/self/environ", dir + "/state-link/x",
@@ -192,25 +189,25 @@ func TestE2BFilesystemEscapesLikeOurAPI(t *testing.T) {
 		}
 		_, ourErr := ours.Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: clean}))
 		_, envdErr := envd.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: p}))
-		if code(ourErr) != code(envdErr) {
+		if raydtest.CodeOf(ourErr) != raydtest.CodeOf(envdErr) {
 			t.Errorf("stat %s: envd %v, our API %v", p, envdErr, ourErr)
 		}
-		_, _, ourRead := readFile(ctx, ours, clean)
+		_, _, ourRead := raydtest.ReadFile(ctx, ours, clean)
 		if ourRead == nil {
 			t.Errorf("our API reads %s", p)
 			continue
 		}
-		resp := h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {p}}, nil, nil)
+		resp := envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {p}}, nil, nil)
 		body := readAll(t, resp)
-		if want := rpcerr.HTTPStatus(code(ourRead)); resp.StatusCode != want || resp.StatusCode < 400 {
-			t.Errorf("GET /files %s: %d %s, our API's code %v (%d)", p, resp.StatusCode, body, code(ourRead), want)
+		if want := rpcerr.HTTPStatus(raydtest.CodeOf(ourRead)); resp.StatusCode != want || resp.StatusCode < 400 {
+			t.Errorf("GET /files %s: %d %s, our API's code %v (%d)", p, resp.StatusCode, body, raydtest.CodeOf(ourRead), want)
 		}
 	}
 	// A write through a link to /etc is refused as on our API.
-	_, ourErr := writeFiles(ctx, ours, upFile{path: dir + "/etc-link/evil", data: []byte("x")})
-	resp := h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/etc-link/evil"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
+	_, ourErr := raydtest.WriteFiles(ctx, ours, raydtest.UpFile{Path: dir + "/etc-link/evil", Data: []byte("x")})
+	resp := envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/etc-link/evil"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
 	body := readAll(t, resp)
-	if want := rpcerr.HTTPStatus(code(ourErr)); ourErr == nil || resp.StatusCode != want {
+	if want := rpcerr.HTTPStatus(raydtest.CodeOf(ourErr)); ourErr == nil || resp.StatusCode != want {
 		t.Errorf("POST through a link: %d %s; our API %v", resp.StatusCode, body, ourErr)
 	}
 	if _, err := os.Stat("/etc/evil"); err == nil {
@@ -219,10 +216,10 @@ func TestE2BFilesystemEscapesLikeOurAPI(t *testing.T) {
 }
 
 func TestE2BWatchDir(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	if err := os.Mkdir(dir+"/sub", 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +228,7 @@ func TestE2BWatchDir(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	s, err := c.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: dir, Recursive: true, IncludeEntry: true}))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +262,7 @@ func TestE2BWatchDir(t *testing.T) {
 		}
 		err = ms.Err()
 	}
-	if code(err) != connect.CodeNotFound {
+	if raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("missing dir: %v", err)
 	}
 }
@@ -300,13 +297,13 @@ func multipartBody(t *testing.T, files map[string]string) (io.Reader, string) {
 }
 
 func TestE2BFilesHTTP(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(func(p *runpayload.Payload) { p.Envs = map[string]string{"TEAM": "a"} })
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(func(p *runpayload.Payload) { p.Envs = map[string]string{"TEAM": "a"} })
+	dir := raydtest.UserDir(t)
 
 	// /health needs no token.
-	resp := h.envdDo(t, http.MethodGet, "/health", nil, nil, http.Header{"X-No-Token": {"1"}, auth.Header: {"wrong"}})
+	resp := envdDo(h, t, http.MethodGet, "/health", nil, nil, http.Header{"X-No-Token": {"1"}, auth.Header: {"wrong"}})
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("/health: %d", resp.StatusCode)
@@ -316,7 +313,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	// Content-Disposition filename, missing directories created.
 	files := map[string]string{dir + "/up/one.txt": "1", dir + "/up/deeper/two.txt": "22", dir + "/three.txt": ""}
 	body, ct := multipartBody(t, files)
-	resp = h.envdDo(t, http.MethodPost, "/files", nil, body, http.Header{"Content-Type": {ct}})
+	resp = envdDo(h, t, http.MethodPost, "/files", nil, body, http.Header{"Content-Type": {ct}})
 	raw := readAll(t, resp)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("multipart: %d %s", resp.StatusCode, raw)
@@ -342,11 +339,11 @@ func TestE2BFilesHTTP(t *testing.T) {
 	}
 
 	// Read back, plain and gzipped; an empty file has Content-Length 0.
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {dir + "/up/deeper/two.txt"}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {dir + "/up/deeper/two.txt"}}, nil, nil)
 	if b := readAll(t, resp); resp.StatusCode != 200 || string(b) != "22" || resp.Header.Get("Content-Type") != "application/octet-stream" {
 		t.Fatalf("GET: %d %q %v", resp.StatusCode, b, resp.Header)
 	}
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {dir + "/three.txt"}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {dir + "/three.txt"}}, nil, nil)
 	if b := readAll(t, resp); resp.StatusCode != 200 || len(b) != 0 || resp.Header.Get("Content-Length") != "0" {
 		t.Fatalf("GET empty: %d %q %v", resp.StatusCode, b, resp.Header)
 	}
@@ -357,7 +354,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(big)
 	_ = zw.Close()
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {"big.bin"}, "username": {""}}, &gz, http.Header{
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {"big.bin"}, "username": {""}}, &gz, http.Header{
 		"Content-Type": {"application/octet-stream"}, "Content-Encoding": {"gzip"}, "X-Metadata-Owner": {"team-a"},
 	})
 	raw = readAll(t, resp)
@@ -370,7 +367,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	}
 	home := filepath.Dir(got[0].Path)
 	t.Cleanup(func() { os.Remove(got[0].Path) })
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {"big.bin"}}, nil, http.Header{"Accept-Encoding": {"gzip"}})
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {"big.bin"}}, nil, http.Header{"Accept-Encoding": {"gzip"}})
 	if resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("not gzipped: %v", resp.Header)
 	}
@@ -395,7 +392,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	fw, _ := mw.CreateFormFile("file", dir+"/ten-multipart.bin")
 	_, _ = fw.Write(tenMiB)
 	_ = mw.Close()
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/ten-multipart.bin"}}, &mp, http.Header{"Content-Type": {mw.FormDataContentType()}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/ten-multipart.bin"}}, &mp, http.Header{"Content-Type": {mw.FormDataContentType()}})
 	if raw := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("10 MiB multipart: %d %s", resp.StatusCode, raw)
 	}
@@ -407,14 +404,14 @@ func TestE2BFilesHTTP(t *testing.T) {
 	fmw := multipart.NewWriter(&field)
 	_ = fmw.WriteField("file", "field content")
 	_ = fmw.Close()
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/field.txt"}}, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/field.txt"}}, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
 	if raw := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("a file sent as a form field: %d %s", resp.StatusCode, raw)
 	}
 	if b, err := os.ReadFile(dir + "/field.txt"); err != nil || string(b) != "field content" {
 		t.Fatalf("field.txt: %q %v", b, err)
 	}
-	resp = h.envdDo(t, http.MethodPost, "/files", nil, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
+	resp = envdDo(h, t, http.MethodPost, "/files", nil, bytes.NewReader(field.Bytes()), http.Header{"Content-Type": {fmw.FormDataContentType()}})
 	if raw := readAll(t, resp); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a form field without a path: %d %s", resp.StatusCode, raw)
 	}
@@ -425,7 +422,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 		}
 		pw.Close()
 	}()
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/ten-stream.bin"}}, pr, http.Header{"Content-Type": {"application/octet-stream"}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/ten-stream.bin"}}, pr, http.Header{"Content-Type": {"application/octet-stream"}})
 	if raw := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("10 MiB chunked: %d %s", resp.StatusCode, raw)
 	}
@@ -436,7 +433,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	}
 
 	// A bad gzip body leaves nothing behind.
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/bad.bin"}}, strings.NewReader("not gzip"), http.Header{"Content-Type": {"application/octet-stream"}, "Content-Encoding": {"gzip"}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/bad.bin"}}, strings.NewReader("not gzip"), http.Header{"Content-Type": {"application/octet-stream"}, "Content-Encoding": {"gzip"}})
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("bad gzip: %d", resp.StatusCode)
@@ -446,7 +443,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	}
 
 	// A missing file: 404 with E2B's JSON body.
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {dir + "/nope"}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {dir + "/nope"}}, nil, nil)
 	raw = readAll(t, resp)
 	var eb struct {
 		Code    int    `json:"code"`
@@ -456,14 +453,14 @@ func TestE2BFilesHTTP(t *testing.T) {
 		t.Fatalf("missing: %d %s", resp.StatusCode, raw)
 	}
 	// A directory is a bad request.
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {dir}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {dir}}, nil, nil)
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("directory: %d", resp.StatusCode)
 	}
 
 	// GET /envs: the sandbox's envs.
-	resp = h.envdDo(t, http.MethodGet, "/envs", nil, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/envs", nil, nil, nil)
 	raw = readAll(t, resp)
 	var envs map[string]string
 	if err := json.Unmarshal(raw, &envs); err != nil || envs["TEAM"] != "a" {
@@ -471,7 +468,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	}
 
 	// GET /metrics: the sandbox's use now, in envd's names.
-	resp = h.envdDo(t, http.MethodGet, "/metrics", nil, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/metrics", nil, nil, nil)
 	raw = readAll(t, resp)
 	var m envdhttp.Metrics
 	if err := json.Unmarshal(raw, &m); err != nil || resp.StatusCode != http.StatusOK || m.CPUCount == 0 || m.MemTotal == 0 || m.Timestamp == 0 || m.DiskTotal == 0 {
@@ -481,7 +478,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 	// POST /files/compose: the sources' concatenation, atomically; a
 	// missing source leaves the destination as it was.
 	compose := func(body string) (*http.Response, []byte) {
-		resp := h.envdDo(t, http.MethodPost, "/files/compose", nil, strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+		resp := envdDo(h, t, http.MethodPost, "/files/compose", nil, strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
 		return resp, readAll(t, resp)
 	}
 	dest := dir + "/joined.txt"
@@ -512,7 +509,7 @@ func TestE2BFilesHTTP(t *testing.T) {
 
 	// No token: unauthenticated on everything but /health.
 	for _, p := range []string{"/files?path=" + url.QueryEscape(dir+"/three.txt"), "/envs", "/metrics"} {
-		resp = h.envdDo(t, http.MethodGet, p, nil, nil, http.Header{"X-No-Token": {"1"}})
+		resp = envdDo(h, t, http.MethodGet, p, nil, nil, http.Header{"X-No-Token": {"1"}})
 		readAll(t, resp)
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s without a token: %d", p, resp.StatusCode)
@@ -522,19 +519,19 @@ func TestE2BFilesHTTP(t *testing.T) {
 
 // Before /run (no token installed) everything but /health is refused.
 func TestE2BBeforeRun(t *testing.T) {
-	h := newHarness(t)
-	resp := h.envdDo(t, http.MethodGet, "/health", nil, nil, http.Header{"X-No-Token": {"1"}})
+	h := daemontest.New(t)
+	resp := envdDo(h, t, http.MethodGet, "/health", nil, nil, http.Header{"X-No-Token": {"1"}})
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("/health: %d", resp.StatusCode)
 	}
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {"/etc/hostname"}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {"/etc/hostname"}}, nil, nil)
 	readAll(t, resp)
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("/files before /run: %d", resp.StatusCode)
 	}
-	_, err := h.envdFS(envdHeaders{token: h.token}).Stat(context.Background(), connect.NewRequest(&filesystem.StatRequest{Path: "/"}))
-	if code(err) != connect.CodeUnauthenticated {
+	_, err := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token}).Stat(context.Background(), connect.NewRequest(&filesystem.StatRequest{Path: "/"}))
+	if raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("Stat before /run: %v", err)
 	}
 }
@@ -542,9 +539,9 @@ func TestE2BBeforeRun(t *testing.T) {
 // The wire as the JS SDK reads it: Connect JSON, errors with their code
 // in the JSON body.
 func TestE2BConnectJSONWire(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	resp := h.envdDo(t, http.MethodPost, "/process.Process/SendSignal", nil,
+	h := daemontest.New(t)
+	h.Run(nil)
+	resp := envdDo(h, t, http.MethodPost, "/process.Process/SendSignal", nil,
 		strings.NewReader(`{"process":{"pid":1073741824},"signal":"SIGNAL_SIGKILL"}`),
 		http.Header{"Content-Type": {"application/json"}, "Connect-Protocol-Version": {"1"}})
 	raw := readAll(t, resp)
@@ -555,7 +552,7 @@ func TestE2BConnectJSONWire(t *testing.T) {
 	if err := json.Unmarshal(raw, &ce); err != nil || ce.Code != "not_found" || ce.Message != "process with pid 1073741824 not found" {
 		t.Fatalf("SendSignal: %d %s", resp.StatusCode, raw)
 	}
-	resp = h.envdDo(t, http.MethodPost, "/process.Process/List", nil, strings.NewReader(`{}`),
+	resp = envdDo(h, t, http.MethodPost, "/process.Process/List", nil, strings.NewReader(`{}`),
 		http.Header{"Content-Type": {"application/json"}, "Connect-Protocol-Version": {"1"}})
 	raw = readAll(t, resp)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !json.Valid(raw) {

@@ -1,4 +1,4 @@
-package daemon
+package process_test
 
 import (
 	"context"
@@ -12,12 +12,14 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/limits"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 func TestStartStreamsEveryShapeOverEveryProtocol(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
+	h := daemontest.New(t)
+	h.Run(nil)
 	protocols := map[string][]connect.ClientOption{
 		"connect":  nil,
 		"grpc":     {connect.WithGRPC()},
@@ -26,16 +28,16 @@ func TestStartStreamsEveryShapeOverEveryProtocol(t *testing.T) {
 	for name, opts := range protocols {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, err := h.processes(opts...).Start(context.Background(), connect.NewRequest(shell("echo out; echo err >&2; exit 3")))
+			s, err := h.Processes(opts...).Start(context.Background(), connect.NewRequest(raydtest.Shell("echo out; echo err >&2; exit 3")))
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := collect(t, s)
-			if r.pid == 0 || r.stdout != "out\n" || r.stderr != "err\n" {
+			r := raydtest.Collect(t, s)
+			if r.Pid == 0 || r.Stdout != "out\n" || r.Stderr != "err\n" {
 				t.Fatalf("got %+v", r)
 			}
-			if r.end.GetExitCode() != 3 || !r.end.GetExited() || r.end.GetStatus() != "exited" {
-				t.Fatalf("end %v", r.end)
+			if r.End.GetExitCode() != 3 || !r.End.GetExited() || r.End.GetStatus() != "exited" {
+				t.Fatalf("end %v", r.End)
 			}
 		})
 	}
@@ -43,36 +45,36 @@ func TestStartStreamsEveryShapeOverEveryProtocol(t *testing.T) {
 
 func TestStartRunsAsUser1000(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	s, err := h.processes().Start(context.Background(), connect.NewRequest(shell("id -u; id -g; echo $USER $LOGNAME; echo $(ulimit -Sn) $(ulimit -Hn); awk '/^Max (core file size|processes)/{print $(NF-2), $(NF-1)}' /proc/self/limits; echo hi")))
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	s, err := h.Processes().Start(context.Background(), connect.NewRequest(raydtest.Shell("id -u; id -g; echo $USER $LOGNAME; echo $(ulimit -Sn) $(ulimit -Hn); awk '/^Max (core file size|processes)/{print $(NF-2), $(NF-1)}' /proc/self/limits; echo hi")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := collect(t, s)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	r := raydtest.Collect(t, s)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 7 || lines[0] != "1000" || lines[1] != "1000" || lines[3] != "4096 4096" || lines[4] != "0 0" || !strings.HasPrefix(lines[5], "512 ") || lines[6] != "hi" {
-		t.Fatalf("stdout %q", r.stdout)
+		t.Fatalf("stdout %q", r.Stdout)
 	}
-	if r.end.GetExitCode() != 0 {
-		t.Fatalf("end %v", r.end)
+	if r.End.GetExitCode() != 0 {
+		t.Fatalf("end %v", r.End)
 	}
 }
 
 func TestEnvironmentIsBuiltFromScratch(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(func(p *runpayload.Payload) { p.Envs = map[string]string{"A": "payload", "B": "payload"} })
-	req := shell("env | sort")
+	h := daemontest.New(t)
+	h.Run(func(p *runpayload.Payload) { p.Envs = map[string]string{"A": "payload", "B": "payload"} })
+	req := raydtest.Shell("env | sort")
 	req.Process.Envs = map[string]string{"B": "request"}
-	s, err := h.processes().Start(context.Background(), connect.NewRequest(req))
+	s, err := h.Processes().Start(context.Background(), connect.NewRequest(req))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := collect(t, s)
+	r := raydtest.Collect(t, s)
 	env := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 		k, v, _ := strings.Cut(l, "=")
 		env[k] = v
 	}
@@ -90,11 +92,11 @@ func TestEnvironmentIsBuiltFromScratch(t *testing.T) {
 
 func TestReattachWithFromSeq(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := c.Start(ctx, connect.NewRequest(shell("for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done")))
+	s, err := c.Start(ctx, connect.NewRequest(raydtest.Shell("for i in 1 2 3 4 5 6; do echo $i; sleep 0.1; done")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +116,14 @@ func TestReattachWithFromSeq(t *testing.T) {
 	// Disconnect mid-stream; the process goes on.
 	cancel()
 	s.Close()
-	r := collect(t, mustConnect(t, c, pid, last+1))
-	got.WriteString(r.stdout)
-	if got.String() != "1\n2\n3\n4\n5\n6\n" || r.end.GetExitCode() != 0 {
-		t.Fatalf("reassembled %q, end %v", got.String(), r.end)
+	r := raydtest.Collect(t, raydtest.MustConnect(t, c, pid, last+1))
+	got.WriteString(r.Stdout)
+	if got.String() != "1\n2\n3\n4\n5\n6\n" || r.End.GetExitCode() != 0 {
+		t.Fatalf("reassembled %q, end %v", got.String(), r.End)
 	}
 	// After the end, Connect from 0 replays the whole output and the end.
-	again := collect(t, mustConnect(t, c, pid, 0))
-	if again.stdout != "1\n2\n3\n4\n5\n6\n" || again.end == nil {
+	again := raydtest.Collect(t, raydtest.MustConnect(t, c, pid, 0))
+	if again.Stdout != "1\n2\n3\n4\n5\n6\n" || again.End == nil {
 		t.Fatalf("replay after end: %+v", again)
 	}
 	// A seq that was never produced is out of range.
@@ -131,7 +133,7 @@ func TestReattachWithFromSeq(t *testing.T) {
 		}
 		err = bad.Err()
 	}
-	if code(err) != connect.CodeOutOfRange {
+	if raydtest.CodeOf(err) != connect.CodeOutOfRange {
 		t.Fatalf("from_seq past the end: %v", err)
 	}
 	// An unknown pid is not found.
@@ -141,69 +143,42 @@ func TestReattachWithFromSeq(t *testing.T) {
 		}
 		err = nf.Err()
 	}
-	if code(err) != connect.CodeNotFound {
+	if raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("unknown pid: %v", err)
 	}
 }
 
-func mustConnect(t *testing.T, c interface {
-	Connect(context.Context, *connect.Request[raydv1.ConnectRequest]) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error)
-}, pid uint32, from uint64) *connect.ServerStreamForClient[raydv1.ProcessEvent] {
-	t.Helper()
-	s, err := c.Connect(context.Background(), connect.NewRequest(&raydv1.ConnectRequest{Pid: pid, FromSeq: from}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func TestCancelBeforeFirstMessage(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if s, err := c.Start(ctx, connect.NewRequest(shell("sleep 0.2"))); err == nil {
+	if s, err := c.Start(ctx, connect.NewRequest(raydtest.Shell("sleep 0.2"))); err == nil {
 		for s.Receive() {
 		}
-		if code(s.Err()) != connect.CodeCanceled {
+		if raydtest.CodeOf(s.Err()) != connect.CodeCanceled {
 			t.Fatalf("err %v", s.Err())
 		}
 		s.Close()
 	}
 	// rayd stays healthy and serves the next call.
-	r := collect(t, mustStart(t, c, shell("echo ok")))
-	if r.stdout != "ok\n" {
+	r := raydtest.Collect(t, raydtest.MustStart(t, c, raydtest.Shell("echo ok")))
+	if r.Stdout != "ok\n" {
 		t.Fatalf("after cancel: %+v", r)
 	}
 }
 
-func mustStart(t *testing.T, c interface {
-	Start(context.Context, *connect.Request[raydv1.StartRequest]) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error)
-}, req *raydv1.StartRequest) *connect.ServerStreamForClient[raydv1.ProcessEvent] {
-	t.Helper()
-	// Bounded: a rayd that stopped under the test must not hang it. The
-	// context bounds the whole stream: longer than any test follows one.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	s, err := c.Start(ctx, connect.NewRequest(req))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(cancel)
-	return s
-}
-
 func TestSlowReaderDoesNotBlockOthers(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
 	// A subscriber that never reads: its HTTP/2 window fills and it falls
 	// behind, but the process and the fast reader go on.
-	req := shell("sleep 0.3; head -c 30000000 /dev/zero")
-	fast := mustStart(t, c, req)
+	req := raydtest.Shell("sleep 0.3; head -c 30000000 /dev/zero")
+	fast := raydtest.MustStart(t, c, req)
 	if !fast.Receive() {
 		t.Fatal(fast.Err())
 	}
@@ -246,9 +221,9 @@ func TestSlowReaderDoesNotBlockOthers(t *testing.T) {
 
 // TestLiveProcessCap is not parallel: it fills the shared supervisor.
 func TestLiveProcessCap(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
 	var wg sync.WaitGroup
 	errs := make(chan error, limits.MaxLiveProcesses)
 	for range limits.MaxLiveProcesses {
@@ -272,13 +247,13 @@ func TestLiveProcessCap(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("start under the cap: %v", err)
 	}
-	s, err := c.Start(context.Background(), connect.NewRequest(shell("true")))
+	s, err := c.Start(context.Background(), connect.NewRequest(raydtest.Shell("true")))
 	if err == nil {
 		for s.Receive() {
 		}
 		err = s.Err()
 	}
-	if code(err) != connect.CodeResourceExhausted {
+	if raydtest.CodeOf(err) != connect.CodeResourceExhausted {
 		t.Fatalf("start over the cap: %v", err)
 	}
 	list, err := c.List(context.Background(), connect.NewRequest(&raydv1.ListRequest{}))
@@ -290,31 +265,31 @@ func TestLiveProcessCap(t *testing.T) {
 	if _, err := c.SendSignal(context.Background(), connect.NewRequest(&raydv1.SendSignalRequest{Pid: victim, Signal: raydv1.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	r := collect(t, mustConnect(t, c, victim, 0))
-	if r.end.GetExitCode() != 128+9 || r.end.GetStatus() != "signaled" {
-		t.Fatalf("killed: %v", r.end)
+	r := raydtest.Collect(t, raydtest.MustConnect(t, c, victim, 0))
+	if r.End.GetExitCode() != 128+9 || r.End.GetStatus() != "signaled" {
+		t.Fatalf("killed: %v", r.End)
 	}
-	if r := collect(t, mustStart(t, c, shell("echo freed"))); r.stdout != "freed\n" {
+	if r := raydtest.Collect(t, raydtest.MustStart(t, c, raydtest.Shell("echo freed"))); r.Stdout != "freed\n" {
 		t.Fatalf("after a slot freed: %+v", r)
 	}
 	for _, p := range list.Msg.GetProcesses() {
 		_, _ = c.SendSignal(context.Background(), connect.NewRequest(&raydv1.SendSignalRequest{Pid: p.GetPid(), Signal: raydv1.Signal_SIGNAL_SIGKILL}))
 	}
 	for _, p := range list.Msg.GetProcesses()[1:] {
-		collect(t, mustConnect(t, c, p.GetPid(), 0))
+		raydtest.Collect(t, raydtest.MustConnect(t, c, p.GetPid(), 0))
 	}
 }
 
 func TestTimeoutEscalatesToKill(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
-	req := shell(`trap "" TERM; echo ready; while :; do sleep 0.05; done`)
+	h := daemontest.New(t)
+	h.Run(nil)
+	req := raydtest.Shell(`trap "" TERM; echo ready; while :; do sleep 0.05; done`)
 	req.TimeoutMs = 300
 	start := time.Now()
-	r := collect(t, mustStart(t, h.processes(), req))
-	if r.end.GetStatus() != "timeout" || r.end.GetExited() || r.end.GetError() != "deadline_exceeded" || r.end.GetSignal() != 9 || r.end.GetExitCode() != 128+9 {
-		t.Fatalf("end %v", r.end)
+	r := raydtest.Collect(t, raydtest.MustStart(t, h.Processes(), req))
+	if r.End.GetStatus() != "timeout" || r.End.GetExited() || r.End.GetError() != "deadline_exceeded" || r.End.GetSignal() != 9 || r.End.GetExitCode() != 128+9 {
+		t.Fatalf("end %v", r.End)
 	}
 	// SIGTERM was ignored, so the end came after the 5 s grace.
 	if time.Since(start) < limits.TimeoutKillGrace {
@@ -324,12 +299,12 @@ func TestTimeoutEscalatesToKill(t *testing.T) {
 
 func TestStdinSignalsAndList(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
 	ctx := context.Background()
-	req := &raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "cat"}, Stdin: true, Tag: ptr("cat-1")}
-	s := mustStart(t, c, req)
+	req := &raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "cat"}, Stdin: true, Tag: raydtest.Ptr("cat-1")}
+	s := raydtest.MustStart(t, c, req)
 	if !s.Receive() {
 		t.Fatal(s.Err())
 	}
@@ -362,15 +337,15 @@ func TestStdinSignalsAndList(t *testing.T) {
 	}
 
 	// stdin is /dev/null unless asked: SendInput is refused.
-	sleeper := mustStart(t, c, shell("read x; echo got=$x; sleep 30"))
+	sleeper := raydtest.MustStart(t, c, raydtest.Shell("read x; echo got=$x; sleep 30"))
 	if !sleeper.Receive() {
 		t.Fatal(sleeper.Err())
 	}
 	spid := sleeper.Msg().GetStart().GetPid()
-	if _, err := c.SendInput(ctx, connect.NewRequest(&raydv1.SendInputRequest{Pid: spid, Data: []byte("x\n")})); code(err) != connect.CodeFailedPrecondition {
+	if _, err := c.SendInput(ctx, connect.NewRequest(&raydv1.SendInputRequest{Pid: spid, Data: []byte("x\n")})); raydtest.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("SendInput without stdin: %v", err)
 	}
-	if _, err := c.SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: spid, Signal: raydv1.Signal(77)})); code(err) != connect.CodeInvalidArgument {
+	if _, err := c.SendSignal(ctx, connect.NewRequest(&raydv1.SendSignalRequest{Pid: spid, Signal: raydv1.Signal(77)})); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("unknown signal: %v", err)
 	}
 	// read x gets EOF from /dev/null at once: wait for its echo, so the
@@ -399,10 +374,10 @@ func TestStdinSignalsAndList(t *testing.T) {
 
 // TestBadRequests is not parallel: it checks the shared live count.
 func TestBadRequests(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.processes()
-	before := sharedSupervisor.Live()
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.Processes()
+	before := raydtest.Supervisor().Live()
 	cases := map[string]struct {
 		req  *raydv1.StartRequest
 		want connect.Code
@@ -412,7 +387,7 @@ func TestBadRequests(t *testing.T) {
 		"NUL in arg":      {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "echo", Args: []string{"a\x00b"}}}, connect.CodeInvalidArgument},
 		"bad env name":    {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true", Envs: map[string]string{"A=B": "x"}}}, connect.CodeInvalidArgument},
 		"missing command": {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "no-such-command-xyz"}}, connect.CodeNotFound},
-		"missing cwd":     {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true", Cwd: ptr("/no/such/dir")}}, connect.CodeNotFound},
+		"missing cwd":     {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true", Cwd: raydtest.Ptr("/no/such/dir")}}, connect.CodeNotFound},
 		"kill_tree":       {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true"}, KillTree: true}, connect.CodeUnimplemented},
 		"root refused":    {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true"}, User: &raydv1.User{Username: "root"}}, connect.CodePermissionDenied},
 		"system user":     {&raydv1.StartRequest{Process: &raydv1.ProcessConfig{Cmd: "true"}, User: &raydv1.User{Username: "daemon"}}, connect.CodePermissionDenied},
@@ -425,13 +400,11 @@ func TestBadRequests(t *testing.T) {
 			}
 			err = s.Err()
 		}
-		if code(err) != tc.want {
+		if raydtest.CodeOf(err) != tc.want {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
 		}
 	}
-	if n := sharedSupervisor.Live(); n != before {
+	if n := raydtest.Supervisor().Live(); n != before {
 		t.Fatalf("refused starts changed the live count from %d to %d", before, n)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -1,4 +1,4 @@
-package daemon
+package code_test
 
 import (
 	"crypto/hmac"

@@ -1,4 +1,4 @@
-package daemon
+package files_test
 
 import (
 	"context"
@@ -11,74 +11,9 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
-
-type watchStream struct {
-	t      *testing.T
-	s      *connect.ServerStreamForClient[raydv1.WatchDirResponse]
-	msgs   chan *raydv1.WatchDirResponse
-	done   chan error
-	seen   []*raydv1.FilesystemEvent
-	cancel context.CancelFunc
-}
-
-// startWatch opens a WatchDir stream and requires `started` first.
-func startWatch(t *testing.T, c raydv1connect.FilesystemServiceClient, req *raydv1.WatchDirRequest) *watchStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s, err := c.WatchDir(ctx, connect.NewRequest(req))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.Receive() {
-		t.Fatalf("no first message: %v", s.Err())
-	}
-	if s.Msg().GetStarted() == nil {
-		t.Fatalf("first message %v, want started", s.Msg())
-	}
-	w := &watchStream{t: t, s: s, msgs: make(chan *raydv1.WatchDirResponse, 4096), done: make(chan error, 1), cancel: cancel}
-	go func() {
-		for s.Receive() {
-			w.msgs <- s.Msg()
-		}
-		w.done <- s.Err()
-		close(w.msgs)
-	}()
-	return w
-}
-
-// waitFor reads events until one has the name and type.
-func (w *watchStream) waitFor(name string, types ...raydv1.FilesystemEventType) *raydv1.FilesystemEvent {
-	w.t.Helper()
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case m, ok := <-w.msgs:
-			if !ok {
-				w.t.Fatalf("stream ended waiting for %s %v; seen %v", name, types, w.seen)
-			}
-			ev := m.GetFilesystem()
-			if ev == nil {
-				if m.GetError() != nil {
-					w.t.Fatalf("stream error %v", m.GetError())
-				}
-				continue
-			}
-			w.seen = append(w.seen, ev)
-			if ev.GetName() == name {
-				for _, typ := range types {
-					if ev.GetType() == typ {
-						return ev
-					}
-				}
-			}
-		case <-timeout:
-			w.t.Fatalf("timeout waiting for %s %v; seen %v", name, types, w.seen)
-		}
-	}
-}
 
 const (
 	evCreate = raydv1.FilesystemEventType_FILESYSTEM_EVENT_TYPE_CREATE
@@ -90,95 +25,95 @@ const (
 
 func TestWatchDirEvents(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
-	fs := h.files()
-	w := startWatch(t, fs, &raydv1.WatchDirRequest{Path: dir, IncludeEntry: true})
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
+	fs := h.Files()
+	w := raydtest.StartWatch(t, fs, &raydv1.WatchDirRequest{Path: dir, IncludeEntry: true})
 
 	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ev := w.waitFor("a.txt", evCreate)
+	ev := w.WaitFor("a.txt", evCreate)
 	if ev.GetEntry().GetName() != "a.txt" {
 		t.Fatalf("entry %v", ev.GetEntry())
 	}
-	w.waitFor("a.txt", evWrite)
+	w.WaitFor("a.txt", evWrite)
 
-	if _, err := writeFiles(context.Background(), fs, upFile{path: dir + "/b.txt", data: []byte("hello")}); err != nil {
+	if _, err := raydtest.WriteFiles(context.Background(), fs, raydtest.UpFile{Path: dir + "/b.txt", Data: []byte("hello")}); err != nil {
 		t.Fatal(err)
 	}
 	// A new file by an atomic write: a create, then a write, as an
 	// in-place write (a.txt) shows.
-	w.waitFor("b.txt", evCreate)
-	w.waitFor("b.txt", evWrite)
+	w.WaitFor("b.txt", evCreate)
+	w.WaitFor("b.txt", evWrite)
 	// Replacing an existing file exchanges it with the temporary one: still
 	// one WRITE, never a RENAME of b.txt.
-	if _, err := writeFiles(context.Background(), fs, upFile{path: dir + "/b.txt", data: []byte("again")}); err != nil {
+	if _, err := raydtest.WriteFiles(context.Background(), fs, raydtest.UpFile{Path: dir + "/b.txt", Data: []byte("again")}); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("b.txt", evWrite)
+	w.WaitFor("b.txt", evWrite)
 	if err := os.Rename(filepath.Join(dir, "a.txt"), filepath.Join(dir, "c.txt")); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("a.txt", evRename)
-	w.waitFor("c.txt", evCreate)
+	w.WaitFor("a.txt", evRename)
+	w.WaitFor("c.txt", evCreate)
 	if err := os.Chmod(filepath.Join(dir, "c.txt"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("c.txt", evChmod)
+	w.WaitFor("c.txt", evChmod)
 	if err := os.Remove(filepath.Join(dir, "c.txt")); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("c.txt", evRemove)
+	w.WaitFor("c.txt", evRemove)
 	n := 0
-	for _, ev := range w.seen {
+	for _, ev := range w.Seen {
 		if strings.Contains(ev.GetName(), ".rayito-tmp-") || strings.HasPrefix(ev.GetName(), "/") {
 			t.Fatalf("bad event name %q", ev.GetName())
 		}
 		if ev.GetName() == "b.txt" {
 			n++
 			if ev.GetType() == evRename {
-				t.Fatalf("atomic rewrite reported as a rename: %v", w.seen)
+				t.Fatalf("atomic rewrite reported as a rename: %v", w.Seen)
 			}
 		}
 	}
 	if n != 3 {
-		t.Fatalf("two atomic writes (a new file, then a replacement) gave %d events, want create, write, write: %v", n, w.seen)
+		t.Fatalf("two atomic writes (a new file, then a replacement) gave %d events, want create, write, write: %v", n, w.Seen)
 	}
 }
 
 func TestWatchDirRecursive(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	if err := os.Mkdir(filepath.Join(dir, "pre"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w := startWatch(t, h.files(), &raydv1.WatchDirRequest{Path: dir, Recursive: true})
+	w := raydtest.StartWatch(t, h.Files(), &raydv1.WatchDirRequest{Path: dir, Recursive: true})
 	if err := os.WriteFile(filepath.Join(dir, "pre", "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("pre/x", evCreate)
+	w.WaitFor("pre/x", evCreate)
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("sub", evCreate)
+	w.WaitFor("sub", evCreate)
 	if err := os.WriteFile(filepath.Join(dir, "sub", "f.txt"), []byte("y"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.waitFor("sub/f.txt", evCreate)
+	w.WaitFor("sub/f.txt", evCreate)
 }
 
 func TestWatchDirErrorsBeforeStarted(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +124,7 @@ func TestWatchDirErrorsBeforeStarted(t *testing.T) {
 		dir + "/file":    connect.CodeInvalidArgument,
 	}
 	for p, want := range cases {
-		s, err := h.files().WatchDir(context.Background(), connect.NewRequest(&raydv1.WatchDirRequest{Path: p}))
+		s, err := h.Files().WatchDir(context.Background(), connect.NewRequest(&raydv1.WatchDirRequest{Path: p}))
 		if err == nil {
 			if s.Receive() {
 				t.Fatalf("%s: got message %v before the error", p, s.Msg())
@@ -197,7 +132,7 @@ func TestWatchDirErrorsBeforeStarted(t *testing.T) {
 			err = s.Err()
 			s.Close()
 		}
-		if code(err) != want {
+		if raydtest.CodeOf(err) != want {
 			t.Errorf("%s: %v, want %v", p, err, want)
 		}
 		if err != nil && strings.Contains(err.Error(), dir) {
@@ -224,18 +159,18 @@ func inotifyFDs(t *testing.T) int {
 
 // Not parallel: it counts the process's inotify descriptors.
 func TestWatchDirCancelClosesInotify(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	before := inotifyFDs(t)
-	w := startWatch(t, h.files(), &raydv1.WatchDirRequest{Path: dir, Recursive: true})
+	w := raydtest.StartWatch(t, h.Files(), &raydv1.WatchDirRequest{Path: dir, Recursive: true})
 	if got := inotifyFDs(t); got != before+1 {
 		t.Fatalf("inotify fds %d, want %d", got, before+1)
 	}
-	w.cancel()
+	w.Cancel()
 	select {
-	case <-w.done:
+	case <-w.Done:
 	case <-time.After(time.Second):
 		t.Fatal("stream did not end on cancel")
 	}

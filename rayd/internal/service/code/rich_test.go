@@ -1,4 +1,4 @@
-package daemon
+package code_test
 
 import (
 	"context"
@@ -10,14 +10,17 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // requirePython skips unless /usr/bin/python3 imports every module named.
 func requirePython(t *testing.T, modules ...string) {
 	t.Helper()
 	py := "/usr/bin/python3"
-	p, err := sharedSupervisor.Start(proc.Spec{Path: py, Args: []string{py, "-c", "import " + strings.Join(modules, ", ")}, Env: []string{}, Dir: "/"})
+	p, err := raydtest.Supervisor().Start(proc.Spec{Path: py, Args: []string{py, "-c", "import " + strings.Join(modules, ", ")}, Env: []string{}, Dir: "/"})
 	if err != nil {
 		t.Skipf("no %s: %v", py, err)
 	}
@@ -68,11 +71,11 @@ func wantFields(t *testing.T, what string, chart map[string]any, want map[string
 // image, its chart in E2B's e2b/chart shape: the type read from what is
 // drawn, titles, labels and units, ticks and scales, and the elements.
 func TestCodeChartResults(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 
-	c := chartOf(t, h.exec(nil, "import matplotlib.pyplot as plt\n"+
+	c := chartOf(t, execCell(h, nil, "import matplotlib.pyplot as plt\n"+
 		"plt.figure(figsize=(6, 4))\n"+
 		"plt.bar(['A', 'B', 'C'], [10, 20, 30.5], label='Sold')\n"+
 		"plt.xlabel('Authors'); plt.ylabel('Books [k]'); plt.title('Sales')\n"+
@@ -88,7 +91,7 @@ func TestCodeChartResults(t *testing.T) {
 		t.Errorf("bar groups %v", got)
 	}
 
-	c = chartOf(t, h.exec(nil, "import matplotlib.pyplot as plt\n"+
+	c = chartOf(t, execCell(h, nil, "import matplotlib.pyplot as plt\n"+
 		"fig, ax = plt.subplots()\n"+
 		"ax.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87]], labels=['A', 'B'], patch_artist=True)\n"+
 		"ax.set_title('Scores'); ax.set_xlabel('Class'); ax.set_ylabel('Score')\n"+
@@ -103,7 +106,7 @@ func TestCodeChartResults(t *testing.T) {
 		}
 	}
 
-	c = chartOf(t, h.exec(nil, "import matplotlib.pyplot as plt\n"+
+	c = chartOf(t, execCell(h, nil, "import matplotlib.pyplot as plt\n"+
 		"fig, ax = plt.subplots()\n"+
 		"ax.pie([90, 10], labels=['No', 'Yes'], autopct='%1.1f%%', startangle=90)\n"+
 		"plt.title('Pie'); plt.show()", 0))
@@ -115,7 +118,7 @@ func TestCodeChartResults(t *testing.T) {
 		t.Errorf("pie radii %v", got)
 	}
 
-	c = chartOf(t, h.exec(nil, "import matplotlib.pyplot as plt, datetime\n"+
+	c = chartOf(t, execCell(h, nil, "import matplotlib.pyplot as plt, datetime\n"+
 		"d = [datetime.date(2023, 9, 1) + datetime.timedelta(days=i) for i in range(5)]\n"+
 		"plt.figure(); plt.plot(d, [1, 2, 3, 2, 1], label='up'); plt.plot(d, [0, 1, 0, 1, 0])\n"+
 		"plt.xlabel('Time (s)'); plt.yscale('log'); plt.show()", 0))
@@ -135,7 +138,7 @@ func TestCodeChartResults(t *testing.T) {
 
 	// Agg (plt.show() displays through rayd's own patch), a categorical
 	// axis, scatter, and a figure of two axes.
-	c = chartOf(t, h.exec(nil, "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"+
+	c = chartOf(t, execCell(h, nil, "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"+
 		"fig, axs = plt.subplots(1, 2); fig.suptitle('Both')\n"+
 		"axs[0].plot([1, 2, 3], ['a', 'b', 'c']); axs[0].set_title('Cat')\n"+
 		"axs[1].scatter([1, 2], [3, 4], label='pts'); axs[1].set_xlabel('X')\n"+
@@ -148,7 +151,7 @@ func TestCodeChartResults(t *testing.T) {
 	wantFields(t, "sub 0", charts[0].(map[string]any), map[string]any{"type": "line", "title": "Cat", "y_scale": "categorical", "x_scale": "linear", "y_tick_labels": []any{"a", "b", "c"}})
 	wantFields(t, "sub 1", charts[1].(map[string]any), map[string]any{"type": "scatter", "x_label": "X", "elements": []any{map[string]any{"label": "pts", "points": []any{[]any{1.0, 3.0}, []any{2.0, 4.0}}}}})
 
-	c = chartOf(t, h.exec(nil, "import matplotlib.pyplot as plt\n"+
+	c = chartOf(t, execCell(h, nil, "import matplotlib.pyplot as plt\n"+
 		"fig, ax = plt.subplots(); ax.add_artist(plt.Circle((0, 0), 1)); plt.title('Circle'); plt.show()", 0))
 	wantFields(t, "unknown", c, map[string]any{"type": "unknown", "title": "Circle", "elements": []any{}})
 
@@ -156,7 +159,7 @@ func TestCodeChartResults(t *testing.T) {
 	// should carry (a million, or 4 MiB of JSON), has an image and no
 	// chart.
 	for _, src := range []string{"plt.figure()", "plt.figure(); plt.plot(range(1000001))", "plt.figure(); plt.plot([i / 7 for i in range(300000)])"} {
-		e := h.exec(nil, "import matplotlib.pyplot as plt\n"+src+"; plt.show()", 0)
+		e := execCell(h, nil, "import matplotlib.pyplot as plt\n"+src+"; plt.show()", 0)
 		if len(e.results) != 1 {
 			t.Errorf("%s: results %v", src, e.kinds)
 		} else if e.results[0].Png == nil || e.results[0].Chart != nil {
@@ -168,11 +171,11 @@ func TestCodeChartResults(t *testing.T) {
 // TestCodeDataFrameResult: a pandas DataFrame's result carries its
 // columns as e2b/data, with JSON-safe values; its text and html remain.
 func TestCodeDataFrameResult(t *testing.T) {
-	requireIPyKernel(t)
+	raydtest.RequireIPyKernel(t)
 	requirePython(t, "pandas")
-	h := newHarness(t)
-	h.run(nil)
-	c := h.exec(nil, "import pandas as pd, numpy as np\n"+
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := execCell(h, nil, "import pandas as pd, numpy as np\n"+
 		"pd.DataFrame({'a': [1, 2, 3], 't': pd.to_datetime(['2024-01-02', None, '2024-01-03']), 'f': [1.5, np.nan, 2], 3: ['x', None, 'z']})", 0)
 	m := c.main()
 	if m == nil || m.Data == nil || m.Html == nil || m.Text == nil {
@@ -193,10 +196,10 @@ func TestCodeDataFrameResult(t *testing.T) {
 	}
 	// Other values get none; nor does a frame whose data passes 4 MiB of
 	// JSON (its text and html come).
-	if c := h.exec(nil, "1 + 1", 0); c.main().Data != nil {
+	if c := execCell(h, nil, "1 + 1", 0); c.main().Data != nil {
 		t.Errorf("an int got e2b/data")
 	}
-	if c := h.exec(nil, "pd.DataFrame({'s': ['x' * 100] * 50000})", 0); c.main() == nil || c.main().Data != nil || c.main().Html == nil {
+	if c := execCell(h, nil, "pd.DataFrame({'s': ['x' * 100] * 50000})", 0); c.main() == nil || c.main().Data != nil || c.main().Html == nil {
 		t.Errorf("a 5 MB frame: %v", c.kinds)
 	}
 }
@@ -206,22 +209,22 @@ func TestCodeDataFrameResult(t *testing.T) {
 // JSON, or too large, gets none; saving a PIL image to a file displays
 // it.
 func TestCodeJSONAndImageResults(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	c := h.exec(nil, "import numpy as np\n{'a': np.int64(3), 'b': [1, 2.5, float('nan')], 4: None}", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := execCell(h, nil, "import numpy as np\n{'a': np.int64(3), 'b': [1, 2.5, float('nan')], 4: None}", 0)
 	if got := c.main().GetJson(); got != `{"a":3,"b":[1,2.5,null],"4":null}` {
 		t.Errorf("dict json %q", got)
 	}
-	if c := h.exec(nil, "[1, object()]", 0); c.main().Json != nil {
+	if c := execCell(h, nil, "[1, object()]", 0); c.main().Json != nil {
 		t.Errorf("a list of objects got json %q", c.main().GetJson())
 	}
 	// Too large a value gets no json, and its text (cut by IPython) comes.
-	if c := h.exec(nil, "list(range(1000000))", 0); c.main().Json != nil || !strings.HasSuffix(c.main().GetText(), "...]") {
+	if c := execCell(h, nil, "list(range(1000000))", 0); c.main().Json != nil || !strings.HasSuffix(c.main().GetText(), "...]") {
 		t.Errorf("a long list: json %d bytes, text ends %q", len(c.main().GetJson()), c.main().GetText()[max(0, len(c.main().GetText())-20):])
 	}
 	requirePython(t, "PIL")
-	c = h.exec(nil, "from PIL import Image\nImage.new('RGB', (4, 4)).save('/tmp/rayd-test-save.png')\nprint('saved')", 0)
+	c = execCell(h, nil, "from PIL import Image\nImage.new('RGB', (4, 4)).save('/tmp/rayd-test-save.png')\nprint('saved')", 0)
 	if len(c.results) != 1 || c.results[0].Png == nil || c.stdout != "saved\n" {
 		t.Fatalf("save: results %v, stdout %q, stderr %q", c.results, c.stdout, c.stderr)
 	}
@@ -232,33 +235,33 @@ func TestCodeJSONAndImageResults(t *testing.T) {
 // directory its kernel then runs in; the other contexts are listed in the
 // order they were made, so the last is the newest.
 func TestCodeContextsListedFromTheStart(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	ctx := context.Background()
 	list := func() []*raydv1.CodeContext {
 		t.Helper()
-		resp, err := h.code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
+		resp, err := h.Code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp.Msg.GetContexts()
 	}
-	made := []string{h.createContext(nil)}
+	made := []string{createContext(h, nil)}
 	got := list()
 	if len(got) != 2 || got[0].GetContextId() != "default-python" || got[0].GetLanguage() != "python" || got[0].GetCwd() == "" || got[1].GetContextId() != made[0] {
 		t.Fatalf("before any cell: %v", got)
 	}
-	for _, k := range h.d.Code.Kernels() {
+	for _, k := range h.Daemon.Code.Kernels() {
 		if k.ContextID == "default-python" {
 			t.Errorf("listing started default-python's kernel")
 		}
 	}
-	if c := h.exec(nil, "import os; os.getcwd()", 0); c.main().GetText() != "'"+got[0].GetCwd()+"'" {
+	if c := execCell(h, nil, "import os; os.getcwd()", 0); c.main().GetText() != "'"+got[0].GetCwd()+"'" {
 		t.Errorf("default-python runs in %s, listed with cwd %q", c.main().GetText(), got[0].GetCwd())
 	}
 	for range 3 {
-		made = append(made, h.createContext(nil))
+		made = append(made, createContext(h, nil))
 	}
 	got = list()
 	var ids []string
@@ -278,26 +281,26 @@ func TestCodeContextsListedFromTheStart(t *testing.T) {
 // the kernel (as bash and JavaScript are); an unknown language is an
 // invalid argument naming the languages.
 func TestCodeMissingKernelsNamed(t *testing.T) {
-	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{kernelSpecDirs: []string{t.TempDir()}} })
-	h.run(nil)
+	h := daemontest.NewWith(t, func(c *daemon.Config) { c.SetTestKnobs(daemon.TestKnobs{KernelSpecDirs: []string{t.TempDir()}}) })
+	h.Run(nil)
 	ctx := context.Background()
 	for lang, name := range map[string]string{"r": "R kernel (IRkernel)", "R": "R kernel (IRkernel)", "java": "Java kernel (IJava)", "bash": "bash kernel", "js": "JavaScript kernel"} {
-		_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: lang}))
-		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
+		_, err := h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: lang}))
+		if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
 			t.Errorf("create %s: %v", lang, err)
 		}
-		s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "1"}))
+		s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "1"}))
 		if err == nil {
 			for s.Receive() {
 			}
 			err = s.Err()
 		}
-		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
+		if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), name) {
 			t.Errorf("execute %s: %v", lang, err)
 		}
 	}
-	_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "cobol"}))
-	if code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "r or java") {
+	_, err := h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "cobol"}))
+	if raydtest.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "r or java") {
 		t.Errorf("create cobol: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package envdfs_test
 
 // E2B envd's file behaviour as E2B's JS SDK suite expects it (issue 27),
 // on a real rayd: entries, metadata, paths, missing parents, Remove and
@@ -21,6 +21,8 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/envd/filesystem"
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // chownUser gives paths (not following links) to uid 1000.
@@ -36,10 +38,10 @@ func chownUser(t *testing.T, paths ...string) {
 // Stat and ListDir entries: mode is the permission bits only, permissions
 // Go's rendering, and a link is described by where it leads.
 func TestE2BEntriesAsEnvd(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
 	mustWriteFile(t, dir+"/f.txt", "test", 0o644)
 	mustWriteFile(t, dir+"/suid", "x", 0o755)
@@ -58,7 +60,7 @@ func TestE2BEntriesAsEnvd(t *testing.T) {
 	if err := unix.Setxattr(dir+"/f.txt", "user.e2b.author", []byte("mish"), 0); err != nil {
 		t.Fatal(err)
 	}
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	type want struct {
 		typ    filesystem.FileType
 		mode   uint32
@@ -99,7 +101,7 @@ func TestE2BEntriesAsEnvd(t *testing.T) {
 		check("ListDir", e)
 	}
 	// Our own API keeps st_mode and describes the link itself.
-	st, err := h.files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/lf"}))
+	st, err := h.Files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/lf"}))
 	if err != nil || st.Msg.GetEntry().GetType() != raydv1.FileType_FILE_TYPE_SYMLINK || st.Msg.GetEntry().GetSymlinkTarget() != "f.txt" || st.Msg.GetEntry().GetMode()&unix.S_IFMT != unix.S_IFLNK {
 		t.Errorf("our API's Stat of a link: %v, %v", st.Msg.GetEntry(), err)
 	}
@@ -124,12 +126,12 @@ func xattr(p, name string) string {
 // Metadata: the E2B surface writes user.e2b.*, our own API user.rayito.*,
 // and both read both.
 func TestE2BMetadataXattrs(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	resp := h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/e2b.txt"}}, strings.NewReader("x"),
+	resp := envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/e2b.txt"}}, strings.NewReader("x"),
 		http.Header{"Content-Type": {"application/octet-stream"}, "X-Metadata-Author": {"mish"}})
 	if b := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("POST /files: %d %s", resp.StatusCode, b)
@@ -140,19 +142,19 @@ func TestE2BMetadataXattrs(t *testing.T) {
 	if got := xattr(dir+"/e2b.txt", "user.rayito.author"); got != "" {
 		t.Errorf("the E2B surface wrote user.rayito.author = %q", got)
 	}
-	if _, err := writeFiles(ctx, h.files(), upFile{path: dir + "/ours.txt", data: []byte("x"), md: map[string]string{"team": "a"}}); err != nil {
+	if _, err := raydtest.WriteFiles(ctx, h.Files(), raydtest.UpFile{Path: dir + "/ours.txt", Data: []byte("x"), MD: map[string]string{"team": "a"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := xattr(dir+"/ours.txt", "user.rayito.team"); got != "a" {
 		t.Errorf("our API wrote user.rayito.team = %q", got)
 	}
-	envd := h.envdFS(envdHeaders{token: h.token})
+	envd := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	for p, want := range map[string][2]string{"e2b.txt": {"author", "mish"}, "ours.txt": {"team", "a"}} {
 		st, err := envd.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: dir + "/" + p}))
 		if err != nil || st.Msg.GetEntry().GetMetadata()[want[0]] != want[1] {
 			t.Errorf("E2B Stat %s: %v, %v", p, st.Msg.GetEntry().GetMetadata(), err)
 		}
-		ours, err := h.files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/" + p}))
+		ours, err := h.Files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: dir + "/" + p}))
 		if err != nil || ours.Msg.GetEntry().GetMetadata()[want[0]] != want[1] {
 			t.Errorf("our Stat %s: %v, %v", p, ours.Msg.GetEntry().GetMetadata(), err)
 		}
@@ -162,22 +164,22 @@ func TestE2BMetadataXattrs(t *testing.T) {
 // Remove of a missing path succeeds on the E2B surface (envd's
 // os.RemoveAll); our own API keeps not_found.
 func TestE2BRemoveMissing(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	for _, p := range []string{dir + "/missing", dir + "/no/such/parent", "non_existing_file.txt"} {
 		if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: p})); err != nil {
 			t.Errorf("Remove %s: %v", p, err)
 		}
 	}
-	if _, err := h.files().Remove(ctx, connect.NewRequest(&raydv1.RemoveRequest{Path: dir + "/missing"})); code(err) != connect.CodeNotFound {
+	if _, err := h.Files().Remove(ctx, connect.NewRequest(&raydv1.RemoveRequest{Path: dir + "/missing"})); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("our API's Remove of a missing path: %v", err)
 	}
 	// Refusals stay refusals.
-	if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/proc/1"})); code(err) != connect.CodePermissionDenied {
+	if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/proc/1"})); raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("Remove /proc/1: %v", err)
 	}
 }
@@ -186,18 +188,18 @@ func TestE2BRemoveMissing(t *testing.T) {
 // the home, ".." cleaned. (Nothing is written in the user's home: rayd
 // runs on the test machine.)
 func TestE2BPathsAsEnvd(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	dir := userDir(t)
-	h.run(func(p *runpayload.Payload) { p.Workdir = dir })
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	dir := raydtest.UserDir(t)
+	h.Run(func(p *runpayload.Payload) { p.Workdir = dir })
 	ctx := context.Background()
-	hs, err := h.files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: "."}))
+	hs, err := h.Files().Stat(ctx, connect.NewRequest(&raydv1.StatRequest{Path: "."}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	home := hs.Msg.GetEntry().GetPath()
 	up := strings.Repeat("../", strings.Count(home, "/")) // from home to /
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	mk, err := c.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: up + dir[1:] + "/made"}))
 	if err != nil || mk.Msg.GetEntry().GetPath() != dir+"/made" {
 		t.Fatalf("MakeDir relative to the home: %v, %v", mk, err)
@@ -219,21 +221,21 @@ func TestE2BPathsAsEnvd(t *testing.T) {
 	}
 	// A missing path is named as envd names it: resolved.
 	_, err = c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "~/nope-e2b"}))
-	if code(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "path '"+home+"/nope-e2b' does not exist") {
+	if raydtest.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "path '"+home+"/nope-e2b' does not exist") {
 		t.Errorf("Stat of a missing path: %v", err)
 	}
-	resp := h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {"nope-e2b"}}, nil, nil)
+	resp := envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {"nope-e2b"}}, nil, nil)
 	if b := readAll(t, resp); resp.StatusCode != 404 || !strings.Contains(string(b), "path '"+home+"/nope-e2b' does not exist") {
 		t.Errorf("GET /files of a missing path: %d %s", resp.StatusCode, b)
 	}
-	if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "~root/x"})); code(err) != connect.CodeInvalidArgument {
+	if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "~root/x"})); raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("Stat ~root/x: %v", err)
 	}
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {dir + "/made/../made/f"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {dir + "/made/../made/f"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
 	if b := readAll(t, resp); resp.StatusCode != 200 || !strings.Contains(string(b), `"path":"`+dir+`/made/f"`) {
 		t.Errorf("POST /files with ..: %d %s", resp.StatusCode, b)
 	}
-	resp = h.envdDo(t, http.MethodGet, "/files", url.Values{"path": {"~/" + up + dir[1:] + "/made/f"}}, nil, nil)
+	resp = envdDo(h, t, http.MethodGet, "/files", url.Values{"path": {"~/" + up + dir[1:] + "/made/f"}}, nil, nil)
 	if b := readAll(t, resp); resp.StatusCode != 200 || string(b) != "x" {
 		t.Errorf("GET /files ~/...: %d %s", resp.StatusCode, b)
 	}
@@ -258,13 +260,13 @@ func rootOwnedDir(t *testing.T) string {
 // `/0/x` as user): uploads, MakeDir and Move's destination; our own API
 // keeps the user's own permissions.
 func TestE2BParentsAsEnvd(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	root := rootOwnedDir(t)
 	ctx := context.Background()
 	body, ct := multipartBody(t, map[string]string{root + "/0/multi0.txt": "zero", root + "/2/multi2.txt": "two"})
-	resp := h.envdDo(t, http.MethodPost, "/files", nil, body, http.Header{"Content-Type": {ct}})
+	resp := envdDo(h, t, http.MethodPost, "/files", nil, body, http.Header{"Content-Type": {ct}})
 	b := readAll(t, resp)
 	if resp.StatusCode != 200 {
 		t.Fatalf("multi-file upload under a root directory: %d %s", resp.StatusCode, b)
@@ -273,7 +275,7 @@ func TestE2BParentsAsEnvd(t *testing.T) {
 	if err := json.Unmarshal(b, &out); err != nil || len(out) != 2 || out[0]["path"] != root+"/0/multi0.txt" {
 		t.Fatalf("answer %s (%v)", b, err)
 	}
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	if _, err := c.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: root + "/mk/deep"})); err != nil {
 		t.Fatalf("MakeDir: %v", err)
 	}
@@ -288,11 +290,11 @@ func TestE2BParentsAsEnvd(t *testing.T) {
 	}
 	// A file directly in the root directory stays refused, and so does
 	// our own API's write under it.
-	resp = h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {root + "/top.txt"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
+	resp = envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {root + "/top.txt"}}, strings.NewReader("x"), http.Header{"Content-Type": {"application/octet-stream"}})
 	if b := readAll(t, resp); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a file in the root directory: %d %s", resp.StatusCode, b)
 	}
-	if _, err := writeFiles(ctx, h.files(), upFile{path: root + "/ours/x", data: []byte("x")}); code(err) != connect.CodePermissionDenied {
+	if _, err := raydtest.WriteFiles(ctx, h.Files(), raydtest.UpFile{Path: root + "/ours/x", Data: []byte("x")}); raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("our API under a root directory: %v", err)
 	}
 	// What was made for the user there, the user removes again (envd is
@@ -306,7 +308,7 @@ func TestE2BParentsAsEnvd(t *testing.T) {
 		}
 	}
 	mustWriteFile(t, root+"/roots.txt", "x", 0o644)
-	if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/roots.txt"})); code(err) != connect.CodePermissionDenied {
+	if _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: root + "/roots.txt"})); raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("Remove of root's file: %v", err)
 	}
 }
@@ -316,17 +318,17 @@ func TestE2BParentsAsEnvd(t *testing.T) {
 // of the watched directory is ".", and a recursive watch reports a chmod
 // of a subdirectory twice (its parent's watch and its own).
 func TestE2BWatchAsEnvd(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	if err := os.Mkdir(dir+"/sub", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	chownUser(t, dir+"/sub")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := h.envdFS(envdHeaders{token: h.token})
+	c := h.EnvdFS(raydtest.EnvdHeaders{Token: h.Token})
 	s, err := c.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: dir, Recursive: true}))
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +367,7 @@ func TestE2BWatchAsEnvd(t *testing.T) {
 	}
 	post := func(p, data string) {
 		t.Helper()
-		resp := h.envdDo(t, http.MethodPost, "/files", url.Values{"path": {p}}, strings.NewReader(data), http.Header{"Content-Type": {"application/octet-stream"}})
+		resp := envdDo(h, t, http.MethodPost, "/files", url.Values{"path": {p}}, strings.NewReader(data), http.Header{"Content-Type": {"application/octet-stream"}})
 		if b := readAll(t, resp); resp.StatusCode != 200 {
 			t.Fatalf("POST %s: %d %s", p, resp.StatusCode, b)
 		}

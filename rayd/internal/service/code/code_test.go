@@ -1,53 +1,19 @@
-package daemon
+package code_test
 
 import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
-	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
-	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
-
-var (
-	ipykernelOnce sync.Once
-	ipykernelErr  string
-)
-
-// requireIPyKernel skips unless a python3 with ipykernel is installed
-// (Debian's python3-ipykernel; `make deps` installs it as root).
-func requireIPyKernel(t *testing.T) {
-	t.Helper()
-	ipykernelOnce.Do(func() {
-		for _, py := range []string{"/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"} {
-			// Through the shared supervisor: its reaper waits for every
-			// child of the test binary.
-			p, err := sharedSupervisor.Start(proc.Spec{Path: py, Args: []string{py, "-c", "import ipykernel_launcher, matplotlib"}, Env: []string{}, Dir: "/"})
-			if err != nil {
-				continue
-			}
-			<-p.Done()
-			if x, _ := p.Exit(); x.Status == proc.StatusExited && x.ExitCode == 0 {
-				return
-			}
-		}
-		ipykernelErr = "no python3 with ipykernel and matplotlib (install python3-ipykernel python3-matplotlib: make deps as root)"
-	})
-	if ipykernelErr != "" {
-		t.Skip(ipykernelErr)
-	}
-}
-
-func (h *harness) code() raydv1connect.CodeServiceClient {
-	// No gzip: the SDK does not accept it on the local platform either.
-	return raydv1connect.NewCodeServiceClient(h.client, h.apiURL, withToken(h.token), connect.WithAcceptCompression("gzip", nil, nil))
-}
 
 // cell is a collected execution stream.
 type cell struct {
@@ -145,23 +111,23 @@ func (c *cell) check(t *testing.T) {
 }
 
 // exec runs code in the context (nil: the default Python context).
-func (h *harness) exec(ctxID *string, src string, timeoutMs uint64) *cell {
-	h.t.Helper()
+func execCell(h *daemontest.Harness, ctxID *string, src string, timeoutMs uint64) *cell {
+	h.T().Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{ContextId: ctxID, Code: src, TimeoutMs: timeoutMs}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{ContextId: ctxID, Code: src, TimeoutMs: timeoutMs}))
 	if err != nil {
-		h.t.Fatal(err)
+		h.T().Fatal(err)
 	}
-	return collectCell(h.t, s)
+	return collectCell(h.T(), s)
 }
 
 func TestCodeBasics(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	start := time.Now()
-	c := h.exec(nil, "1+1", 0)
+	c := execCell(h, nil, "1+1", 0)
 	t.Logf("first cell (lazy start) took %v", time.Since(start))
 	if r := c.main(); r == nil || r.GetText() != "2" {
 		t.Fatalf("1+1: results %v, events %v", c.results, c.kinds)
@@ -170,20 +136,20 @@ func TestCodeBasics(t *testing.T) {
 		t.Error("execution_count is 0")
 	}
 	start = time.Now()
-	h.exec(nil, "x = 21", 0)
+	execCell(h, nil, "x = 21", 0)
 	t.Logf("warm cell took %v", time.Since(start))
-	c = h.exec(nil, "print('hi'); x*2", 0)
+	c = execCell(h, nil, "print('hi'); x*2", 0)
 	if c.stdout != "hi\n" || c.main().GetText() != "42" {
 		t.Fatalf("print plus result: stdout %q results %v", c.stdout, c.results)
 	}
-	c = h.exec(nil, "def f():\n    raise ValueError('boom')\nf()", 0)
+	c = execCell(h, nil, "def f():\n    raise ValueError('boom')\nf()", 0)
 	if c.err == nil || c.err.GetName() != "ValueError" || c.err.GetValue() != "boom" || !strings.Contains(c.err.GetTraceback(), "raise ValueError") {
 		t.Fatalf("error: %v (events %v)", c.err, c.kinds)
 	}
 	if strings.Contains(c.err.GetTraceback(), "\x1b[") {
 		t.Error("traceback keeps ANSI escapes")
 	}
-	if !h.health().GetKernelReady() {
+	if !h.Health().GetKernelReady() {
 		t.Error("kernel_ready is false with a running default kernel")
 	}
 }
@@ -192,14 +158,14 @@ func TestCodeBasics(t *testing.T) {
 // right after /run and kernel_ready turns true once it answered; the
 // first cell then finds it warm. It logs the numbers behind the choice.
 func TestCodeEagerKernel(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarnessWith(t, func(c *Config) { c.EagerKernel = true })
-	if h.health().GetKernelReady() {
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.NewWith(t, func(c *daemon.Config) { c.EagerKernel = true })
+	if h.Health().GetKernelReady() {
 		t.Fatal("kernel_ready before /run")
 	}
 	start := time.Now()
-	h.run(nil)
-	for !h.health().GetKernelReady() {
+	h.Run(nil)
+	for !h.Health().GetKernelReady() {
 		if time.Since(start) > 60*time.Second {
 			t.Fatal("kernel_ready never turned true")
 		}
@@ -207,7 +173,7 @@ func TestCodeEagerKernel(t *testing.T) {
 	}
 	ready := time.Since(start)
 	cellStart := time.Now()
-	c := h.exec(nil, "1+1", 0)
+	c := execCell(h, nil, "1+1", 0)
 	if c.main().GetText() != "2" {
 		t.Fatalf("1+1: %v", c.kinds)
 	}
@@ -217,38 +183,38 @@ func TestCodeEagerKernel(t *testing.T) {
 // TestCodeLazyKernelReady: lazily, kernel_ready is true after /run (the
 // kernel starts on first use) and the first cell pays the start.
 func TestCodeLazyKernelReady(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	if h.health().GetKernelReady() {
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	if h.Health().GetKernelReady() {
 		t.Fatal("kernel_ready before /run")
 	}
-	h.run(nil)
-	if !h.health().GetKernelReady() {
+	h.Run(nil)
+	if !h.Health().GetKernelReady() {
 		t.Fatal("lazy kernel_ready false after /run")
 	}
 	start := time.Now()
-	h.exec(nil, "1+1", 0)
+	execCell(h, nil, "1+1", 0)
 	t.Logf("lazy: first cell after /run %v", time.Since(start))
 }
 
 // TestCodeSpeed logs a warm cell's round trip and the streaming rate of
 // 3 MB of prints from one cell (numbers for bench's runcode suite).
 func TestCodeSpeed(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	h.exec(nil, "1", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	execCell(h, nil, "1", 0)
 	var ds []time.Duration
 	for range 30 {
 		start := time.Now()
-		if c := h.exec(nil, "1+1", 0); c.main().GetText() != "2" {
+		if c := execCell(h, nil, "1+1", 0); c.main().GetText() != "2" {
 			t.Fatal(c.kinds)
 		}
 		ds = append(ds, time.Since(start))
 	}
 	slices.Sort(ds)
 	start := time.Now()
-	c := h.exec(nil, "import sys\nline = 'x' * 999 + '\\n'\nfor _ in range(3000):\n    sys.stdout.write(line)\n", 0)
+	c := execCell(h, nil, "import sys\nline = 'x' * 999 + '\\n'\nfor _ in range(3000):\n    sys.stdout.write(line)\n", 0)
 	el := time.Since(start)
 	if len(c.stdout) != 3000*1000 {
 		t.Fatalf("got %d bytes of stdout", len(c.stdout))

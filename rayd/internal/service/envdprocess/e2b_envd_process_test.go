@@ -1,4 +1,4 @@
-package daemon
+package envdprocess_test
 
 // E2B envd's process behaviour as E2B's JS SDK suite expects it (issue
 // 27), on a real rayd: stdin of a process without it, and Connect.
@@ -12,6 +12,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rayito-dev/rayito/proto/gen/envd/process"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 func stdinReq(pid uint32, data string) *process.SendInputRequest {
@@ -21,16 +23,16 @@ func stdinReq(pid uint32, data string) *process.SendInputRequest {
 // Stdin of a process without it: envd's Internal "stdin not enabled or
 // closed" for SendInput, success for CloseStdin (also twice).
 func TestE2BStdinAsEnvd(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx := context.Background()
 	pid, s := startBackground(t, ctx, c, bashRun("sleep 30"))
 	defer s.Close()
 	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
 	defer c.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL}))
 	_, err := c.SendInput(ctx, connect.NewRequest(stdinReq(pid, "x")))
-	if code(err) != connect.CodeInternal || !strings.Contains(err.Error(), "stdin not enabled or closed") {
+	if raydtest.CodeOf(err) != connect.CodeInternal || !strings.Contains(err.Error(), "stdin not enabled or closed") {
 		t.Errorf("SendInput without stdin: %v", err)
 	}
 	for range 2 {
@@ -50,7 +52,7 @@ func TestE2BStdinAsEnvd(t *testing.T) {
 			t.Errorf("CloseStdin: %v", err)
 		}
 	}
-	if _, err := c.SendInput(ctx, connect.NewRequest(stdinReq(pid2, "x"))); code(err) != connect.CodeInternal || !strings.Contains(err.Error(), "stdin not enabled or closed") {
+	if _, err := c.SendInput(ctx, connect.NewRequest(stdinReq(pid2, "x"))); raydtest.CodeOf(err) != connect.CodeInternal || !strings.Contains(err.Error(), "stdin not enabled or closed") {
 		t.Errorf("SendInput after CloseStdin: %v", err)
 	}
 }
@@ -58,9 +60,9 @@ func TestE2BStdinAsEnvd(t *testing.T) {
 // Connect replays nothing, as envd: only what the process writes after
 // the connect, then the end; an ended process gives start and end.
 func TestE2BConnectNoReplay(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx := context.Background()
 	pid, s := startBackground(t, ctx, c, bashRun("echo before; echo err1 >&2; sleep 1.5; echo after"))
 	for s.Receive() {

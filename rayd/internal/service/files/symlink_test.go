@@ -1,4 +1,4 @@
-package daemon
+package files_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/rayd/internal/auth"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // Reads follow symbolic links as the user's own cat would (an
@@ -23,12 +25,12 @@ import (
 // links; writes through a link are refused.
 func TestFilesFollowSymlinksOnRead(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
-	dir := userDir(t)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	dir := raydtest.UserDir(t)
 	ctx := context.Background()
-	c := h.files()
+	c := h.Files()
 	p := func(rel string) string { return filepath.Join(dir, rel) }
 	for _, d := range []string{"etc", "usr/lib", "releases/v2/sub"} {
 		if err := os.MkdirAll(p(d), 0o755); err != nil {
@@ -42,10 +44,10 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 		}
 	}
 	// rayd's state dir, opened up so that only the policy keeps it out.
-	if err := os.Chmod(h.stateDir, 0o755); err != nil {
+	if err := os.Chmod(h.StateDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(h.stateDir, "probe"), []byte("STATE"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(h.StateDir, "probe"), []byte("STATE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for link, target := range map[string]string{
@@ -53,7 +55,7 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 		"latest.csv":     "data.csv",
 		"current":        "releases/v2",
 		"env":            "/proc/self/environ",
-		"state":          filepath.Join(h.stateDir, "probe"),
+		"state":          filepath.Join(h.StateDir, "probe"),
 		"loop":           "loop",
 	} {
 		if err := os.Symlink(target, p(link)); err != nil {
@@ -91,11 +93,11 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 	}
 	get := func(q string) *http.Response {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, h.apiURL+"/files?"+url.Values{"path": {q}}.Encode(), nil)
+		req, err := http.NewRequest(http.MethodGet, h.APIURL+"/files?"+url.Values{"path": {q}}.Encode(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set(auth.Header, h.token)
+		req.Header.Set(auth.Header, h.Token)
 		resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +106,7 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 		return resp
 	}
 	for q, want := range good {
-		e, data, err := readFile(ctx, c, q)
+		e, data, err := raydtest.ReadFile(ctx, c, q)
 		if err != nil || string(data) != want {
 			t.Errorf("Read %s = %q, %v", q, data, err)
 			continue
@@ -129,9 +131,9 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 		p("state"): {connect.CodePermissionDenied, raydv1.ErrorReason_ERROR_REASON_POLICY_DENIED, http.StatusForbidden},
 		p("loop"):  {connect.CodeFailedPrecondition, raydv1.ErrorReason_ERROR_REASON_SYMLINK, http.StatusBadRequest},
 	} {
-		_, data, err := readFile(ctx, c, q)
-		if code(err) != want.code || reasonOf(err) != want.reason || len(data) != 0 {
-			t.Errorf("Read %s: %v (%v), %d bytes; want %v %v", q, err, reasonOf(err), len(data), want.code, want.reason)
+		_, data, err := raydtest.ReadFile(ctx, c, q)
+		if raydtest.CodeOf(err) != want.code || raydtest.ReasonOf(err) != want.reason || len(data) != 0 {
+			t.Errorf("Read %s: %v (%v), %d bytes; want %v %v", q, err, raydtest.ReasonOf(err), len(data), want.code, want.reason)
 		}
 		resp := get(q)
 		body, _ := io.ReadAll(resp.Body)
@@ -174,18 +176,18 @@ func TestFilesFollowSymlinksOnRead(t *testing.T) {
 			err = s.Err()
 			s.Close()
 		}
-		if code(err) != want {
+		if raydtest.CodeOf(err) != want {
 			t.Errorf("WatchDir %s: %v, want %v", q, err, want)
 		}
 	}
 	// Writes stay strict: no link above the last component.
-	if _, err := writeFiles(ctx, c, upFile{path: p("current/new.txt"), data: []byte("x")}); code(err) != connect.CodeFailedPrecondition || reasonOf(err) != raydv1.ErrorReason_ERROR_REASON_SYMLINK {
+	if _, err := raydtest.WriteFiles(ctx, c, raydtest.UpFile{Path: p("current/new.txt"), Data: []byte("x")}); raydtest.CodeOf(err) != connect.CodeFailedPrecondition || raydtest.ReasonOf(err) != raydv1.ErrorReason_ERROR_REASON_SYMLINK {
 		t.Errorf("write through a directory link: %v", err)
 	}
 	if _, err := os.Lstat(p("releases/v2/new.txt")); err == nil {
 		t.Error("a write went through the link")
 	}
-	if b, err := os.ReadFile(filepath.Join(h.stateDir, "probe")); err != nil || string(b) != "STATE" {
+	if b, err := os.ReadFile(filepath.Join(h.StateDir, "probe")); err != nil || string(b) != "STATE" {
 		t.Errorf("state probe: %q %v", b, err)
 	}
 }

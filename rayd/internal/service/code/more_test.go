@@ -1,4 +1,4 @@
-package daemon
+package code_test
 
 import (
 	"context"
@@ -16,24 +16,27 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
 	"github.com/rayito-dev/rayito/rayd/internal/identity"
 	"github.com/rayito-dev/rayito/rayd/internal/proc"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
-func (h *harness) createContext(envs map[string]string) string {
-	h.t.Helper()
-	resp, err := h.code().CreateContext(context.Background(), connect.NewRequest(&raydv1.CreateContextRequest{Envs: envs}))
+func createContext(h *daemontest.Harness, envs map[string]string) string {
+	h.T().Helper()
+	resp, err := h.Code().CreateContext(context.Background(), connect.NewRequest(&raydv1.CreateContextRequest{Envs: envs}))
 	if err != nil {
-		h.t.Fatal(err)
+		h.T().Fatal(err)
 	}
 	return resp.Msg.GetContext().GetContextId()
 }
 
 func TestCodeMatplotlibPNG(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	c := h.exec(nil, "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; plt.plot([1,2]); plt.show()", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := execCell(h, nil, "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt; plt.plot([1,2]); plt.show()", 0)
 	var png string
 	for _, r := range c.results {
 		if r.Png != nil && !r.GetIsMainResult() {
@@ -50,10 +53,10 @@ func TestCodeMatplotlibPNG(t *testing.T) {
 }
 
 func TestCodeRichResults(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	c := h.exec(nil, "from IPython.display import display, HTML, JSON, Markdown\n"+
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := execCell(h, nil, "from IPython.display import display, HTML, JSON, Markdown\n"+
 		"display(HTML('<b>x</b>')); display(Markdown('*m*'))\n"+
 		"display({'application/json': {'a': 1}, 'application/x-custom': 'c', 'text/plain': 'j'}, raw=True)", 0)
 	if len(c.results) != 3 {
@@ -68,49 +71,49 @@ func TestCodeRichResults(t *testing.T) {
 }
 
 func TestCodeContextsAndEnvs(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	a := h.createContext(map[string]string{"CTX_VAR": "ctx-a"})
-	b := h.createContext(nil)
-	h.exec(&a, "secret = 7", 0)
-	if c := h.exec(&a, "secret", 0); c.main().GetText() != "7" {
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	a := createContext(h, map[string]string{"CTX_VAR": "ctx-a"})
+	b := createContext(h, nil)
+	execCell(h, &a, "secret = 7", 0)
+	if c := execCell(h, &a, "secret", 0); c.main().GetText() != "7" {
 		t.Fatalf("state did not persist: %v", c.results)
 	}
-	if c := h.exec(&b, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
+	if c := execCell(h, &b, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
 		t.Fatalf("contexts share state: %v %v", c.results, c.err)
 	}
-	if c := h.exec(&a, "import os; os.environ.get('CTX_VAR')", 0); c.main().GetText() != "'ctx-a'" {
+	if c := execCell(h, &a, "import os; os.environ.get('CTX_VAR')", 0); c.main().GetText() != "'ctx-a'" {
 		t.Fatalf("context env: %v", c.results)
 	}
 	// Per-execution envs are set for the cell and restored after it.
 	ctx := context.Background()
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{ContextId: &a, Code: "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", Envs: map[string]string{"CELL_VAR": "x\"'\\y", "CTX_VAR": "over"}}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{ContextId: &a, Code: "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", Envs: map[string]string{"CELL_VAR": "x\"'\\y", "CTX_VAR": "over"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := collectCell(t, s); c.main().GetText() != `('x"\'\\y', 'over')` {
 		t.Fatalf("exec envs: %v", c.results)
 	}
-	if c := h.exec(&a, "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", 0); c.main().GetText() != "(None, 'ctx-a')" {
+	if c := execCell(h, &a, "os.environ.get('CELL_VAR'), os.environ.get('CTX_VAR')", 0); c.main().GetText() != "(None, 'ctx-a')" {
 		t.Fatalf("exec envs not restored: %v", c.results)
 	}
-	list, err := h.code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
+	list, err := h.Code().ListContexts(ctx, connect.NewRequest(&raydv1.ListContextsRequest{}))
 	// a and b, after default-python (listed from the start).
 	if err != nil || len(list.Msg.GetContexts()) != 3 {
 		t.Fatalf("list: %v %v", list, err)
 	}
 	// Restart loses state, keeps the id.
-	if _, err := h.code().RestartContext(ctx, connect.NewRequest(&raydv1.RestartContextRequest{ContextId: a})); err != nil {
+	if _, err := h.Code().RestartContext(ctx, connect.NewRequest(&raydv1.RestartContextRequest{ContextId: a})); err != nil {
 		t.Fatal(err)
 	}
-	if c := h.exec(&a, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
+	if c := execCell(h, &a, "secret", 0); c.err == nil || c.err.GetName() != "NameError" {
 		t.Fatalf("restart kept state: %v", c.results)
 	}
 	// Destroy: no kernel process or directory left.
 	var dir string
 	var pid int
-	for _, k := range h.d.Code.Kernels() {
+	for _, k := range h.Daemon.Code.Kernels() {
 		if k.ContextID == a {
 			dir, pid = k.Dir, k.Pid
 		}
@@ -118,20 +121,20 @@ func TestCodeContextsAndEnvs(t *testing.T) {
 	if dir == "" {
 		t.Fatal("no kernel listed for the context")
 	}
-	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); err != nil {
+	if _, err := h.Code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); err != nil {
 		t.Fatal(err)
 	}
 	requireGone(t, pid, dir)
-	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: "default-python"})); code(err) != connect.CodeFailedPrecondition {
+	if _, err := h.Code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: "default-python"})); raydtest.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Fatalf("destroying default-python: %v", err)
 	}
-	if _, err := h.code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); code(err) != connect.CodeNotFound {
+	if _, err := h.Code().DestroyContext(ctx, connect.NewRequest(&raydv1.DestroyContextRequest{ContextId: a})); raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("destroying twice: %v", err)
 	}
 	// Daemon stop: nothing left either.
-	base := h.d.Code.BaseDir()
-	ks := h.d.Code.Kernels()
-	h.stop()
+	base := h.Daemon.Code.BaseDir()
+	ks := h.Daemon.Code.Kernels()
+	h.Stop()
 	for _, k := range ks {
 		requireGone(t, k.Pid, k.Dir)
 	}
@@ -152,32 +155,32 @@ func requireGone(t *testing.T, pid int, dir string) {
 }
 
 func TestCodeLimitsAndErrors(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	ctx := context.Background()
 	big := strings.Repeat("#", 1<<20+1)
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: big}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: big}))
 	if err == nil {
 		for s.Receive() {
 		}
 		err = s.Err()
 	}
-	if code(err) != connect.CodeInvalidArgument {
+	if raydtest.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("code over 1 MiB: %v", err)
 	}
 	bash := "bash"
 	if _, err := os.Stat("/usr/share/jupyter/kernels/bash"); os.IsNotExist(err) {
-		_, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: bash}))
-		if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "bash kernel") {
+		_, err := h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: bash}))
+		if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "bash kernel") {
 			t.Fatalf("bash without its kernel: %v", err)
 		}
 	}
-	h.exec(nil, "1", 0) // default-python exists now
+	execCell(h, nil, "1", 0) // default-python exists now
 	var made int
 	for range 10 {
-		if _, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{})); err != nil {
-			if code(err) != connect.CodeResourceExhausted {
+		if _, err := h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{})); err != nil {
+			if raydtest.CodeOf(err) != connect.CodeResourceExhausted {
 				t.Fatalf("context %d: %v", made+2, err)
 			}
 			break
@@ -187,45 +190,45 @@ func TestCodeLimitsAndErrors(t *testing.T) {
 	if made+1 != 8 {
 		t.Fatalf("%d contexts besides default-python, want 7 (8 in all)", made)
 	}
-	if _, err := h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: "nope"})); err == nil {
+	if _, err := h.Code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: "nope"})); err == nil {
 		t.Log("reattach to unknown answered at Receive")
 	}
 }
 
 func TestCodeTimeoutInterruptAndRestart(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	h.exec(nil, "kept = 1", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	execCell(h, nil, "kept = 1", 0)
 	start := time.Now()
-	c := h.exec(nil, "import time\ntime.sleep(30)", 300)
+	c := execCell(h, nil, "import time\ntime.sleep(30)", 300)
 	if c.timeout == nil || c.timeout.GetKernelRestarted() || c.err != nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("interruptible timeout: %v %v (events %v)", c.timeout, c.err, c.kinds)
 	}
-	if c := h.exec(nil, "kept", 0); c.main().GetText() != "1" {
+	if c := execCell(h, nil, "kept", 0); c.main().GetText() != "1" {
 		t.Fatalf("state lost after an interrupt: %v", c.kinds)
 	}
 	// A cell that ignores SIGINT: restarted after the 5 s grace.
-	c = h.exec(nil, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", 300)
+	c = execCell(h, nil, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", 300)
 	if c.timeout == nil || !c.timeout.GetKernelRestarted() {
 		t.Fatalf("stuck timeout: %v (events %v)", c.timeout, c.kinds)
 	}
-	if c := h.exec(nil, "kept", 0); c.err == nil || c.err.GetName() != "NameError" {
+	if c := execCell(h, nil, "kept", 0); c.err == nil || c.err.GetName() != "NameError" {
 		t.Fatalf("kernel not restarted: %v", c.kinds)
 	}
 }
 
 func TestCodeKernelDied(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	h.exec(nil, "x = 1", 0)
-	ks := h.d.Code.Kernels()
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	execCell(h, nil, "x = 1", 0)
+	ks := h.Daemon.Code.Kernels()
 	if len(ks) != 1 {
 		t.Fatalf("kernels %v", ks)
 	}
 	ctx := context.Background()
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "print('go', flush=True)\nimport time\ntime.sleep(60)"}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "print('go', flush=True)\nimport time\ntime.sleep(60)"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,18 +249,18 @@ func TestCodeKernelDied(t *testing.T) {
 	if c.streamEr.GetCode() != "kernel_died" {
 		t.Fatalf("events %v, stream_error %v", c.kinds, c.streamEr)
 	}
-	if c := h.exec(nil, "1+2", 0); c.main().GetText() != "3" {
+	if c := execCell(h, nil, "1+2", 0); c.main().GetText() != "3" {
 		t.Fatalf("no recovery: %v", c.kinds)
 	}
 }
 
 func TestCodeReattachAfterSuspend(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
-	h.exec(nil, "import random; random.seed(1); first = random.random(); random.seed(1)", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
+	execCell(h, nil, "import random; random.seed(1); first = random.random(); random.seed(1)", 0)
 	ctx := context.Background()
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.3)\n'done'"}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.3)\n'done'"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,17 +271,17 @@ func TestCodeReattachAfterSuspend(t *testing.T) {
 			break
 		}
 	}
-	h.hook("suspend", nil)
+	h.Hook("suspend", nil)
 	for s.Receive() {
 		c.add(t, s.Msg())
 	}
-	if code(s.Err()) != connect.CodeUnavailable {
+	if raydtest.CodeOf(s.Err()) != connect.CodeUnavailable {
 		t.Fatalf("cut stream: %v", s.Err())
 	}
 	s.Close()
-	h.hook("resume", nil)
+	h.Hook("resume", nil)
 	last := c.seqs[len(c.seqs)-1]
-	r, err := h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id, FromSeq: last + 1}))
+	r, err := h.Code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id, FromSeq: last + 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +296,7 @@ func TestCodeReattachAfterSuspend(t *testing.T) {
 		t.Fatalf("lost events: stdout %q, events %v", c.stdout, c.kinds)
 	}
 	// A full replay after the end.
-	r, err = h.code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id}))
+	r, err = h.Code().Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: c.id}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +304,7 @@ func TestCodeReattachAfterSuspend(t *testing.T) {
 		t.Fatalf("replay: %q", again.stdout)
 	}
 	// /resume reseeded random: the stream seeded with 1 moved on.
-	if c := h.exec(nil, "random.random() == first", 0); c.main().GetText() != "False" {
+	if c := execCell(h, nil, "random.random() == first", 0); c.main().GetText() != "False" {
 		t.Fatalf("random not reseeded on resume: %v", c.results)
 	}
 }
@@ -309,11 +312,11 @@ func TestCodeReattachAfterSuspend(t *testing.T) {
 // TestCodeTwoSandboxes: different kernel keys, different random streams,
 // and a message signed with another key is never executed.
 func TestCodeTwoSandboxes(t *testing.T) {
-	requireIPyKernel(t)
-	a, b := newHarness(t), newHarness(t)
-	a.run(nil)
-	b.run(nil)
-	ra, rb := a.exec(nil, "import random; random.getrandbits(64)", 0), b.exec(nil, "import random; random.getrandbits(64)", 0)
+	raydtest.RequireIPyKernel(t)
+	a, b := daemontest.New(t), daemontest.New(t)
+	a.Run(nil)
+	b.Run(nil)
+	ra, rb := execCell(a, nil, "import random; random.getrandbits(64)", 0), execCell(b, nil, "import random; random.getrandbits(64)", 0)
 	if ra.main().GetText() == rb.main().GetText() {
 		t.Fatal("two sandboxes share a random stream")
 	}
@@ -335,7 +338,7 @@ func TestCodeTwoSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	a.exec(nil, "1", 0) // the kernel serialises: a forged cell would have run by now
+	execCell(a, nil, "1", 0) // the kernel serialises: a forged cell would have run by now
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatal("a message with the wrong HMAC was executed")
 	}
@@ -345,7 +348,7 @@ func TestCodeTwoSandboxes(t *testing.T) {
 	// Another uid cannot even reach the kernel's sockets or key.
 	sock := ka.IP + fmt.Sprintf("-%d", ka.ShellPort)
 	script := fmt.Sprintf("import socket,sys\ntry:\n    open(%q).read(); sys.exit(3)\nexcept PermissionError: pass\ns=socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(%q); sys.exit(4)\nexcept PermissionError: sys.exit(0)\n", filepath.Join(filepath.Dir(ka.IP), "connection.json"), sock)
-	p, err := sharedSupervisor.Start(proc.Spec{Path: "/usr/bin/python3", Args: []string{"python3", "-c", script}, Env: []string{}, Dir: "/",
+	p, err := raydtest.Supervisor().Start(proc.Spec{Path: "/usr/bin/python3", Args: []string{"python3", "-c", script}, Env: []string{}, Dir: "/",
 		Identity: &identity.Identity{Username: "other", UID: 1001, GID: 1001, Home: "/"}})
 	if err != nil {
 		t.Fatal(err)
@@ -362,9 +365,9 @@ type connInfo struct {
 	ShellPort int    `json:"shell_port"`
 }
 
-func readConnection(t *testing.T, h *harness) connInfo {
+func readConnection(t *testing.T, h *daemontest.Harness) connInfo {
 	t.Helper()
-	ks := h.d.Code.Kernels()
+	ks := h.Daemon.Code.Kernels()
 	if len(ks) == 0 {
 		t.Fatal("no kernel")
 	}
@@ -396,13 +399,13 @@ func readConnection(t *testing.T, h *harness) connInfo {
 // follows again is interrupted after the detach grace; a second Execute
 // on a busy context waits for the first.
 func TestCodeDropInterruptAndQueue(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{detachGrace: 2 * time.Second} })
-	h.run(nil)
-	h.exec(nil, "1", 0)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.NewWith(t, func(c *daemon.Config) { c.SetTestKnobs(daemon.TestKnobs{DetachGrace: 2 * time.Second}) })
+	h.Run(nil)
+	execCell(h, nil, "1", 0)
 	open := func(code string) (string, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
-		s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: code}))
+		s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Code: code}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +415,7 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 		return s.Msg().GetStarted().GetExecutionId(), func() { cancel(); s.Close() }
 	}
 	reattach := func(id string) *cell {
-		r, err := h.code().Reattach(context.Background(), connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: id}))
+		r, err := h.Code().Reattach(context.Background(), connect.NewRequest(&raydv1.ReattachRequest{ContextId: "default-python", ExecutionId: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +432,7 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	id, drop = open("import time\ntime.sleep(30)")
 	drop()
 	start := time.Now()
-	if c := h.exec(nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 15*time.Second {
+	if c := execCell(h, nil, "'after'", 0); c.main().GetText() != "'after'" || time.Since(start) > 15*time.Second {
 		t.Fatalf("after an abandoned cell: %v in %v", c.kinds, time.Since(start))
 	}
 	if el := time.Since(start); el < 2*time.Second {
@@ -442,7 +445,7 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	id, drop = open("import time\ntime.sleep(30)")
 	drop()
 	start = time.Now()
-	resp, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id}))
+	resp, err := h.Code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id}))
 	if err != nil || !resp.Msg.GetInterrupted() {
 		t.Fatalf("Interrupt: %v %v", resp, err)
 	}
@@ -451,16 +454,16 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 	if c := reattach(id); (c.err != nil && c.err.GetName() != "KeyboardInterrupt") || c.end == nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("interrupted execution: %v %v after %v", c.kinds, c.err, time.Since(start))
 	}
-	if resp, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id})); err != nil || resp.Msg.GetInterrupted() {
+	if resp, err := h.Code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: id})); err != nil || resp.Msg.GetInterrupted() {
 		t.Fatalf("Interrupt of an ended execution: %v %v", resp, err)
 	}
-	if _, err := h.code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: "exec-nope"})); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := h.Code().Interrupt(context.Background(), connect.NewRequest(&raydv1.InterruptRequest{ContextId: "default-python", ExecutionId: "exec-nope"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("Interrupt of an unknown execution: %v", err)
 	}
 	// Queueing: the second cell starts after the first ended.
 	done := make(chan *cell, 1)
 	go func() {
-		s, err := h.code().Execute(context.Background(), connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\ntime.sleep(0.5)\norder = ['first']"}))
+		s, err := h.Code().Execute(context.Background(), connect.NewRequest(&raydv1.ExecuteRequest{Code: "import time\ntime.sleep(0.5)\norder = ['first']"}))
 		if err != nil {
 			t.Error(err)
 			done <- nil
@@ -469,7 +472,7 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 		done <- collectCell(t, s)
 	}()
 	time.Sleep(150 * time.Millisecond)
-	if c := h.exec(nil, "order.append('second'); order", 0); c.main().GetText() != "['first', 'second']" {
+	if c := execCell(h, nil, "order.append('second'); order", 0); c.main().GetText() != "['first', 'second']" {
 		t.Fatalf("queued cell: %v %v", c.results, c.err)
 	}
 	<-done
@@ -479,15 +482,15 @@ func TestCodeDropInterruptAndQueue(t *testing.T) {
 // are not UTF-8 (lone surrogates from surrogateescape) arrive with U+FFFD
 // in their place; the stream does not break.
 func TestCodeInvalidUTF8(t *testing.T) {
-	requireIPyKernel(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireIPyKernel(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	bad := "b'a\\xffb'.decode('utf-8', 'surrogateescape')"
-	c := h.exec(nil, "import sys\nsys.stdout.write("+bad+")\nsys.stdout.flush()\nclass R:\n    def __repr__(self):\n        return "+bad+"\nR()", 0)
+	c := execCell(h, nil, "import sys\nsys.stdout.write("+bad+")\nsys.stdout.flush()\nclass R:\n    def __repr__(self):\n        return "+bad+"\nR()", 0)
 	if c.stdout != "a\uFFFDb" || c.main().GetText() != "a\uFFFDb" || c.end == nil {
 		t.Fatalf("stdout %q, result %q, events %v, stream error %v", c.stdout, c.main().GetText(), c.kinds, c.streamEr)
 	}
-	c = h.exec(nil, "raise ValueError("+bad+")", 0)
+	c = execCell(h, nil, "raise ValueError("+bad+")", 0)
 	if c.err == nil || c.err.GetValue() != "a\uFFFDb" || c.end == nil {
 		t.Fatalf("error %v, events %v, stream error %v", c.err, c.kinds, c.streamEr)
 	}
@@ -499,7 +502,7 @@ func TestCodeInvalidUTF8(t *testing.T) {
 // here (no PyPI), so a stand-in kernelspec named bash runs ipykernel.
 // A kernelspec whose argv lacks {connection_file} does not count.
 func TestCodeKernelSpecLanguage(t *testing.T) {
-	requireIPyKernel(t)
+	raydtest.RequireIPyKernel(t)
 	dir, err := os.MkdirTemp("", "rayd-kernelspecs-")
 	if err != nil {
 		t.Fatal(err)
@@ -516,27 +519,27 @@ func TestCodeKernelSpecLanguage(t *testing.T) {
 	}
 	write("bash", []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"})
 	write("deno", []string{"/usr/bin/python3", "-m", "ipykernel_launcher"})
-	h := newHarnessWith(t, func(c *Config) { c.knobs = &knobs{kernelSpecDirs: []string{dir}} })
-	h.run(nil)
+	h := daemontest.NewWith(t, func(c *daemon.Config) { c.SetTestKnobs(daemon.TestKnobs{KernelSpecDirs: []string{dir}}) })
+	h.Run(nil)
 	ctx := context.Background()
-	resp, err := h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "bash"}))
+	resp, err := h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "bash"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := resp.Msg.GetContext().GetContextId()
-	if c := h.exec(&id, "6*7", 0); c.main().GetText() != "42" {
+	if c := execCell(h, &id, "6*7", 0); c.main().GetText() != "42" {
 		t.Fatalf("stand-in bash kernel: %v %v", c.kinds, c.err)
 	}
 	lang := "bash"
-	s, err := h.code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "x = 1\nx + 1"}))
+	s, err := h.Code().Execute(ctx, connect.NewRequest(&raydv1.ExecuteRequest{Language: &lang, Code: "x = 1\nx + 1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := collectCell(t, s); c.main().GetText() != "2" {
 		t.Fatalf("default-bash: %v %v", c.kinds, c.err)
 	}
-	_, err = h.code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "javascript"}))
-	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "JavaScript kernel") {
+	_, err = h.Code().CreateContext(ctx, connect.NewRequest(&raydv1.CreateContextRequest{Language: "javascript"}))
+	if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "JavaScript kernel") {
 		t.Fatalf("javascript with a kernelspec lacking {connection_file}: %v", err)
 	}
 }

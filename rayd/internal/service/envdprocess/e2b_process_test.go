@@ -1,9 +1,7 @@
-package daemon
+package envdprocess_test
 
 import (
 	"context"
-	"encoding/base64"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,58 +10,13 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/gen/envd/process"
 	"github.com/rayito-dev/rayito/proto/gen/envd/process/processconnect"
-	"github.com/rayito-dev/rayito/rayd/internal/auth"
-	"github.com/rayito-dev/rayito/rayd/internal/service/envdprocess"
+	"github.com/rayito-dev/rayito/rayd/internal/daemon/daemontest"
+	"github.com/rayito-dev/rayito/rayd/internal/raydtest"
 )
 
 // The E2B shim's envd port, driven as the e2b JS SDK drives it: the
 // Connect protocol with the JSON codec over HTTP/1.1, the access token in
 // X-Access-Token and the user as Basic credentials.
-
-// http1 is a plain HTTP/1.1 client, like undici on http://.
-var http1 = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-
-// envdHeaders sets the SDK's headers on every call: the token (when not
-// empty), the user (when not empty) and Keepalive-Ping-Interval.
-type envdHeaders struct {
-	token, user string
-	keepalive   string
-}
-
-func (e envdHeaders) set(h http.Header) {
-	if e.token != "" {
-		h.Set(auth.Header, e.token)
-	}
-	if e.user != "" {
-		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(e.user+":")))
-	}
-	if e.keepalive != "" {
-		h.Set(envdprocess.KeepaliveHeader, e.keepalive)
-	}
-}
-
-func (e envdHeaders) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		e.set(req.Header())
-		return next(ctx, req)
-	}
-}
-
-func (e envdHeaders) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		e.set(conn.RequestHeader())
-		return conn
-	}
-}
-
-func (e envdHeaders) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
-func (h *harness) envdProcess(hd envdHeaders) processconnect.ProcessClient {
-	return processconnect.NewProcessClient(http1, h.envdURL, connect.WithProtoJSON(), connect.WithInterceptors(hd))
-}
 
 // envdResult is a collected Start or Connect stream.
 type envdResult struct {
@@ -123,9 +76,9 @@ func bashRun(script string) *process.StartRequest {
 }
 
 func TestE2BProcessRun(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx := context.Background()
 
 	s, err := c.Start(ctx, connect.NewRequest(bashRun("echo out; echo err >&2; exit 3")))
@@ -164,7 +117,7 @@ func TestE2BProcessRun(t *testing.T) {
 		r = collectEnvd(t, s, nil)
 		err = r.err
 	}
-	if code(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), missing) {
+	if raydtest.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("missing cwd: %v", err)
 	}
 
@@ -172,7 +125,7 @@ func TestE2BProcessRun(t *testing.T) {
 	si := c.StreamInput(ctx)
 	_ = si.Send(&process.StreamInputRequest{})
 	_, err = si.CloseAndReceive()
-	if code(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "SendInput") {
+	if raydtest.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "SendInput") {
 		t.Fatalf("StreamInput: %v", err)
 	}
 }
@@ -196,9 +149,9 @@ func startBackground(t *testing.T, ctx context.Context, c processconnect.Process
 }
 
 func TestE2BProcessKill(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx := context.Background()
 	pid, s := startBackground(t, ctx, c, bashRun("sleep 30"))
 
@@ -240,12 +193,12 @@ func TestE2BProcessKill(t *testing.T) {
 	}
 	// A second kill, or a kill of an unknown pid: not_found.
 	_, err = c.SendSignal(ctx, connect.NewRequest(kill))
-	if code(err) != connect.CodeNotFound {
+	if raydtest.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("second kill: %v", err)
 	}
 	kill.Process.Selector = &process.ProcessSelector_Pid{Pid: 1 << 30}
 	_, err = c.SendSignal(ctx, connect.NewRequest(kill))
-	if code(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "not found") {
+	if raydtest.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("unknown pid: %v", err)
 	}
 	// Connect to an unknown pid: not_found in the end of the stream.
@@ -255,7 +208,7 @@ func TestE2BProcessKill(t *testing.T) {
 		}
 		err = cs.Err()
 	}
-	if code(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "process with pid") {
+	if raydtest.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "process with pid") {
 		t.Fatalf("connect to unknown pid: %v", err)
 	}
 }
@@ -277,15 +230,15 @@ func listed(t *testing.T, c processconnect.ProcessClient, pid uint32) bool {
 // Connect-Timeout-Ms is the process's lifetime: it is killed when the
 // deadline runs out, and the client sees deadline_exceeded.
 func TestE2BProcessConnectTimeoutKills(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	pid, s := startBackground(t, ctx, c, bashRun("sleep 60"))
 	for s.Receive() {
 	}
-	if code(s.Err()) != connect.CodeDeadlineExceeded {
+	if raydtest.CodeOf(s.Err()) != connect.CodeDeadlineExceeded {
 		t.Fatalf("stream: %v", s.Err())
 	}
 	s.Close()
@@ -300,9 +253,9 @@ func TestE2BProcessConnectTimeoutKills(t *testing.T) {
 
 // A client that goes away does not kill the process; Connect reattaches.
 func TestE2BProcessDisconnectKeepsRunning(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token, keepalive: "1"})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token, Keepalive: "1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	pid, s := startBackground(t, ctx, c, bashRun("sleep 2.5; echo done"))
 	cancel()
@@ -331,9 +284,9 @@ func TestE2BProcessDisconnectKeepsRunning(t *testing.T) {
 }
 
 func TestE2BProcessStdin(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx := context.Background()
 	on := true
 	req := bashRun("cat")
@@ -370,9 +323,9 @@ func TestE2BProcessStdin(t *testing.T) {
 }
 
 func TestE2BProcessPTY(t *testing.T) {
-	h := newHarness(t)
-	h.run(nil)
-	c := h.envdProcess(envdHeaders{token: h.token})
+	h := daemontest.New(t)
+	h.Run(nil)
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := &process.StartRequest{
@@ -413,11 +366,11 @@ func TestE2BProcessPTY(t *testing.T) {
 
 // The user comes from Basic credentials, under rayd's identity rules.
 func TestE2BProcessUser(t *testing.T) {
-	requireRoot(t)
-	h := newHarness(t)
-	h.run(nil)
+	raydtest.RequireRoot(t)
+	h := daemontest.New(t)
+	h.Run(nil)
 	ctx := context.Background()
-	s, err := h.envdProcess(envdHeaders{token: h.token}).Start(ctx, connect.NewRequest(bashRun("id -u")))
+	s, err := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token}).Start(ctx, connect.NewRequest(bashRun("id -u")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,26 +378,26 @@ func TestE2BProcessUser(t *testing.T) {
 		t.Fatalf("default user: id -u = %q (%v)", r.stdout, r.err)
 	}
 	// root needs RAYITO_ALLOW_ROOT=1, as on rayd's own API.
-	s, err = h.envdProcess(envdHeaders{token: h.token, user: "root"}).Start(ctx, connect.NewRequest(bashRun("id -u")))
+	s, err = h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token, User: "root"}).Start(ctx, connect.NewRequest(bashRun("id -u")))
 	if err == nil {
 		err = collectEnvd(t, s, nil).err
 	}
-	if code(err) != connect.CodePermissionDenied {
+	if raydtest.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("root without RAYITO_ALLOW_ROOT: %v", err)
 	}
 }
 
 // Without the token every RPC is unauthenticated, before and after /run.
 func TestE2BProcessNoToken(t *testing.T) {
-	h := newHarness(t)
+	h := daemontest.New(t)
 	ctx := context.Background()
-	c := h.envdProcess(envdHeaders{token: h.token})
-	if _, err := c.List(ctx, connect.NewRequest(&process.ListRequest{})); code(err) != connect.CodeUnauthenticated {
+	c := h.EnvdProcess(raydtest.EnvdHeaders{Token: h.Token})
+	if _, err := c.List(ctx, connect.NewRequest(&process.ListRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("before /run: %v", err)
 	}
-	h.run(nil)
-	bad := h.envdProcess(envdHeaders{})
-	if _, err := bad.List(ctx, connect.NewRequest(&process.ListRequest{})); code(err) != connect.CodeUnauthenticated {
+	h.Run(nil)
+	bad := h.EnvdProcess(raydtest.EnvdHeaders{})
+	if _, err := bad.List(ctx, connect.NewRequest(&process.ListRequest{})); raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("no token: %v", err)
 	}
 	s, err := bad.Start(ctx, connect.NewRequest(bashRun("true")))
@@ -454,7 +407,7 @@ func TestE2BProcessNoToken(t *testing.T) {
 		}
 		err = s.Err()
 	}
-	if code(err) != connect.CodeUnauthenticated {
+	if raydtest.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("Start without a token: %v", err)
 	}
 	if _, err := c.List(ctx, connect.NewRequest(&process.ListRequest{})); err != nil {
