@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rayito-dev/rayito/localvm/internal/rootfs"
 	"github.com/rayito-dev/rayito/rayd"
 	"github.com/rayito-dev/rayito/rayd/mounts3"
 )
@@ -80,7 +81,7 @@ type initConfig struct {
 	// init's private mount namespace, relative to the launcher directory.
 	RootDir string `json:"root_dir,omitempty"`
 	// Tmpfs are the size bounds of the sandbox's writable tmpfs mounts.
-	Tmpfs tmpfsLimits `json:"tmpfs"`
+	Tmpfs rootfs.TmpfsLimits `json:"tmpfs"`
 	// RaydArgs are rayd's command-line flags.
 	RaydArgs []string `json:"rayd_args"`
 	// Env is added to rayd's environment (Spec.Env). It travels here, not

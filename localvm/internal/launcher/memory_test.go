@@ -7,19 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rayito-dev/rayito/localvm/internal/rootfs"
 )
 
-func TestTmpfsSizes(t *testing.T) {
-	got := tmpfsSizes(DefaultMemoryBytes)
-	if want := (tmpfsLimits{Home: 1 << 30, Tmp: 512 << 20, VarTm: 256 << 20, Run: 64 << 20, Shm: 64 << 20}); got != want {
-		t.Fatalf("2 GiB: %+v, want %+v", got, want)
-	}
-	got = tmpfsSizes(256 << 20)
-	if want := (tmpfsLimits{Home: 128 << 20, Tmp: 64 << 20, VarTm: 32 << 20, Run: 16 << 20, Shm: 16 << 20}); got != want {
-		t.Fatalf("256 MiB: %+v, want %+v", got, want)
-	}
-	if got := tmpfsSizes(1 << 20); got.Run < 1<<20 || got.Shm < 1<<20 || got.Tmp < 1<<20 || got.Home < 1<<20 {
-		t.Fatalf("1 MiB: %+v", got)
+// TestTmpfsSizesDefault: a spec without a memory limit gets the tmpfs
+// bounds of DefaultMemoryBytes.
+func TestTmpfsSizesDefault(t *testing.T) {
+	if got, want := tmpfsSizes(0), rootfs.TmpfsSizes(DefaultMemoryBytes); got != want {
+		t.Fatalf("%+v, want %+v", got, want)
 	}
 }
 

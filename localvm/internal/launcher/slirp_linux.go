@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/rootfs"
 )
 
 // Internet access of rootless sandboxes: slirp4netns, a user-space network
@@ -205,7 +207,7 @@ func startSlirp(ctx context.Context, bin string, pid int, ld string) (sl *slirp,
 
 // logTail is ": " and the last line of slirp4netns's log, for errors.
 func logTail(path string) string {
-	b, err := readLimited(path, 64<<10)
+	b, err := rootfs.ReadLimited(path, 64<<10)
 	if err != nil {
 		return ""
 	}

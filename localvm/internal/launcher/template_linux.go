@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rayito-dev/rayito/localvm/internal/fscopy"
+	"github.com/rayito-dev/rayito/localvm/internal/rootfs"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
 )
 
@@ -111,7 +112,7 @@ func setupTemplate(cfg *initConfig, root string, fd int) error {
 	esc := strings.NewReplacer(`\`, `\\`, ",", `\,`, ":", `\:`)
 	usr := filepath.Join(root, "usr")
 	opt := filepath.Join(root, "opt")
-	if err := mkdir(opt, 0o755); err != nil {
+	if err := rootfs.Mkdir(opt, 0o755); err != nil {
 		return err
 	}
 	switch cfg.Template {
@@ -122,32 +123,32 @@ func setupTemplate(cfg *initConfig, root string, fd int) error {
 		if fi, err := os.Lstat(layer + "/" + TemplateBaseDir); err == nil && fi.IsDir() {
 			lower = layer + "/" + TemplateBaseDir
 		}
-		if err := mount("overlay", usr, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
+		if err := rootfs.Mount("overlay", usr, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV,
 			"userxattr,lowerdir="+esc.Replace(layer+"/usr")+":"+esc.Replace(lower)); err != nil {
 			return err
 		}
-		return bindReadOnly(layer+"/opt", opt)
+		return rootfs.BindReadOnly(layer+"/opt", opt)
 	case templateBuild:
 		// The idmapped /usr, attached in the launcher directory (the
 		// init's cwd) for as long as the overlay takes to mount.
 		if cfg.usrIdmapFD < 0 {
 			return errors.New("a building sandbox without its idmapped /usr")
 		}
-		if err := mkdir(usrLowerDir, 0o700); err != nil {
+		if err := rootfs.Mkdir(usrLowerDir, 0o700); err != nil {
 			return err
 		}
 		if err := unix.MoveMount(cfg.usrIdmapFD, "", unix.AT_FDCWD, usrLowerDir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("attaching the idmapped /usr: %w", err)
 		}
 		_ = unix.Close(cfg.usrIdmapFD)
-		err := mount("overlay", usr, "overlay", unix.MS_NOSUID|unix.MS_NODEV,
+		err := rootfs.Mount("overlay", usr, "overlay", unix.MS_NOSUID|unix.MS_NODEV,
 			"userxattr,lowerdir="+esc.Replace(usrLowerDir)+",upperdir="+esc.Replace(layer+"/usr")+",workdir="+esc.Replace(layer+"/work"))
 		_ = unix.Unmount(usrLowerDir, unix.MNT_DETACH)
 		_ = os.Remove(usrLowerDir)
 		if err != nil {
 			return err
 		}
-		return bindWritable(layer+"/opt", opt)
+		return rootfs.BindWritable(layer+"/opt", opt)
 	}
 	return fmt.Errorf("unknown template mode %q", cfg.Template)
 }
@@ -156,7 +157,7 @@ func setupTemplate(cfg *initConfig, root string, fd int) error {
 // the seed the launcher prepared (run) or the layer's home itself (build).
 func setupTemplateHome(cfg *initConfig, home string, fd int) error {
 	if cfg.Template == templateBuild {
-		return bindWritable("/proc/self/fd/"+strconv.Itoa(fd)+"/home", home)
+		return rootfs.BindWritable("/proc/self/fd/"+strconv.Itoa(fd)+"/home", home)
 	}
 	seed := homeSeedDir // relative to the launcher directory, the init's cwd
 	if err := fscopy.Tree(seed, home, fscopy.Options{UID: sandboxUID, Limit: maxHomeSeed}); err != nil {
@@ -172,13 +173,13 @@ func setupBuildContext(root string, fd int) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	return bindReadOnly("/proc/self/fd/"+strconv.Itoa(fd)+"/context", dst)
+	return rootfs.BindReadOnly("/proc/self/fd/"+strconv.Itoa(fd)+"/context", dst)
 }
 
 // templateEtc is the file the template's runtime configuration becomes in
 // the generated /etc (relative to it).
 func templateEtc(fd int) (map[string][]byte, error) {
-	b, err := readLimited("/proc/self/fd/"+strconv.Itoa(fd)+"/runtime.json", ptemplate.MaxSpecLen)
+	b, err := rootfs.ReadLimited("/proc/self/fd/"+strconv.Itoa(fd)+"/runtime.json", ptemplate.MaxSpecLen)
 	if err != nil {
 		return nil, fmt.Errorf("reading the template's runtime configuration: %w", err)
 	}
@@ -186,12 +187,4 @@ func templateEtc(fd int) (map[string][]byte, error) {
 		return nil, err
 	}
 	return map[string][]byte{strings.TrimPrefix(ptemplate.RuntimePath, "/etc/"): b}, nil
-}
-
-// bindWritable bind-mounts src on dst, nosuid and nodev.
-func bindWritable(src, dst string) error {
-	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return fmt.Errorf("binding %s: %w", src, err)
-	}
-	return remountBind(dst, unix.MS_NOSUID|unix.MS_NODEV)
 }

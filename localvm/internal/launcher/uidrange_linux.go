@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rayito-dev/rayito/localvm/internal/rootfs"
 )
 
 // The host id ranges sandboxes take their blocks from: 2048 blocks of
@@ -63,7 +65,7 @@ func (l *Launcher) uidOwner(id string) string { return l.n.cgroupParent + " " + 
 func subIDRanges() [][2]uint64 {
 	var out [][2]uint64
 	for _, p := range []string{"/etc/subuid", "/etc/subgid"} {
-		b, err := readLimited(p, 1<<20)
+		b, err := rootfs.ReadLimited(p, 1<<20)
 		if err != nil {
 			continue
 		}
@@ -138,7 +140,7 @@ func (l *Launcher) holdsUIDs(base uint32, id string) error {
 		return fmt.Errorf("launcher: record of %s names a uid range outside the launcher's", id)
 	}
 	p := filepath.Join(uidRangeDir, strconv.Itoa(k))
-	b, err := readLimited(p, 4096)
+	b, err := rootfs.ReadLimited(p, 4096)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(uidRangeDir, 0o700); err != nil {
 			return err
@@ -169,7 +171,7 @@ func (l *Launcher) freeUIDs(base uint32, id string) error {
 		return nil
 	}
 	p := filepath.Join(uidRangeDir, strconv.Itoa(k))
-	b, err := readLimited(p, 4096)
+	b, err := rootfs.ReadLimited(p, 4096)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -198,7 +200,7 @@ func (l *Launcher) uidAllocations() map[string]uint32 {
 		if err != nil || k < 0 || k >= uidRangeBlocks {
 			continue
 		}
-		b, err := readLimited(filepath.Join(uidRangeDir, e.Name()), 4096)
+		b, err := rootfs.ReadLimited(filepath.Join(uidRangeDir, e.Name()), 4096)
 		if err != nil {
 			continue
 		}

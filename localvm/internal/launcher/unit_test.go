@@ -100,39 +100,6 @@ func TestCheckDir(t *testing.T) {
 	}
 }
 
-func TestResolvConf(t *testing.T) {
-	cases := []struct{ host, upstream, want string }{
-		{"nameserver 10.0.0.2\nsearch x\n", "", "nameserver 10.0.0.2\n"},
-		{"nameserver 127.0.0.53\noptions edns0\n", "nameserver 192.0.2.1\nnameserver 192.0.2.2\n", "nameserver 192.0.2.1\nnameserver 192.0.2.2\n"},
-		{"nameserver 127.0.0.53\n", "", "nameserver 1.1.1.1\n"},
-		{"nameserver ::1\nnameserver 9.9.9.9\n", "", "nameserver 9.9.9.9\n"},
-		{"", "", "nameserver 1.1.1.1\n"},
-		{"nameserver 1.0.0.1\nnameserver 2.0.0.1\nnameserver 3.0.0.1\nnameserver 4.0.0.1\n", "", "nameserver 1.0.0.1\nnameserver 2.0.0.1\nnameserver 3.0.0.1\n"},
-		{"nameserver fe80::1%eth0\nnameserver garbage\n", "", "nameserver 1.1.1.1\n"},
-	}
-	for _, c := range cases {
-		if got := resolvConf([]byte(c.host), []byte(c.upstream)); got != c.want {
-			t.Errorf("resolvConf(%q, %q) = %q, want %q", c.host, c.upstream, got, c.want)
-		}
-	}
-}
-
-func TestGeneratedAccounts(t *testing.T) {
-	p := passwdFile("/bin/bash")
-	for _, want := range []string{"root:x:0:0:", "user:x:1000:1000:user:/home/user:/bin/bash\n", "nobody:x:65534:65534:"} {
-		if !strings.Contains(p, want) {
-			t.Errorf("passwd lacks %q", want)
-		}
-	}
-	if strings.Count(p, "\n") != 3 {
-		t.Errorf("passwd has extra accounts:\n%s", p)
-	}
-	g := groupFile()
-	if g != "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n" {
-		t.Errorf("group:\n%s", g)
-	}
-}
-
 // TestTableName: the names of the launcher's tables, whose lock files
 // the start-up sweep may remove, and nothing else.
 func TestTableName(t *testing.T) {
