@@ -147,6 +147,86 @@ func NewRayitoAgent(scope constructs.Construct, id *string, props *RayitoAgentPr
 	if err := checkScope(scope, id); err != nil {
 		return nil, err
 	}
+	in, err := checkAgent(scope, props)
+	if err != nil {
+		return nil, err
+	}
+	plan, p, partition := in.plan, in.project, in.partition
+	base := props.BaseImage
+	if base == "" {
+		base = agentcore.DefaultBaseImage
+	}
+	staged, err := stageAgent(context.Background(), props.ProjectDir, props.HostBinary, base, p.Command)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(staged)
+	work, err := os.MkdirTemp("", "rayito-cdk-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	tmpl, code, err := writeAgentFiles(work)
+	if err != nil {
+		return nil, err
+	}
+
+	// Everything is checked: from here on the tree grows.
+	node := constructs.NewConstruct(scope, id)
+	a := &RayitoAgent{Construct: node, Plan: plan}
+	a.Template = cloudformationinclude.NewCfnInclude(node, jsii.String("Template"), &cloudformationinclude.CfnIncludeProps{
+		TemplateFile:       jsii.String(tmpl),
+		PreserveLogicalIds: jsii.Bool(false),
+		Parameters:         &map[string]interface{}{"AgentName": plan.Agent, "RuntimeName": plan.Runtime, "EcrRepositoryName": plan.Repository, "ArtifactBucket": props.ArtifactBucket, "ArtifactPrefix": agentcore.ArtifactPrefix, "BedrockModelArns": planResources(plan, "InvokeBedrockModels"), "ReadableSecretArns": planResources(plan, "ReadSecrets"), "LogRetentionDays": in.days},
+	})
+	repo := a.Template.GetResource(jsii.String("Repository"))
+	repo.AddPropertyOverride(jsii.String("Tags"), []map[string]string{{"Key": agentcore.ManagedByTag, "Value": agentcore.ManagedByCDK}})
+	buildRole := a.Template.GetResource(jsii.String("BuildRole"))
+	runtimeRole := a.Template.GetResource(jsii.String("RuntimeRole"))
+	buildProject := a.Template.GetResource(jsii.String("BuildProject"))
+	runtimeRoleArn := awscdk.Token_AsString(runtimeRole.GetAtt(jsii.String("Arn"), awscdk.ResolutionTypeHint_STRING), nil)
+	repoUri := awscdk.Token_AsString(repo.GetAtt(jsii.String("RepositoryUri"), awscdk.ResolutionTypeHint_STRING), nil)
+
+	a.Code = awss3assets.NewAsset(node, jsii.String("Code"), &awss3assets.AssetProps{Path: jsii.String(staged)})
+	assetObject := awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:" + partition + ":s3:::"), a.Code.S3BucketName(), jsii.String("/"), a.Code.S3ObjectKey()})
+	assetRead := awsiam.NewCfnPolicy(node, jsii.String("BuildReadsCodeAsset"), &awsiam.CfnPolicyProps{
+		PolicyName: jsii.String("agentcore-build-code-asset"),
+		Roles:      &[]*string{buildRole.Ref()},
+		PolicyDocument: document(
+			statement("ReadCodeAsset", []string{"s3:GetObject"}, assetObject),
+		),
+	})
+
+	a.addHandler(node, in, code)
+
+	a.ImageBuild = awscdk.NewCustomResource(node, jsii.String("ImageBuild"), &awscdk.CustomResourceProps{
+		ServiceToken: a.Handler.AttrArn(),
+		ResourceType: jsii.String(ImageBuildType),
+		Properties: &map[string]interface{}{
+			"ProjectName":    buildProject.Ref(),
+			"SourceLocation": awscdk.Fn_Join(jsii.String("/"), &[]*string{a.Code.S3BucketName(), a.Code.S3ObjectKey()}),
+			"RepositoryName": repo.Ref(),
+			"ImageTag":       a.Code.AssetHash(),
+		},
+	})
+	a.ImageBuild.Node().AddDependency(assetRead)
+
+	a.addRuntime(node, plan, runtimeRoleArn, repoUri)
+	return a, nil
+}
+
+// agentInputs are NewRayitoAgent's checked inputs: the plan, its project,
+// the log retention and the stack's environment.
+type agentInputs struct {
+	plan                       *agentcore.Plan
+	project                    *project.Project
+	days                       int
+	account, region, partition string
+}
+
+// checkAgent checks props and the stack's environment and plans the
+// agent, before anything is added to scope.
+func checkAgent(scope constructs.Construct, props *RayitoAgentProps) (*agentInputs, error) {
 	if props == nil || props.ProjectDir == "" {
 		return nil, invalid(CodePropsInvalid, "ProjectDir is required")
 	}
@@ -173,60 +253,32 @@ func NewRayitoAgent(scope constructs.Construct, id *string, props *RayitoAgentPr
 	if err != nil {
 		return nil, planError(err)
 	}
-	base := props.BaseImage
-	if base == "" {
-		base = agentcore.DefaultBaseImage
-	}
-	staged, err := stageAgent(context.Background(), props.ProjectDir, props.HostBinary, base, p.Command)
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(staged)
-	work, err := os.MkdirTemp("", "rayito-cdk-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(work)
-	tmpl := filepath.Join(work, "agentcore-runtime.yaml")
-	code := filepath.Join(work, "handler")
+	return &agentInputs{plan: plan, project: p, days: days, account: account, region: region, partition: partition}, nil
+}
+
+// writeAgentFiles writes the runtime template and the custom resources'
+// handler code into work: the template's path and the code's directory.
+func writeAgentFiles(work string) (tmpl, code string, err error) {
+	tmpl = filepath.Join(work, "agentcore-runtime.yaml")
+	code = filepath.Join(work, "handler")
 	if err := os.WriteFile(tmpl, []byte(agentcore.RuntimeTemplate), 0o600); err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if err := os.Mkdir(code, 0o755); err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if err := os.WriteFile(filepath.Join(code, "index.py"), []byte(handler.Source), 0o644); err != nil {
-		return nil, err
+		return "", "", err
 	}
+	return tmpl, code, nil
+}
 
-	// Everything is checked: from here on the tree grows.
-	node := constructs.NewConstruct(scope, id)
-	a := &RayitoAgent{Construct: node, Plan: plan}
-	a.Template = cloudformationinclude.NewCfnInclude(node, jsii.String("Template"), &cloudformationinclude.CfnIncludeProps{
-		TemplateFile:       jsii.String(tmpl),
-		PreserveLogicalIds: jsii.Bool(false),
-		Parameters:         &map[string]interface{}{"AgentName": plan.Agent, "RuntimeName": plan.Runtime, "EcrRepositoryName": plan.Repository, "ArtifactBucket": props.ArtifactBucket, "ArtifactPrefix": agentcore.ArtifactPrefix, "BedrockModelArns": planResources(plan, "InvokeBedrockModels"), "ReadableSecretArns": planResources(plan, "ReadSecrets"), "LogRetentionDays": days},
-	})
-	repo := a.Template.GetResource(jsii.String("Repository"))
-	repo.AddPropertyOverride(jsii.String("Tags"), []map[string]string{{"Key": agentcore.ManagedByTag, "Value": agentcore.ManagedByCDK}})
-	buildRole := a.Template.GetResource(jsii.String("BuildRole"))
-	runtimeRole := a.Template.GetResource(jsii.String("RuntimeRole"))
-	buildProject := a.Template.GetResource(jsii.String("BuildProject"))
-	runtimeRoleArn := awscdk.Token_AsString(runtimeRole.GetAtt(jsii.String("Arn"), awscdk.ResolutionTypeHint_STRING), nil)
-	repoUri := awscdk.Token_AsString(repo.GetAtt(jsii.String("RepositoryUri"), awscdk.ResolutionTypeHint_STRING), nil)
-
-	a.Code = awss3assets.NewAsset(node, jsii.String("Code"), &awss3assets.AssetProps{Path: jsii.String(staged)})
-	assetObject := awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:" + partition + ":s3:::"), a.Code.S3BucketName(), jsii.String("/"), a.Code.S3ObjectKey()})
-	assetRead := awsiam.NewCfnPolicy(node, jsii.String("BuildReadsCodeAsset"), &awsiam.CfnPolicyProps{
-		PolicyName: jsii.String("agentcore-build-code-asset"),
-		Roles:      &[]*string{buildRole.Ref()},
-		PolicyDocument: document(
-			statement("ReadCodeAsset", []string{"s3:GetObject"}, assetObject),
-		),
-	})
-
+// addHandler adds the custom resources' Lambda function (code from the
+// directory code), its log group and its role to node.
+func (a *RayitoAgent) addHandler(node constructs.Construct, in *agentInputs, code string) {
+	plan, days := in.plan, in.days
 	arn := func(service, res string) string {
-		return "arn:" + partition + ":" + service + ":" + region + ":" + account + ":" + res
+		return "arn:" + in.partition + ":" + service + ":" + in.region + ":" + in.account + ":" + res
 	}
 	fnName := "rayito-cdk-" + plan.Agent
 	logs := awslogs.NewCfnLogGroup(node, jsii.String("HandlerLogs"), &awslogs.CfnLogGroupProps{
@@ -260,19 +312,12 @@ func NewRayitoAgent(scope constructs.Construct, id *string, props *RayitoAgentPr
 		Code:          &awslambda.CfnFunction_CodeProperty{S3Bucket: handlerCode.S3BucketName(), S3Key: handlerCode.S3ObjectKey()},
 		LoggingConfig: &awslambda.CfnFunction_LoggingConfigProperty{LogGroup: logs.Ref(), LogFormat: jsii.String("JSON")},
 	})
+}
 
-	a.ImageBuild = awscdk.NewCustomResource(node, jsii.String("ImageBuild"), &awscdk.CustomResourceProps{
-		ServiceToken: a.Handler.AttrArn(),
-		ResourceType: jsii.String(ImageBuildType),
-		Properties: &map[string]interface{}{
-			"ProjectName":    buildProject.Ref(),
-			"SourceLocation": awscdk.Fn_Join(jsii.String("/"), &[]*string{a.Code.S3BucketName(), a.Code.S3ObjectKey()}),
-			"RepositoryName": repo.Ref(),
-			"ImageTag":       a.Code.AssetHash(),
-		},
-	})
-	a.ImageBuild.Node().AddDependency(assetRead)
-
+// addRuntime adds the AgentRuntime of plan (its image the build's digest
+// in repoURI, its role runtimeRoleArn) to node, and the custom resource
+// that turns on its MMDSv2 with the policy that lets the handler do it.
+func (a *RayitoAgent) addRuntime(node constructs.Construct, plan *agentcore.Plan, runtimeRoleArn, repoUri *string) {
 	env := map[string]*string{}
 	for k, v := range plan.Environment {
 		env[k] = jsii.String(v)
@@ -316,7 +361,6 @@ func NewRayitoAgent(scope constructs.Construct, id *string, props *RayitoAgentPr
 		},
 	})
 	a.RuntimeMmds.Node().AddDependency(runtimePolicy)
-	return a, nil
 }
 
 // planResources are the resources of the plan's runtime-role statement

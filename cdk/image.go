@@ -100,19 +100,7 @@ func NewRayitoMicrovmImage(scope constructs.Construct, id *string, props *Rayito
 	if props.Artifact == "" || !strings.EqualFold(filepath.Ext(props.Artifact), ".zip") {
 		return nil, invalid(CodeArtifactInvalid, "Artifact must be a .zip file")
 	}
-	f, err := os.Open(props.Artifact)
-	if err != nil {
-		return nil, &PropsError{Code: CodeArtifactInvalid, Detail: "Artifact cannot be read", Err: err}
-	}
-	st, err := f.Stat()
-	if err == nil && !st.Mode().IsRegular() {
-		err = invalid(CodeArtifactInvalid, "Artifact is not a regular file")
-	}
-	if err == nil {
-		err = CheckArtifact(f, st.Size())
-	}
-	f.Close()
-	if err != nil {
+	if err := checkArtifactFile(props.Artifact); err != nil {
 		return nil, err
 	}
 
@@ -174,4 +162,22 @@ func NewRayitoMicrovmImage(scope constructs.Construct, id *string, props *Rayito
 		Tags:    &[]*awscdk.CfnTag{{Key: jsii.String(agentcore.ManagedByTag), Value: jsii.String(agentcore.ManagedByCDK)}},
 	})
 	return m, nil
+}
+
+// checkArtifactFile checks that the file at path is a regular file and a
+// valid code artifact (CheckArtifact).
+func checkArtifactFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &PropsError{Code: CodeArtifactInvalid, Detail: "Artifact cannot be read", Err: err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return invalid(CodeArtifactInvalid, "Artifact is not a regular file")
+	}
+	return CheckArtifact(f, st.Size())
 }
