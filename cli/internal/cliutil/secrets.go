@@ -145,6 +145,28 @@ func parseGateway(spec string) (rayito.SecretGateway, error) {
 	if err != nil {
 		return rayito.SecretGateway{}, err
 	}
+	out, err := gatewayPreset(preset, ref, region, models)
+	if err != nil {
+		return rayito.SecretGateway{}, err
+	}
+	if (len(models) > 0 || region != "") && preset != "gemini" && preset != "bedrock" {
+		return bad("preset:%s takes no model= or region=", preset)
+	}
+	if g.Env != "" {
+		out.Env = g.Env
+	}
+	if g.Name != "" {
+		out.Name = g.Name
+	}
+	return out, nil
+}
+
+// gatewayPreset is the route of preset (preset:PROVIDER=SECRET) with the
+// key ref; gemini and bedrock take the models (and bedrock the region).
+func gatewayPreset(preset string, ref rayito.SecretRef, region string, models []string) (rayito.SecretGateway, error) {
+	bad := func(format string, args ...any) (rayito.SecretGateway, error) {
+		return rayito.SecretGateway{}, Usagef("--gateway: "+format, args...)
+	}
 	var out rayito.SecretGateway
 	switch preset {
 	case "anthropic":
@@ -173,15 +195,6 @@ func parseGateway(spec string) (rayito.SecretGateway, error) {
 		out = rayito.BedrockGateway(region, ref, models...)
 	default:
 		return bad("unknown preset %q", preset)
-	}
-	if (len(models) > 0 || region != "") && preset != "gemini" && preset != "bedrock" {
-		return bad("preset:%s takes no model= or region=", preset)
-	}
-	if g.Env != "" {
-		out.Env = g.Env
-	}
-	if g.Name != "" {
-		out.Name = g.Name
 	}
 	return out, nil
 }

@@ -288,39 +288,7 @@ func collect(srcDir string, opts Options) ([]entry, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", srcDir)
 	}
-	var entries []entry
-	err = filepath.WalkDir(srcDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(srcDir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		name := filepath.ToSlash(rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch m := info.Mode(); {
-		case m&fs.ModeSymlink != 0:
-			return &SymlinkError{Dir: srcDir, Path: name}
-		case m.IsDir():
-			entries = append(entries, entry{name: name + "/", mode: fs.ModeDir | 0o755})
-		case m.IsRegular():
-			mode := fs.FileMode(0o644)
-			if m.Perm()&0o111 != 0 {
-				mode = 0o755
-			}
-			entries = append(entries, entry{name: name, mode: mode, abs: p})
-		default:
-			return &IrregularFileError{Path: name, Mode: m}
-		}
-		return nil
-	})
+	entries, err := walkTree(srcDir)
 	if err != nil {
 		return nil, err
 	}
@@ -374,23 +342,11 @@ func collect(srcDir string, opts Options) ([]entry, error) {
 			return nil, err
 		}
 		df = []byte(merged)
-		kept = append(kept, entry{name: TemplateDir, mode: fs.ModeDir | 0o755})
-		for _, f := range t.Files {
-			if !validTemplateName(f.Name) {
-				return nil, fmt.Errorf("%w: a template entry's name is not a clean relative path", ErrLayer)
-			}
-			e := entry{name: TemplateDir + f.Name, mode: 0o644, data: f.Data, open: f.Open}
-			switch {
-			case strings.HasSuffix(f.Name, "/"):
-				e.mode, e.data, e.open = fs.ModeDir|0o755, nil, nil
-			case f.Exec:
-				e.mode = 0o755
-			}
-			if e.data == nil && e.open == nil && e.mode.IsRegular() {
-				e.data = []byte{}
-			}
-			kept = append(kept, e)
+		tents, err := templateEntries(t)
+		if err != nil {
+			return nil, err
 		}
+		kept = append(kept, tents...)
 	}
 	kept = append(kept, entry{name: DockerfileName, mode: 0o644, data: df})
 	sort.Slice(kept, func(i, j int) bool { return kept[i].name < kept[j].name })
@@ -398,6 +354,71 @@ func collect(srcDir string, opts Options) ([]entry, error) {
 		if path.Clean(kept[i].name) == path.Clean(kept[i-1].name) {
 			return nil, fmt.Errorf("%s: two entries", kept[i].name)
 		}
+	}
+	return kept, nil
+}
+
+// walkTree lists srcDir's directories and regular files (as 0755 or
+// 0644); a symbolic link or another kind of file is an error.
+func walkTree(srcDir string) ([]entry, error) {
+	var entries []entry
+	err := filepath.WalkDir(srcDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(srcDir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		name := filepath.ToSlash(rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch m := info.Mode(); {
+		case m&fs.ModeSymlink != 0:
+			return &SymlinkError{Dir: srcDir, Path: name}
+		case m.IsDir():
+			entries = append(entries, entry{name: name + "/", mode: fs.ModeDir | 0o755})
+		case m.IsRegular():
+			mode := fs.FileMode(0o644)
+			if m.Perm()&0o111 != 0 {
+				mode = 0o755
+			}
+			entries = append(entries, entry{name: name, mode: mode, abs: p})
+		default:
+			return &IrregularFileError{Path: name, Mode: m}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// templateEntries are the entries of t's files under TemplateDir, the
+// directory itself first.
+func templateEntries(t *Template) ([]entry, error) {
+	kept := []entry{{name: TemplateDir, mode: fs.ModeDir | 0o755}}
+	for _, f := range t.Files {
+		if !validTemplateName(f.Name) {
+			return nil, fmt.Errorf("%w: a template entry's name is not a clean relative path", ErrLayer)
+		}
+		e := entry{name: TemplateDir + f.Name, mode: 0o644, data: f.Data, open: f.Open}
+		switch {
+		case strings.HasSuffix(f.Name, "/"):
+			e.mode, e.data, e.open = fs.ModeDir|0o755, nil, nil
+		case f.Exec:
+			e.mode = 0o755
+		}
+		if e.data == nil && e.open == nil && e.mode.IsRegular() {
+			e.data = []byte{}
+		}
+		kept = append(kept, e)
 	}
 	return kept, nil
 }

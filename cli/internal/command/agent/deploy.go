@@ -126,34 +126,8 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 		return err
 	}
 	opts := t.Options
-	stage, err := os.MkdirTemp("", "rayito-agent-deploy-")
-	if err != nil {
+	if err := buildAgentTemplate(ctx, f, p, pl, dir, host, opts); err != nil {
 		return err
-	}
-	defer os.RemoveAll(stage)
-	files, err := stageContext(f.IO.Err, p.Name, dir, host, stage)
-	if err != nil {
-		return err
-	}
-	tpl := template.FromBaseImage("local").
-		Copy("app", "/opt/agent/app").
-		Copy("bin/"+hostBinary, "/opt/agent/bin/"+hostBinary).
-		RunCmd("chmod 0755 /opt/agent/bin/" + hostBinary + " && chmod -R a+rX /opt/agent")
-	art, err := template.Compile(ctx, tpl, stage)
-	if err != nil {
-		return err
-	}
-	defer art.Close()
-	fmt.Fprintf(f.IO.Err, "agent %s: building template %s (%d files)\n", p.Name, pl.Template, files)
-	if _, err := rayito.BuildTemplate(ctx, rayito.BuildTemplateInput{Name: pl.Template, Artifact: bytes.NewReader(art.Zip), SHA256: art.SHA256}, opts...); err != nil {
-		return cliutil.Interrupted(ctx, err)
-	}
-	info, err := rayito.WaitTemplate(ctx, pl.Template, opts...)
-	if err != nil {
-		return cliutil.Interrupted(ctx, err)
-	}
-	if info.State != rayito.TemplateReady {
-		return fmt.Errorf("agent %s: the template build ended %s: %s (rayito template logs %s)", p.Name, info.State, info.Reason, pl.Template)
 	}
 	// A deployed agent is replaced.
 	if old, err := readRecord(f, p.Name); err == nil {
@@ -182,32 +156,9 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 			_ = sbx.Kill(context.WithoutCancel(ctx))
 		}
 	}()
-	secrets := map[string]rayito.SecretRef{}
-	var names []string
-	envs := map[string]string{}
-	var store rayito.SecretStore
-	for _, e := range pl.SecretEnv {
-		names = append(names, e.Name)
-		if e.Key == "" {
-			secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
-			continue
-		}
-		// A JSON key ([[secret_env_from]]): the value is read here, with the
-		// caller's credentials, and travels like the others, only in the
-		// host's start request.
-		if store == nil {
-			if store, err = platform.SecretStore(ctx, f.Getenv, "", ""); err != nil {
-				return err
-			}
-		}
-		v, err := secretKeyValue(ctx, store, e)
-		if err != nil {
-			return err
-		}
-		envs[e.Name] = v
-	}
-	if len(names) > 0 {
-		envs[secretenv.NamesVariable] = strings.Join(names, ",")
+	envs, secrets, err := hostEnv(ctx, f, pl)
+	if err != nil {
+		return err
 	}
 	runOpts := []rayito.CommandOption{rayito.WithEnvs(envs), rayito.WithCwd("/opt/agent/app"), rayito.WithTag("rayito-agent-host"), rayito.WithStdin()}
 	if len(secrets) > 0 {
@@ -238,6 +189,77 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 	}
 	fmt.Fprintf(f.IO.Out, "agent %s: deployed in sandbox %s (rayito agent invoke %s)\n", p.Name, sbx.ID(), p.Name)
 	return nil
+}
+
+// buildAgentTemplate stages the project in dir with the host binary,
+// builds the plan's template from it and waits for the template to be
+// ready.
+func buildAgentTemplate(ctx context.Context, f *cliutil.Factory, p *project.Project, pl *mvPlan, dir, host string, opts []rayito.Option) error {
+	stage, err := os.MkdirTemp("", "rayito-agent-deploy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	files, err := stageContext(f.IO.Err, p.Name, dir, host, stage)
+	if err != nil {
+		return err
+	}
+	tpl := template.FromBaseImage("local").
+		Copy("app", "/opt/agent/app").
+		Copy("bin/"+hostBinary, "/opt/agent/bin/"+hostBinary).
+		RunCmd("chmod 0755 /opt/agent/bin/" + hostBinary + " && chmod -R a+rX /opt/agent")
+	art, err := template.Compile(ctx, tpl, stage)
+	if err != nil {
+		return err
+	}
+	defer art.Close()
+	fmt.Fprintf(f.IO.Err, "agent %s: building template %s (%d files)\n", p.Name, pl.Template, files)
+	if _, err := rayito.BuildTemplate(ctx, rayito.BuildTemplateInput{Name: pl.Template, Artifact: bytes.NewReader(art.Zip), SHA256: art.SHA256}, opts...); err != nil {
+		return cliutil.Interrupted(ctx, err)
+	}
+	info, err := rayito.WaitTemplate(ctx, pl.Template, opts...)
+	if err != nil {
+		return cliutil.Interrupted(ctx, err)
+	}
+	if info.State != rayito.TemplateReady {
+		return fmt.Errorf("agent %s: the template build ended %s: %s (rayito template logs %s)", p.Name, info.State, info.Reason, pl.Template)
+	}
+	return nil
+}
+
+// hostEnv is the agent host's environment and secrets: each secret_env
+// entry by reference, but a JSON key ([[secret_env_from]]) read here with
+// the caller's credentials, and the list of their names.
+func hostEnv(ctx context.Context, f *cliutil.Factory, pl *mvPlan) (map[string]string, map[string]rayito.SecretRef, error) {
+	secrets := map[string]rayito.SecretRef{}
+	var names []string
+	envs := map[string]string{}
+	var store rayito.SecretStore
+	var err error
+	for _, e := range pl.SecretEnv {
+		names = append(names, e.Name)
+		if e.Key == "" {
+			secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
+			continue
+		}
+		// A JSON key ([[secret_env_from]]): the value is read here, with the
+		// caller's credentials, and travels like the others, only in the
+		// host's start request.
+		if store == nil {
+			if store, err = platform.SecretStore(ctx, f.Getenv, "", ""); err != nil {
+				return nil, nil, err
+			}
+		}
+		v, err := secretKeyValue(ctx, store, e)
+		if err != nil {
+			return nil, nil, err
+		}
+		envs[e.Name] = v
+	}
+	if len(names) > 0 {
+		envs[secretenv.NamesVariable] = strings.Join(names, ",")
+	}
+	return envs, secrets, nil
 }
 
 // maxLifetime is --max-lifetime's default: the platform's cap on a

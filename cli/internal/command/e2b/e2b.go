@@ -328,120 +328,148 @@ func serveCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve E2B's control-plane API and sandbox router in front of the configured platform (RAYITO_BACKEND, RAYITO_ENDPOINT, AWS)",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "addr", Value: DefaultAddr, Usage: "listen on `HOST:PORT` (E2B_API_URL and E2B_SANDBOX_URL are both http://HOST:PORT)"},
-			&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has local and local-root, where root is allowed)"},
-			keysFlag(),
-			snapshotDirFlag(),
-			&cli.StringFlag{Name: "domain", Usage: "report `DOMAIN` (a DNS name, optionally :PORT) as the sandboxes' domain: getHost(port) and presigned file links are <port>-<id>.DOMAIN, which the gateway routes (default with --tls: " + LocalDomain + ":PORT)"},
-			&cli.BoolFlag{Name: "tls", Usage: "serve HTTPS with a certificate for DOMAIN and *.DOMAIN from the gateway's own CA, made once under $XDG_STATE_HOME/rayito/e2b-tls (or ~/.local/state/rayito/e2b-tls), which can sign for nothing else; trust its ca.pem (NODE_EXTRA_CA_CERTS)"},
-			&cli.StringFlag{Name: "tls-cert", Usage: "serve HTTPS with the certificate in `FILE` (PEM, for DOMAIN and *.DOMAIN; with --tls-key and --domain)"},
-			&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert, in `FILE` (PEM)"},
-			&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (or a unique prefix of it; E2B_DEBUG=true)"},
-			&cli.IntSliceFlag{Name: "debug-port", Usage: "with --debug-sandbox, serve the sandbox's `PORT` on localhost:PORT, where debug mode's getHost(PORT) points (repeatable)"},
-			&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback without TLS (keys and tokens travel in clear)"},
-			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
-			cliutil.JSONFlag(),
-		},
+		Flags: serveFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if cmd.Args().Present() {
-				return cliutil.Usagef("unexpected argument %q", cmd.Args().First())
-			}
-			addr := cmd.String("addr")
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
-			}
-			debugPorts := cmd.IntSlice("debug-port")
-			if len(debugPorts) > 0 && cmd.String("debug-sandbox") == "" {
-				return cliutil.Usagef("--debug-port needs --debug-sandbox")
-			}
-			for _, p := range debugPorts {
-				if p < 1 || p > 65535 || p == 9000 {
-					return cliutil.Usagef("--debug-port %d: want a port from 1 to 65535, not 9000 (the platform's hooks)", p)
-				}
-			}
-			exp, err := NewExposure(f.Getenv, "", addr, cmd.String("domain"), cmd.Bool("tls"), cmd.String("tls-cert"), cmd.String("tls-key"))
-			if err != nil {
-				return err
-			}
-			if !IsLoopback(addr) && exp.TLS == nil {
-				if !cmd.Bool("allow-non-loopback") {
-					return cliutil.Usagef("--addr %s is not loopback: E2B's SDKs send the API key in clear over plain HTTP; serve TLS (--tls, --tls-cert) or pass --allow-non-loopback to do it anyway", addr)
-				}
-				fmt.Fprintln(f.IO.Err, NonLoopbackWarning)
-			}
-			templates, err := ParseTemplates(cmd.StringSlice("template"))
-			if err != nil {
-				return err
-			}
-			// The local platform honours no template but its own: one
-			// mapped to another would be reported and not run.
-			backend, err := platform.Backend(f.Getenv)
-			if err != nil {
-				return err
-			}
-			for _, t := range templates {
-				if err := cliutil.CheckTemplate(backend, "--template", t); err != nil {
-					return err
-				}
-			}
-			if err := cliutil.CheckTemplate(backend, rayito.EnvTemplate, f.Getenv(rayito.EnvTemplate)); err != nil {
-				return err
-			}
-			path, err := keysPath(f, cmd)
-			if err != nil {
-				return err
-			}
-			keys, err := LoadKeys(f.Getenv, path)
-			if err != nil {
-				return err
-			}
-			snaps, err := snapshotDir(f, cmd)
-			if err != nil {
-				return err
-			}
-			t, err := platform.Existing(ctx, f.Getenv)
-			if err != nil {
-				return err
-			}
-			debugID := cmd.String("debug-sandbox")
-			if debugID != "" {
-				// An id or a unique prefix of one, as everywhere.
-				if debugID, err = cliutil.ResolveID(ctx, debugID, cliutil.PlatformCandidates(t.Options)); err != nil {
-					return err
-				}
-			}
-			dir, err := rayito.TokenStoreDir(f.Getenv)
-			if err != nil {
-				return err
-			}
-			level := slog.LevelInfo
-			if cmd.Bool("debug") {
-				level = slog.LevelDebug
-			}
-			var h slog.Handler = slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
-			if cmd.Bool("json") {
-				h = slog.NewJSONHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
-			}
-			log := slog.New(h)
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			log.Info("E2B gateway serving", append(exp.Env(ln.Addr().String()), "keys", len(keys))...)
-			return serve(ctx, ln, e2bapi.Options{
-				SDK:            append(t.Options, rayito.WithTokenStoreDir(dir)),
-				APIKeyHashes:   keys,
-				Templates:      templates,
-				Logger:         log,
-				DebugSandboxID: debugID,
-				SnapshotDir:    snaps,
-				Domain:         exp.Domain,
-			}, exp.TLS, debugPorts)
+			return runServe(ctx, f, cmd)
 		},
 	}
+}
+
+// serveFlags are serve's flags.
+func serveFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "addr", Value: DefaultAddr, Usage: "listen on `HOST:PORT` (E2B_API_URL and E2B_SANDBOX_URL are both http://HOST:PORT)"},
+		&cli.StringSliceFlag{Name: "template", Usage: "map E2B's templateID to a Rayito template: `E2B_ID=RAYITO_TEMPLATE` (repeatable; =T is the default for any other; none: every templateID gets the platform's default; the local platform has local and local-root, where root is allowed)"},
+		keysFlag(),
+		snapshotDirFlag(),
+		&cli.StringFlag{Name: "domain", Usage: "report `DOMAIN` (a DNS name, optionally :PORT) as the sandboxes' domain: getHost(port) and presigned file links are <port>-<id>.DOMAIN, which the gateway routes (default with --tls: " + LocalDomain + ":PORT)"},
+		&cli.BoolFlag{Name: "tls", Usage: "serve HTTPS with a certificate for DOMAIN and *.DOMAIN from the gateway's own CA, made once under $XDG_STATE_HOME/rayito/e2b-tls (or ~/.local/state/rayito/e2b-tls), which can sign for nothing else; trust its ca.pem (NODE_EXTRA_CA_CERTS)"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "serve HTTPS with the certificate in `FILE` (PEM, for DOMAIN and *.DOMAIN; with --tls-key and --domain)"},
+		&cli.StringFlag{Name: "tls-key", Usage: "the private key of --tls-cert, in `FILE` (PEM)"},
+		&cli.StringFlag{Name: "debug-sandbox", Usage: "route E2B's debug-mode id debug_sandbox_id to the sandbox `ID` (or a unique prefix of it; E2B_DEBUG=true)"},
+		&cli.IntSliceFlag{Name: "debug-port", Usage: "with --debug-sandbox, serve the sandbox's `PORT` on localhost:PORT, where debug mode's getHost(PORT) points (repeatable)"},
+		&cli.BoolFlag{Name: "allow-non-loopback", Usage: "allow an --addr beyond loopback without TLS (keys and tokens travel in clear)"},
+		&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
+		cliutil.JSONFlag(),
+	}
+}
+
+// runServe checks serve's flags and the platform, then serves until ctx
+// ends or a signal comes.
+func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
+	if cmd.Args().Present() {
+		return cliutil.Usagef("unexpected argument %q", cmd.Args().First())
+	}
+	addr := cmd.String("addr")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
+	}
+	debugPorts := cmd.IntSlice("debug-port")
+	if len(debugPorts) > 0 && cmd.String("debug-sandbox") == "" {
+		return cliutil.Usagef("--debug-port needs --debug-sandbox")
+	}
+	for _, p := range debugPorts {
+		if p < 1 || p > 65535 || p == 9000 {
+			return cliutil.Usagef("--debug-port %d: want a port from 1 to 65535, not 9000 (the platform's hooks)", p)
+		}
+	}
+	exp, err := NewExposure(f.Getenv, "", addr, cmd.String("domain"), cmd.Bool("tls"), cmd.String("tls-cert"), cmd.String("tls-key"))
+	if err != nil {
+		return err
+	}
+	if !IsLoopback(addr) && exp.TLS == nil {
+		if !cmd.Bool("allow-non-loopback") {
+			return cliutil.Usagef("--addr %s is not loopback: E2B's SDKs send the API key in clear over plain HTTP; serve TLS (--tls, --tls-cert) or pass --allow-non-loopback to do it anyway", addr)
+		}
+		fmt.Fprintln(f.IO.Err, NonLoopbackWarning)
+	}
+	templates, err := serveTemplates(f, cmd)
+	if err != nil {
+		return err
+	}
+	path, err := keysPath(f, cmd)
+	if err != nil {
+		return err
+	}
+	keys, err := LoadKeys(f.Getenv, path)
+	if err != nil {
+		return err
+	}
+	snaps, err := snapshotDir(f, cmd)
+	if err != nil {
+		return err
+	}
+	t, err := platform.Existing(ctx, f.Getenv)
+	if err != nil {
+		return err
+	}
+	debugID := cmd.String("debug-sandbox")
+	if debugID != "" {
+		// An id or a unique prefix of one, as everywhere.
+		if debugID, err = cliutil.ResolveID(ctx, debugID, cliutil.PlatformCandidates(t.Options)); err != nil {
+			return err
+		}
+	}
+	dir, err := rayito.TokenStoreDir(f.Getenv)
+	if err != nil {
+		return err
+	}
+	log := serveLogger(f, cmd)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("E2B gateway serving", append(exp.Env(ln.Addr().String()), "keys", len(keys))...)
+	return serve(ctx, ln, e2bapi.Options{
+		SDK:            append(t.Options, rayito.WithTokenStoreDir(dir)),
+		APIKeyHashes:   keys,
+		Templates:      templates,
+		Logger:         log,
+		DebugSandboxID: debugID,
+		SnapshotDir:    snaps,
+		Domain:         exp.Domain,
+	}, exp.TLS, debugPorts)
+}
+
+// serveTemplates reads --template and checks every template it names,
+// and RAYITO_TEMPLATE, against the platform (the local platform honours
+// no template but its own).
+func serveTemplates(f *cliutil.Factory, cmd *cli.Command) (map[string]string, error) {
+	templates, err := ParseTemplates(cmd.StringSlice("template"))
+	if err != nil {
+		return nil, err
+	}
+	// The local platform honours no template but its own: one
+	// mapped to another would be reported and not run.
+	backend, err := platform.Backend(f.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range templates {
+		if err := cliutil.CheckTemplate(backend, "--template", t); err != nil {
+			return nil, err
+		}
+	}
+	if err := cliutil.CheckTemplate(backend, rayito.EnvTemplate, f.Getenv(rayito.EnvTemplate)); err != nil {
+		return nil, err
+	}
+	return templates, nil
+}
+
+// serveLogger is serve's logger on stderr: text or, with --json, JSON, at
+// debug level with --debug.
+func serveLogger(f *cliutil.Factory, cmd *cli.Command) *slog.Logger {
+	level := slog.LevelInfo
+	if cmd.Bool("debug") {
+		level = slog.LevelDebug
+	}
+	var h slog.Handler = slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
+	if cmd.Bool("json") {
+		h = slog.NewJSONHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
+	}
+	return slog.New(h)
 }
 
 // listenLocalhost listens on 127.0.0.1:port, and on [::1]:port where the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -174,152 +175,197 @@ func kernelStartFlag() *cli.StringFlag {
 }
 
 func serveCommand(f *cliutil.Factory) *cli.Command {
-	io := f.IO
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the local platform in the foreground (Ctrl-C stops it and its sandboxes)",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "addr", Usage: "listen on `HOST:PORT` (default: the endpoint's, " + localvm.DefaultAddr + ")"},
-			stateDirFlag(),
-			awsQuotasFlag(),
-			prebootedFlag(),
-			kernelStartFlag(),
-			eventsAllowLoopbackFlag(),
-			eventsCAFlag(),
-			&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
-			&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
-			unisolatedFlag(),
-			e2bAddrFlag(),
-			e2bDomainFlag(),
-			e2bTLSFlag(),
-			e2bTemplateFlag(),
-			cliutil.JSONFlag(),
-		},
+		Flags: serveFlags(),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			pool, err := prebooted(cmd)
-			if err != nil {
-				return err
-			}
-			addr := cmd.String("addr")
-			otherUser := ""
-			if addr == "" {
-				a, err := listenAddr(f)
-				if err != nil {
-					return err
-				}
-				addr = a
-				// Another user's platform at the default address: serve
-				// on a free port instead (recorded in the state dir, where
-				// this user's CLI and SDK look), unless RAYITO_ENDPOINT
-				// pins the address.
-				ep := platform.Endpoint(f.Getenv)
-				if p := platform.ProbeEndpoint(ctx, ep); p.OtherUser && f.Getenv("RAYITO_ENDPOINT") == "" {
-					addr, otherUser = "127.0.0.1:0", p.OtherUserText(ep)
-				}
-			} else if _, _, err := net.SplitHostPort(addr); err != nil {
-				return cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
-			}
-			e2bAddr := cmd.String(e2bAddrFlag().Name)
-			gw, err := e2bGatewayFor(f, cmd)
-			if err != nil {
-				return err
-			}
-			var e2bLn net.Listener
-			var e2bTokens, e2bSnapshots string
-			if gw != nil {
-				if e2bTokens, err = rayito.TokenStoreDir(f.Getenv); err != nil {
-					return err
-				}
-				if e2bSnapshots, err = e2bcmd.DefaultSnapshotDir(f.Getenv); err != nil {
-					return err
-				}
-				if e2bLn, err = net.Listen("tcp", e2bAddr); err != nil {
-					return fmt.Errorf("--e2b-addr: %w", err)
-				}
-				defer e2bLn.Close()
-			}
-			level := slog.LevelInfo
-			if cmd.Bool("debug") {
-				level = slog.LevelDebug
-			}
-			var h slog.Handler = slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: level})
-			if cmd.Bool("json") {
-				h = slog.NewJSONHandler(io.Err, &slog.HandlerOptions{Level: level})
-			}
-			log := slog.New(h)
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			// A platform owns the sandboxes of its state dir only: another
-			// one with another state dir (XDG_STATE_HOME, --state-dir) runs
-			// beside it without touching them.
-			unisolated := cmd.Bool(unisolatedFlag().Name) || f.Getenv(platform.UnisolatedEnv) == "1"
-			evCA, err := eventsCA(cmd)
-			if err != nil {
-				return err
-			}
-			srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
-				EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA})
-			if err != nil {
-				return err
-			}
-			switch srv.Isolation() {
-			case localvm.IsolationNone:
-				fmt.Fprintln(io.Err, platform.UnisolatedWarning)
-			case localvm.IsolationRootless:
-				log.Warn("not root: rootless isolation (user namespaces; one host uid for all sandboxes, loopback-only network, no Internet access, no cgroup limits)")
-			}
-			if otherUser != "" {
-				log.Warn(otherUser + ": serving on a free port instead")
-			}
-			served := make(chan string, 1)
-			e2bDone := make(chan error, 1)
-			e2bCtx, e2bStop := context.WithCancel(ctx)
-			defer e2bStop()
-			if e2bLn != nil {
-				go func() {
-					// Once the platform serves (its port may be a free one).
-					var endpoint string
-					select {
-					case endpoint = <-served:
-					case <-e2bCtx.Done():
-						e2bDone <- nil
-						return
-					}
-					log.Info("E2B gateway serving", append(gw.exposure.Env(e2bLn.Addr().String()), "keys", len(gw.keys))...)
-					e2bDone <- e2bcmd.Serve(e2bCtx, e2bLn, e2b.Options{
-						SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(endpoint), rayito.WithTokenStoreDir(e2bTokens)},
-						APIKeyHashes: gw.keys,
-						Templates:    gw.templates,
-						Logger:       log,
-						SnapshotDir:  e2bSnapshots,
-						Domain:       gw.exposure.Domain,
-					}, gw.exposure.TLS)
-				}()
-			} else {
-				e2bDone <- nil
-			}
-			serveErr := srv.ListenAndServe(ctx, func(endpoint string) {
-				log.Info("local platform serving", "endpoint", endpoint, "state_dir", stateDir(cmd))
-				served <- endpoint
-			})
-			e2bStop()
-			if err := <-e2bDone; err != nil && serveErr == nil {
-				log.Error("E2B gateway", "err", err)
-			}
-			down, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if !cmd.Bool("keep-sandboxes") {
-				if err := srv.TerminateAll(down); err != nil {
-					log.Error("terminating sandboxes", "err", err)
-				}
-			}
-			if err := srv.Close(down); err != nil {
-				return err
-			}
-			if serveErr != nil && ctx.Err() == nil {
-				return fmt.Errorf("serve: %w", serveErr)
-			}
-			return nil
+			return runServe(ctx, f, cmd)
 		},
 	}
+}
+
+// serveFlags are serve's flags.
+func serveFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "addr", Usage: "listen on `HOST:PORT` (default: the endpoint's, " + localvm.DefaultAddr + ")"},
+		stateDirFlag(),
+		awsQuotasFlag(),
+		prebootedFlag(),
+		kernelStartFlag(),
+		eventsAllowLoopbackFlag(),
+		eventsCAFlag(),
+		&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
+		&cli.BoolFlag{Name: "debug", Usage: "log at debug level"},
+		unisolatedFlag(),
+		e2bAddrFlag(),
+		e2bDomainFlag(),
+		e2bTLSFlag(),
+		e2bTemplateFlag(),
+		cliutil.JSONFlag(),
+	}
+}
+
+// runServe runs the local platform, and the E2B gateway with --e2b-addr,
+// until ctx ends or a signal comes, then ends its sandboxes (unless
+// --keep-sandboxes) and closes it.
+func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
+	pool, err := prebooted(cmd)
+	if err != nil {
+		return err
+	}
+	addr, otherUser, err := serveAddr(ctx, f, cmd)
+	if err != nil {
+		return err
+	}
+	lg, err := openLocalGateway(f, cmd)
+	if err != nil {
+		return err
+	}
+	if lg != nil {
+		defer lg.ln.Close()
+	}
+	log := serveLogger(f.IO.Err, cmd)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// A platform owns the sandboxes of its state dir only: another
+	// one with another state dir (XDG_STATE_HOME, --state-dir) runs
+	// beside it without touching them.
+	unisolated := cmd.Bool(unisolatedFlag().Name) || f.Getenv(platform.UnisolatedEnv) == "1"
+	evCA, err := eventsCA(cmd)
+	if err != nil {
+		return err
+	}
+	srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
+		EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA})
+	if err != nil {
+		return err
+	}
+	switch srv.Isolation() {
+	case localvm.IsolationNone:
+		fmt.Fprintln(f.IO.Err, platform.UnisolatedWarning)
+	case localvm.IsolationRootless:
+		log.Warn("not root: rootless isolation (user namespaces; one host uid for all sandboxes, loopback-only network, no Internet access, no cgroup limits)")
+	}
+	if otherUser != "" {
+		log.Warn(otherUser + ": serving on a free port instead")
+	}
+	served := make(chan string, 1)
+	e2bDone := make(chan error, 1)
+	e2bCtx, e2bStop := context.WithCancel(ctx)
+	defer e2bStop()
+	if lg != nil {
+		go func() { e2bDone <- lg.serve(e2bCtx, served, log) }()
+	} else {
+		e2bDone <- nil
+	}
+	serveErr := srv.ListenAndServe(ctx, func(endpoint string) {
+		log.Info("local platform serving", "endpoint", endpoint, "state_dir", stateDir(cmd))
+		served <- endpoint
+	})
+	e2bStop()
+	if err := <-e2bDone; err != nil && serveErr == nil {
+		log.Error("E2B gateway", "err", err)
+	}
+	down, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if !cmd.Bool("keep-sandboxes") {
+		if err := srv.TerminateAll(down); err != nil {
+			log.Error("terminating sandboxes", "err", err)
+		}
+	}
+	if err := srv.Close(down); err != nil {
+		return err
+	}
+	if serveErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// serveAddr is the address to serve on: --addr, or the endpoint's, or a
+// free port when another user's platform holds the default one (then
+// otherUser says so).
+func serveAddr(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) (addr, otherUser string, err error) {
+	addr = cmd.String("addr")
+	if addr == "" {
+		a, err := listenAddr(f)
+		if err != nil {
+			return "", "", err
+		}
+		addr = a
+		// Another user's platform at the default address: serve
+		// on a free port instead (recorded in the state dir, where
+		// this user's CLI and SDK look), unless RAYITO_ENDPOINT
+		// pins the address.
+		ep := platform.Endpoint(f.Getenv)
+		if p := platform.ProbeEndpoint(ctx, ep); p.OtherUser && f.Getenv("RAYITO_ENDPOINT") == "" {
+			addr, otherUser = "127.0.0.1:0", p.OtherUserText(ep)
+		}
+	} else if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", "", cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
+	}
+	return addr, otherUser, nil
+}
+
+// serveLogger is serve's logger on w: text or, with --json, JSON, at
+// debug level with --debug.
+func serveLogger(w io.Writer, cmd *cli.Command) *slog.Logger {
+	level := slog.LevelInfo
+	if cmd.Bool("debug") {
+		level = slog.LevelDebug
+	}
+	var h slog.Handler = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	if cmd.Bool("json") {
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
+	}
+	return slog.New(h)
+}
+
+// localGateway is serve's E2B gateway: its configuration, listener, token
+// store and snapshot directory.
+type localGateway struct {
+	gw                *e2bGateway
+	ln                net.Listener
+	tokens, snapshots string
+}
+
+// openLocalGateway listens on --e2b-addr when the gateway is asked for
+// (nil when not).
+func openLocalGateway(f *cliutil.Factory, cmd *cli.Command) (*localGateway, error) {
+	gw, err := e2bGatewayFor(f, cmd)
+	if err != nil || gw == nil {
+		return nil, err
+	}
+	lg := &localGateway{gw: gw}
+	if lg.tokens, err = rayito.TokenStoreDir(f.Getenv); err != nil {
+		return nil, err
+	}
+	if lg.snapshots, err = e2bcmd.DefaultSnapshotDir(f.Getenv); err != nil {
+		return nil, err
+	}
+	if lg.ln, err = net.Listen("tcp", cmd.String(e2bAddrFlag().Name)); err != nil {
+		return nil, fmt.Errorf("--e2b-addr: %w", err)
+	}
+	return lg, nil
+}
+
+// serve serves the gateway once the platform serves at the endpoint
+// received on served (its port may be a free one), until ctx ends.
+func (lg *localGateway) serve(ctx context.Context, served <-chan string, log *slog.Logger) error {
+	var endpoint string
+	select {
+	case endpoint = <-served:
+	case <-ctx.Done():
+		return nil
+	}
+	log.Info("E2B gateway serving", append(lg.gw.exposure.Env(lg.ln.Addr().String()), "keys", len(lg.gw.keys))...)
+	return e2bcmd.Serve(ctx, lg.ln, e2b.Options{
+		SDK:          []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(endpoint), rayito.WithTokenStoreDir(lg.tokens)},
+		APIKeyHashes: lg.gw.keys,
+		Templates:    lg.gw.templates,
+		Logger:       log,
+		SnapshotDir:  lg.snapshots,
+		Domain:       lg.gw.exposure.Domain,
+	}, lg.gw.exposure.TLS)
 }
