@@ -24,7 +24,8 @@
 // re-executes the current binary (/proc/self/exe) with argv[0] = [InitArgv0]
 // in new namespaces. That child is the sandbox's init: it waits until the
 // launcher has put it in its cgroups and wired its network, builds a root
-// filesystem in its private mount namespace (a tmpfs with a read-only /usr,
+// filesystem (package rootfs's steps, composed in sandboxfs_linux.go) in
+// its private mount namespace (a tmpfs with a read-only /usr,
 // a generated /etc, a private /tmp, /run, /proc and /dev, and /home/user on
 // disk under the sandbox's directory; no /sys and nothing of the host's
 // /root, /home or the platform's state), pivots into it, sets the hostname
@@ -35,13 +36,13 @@
 //
 // Resources:
 //
-//   - cgroups, detected at run time: cgroup v2 (/sys/fs/cgroup/rayito-localvm/<id>,
+//   - cgroups (package cgroup), detected at run time: cgroup v2 (/sys/fs/cgroup/rayito-localvm/<id>,
 //     memory.max, pids.max, cgroup.kill) or cgroup v1 (memory, pids and freezer
 //     hierarchies, .../rayito-localvm/<id>, killed through the freezer).
-//   - a veth pair per sandbox: host side rl-<8 hex> with the first address of a
+//   - a veth pair per sandbox (package hostnet): host side rl-<8 hex> with the first address of a
 //     /30 taken from [Options.Subnet], guest side eth0 with the second one and a
 //     default route through the host side.
-//   - one nftables table, inet rayito_localvm: sandboxes cannot reach the
+//   - one nftables table (package hostnet), inet rayito_localvm: sandboxes cannot reach the
 //     host's own services (input from rl-* is dropped unless it belongs to a
 //     connection the host opened), and forwarding from a sandbox is dropped
 //     unless it has Internet access, in which case it is accepted and
@@ -122,6 +123,19 @@
 // platform manages a scope's sandboxes (localvm derives [Options.Scope] from
 // its state dir): Sweep removes every sandbox of its scope it is not told to
 // keep, and nothing of other scopes.
+//
+// # Packages
+//
+// The launcher orchestrates; the kernel plumbing lives in three packages
+// it imports, none of which imports it: localvm/internal/cgroup (cgroup
+// layout, limits, kill, freezer, OOM counter), localvm/internal/rootfs (the
+// steps of a sandbox's root filesystem: generated /etc, bounded tmpfs,
+// /dev, bind mounts, pivot_root) and localvm/internal/hostnet (veth pairs
+// behind the Netlink interface, the nftables table behind NFT). The
+// launcher keeps the init, the sandboxes' names, addresses and uid
+// blocks, adoption and cleanup, suspend, the pre-booted pool's
+// assignment (with its conntrack cleanup) and rootless mode with its
+// slirp4netns.
 //
 // The launcher never sees tokens, run payloads or commands: it logs ids,
 // addresses and errors only.
