@@ -74,13 +74,24 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// Create the forks in parallel.
-	type fork struct {
-		rec *record
-		sbx sandbox
-		dst *forkDst
-		err error
-	}
+	forks := s.createForks(ctx, src, spec, count, timeout)
+	s.copyIntoForks(ctx, c.sbx, forks)
+	out := s.forkResults(ctx, id, src, forks)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// fork is one fork in the making: its record, its sandbox once created,
+// where the source's archive goes, and its failure.
+type fork struct {
+	rec *record
+	sbx sandbox
+	dst *forkDst
+	err error
+}
+
+// createForks creates count forks of src with spec in parallel, each with
+// its own record and label and the given timeout.
+func (s *Server) createForks(ctx context.Context, src *record, spec createSpec, count int, timeout time.Duration) []*fork {
 	forks := make([]*fork, count)
 	var wg sync.WaitGroup
 	for i := range forks {
@@ -102,8 +113,12 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	wg.Wait()
+	return forks
+}
 
-	// One archive of the source feeds every fork that started.
+// copyIntoForks copies source's HomeDir into every fork that started: one
+// archive feeds them all; a fork's failure is its err.
+func (s *Server) copyIntoForks(ctx context.Context, source sandbox, forks []*fork) {
 	cctx, ccancel := context.WithTimeout(ctx, copyTimeout)
 	defer ccancel()
 	fan := &fanout{}
@@ -119,25 +134,30 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		f.dst = &forkDst{w: uw}
 		fan.dsts = append(fan.dsts, f.dst)
 	}
-	if len(fan.dsts) > 0 {
-		lw := &limitWriter{w: fan, max: s.maxCopy}
-		terr := c.sbx.TarHome(cctx, lw, false)
-		for _, f := range forks {
-			switch {
-			case f.dst == nil:
-			case f.dst.err != nil:
-				// This fork's own failure (when every fork failed, the
-				// archive stopped for that reason).
-				f.err = f.dst.err
-			case terr != nil:
-				f.err = terr
-			default:
-				f.err = f.dst.w.Close()
-			}
+	if len(fan.dsts) == 0 {
+		return
+	}
+	lw := &limitWriter{w: fan, max: s.maxCopy}
+	terr := source.TarHome(cctx, lw, false)
+	for _, f := range forks {
+		switch {
+		case f.dst == nil:
+		case f.dst.err != nil:
+			// This fork's own failure (when every fork failed, the
+			// archive stopped for that reason).
+			f.err = f.dst.err
+		case terr != nil:
+			f.err = terr
+		default:
+			f.err = f.dst.w.Close()
 		}
 	}
+}
 
-	out := make([]forkResult, count)
+// forkResults records the forks that succeeded and kills the ones that
+// failed: the answer's entries, in order.
+func (s *Server) forkResults(ctx context.Context, id string, src *record, forks []*fork) []forkResult {
+	out := make([]forkResult, len(forks))
 	for i, f := range forks {
 		if f.err != nil {
 			if f.sbx != nil {
@@ -163,7 +183,7 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 		so := s.sandboxOut(f.rec, f.sbx)
 		out[i] = forkResult{Sandbox: &so}
 	}
-	writeJSON(w, http.StatusCreated, out)
+	return out
 }
 
 // forkSpec is the create of a fork of the running sandbox info (record

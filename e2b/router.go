@@ -193,93 +193,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 		sw.sandbox = id
 	}
 	ctx := r.Context()
-	s.mu.Lock()
-	c := s.conns[id]
-	s.mu.Unlock()
-	// The platform is asked whether the sandbox runs on every health
-	// probe (isRunning reads 502 as gone) and otherwise every few seconds.
-	if c == nil || r.URL.Path == "/health" || time.Since(c.checkedAt()) > stateCheckInterval {
-		info, err := s.plat.getInfo(ctx, id)
-		switch {
-		case err != nil || isEnded(info.State):
-			s.forget(id)
-			gone(w, id, "is not running")
-			return
-		case isPaused(info.State):
-			rec := s.recordOf(id)
-			if rec == nil || !rec.autoResume {
-				gone(w, id, "is paused")
-				return
-			}
-			rctx, cancel := context.WithTimeout(ctx, createTimeout)
-			err := s.plat.resume(rctx, id)
-			cancel()
-			if err != nil {
-				gone(w, id, "is paused and did not resume")
-				return
-			}
-			s.dropConn(id)
-			c = nil
-		}
-		if c == nil {
-			if c, err = s.connFor(ctx, id); err != nil {
-				code, msg := statusOf(id, err)
-				if code == http.StatusNotFound {
-					gone(w, id, "is not running")
-					return
-				}
-				writeError(w, code, msg)
-				return
-			}
-			s.learn(ctx, info)
-		}
-		c.markChecked()
-	}
-	rec := s.recordOf(id)
-	secure, public := true, false
-	if rec != nil {
-		secure, public = rec.secure, rec.public
+	c, ok := s.routeConn(ctx, w, r, id)
+	if !ok {
+		return
 	}
 	token := c.sbx.AccessToken()
-	traffic := r.Header.Get(headerTraffic)
-	addToken := false
-	switch port {
-	case EnvdPort:
-		// A presigned file URL (uploadUrl, downloadUrl) carries a
-		// signature instead of the token: the router, which holds the
-		// token, checks it and answers a bad one as envd does.
-		if r.Header.Get(headerAccessToken) == "" {
-			switch {
-			case debug || !secure:
-				addToken = true
-			default:
-				switch checkFileSignature(r, token, time.Now()) {
-				case sigValid:
-					addToken = true
-				case sigInvalid:
-					writeError(w, http.StatusUnauthorized, msgInvalidSignature)
-					return
-				case sigExpired:
-					writeError(w, http.StatusUnauthorized, msgExpiredSignature)
-					return
-				}
-			}
-		}
-	case CodePort:
-		// The code interpreter's /contexts carries no X-Access-Token but
-		// the traffic token.
-		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validTraffic(traffic, id, token))
-	default:
-		// Debug mode's sandbox is open to whoever reaches the gateway.
-		if !public && !debug && !validTraffic(traffic, id, token) {
-			msg := msgTrafficInvalid
-			if traffic == "" {
-				msg = msgTrafficMissing
-			}
-			writeJSON(w, http.StatusForbidden, routeErrorBody{SandboxID: id, Message: msg, Code: http.StatusForbidden,
-				Reason: fmt.Sprintf("sandbox %q accepts traffic only with its E2B-Traffic-Access-Token (allowPublicTraffic is false)", id)})
-			return
-		}
+	addToken, ok := s.routeAccess(w, r, id, port, token, debug)
+	if !ok {
+		return
 	}
 	proxy, err := c.proxy(s, id, port)
 	if err != nil {
@@ -301,6 +222,106 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, id, portStr strin
 	// duplex.Forward, so that no body is read after this handler returns
 	// (net/http panics on that, in a goroutine nothing recovers).
 	duplex.Forward(w, out, proxy)
+}
+
+// routeConn is the connection to sandbox id, with the platform asked
+// whether it runs on every health probe (isRunning reads 502 as gone) and
+// otherwise every few seconds; a paused sandbox of autoResume is resumed.
+// When the sandbox is not there to route to, it answers w and is false.
+func (s *Server) routeConn(ctx context.Context, w http.ResponseWriter, r *http.Request, id string) (*conn, bool) {
+	s.mu.Lock()
+	c := s.conns[id]
+	s.mu.Unlock()
+	if c == nil || r.URL.Path == "/health" || time.Since(c.checkedAt()) > stateCheckInterval {
+		info, err := s.plat.getInfo(ctx, id)
+		switch {
+		case err != nil || isEnded(info.State):
+			s.forget(id)
+			gone(w, id, "is not running")
+			return nil, false
+		case isPaused(info.State):
+			rec := s.recordOf(id)
+			if rec == nil || !rec.autoResume {
+				gone(w, id, "is paused")
+				return nil, false
+			}
+			rctx, cancel := context.WithTimeout(ctx, createTimeout)
+			err := s.plat.resume(rctx, id)
+			cancel()
+			if err != nil {
+				gone(w, id, "is paused and did not resume")
+				return nil, false
+			}
+			s.dropConn(id)
+			c = nil
+		}
+		if c == nil {
+			if c, err = s.connFor(ctx, id); err != nil {
+				code, msg := statusOf(id, err)
+				if code == http.StatusNotFound {
+					gone(w, id, "is not running")
+					return nil, false
+				}
+				writeError(w, code, msg)
+				return nil, false
+			}
+			s.learn(ctx, info)
+		}
+		c.markChecked()
+	}
+	return c, true
+}
+
+// routeAccess checks that the request may reach port (the traffic token
+// unless the sandbox is public or in debug mode; a presigned file URL's
+// signature) and whether the sandbox's access token is to be added. When
+// it may not, it answers w and is false.
+func (s *Server) routeAccess(w http.ResponseWriter, r *http.Request, id string, port int, token string, debug bool) (addToken, ok bool) {
+	rec := s.recordOf(id)
+	secure, public := true, false
+	if rec != nil {
+		secure, public = rec.secure, rec.public
+	}
+	traffic := r.Header.Get(headerTraffic)
+	switch port {
+	case EnvdPort:
+		// A presigned file URL (uploadUrl, downloadUrl) carries a
+		// signature instead of the token: the router, which holds the
+		// token, checks it and answers a bad one as envd does.
+		if r.Header.Get(headerAccessToken) == "" {
+			switch {
+			case debug || !secure:
+				addToken = true
+			default:
+				switch checkFileSignature(r, token, time.Now()) {
+				case sigValid:
+					addToken = true
+				case sigInvalid:
+					writeError(w, http.StatusUnauthorized, msgInvalidSignature)
+					return false, false
+				case sigExpired:
+					writeError(w, http.StatusUnauthorized, msgExpiredSignature)
+					return false, false
+				}
+			}
+		}
+	case CodePort:
+		// The code interpreter's /contexts carries no X-Access-Token but
+		// the traffic token.
+		addToken = r.Header.Get(headerAccessToken) == "" && (debug || !secure || validTraffic(traffic, id, token))
+	default:
+		// Debug mode's sandbox is open to whoever reaches the gateway.
+		if !public && !debug && !validTraffic(traffic, id, token) {
+			msg := msgTrafficInvalid
+			if traffic == "" {
+				msg = msgTrafficMissing
+			}
+			writeJSON(w, http.StatusForbidden, routeErrorBody{SandboxID: id, Message: msg, Code: http.StatusForbidden,
+				Reason: fmt.Sprintf("sandbox %q accepts traffic only with its E2B-Traffic-Access-Token (allowPublicTraffic is false)", id)})
+			return false, false
+		}
+	}
+	return addToken, true
 }
 
 func (c *conn) checkedAt() time.Time {

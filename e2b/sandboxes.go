@@ -104,20 +104,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg)
 		return
 	}
-	// What E2B has and the gateway does not: a clear refusal, never a
-	// silent no-op.
-	switch {
-	case present(req.IAM):
-		writeError(w, http.StatusBadRequest, unsupportedMsg("iam (AWS IAM roles for sandboxes)"))
-		return
-	case present(req.MCP):
-		writeError(w, http.StatusBadRequest, unsupportedMsg("mcp (the MCP gateway)"))
-		return
-	case present(req.VolumeMounts):
-		writeError(w, http.StatusBadRequest, unsupportedMsg("volumeMounts (volumes)"))
-		return
-	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
-		writeError(w, http.StatusBadRequest, unsupportedMsg("autoPauseMemory:false (a pause that drops memory)"))
+	if msg := createUnsupported(&req); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	templateID := DefaultTemplateID
@@ -129,32 +117,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var snap *snapshotMeta
 	var snapArch *snapArchive
 	if s.snaps != nil && strings.HasPrefix(templateID, SnapshotIDPrefix) {
-		m, err := s.snaps.load(templateID)
-		if err != nil {
-			code, msg := errorStatus("", err)
-			if code == http.StatusNotFound {
-				code = http.StatusBadRequest
-			}
-			writeError(w, code, msg)
+		var ok bool
+		if snap, snapArch, ok = s.createSnapshot(w, templateID); !ok {
 			return
 		}
-		snap = m
-		templateID = m.TemplateID
+		defer snapArch.Close()
+		templateID = snap.TemplateID
 		if templateID == "" {
 			// A checkpoint of rayd's, copied in: the default template.
 			templateID = DefaultTemplateID
 		}
-		// The archive is checked whole (size, sha256, every entry)
-		// before any sandbox is made.
-		a, err := s.snaps.verify(m.SnapshotID, s.maxCopy)
-		if err != nil {
-			code, msg := errorStatus("", err)
-			s.log.Warn("e2b: a snapshot was refused", "status", code)
-			writeError(w, code, msg)
-			return
-		}
-		defer a.Close()
-		snapArch = a
 	}
 	var tmpl string
 	if snap != nil && snap.Template != "" {
@@ -172,70 +144,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	rec := &record{templateID: templateID, secure: true, public: true, onTimeout: rayito.TimeoutKill, complete: true,
-		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, envs: maps.Clone(req.EnvVars)}
-	if req.Secure != nil {
-		rec.secure = *req.Secure
-	}
-	if req.AutoPause != nil && *req.AutoPause {
-		rec.onTimeout = rayito.TimeoutPause
-	}
-	if req.AutoResume != nil && req.AutoResume.Enabled {
-		if rec.onTimeout != rayito.TimeoutPause {
-			writeError(w, http.StatusBadRequest, "autoResume needs autoPause")
-			return
-		}
-		rec.autoResume = true
-	}
-	if _, ok := req.Metadata[labelKey]; ok {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("metadata key %q is reserved by Rayito's E2B gateway", labelKey))
+	rec, err := createRecord(&req, templateID)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	spec := createSpec{Template: tmpl, Timeout: timeout, OnTimeout: rec.onTimeout, AutoResume: rec.autoResume, Envs: req.EnvVars}
-	allowOut, denyOut, proxy := []string(nil), []string(nil), (*rayito.EgressProxy)(nil)
-	if n := req.Network; n != nil {
-		switch {
-		case n.MaskRequestHost != nil:
-			writeError(w, http.StatusBadRequest, unsupportedMsg("network.maskRequestHost"))
-			return
-		case present(n.HTTPSPorts):
-			writeError(w, http.StatusBadRequest, unsupportedMsg("network.httpsPorts"))
-			return
-		}
-		if n.AllowPublicTraffic != nil {
-			rec.public = *n.AllowPublicTraffic
-		}
-		rules, err := parseRules(n.Rules)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		spec.HeaderRules, rec.headerRules = rules, rules
-		allowOut, denyOut = n.AllowOut, n.DenyOut
-		if n.EgressProxy != nil {
-			if n.EgressProxy.Address == "" {
-				writeError(w, http.StatusBadRequest, "network.egressProxy.address is required")
-				return
-			}
-			proxy = &rayito.EgressProxy{Address: n.EgressProxy.Address, Username: n.EgressProxy.Username, Password: n.EgressProxy.Password}
-		}
-		out := &networkOut{AllowOut: allowOut, DenyOut: denyOut}
-		if n.AllowPublicTraffic != nil {
-			out.AllowPublicTraffic = n.AllowPublicTraffic
-		}
-		if proxy != nil {
-			out.EgressProxy = &egressProxyOut{Address: proxy.Address, Username: proxy.Username}
-		}
-		rec.network = out
-	}
-	deny := req.AllowInternetAccess != nil && !*req.AllowInternetAccess
-	switch {
-	case deny && len(allowOut) == 0 && len(denyOut) == 0 && proxy == nil:
-		spec.DenyInternet = true
-	case deny:
-		spec.Network = &rayito.NetworkPolicy{AllowOut: allowOut, DenyOut: append(slices.Clone(denyOut), "0.0.0.0/0", "::/0"), EgressProxy: proxy}
-	case len(allowOut) > 0 || len(denyOut) > 0 || proxy != nil:
-		spec.Network = &rayito.NetworkPolicy{AllowOut: allowOut, DenyOut: denyOut, EgressProxy: proxy}
+	if err := createNetwork(&req, rec, &spec); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	md := maps.Clone(req.Metadata)
 	if md == nil {
@@ -271,6 +188,117 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.remember(rec)
 	s.addConn(rec.id, sbx)
 	writeJSON(w, http.StatusCreated, s.sandboxOut(rec, sbx))
+}
+
+// createUnsupported is the refusal of what E2B has and the gateway does
+// not ("" when req asks for none): a clear refusal, never a silent no-op.
+func createUnsupported(req *createReq) string {
+	switch {
+	case present(req.IAM):
+		return unsupportedMsg("iam (AWS IAM roles for sandboxes)")
+	case present(req.MCP):
+		return unsupportedMsg("mcp (the MCP gateway)")
+	case present(req.VolumeMounts):
+		return unsupportedMsg("volumeMounts (volumes)")
+	case req.AutoPauseMemory != nil && !*req.AutoPauseMemory:
+		return unsupportedMsg("autoPauseMemory:false (a pause that drops memory)")
+	}
+	return ""
+}
+
+// createSnapshot loads the snapshot id and its archive, checked whole
+// (size, sha256, every entry) before any sandbox is made. When it cannot,
+// it answers w and is false; else the caller closes the archive.
+func (s *Server) createSnapshot(w http.ResponseWriter, id string) (*snapshotMeta, *snapArchive, bool) {
+	m, err := s.snaps.load(id)
+	if err != nil {
+		code, msg := errorStatus("", err)
+		if code == http.StatusNotFound {
+			code = http.StatusBadRequest
+		}
+		writeError(w, code, msg)
+		return nil, nil, false
+	}
+	a, err := s.snaps.verify(m.SnapshotID, s.maxCopy)
+	if err != nil {
+		code, msg := errorStatus("", err)
+		s.log.Warn("e2b: a snapshot was refused", "status", code)
+		writeError(w, code, msg)
+		return nil, nil, false
+	}
+	return m, a, true
+}
+
+// createRecord is the record of a create of templateID: its security,
+// traffic, timeout action, autoResume, metadata and envs. Its error is a
+// bad request's message.
+func createRecord(req *createReq, templateID string) (*record, error) {
+	rec := &record{templateID: templateID, secure: true, public: true, onTimeout: rayito.TimeoutKill, complete: true,
+		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, envs: maps.Clone(req.EnvVars)}
+	if req.Secure != nil {
+		rec.secure = *req.Secure
+	}
+	if req.AutoPause != nil && *req.AutoPause {
+		rec.onTimeout = rayito.TimeoutPause
+	}
+	if req.AutoResume != nil && req.AutoResume.Enabled {
+		if rec.onTimeout != rayito.TimeoutPause {
+			return nil, errors.New("autoResume needs autoPause")
+		}
+		rec.autoResume = true
+	}
+	if _, ok := req.Metadata[labelKey]; ok {
+		return nil, fmt.Errorf("metadata key %q is reserved by Rayito's E2B gateway", labelKey)
+	}
+	return rec, nil
+}
+
+// createNetwork applies req's network and allowInternetAccess to spec
+// and rec (public traffic, header rules, the network as reported). Its
+// error is a bad request's message.
+func createNetwork(req *createReq, rec *record, spec *createSpec) error {
+	allowOut, denyOut, proxy := []string(nil), []string(nil), (*rayito.EgressProxy)(nil)
+	if n := req.Network; n != nil {
+		switch {
+		case n.MaskRequestHost != nil:
+			return errors.New(unsupportedMsg("network.maskRequestHost"))
+		case present(n.HTTPSPorts):
+			return errors.New(unsupportedMsg("network.httpsPorts"))
+		}
+		if n.AllowPublicTraffic != nil {
+			rec.public = *n.AllowPublicTraffic
+		}
+		rules, err := parseRules(n.Rules)
+		if err != nil {
+			return err
+		}
+		spec.HeaderRules, rec.headerRules = rules, rules
+		allowOut, denyOut = n.AllowOut, n.DenyOut
+		if n.EgressProxy != nil {
+			if n.EgressProxy.Address == "" {
+				return errors.New("network.egressProxy.address is required")
+			}
+			proxy = &rayito.EgressProxy{Address: n.EgressProxy.Address, Username: n.EgressProxy.Username, Password: n.EgressProxy.Password}
+		}
+		out := &networkOut{AllowOut: allowOut, DenyOut: denyOut}
+		if n.AllowPublicTraffic != nil {
+			out.AllowPublicTraffic = n.AllowPublicTraffic
+		}
+		if proxy != nil {
+			out.EgressProxy = &egressProxyOut{Address: proxy.Address, Username: proxy.Username}
+		}
+		rec.network = out
+	}
+	deny := req.AllowInternetAccess != nil && !*req.AllowInternetAccess
+	switch {
+	case deny && len(allowOut) == 0 && len(denyOut) == 0 && proxy == nil:
+		spec.DenyInternet = true
+	case deny:
+		spec.Network = &rayito.NetworkPolicy{AllowOut: allowOut, DenyOut: append(slices.Clone(denyOut), "0.0.0.0/0", "::/0"), EgressProxy: proxy}
+	case len(allowOut) > 0 || len(denyOut) > 0 || proxy != nil:
+		spec.Network = &rayito.NetworkPolicy{AllowOut: allowOut, DenyOut: denyOut, EgressProxy: proxy}
+	}
+	return nil
 }
 
 func (s *Server) sandboxOut(rec *record, sbx sandbox) sandboxOut {

@@ -734,33 +734,8 @@ func (s *Server) runTemplateBuild(tp templatePlatform, b *e2bBuild, plan *buildP
 		st.finish(b, buildReady, nil)
 		return
 	}
-	var logged int // bytes of the platform's log already copied
-	copyLogs := func(final bool) {
-		var buf bytes.Buffer
-		if err := tp.templateLogs(ctx, name, &limitedBuffer{b: &buf, max: 16 << 20}); err != nil && buf.Len() == 0 {
-			return
-		}
-		data := buf.Bytes()
-		if logged > len(data) {
-			logged = 0
-		}
-		data = data[logged:]
-		end := bytes.LastIndexByte(data, '\n') + 1
-		if final {
-			end = len(data)
-		}
-		var entries []buildLogOut
-		for _, line := range strings.Split(string(data[:end]), "\n") {
-			if line = strings.TrimRight(line, "\r"); line != "" {
-				if len(line) > 4096 {
-					line = line[:4096]
-				}
-				entries = append(entries, logEntry("info", "", line))
-			}
-		}
-		logged += end
-		st.addLogs(b, entries...)
-	}
+	logs := &buildLogCopier{tp: tp, st: st, b: b, name: name}
+	copyLogs := func(final bool) { logs.copy(ctx, final) }
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for n := 0; ; n++ {
@@ -801,6 +776,44 @@ func (s *Server) runTemplateBuild(tp templatePlatform, b *e2bBuild, plan *buildP
 			copyLogs(false)
 		}
 	}
+}
+
+// buildLogCopier copies the platform's build log of template name into
+// build b's log, as it grows.
+type buildLogCopier struct {
+	tp     templatePlatform
+	st     *templateStore
+	b      *e2bBuild
+	name   string
+	logged int // bytes of the platform's log already copied
+}
+
+// copy copies the log's new complete lines (all of it when final).
+func (c *buildLogCopier) copy(ctx context.Context, final bool) {
+	var buf bytes.Buffer
+	if err := c.tp.templateLogs(ctx, c.name, &limitedBuffer{b: &buf, max: 16 << 20}); err != nil && buf.Len() == 0 {
+		return
+	}
+	data := buf.Bytes()
+	if c.logged > len(data) {
+		c.logged = 0
+	}
+	data = data[c.logged:]
+	end := bytes.LastIndexByte(data, '\n') + 1
+	if final {
+		end = len(data)
+	}
+	var entries []buildLogOut
+	for _, line := range strings.Split(string(data[:end]), "\n") {
+		if line = strings.TrimRight(line, "\r"); line != "" {
+			if len(line) > 4096 {
+				line = line[:4096]
+			}
+			entries = append(entries, logEntry("info", "", line))
+		}
+	}
+	c.logged += end
+	c.st.addLogs(c.b, entries...)
 }
 
 // unpackTemplateFiles extracts each COPY step's files under <hash>/ of a

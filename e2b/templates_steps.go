@@ -91,146 +91,202 @@ type baseCheck func(kind, name string) error
 // translateBuild maps an E2B build onto a Rayito template. Every refusal
 // is a *TemplateStepError naming the step.
 func translateBuild(req *buildStartReq, base baseCheck) (*buildPlan, error) {
-	refuse := func(step, typ, format string, args ...any) error {
-		return &TemplateStepError{Step: step, Type: typ, Reason: fmt.Sprintf(format, args...)}
+	if err := checkBuildBase(req, base); err != nil {
+		return nil, err
 	}
+	if len(req.Steps) > ptemplate.MaxSteps/2 {
+		return nil, refuse(stepBase, "", "at most %d steps", ptemplate.MaxSteps/2)
+	}
+	// E2B's defaults, not Docker's: steps run as "user" in /home/user.
+	tr := &buildTranslator{
+		p:    &buildPlan{force: req.Force != nil && *req.Force, e2b: []string{stepBase, stepBase}},
+		t:    template.FromBaseImage(localBase).SetUser(template.UserUser).Workdir("/home/user"),
+		user: template.UserUser, workdir: "/home/user", seen: map[string]bool{},
+	}
+	for i, st := range req.Steps {
+		if err := tr.step(strconv.Itoa(i+1), st); err != nil {
+			return nil, err
+		}
+	}
+	if err := tr.startCmd(req); err != nil {
+		return nil, err
+	}
+	if err := tr.t.Err(); err != nil {
+		return nil, builderRefusal(err, tr.p.e2b)
+	}
+	tr.p.tmpl = tr.t
+	return tr.p, nil
+}
+
+// refuse is a *TemplateStepError of step (of type typ).
+func refuse(step, typ, format string, args ...any) error {
+	return &TemplateStepError{Step: step, Type: typ, Reason: fmt.Sprintf(format, args...)}
+}
+
+// checkBuildBase checks that req builds on exactly one base, image or
+// template, that base accepts, and without registry credentials.
+func checkBuildBase(req *buildStartReq, base baseCheck) error {
 	if present(req.FromImageRegistry) {
-		return nil, refuse(stepBase, "", "fromImageRegistry (registry credentials) is not supported by Rayito's E2B gateway")
+		return refuse(stepBase, "", "fromImageRegistry (registry credentials) is not supported by Rayito's E2B gateway")
 	}
 	hasImage := req.FromImage != nil && *req.FromImage != ""
 	hasTmpl := req.FromTemplate != nil && *req.FromTemplate != ""
 	switch {
 	case hasImage == hasTmpl:
-		return nil, refuse(stepBase, "", "exactly one of fromImage and fromTemplate must be given")
+		return refuse(stepBase, "", "exactly one of fromImage and fromTemplate must be given")
 	case hasImage:
 		if err := base("image", *req.FromImage); err != nil {
-			return nil, refuse(stepBase, "", "%s", err.Error())
+			return refuse(stepBase, "", "%s", err.Error())
 		}
 	default:
 		if err := base("template", *req.FromTemplate); err != nil {
-			return nil, refuse(stepBase, "", "%s", err.Error())
+			return refuse(stepBase, "", "%s", err.Error())
 		}
 	}
-	if len(req.Steps) > ptemplate.MaxSteps/2 {
-		return nil, refuse(stepBase, "", "at most %d steps", ptemplate.MaxSteps/2)
+	return nil
+}
+
+// buildTranslator translates an E2B build's steps one by one: the plan
+// so far, the template, the current user and workdir, and the files
+// hashes seen.
+type buildTranslator struct {
+	p             *buildPlan
+	t             *template.Template
+	user, workdir string
+	seen          map[string]bool
+}
+
+// add makes n the template, a Rayito step of the E2B step named step.
+func (tr *buildTranslator) add(n *template.Template, step string) {
+	tr.t = n
+	tr.p.e2b = append(tr.p.e2b, step)
+}
+
+// step translates the E2B step named name.
+func (tr *buildTranslator) step(name string, st buildStepReq) error {
+	typ := st.Type
+	if !plainStepType(typ) {
+		typ = "?"
 	}
-	p := &buildPlan{force: req.Force != nil && *req.Force}
-	// E2B's defaults, not Docker's: steps run as "user" in /home/user.
-	t := template.FromBaseImage(localBase).SetUser(template.UserUser).Workdir("/home/user")
-	p.e2b = []string{stepBase, stepBase}
-	user, workdir := template.UserUser, "/home/user"
-	add := func(n *template.Template, step string) {
-		t = n
-		p.e2b = append(p.e2b, step)
+	if st.FilesHash != nil && st.Type != "COPY" {
+		return refuse(name, typ, "filesHash is only for COPY steps")
 	}
-	seen := map[string]bool{}
-	for i, st := range req.Steps {
-		name := strconv.Itoa(i + 1)
-		typ := st.Type
-		if !plainStepType(typ) {
-			typ = "?"
+	switch st.Type {
+	case "RUN":
+		return tr.run(name, typ, st)
+	case "COPY":
+		return tr.copy(name, typ, st)
+	case "ENV":
+		if len(st.Args) == 0 || len(st.Args)%2 != 0 {
+			return refuse(name, typ, "ENV takes name and value pairs")
 		}
-		if st.FilesHash != nil && st.Type != "COPY" {
-			return nil, refuse(name, typ, "filesHash is only for COPY steps")
+		envs := make(map[string]string, len(st.Args)/2)
+		for j := 0; j < len(st.Args); j += 2 {
+			envs[st.Args[j]] = st.Args[j+1]
 		}
-		switch st.Type {
-		case "RUN":
-			if len(st.Args) < 1 || len(st.Args) > 2 || st.Args[0] == "" {
-				return nil, refuse(name, typ, "RUN takes a command and an optional user")
-			}
-			runAs := user
-			if len(st.Args) == 2 && st.Args[1] != "" {
-				runAs = st.Args[1]
-			}
-			if !rayitoUser(runAs) {
-				return nil, refuse(name, typ, "user must be root or user (Rayito's two accounts)")
-			}
-			if runAs != user {
-				add(t.SetUser(runAs), name)
-			}
-			add(t.RunCmd(st.Args[0]), name)
-			if runAs != user {
-				add(t.SetUser(user), name)
-			}
-		case "COPY":
-			if st.FilesHash == nil || !hashRe.MatchString(*st.FilesHash) {
-				return nil, refuse(name, typ, "COPY needs a filesHash (64 hex digits)")
-			}
-			if len(st.Args) < 2 || len(st.Args) > 4 {
-				return nil, refuse(name, typ, "COPY takes a source, a destination, a user and a mode")
-			}
-			src, dst := st.Args[0], st.Args[1]
-			owner, mode := "", ""
-			if len(st.Args) > 2 {
-				owner = st.Args[2]
-			}
-			if len(st.Args) > 3 {
-				mode = st.Args[3]
-			}
-			if mode != "" {
-				return nil, refuse(name, typ, "a copy's mode is not supported by Rayito's E2B gateway (change it with a RUN step)")
-			}
-			if owner == "" {
-				owner = user
-			}
-			if !rayitoUser(owner) {
-				return nil, refuse(name, typ, "user must be root or user (Rayito's two accounts)")
-			}
-			clean, ok := copySource(src)
-			if !ok {
-				return nil, refuse(name, typ, "the source must be a relative path inside the context, without glob characters")
-			}
-			if dst == "" || strings.ContainsRune(dst, 0) {
-				return nil, refuse(name, typ, "the destination must be a path")
-			}
-			if !strings.HasPrefix(dst, "/") {
-				// Relative to the workdir, as in a Dockerfile.
-				slash := strings.HasSuffix(dst, "/")
-				dst = path.Join(workdir, dst)
-				if slash && dst != "/" {
-					dst += "/"
-				}
-			}
-			h := *st.FilesHash
-			if !seen[h] {
-				seen[h] = true
-				p.hashes = append(p.hashes, h)
-			}
-			cs := h
-			if clean != "." {
-				cs = h + "/" + clean
-			}
-			add(t.Copy(cs, dst, template.WithOwner(owner)), name)
-		case "ENV":
-			if len(st.Args) == 0 || len(st.Args)%2 != 0 {
-				return nil, refuse(name, typ, "ENV takes name and value pairs")
-			}
-			envs := make(map[string]string, len(st.Args)/2)
-			for j := 0; j < len(st.Args); j += 2 {
-				envs[st.Args[j]] = st.Args[j+1]
-			}
-			add(t.SetEnvs(envs), name)
-		case "WORKDIR":
-			if len(st.Args) != 1 || st.Args[0] == "" || strings.ContainsRune(st.Args[0], 0) {
-				return nil, refuse(name, typ, "WORKDIR takes a directory")
-			}
-			dir := st.Args[0]
-			if !strings.HasPrefix(dir, "/") {
-				dir = path.Join(workdir, dir)
-			}
-			dir = path.Clean(dir)
-			workdir = dir
-			add(t.Workdir(dir), name)
-		case "USER":
-			if len(st.Args) != 1 || !rayitoUser(st.Args[0]) {
-				return nil, refuse(name, typ, "user must be root or user (Rayito's two accounts)")
-			}
-			user = st.Args[0]
-			add(t.SetUser(user), name)
-		default:
-			return nil, refuse(name, typ, "this step kind is not supported by Rayito's E2B gateway (RUN, COPY, ENV, WORKDIR and USER are)")
+		tr.add(tr.t.SetEnvs(envs), name)
+	case "WORKDIR":
+		if len(st.Args) != 1 || st.Args[0] == "" || strings.ContainsRune(st.Args[0], 0) {
+			return refuse(name, typ, "WORKDIR takes a directory")
+		}
+		dir := st.Args[0]
+		if !strings.HasPrefix(dir, "/") {
+			dir = path.Join(tr.workdir, dir)
+		}
+		dir = path.Clean(dir)
+		tr.workdir = dir
+		tr.add(tr.t.Workdir(dir), name)
+	case "USER":
+		if len(st.Args) != 1 || !rayitoUser(st.Args[0]) {
+			return refuse(name, typ, "user must be root or user (Rayito's two accounts)")
+		}
+		tr.user = st.Args[0]
+		tr.add(tr.t.SetUser(tr.user), name)
+	default:
+		return refuse(name, typ, "this step kind is not supported by Rayito's E2B gateway (RUN, COPY, ENV, WORKDIR and USER are)")
+	}
+	return nil
+}
+
+// run translates a RUN step (as another user when it names one).
+func (tr *buildTranslator) run(name, typ string, st buildStepReq) error {
+	if len(st.Args) < 1 || len(st.Args) > 2 || st.Args[0] == "" {
+		return refuse(name, typ, "RUN takes a command and an optional user")
+	}
+	runAs := tr.user
+	if len(st.Args) == 2 && st.Args[1] != "" {
+		runAs = st.Args[1]
+	}
+	if !rayitoUser(runAs) {
+		return refuse(name, typ, "user must be root or user (Rayito's two accounts)")
+	}
+	if runAs != tr.user {
+		tr.add(tr.t.SetUser(runAs), name)
+	}
+	tr.add(tr.t.RunCmd(st.Args[0]), name)
+	if runAs != tr.user {
+		tr.add(tr.t.SetUser(tr.user), name)
+	}
+	return nil
+}
+
+// copy translates a COPY step: the files of its hash, relative to the
+// workdir, owned by its user.
+func (tr *buildTranslator) copy(name, typ string, st buildStepReq) error {
+	if st.FilesHash == nil || !hashRe.MatchString(*st.FilesHash) {
+		return refuse(name, typ, "COPY needs a filesHash (64 hex digits)")
+	}
+	if len(st.Args) < 2 || len(st.Args) > 4 {
+		return refuse(name, typ, "COPY takes a source, a destination, a user and a mode")
+	}
+	src, dst := st.Args[0], st.Args[1]
+	owner, mode := "", ""
+	if len(st.Args) > 2 {
+		owner = st.Args[2]
+	}
+	if len(st.Args) > 3 {
+		mode = st.Args[3]
+	}
+	if mode != "" {
+		return refuse(name, typ, "a copy's mode is not supported by Rayito's E2B gateway (change it with a RUN step)")
+	}
+	if owner == "" {
+		owner = tr.user
+	}
+	if !rayitoUser(owner) {
+		return refuse(name, typ, "user must be root or user (Rayito's two accounts)")
+	}
+	clean, ok := copySource(src)
+	if !ok {
+		return refuse(name, typ, "the source must be a relative path inside the context, without glob characters")
+	}
+	if dst == "" || strings.ContainsRune(dst, 0) {
+		return refuse(name, typ, "the destination must be a path")
+	}
+	if !strings.HasPrefix(dst, "/") {
+		// Relative to the workdir, as in a Dockerfile.
+		slash := strings.HasSuffix(dst, "/")
+		dst = path.Join(tr.workdir, dst)
+		if slash && dst != "/" {
+			dst += "/"
 		}
 	}
+	h := *st.FilesHash
+	if !tr.seen[h] {
+		tr.seen[h] = true
+		tr.p.hashes = append(tr.p.hashes, h)
+	}
+	cs := h
+	if clean != "." {
+		cs = h + "/" + clean
+	}
+	tr.add(tr.t.Copy(cs, dst, template.WithOwner(owner)), name)
+	return nil
+}
+
+// startCmd sets the template's start command and the port its ready
+// command waits for (waitForPort only).
+func (tr *buildTranslator) startCmd(req *buildStartReq) error {
 	start, ready := "", ""
 	if req.StartCmd != nil {
 		start = *req.StartCmd
@@ -240,27 +296,23 @@ func translateBuild(req *buildStartReq, base baseCheck) (*buildPlan, error) {
 	}
 	switch {
 	case start == "" && ready != "":
-		return nil, refuse(stepFinalize, "", "a ready command without a start command is not supported by Rayito's E2B gateway")
+		return refuse(stepFinalize, "", "a ready command without a start command is not supported by Rayito's E2B gateway")
 	case start != "":
 		port := 0
 		if ready != "" {
 			m := waitForPortRe.FindStringSubmatch(ready)
 			if m == nil {
-				return nil, refuse(stepFinalize, "", "only waitForPort(port) ready commands are supported by Rayito's E2B gateway")
+				return refuse(stepFinalize, "", "only waitForPort(port) ready commands are supported by Rayito's E2B gateway")
 			}
 			n, err := strconv.Atoi(m[1])
 			if err != nil || n < 1 || n > 65535 {
-				return nil, refuse(stepFinalize, "", "the ready port must be between 1 and 65535")
+				return refuse(stepFinalize, "", "the ready port must be between 1 and 65535")
 			}
 			port = n
 		}
-		t = t.SetStartCmd(start, port)
+		tr.t = tr.t.SetStartCmd(start, port)
 	}
-	if err := t.Err(); err != nil {
-		return nil, builderRefusal(err, p.e2b)
-	}
-	p.tmpl = t
-	return p, nil
+	return nil
 }
 
 // builderRefusal turns sdk/template's first mistake into a refusal naming
