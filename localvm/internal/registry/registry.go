@@ -461,7 +461,6 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		return microvmsapi.Microvm{}, err
 	}
 	spec := img.spec("", "", in.EgressNetworkConnectors)
-	layer := img.layer
 
 	r.mu.Lock()
 	if r.closed {
@@ -495,41 +494,7 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 		id, endpoint = pl.id, pl.endpoint
 		r.wg.Add(1)
 	}
-	started := now()
-	v := &vm{
-		id:          id,
-		endpoint:    endpoint,
-		pooled:      pl,
-		seq:         r.seq.Add(1),
-		dir:         filepath.Join(r.vmsDir, id),
-		clientToken: in.ClientToken,
-		fingerprint: fp,
-		booted:      make(chan struct{}),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
-		kick:        make(chan struct{}, 1),
-		changed:     make(chan struct{}),
-		gen:         1,
-		layer:       layer,
-		image:       img,
-	}
-	v.pub = microvmsapi.Microvm{
-		MicrovmID:                id,
-		State:                    microvmsapi.StatePending,
-		Endpoint:                 v.endpoint,
-		ImageArn:                 in.ImageIdentifier,
-		ImageVersion:             in.ImageVersion,
-		StartedAt:                &started,
-		ExecutionRoleArn:         in.ExecutionRoleArn,
-		IdlePolicy:               in.IdlePolicy,
-		Logging:                  in.Logging,
-		MaximumDurationInSeconds: in.MaximumDurationInSeconds,
-		IngressNetworkConnectors: in.IngressNetworkConnectors,
-		EgressNetworkConnectors:  in.EgressNetworkConnectors,
-	}
-	if v.pub.ImageVersion == "" {
-		v.pub.ImageVersion = DefaultImageVersion
-	}
+	v := r.newVM(id, endpoint, pl, img, in, fp)
 	if pl != nil {
 		// Its record is in the first state file: a crash before the
 		// run hook leaves a PENDING microVM that the next Open tears down.
@@ -546,17 +511,7 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	// The directory and the first state file exist before anything is
 	// launched, so that a crash mid-launch leaves a record to clean up.
 	if err := r.createFiles(v); err != nil {
-		r.mu.Lock()
-		r.deleteLocked(v)
-		r.mu.Unlock()
-		if pl != nil {
-			r.discardPooled(pl)
-			r.wg.Done()
-		}
-		r.removeFiles([]*vm{v})
-		r.userBootDone()
-		r.log.Error("registry: cannot store a new microVM", "microvm", id, "err", err)
-		return microvmsapi.Microvm{}, fmt.Errorf("registry: store %s: %w", id, err)
+		return microvmsapi.Microvm{}, r.unstore(v, pl, err)
 	}
 
 	r.mu.Lock()
@@ -590,6 +545,70 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	if r.runWait <= 0 {
 		return out, nil
 	}
+	return r.waitBooted(ctx, v), nil
+}
+
+// newVM is the record of a new microVM id of input in (fingerprint fp)
+// on image img, PENDING; pl is the pre-booted sandbox it takes, if any.
+func (r *Registry) newVM(id, endpoint string, pl *pooled, img imagePlan, in microvmsapi.RunMicrovmInput, fp string) *vm {
+	started := now()
+	v := &vm{
+		id:          id,
+		endpoint:    endpoint,
+		pooled:      pl,
+		seq:         r.seq.Add(1),
+		dir:         filepath.Join(r.vmsDir, id),
+		clientToken: in.ClientToken,
+		fingerprint: fp,
+		booted:      make(chan struct{}),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		changed:     make(chan struct{}),
+		gen:         1,
+		layer:       img.layer,
+		image:       img,
+	}
+	v.pub = microvmsapi.Microvm{
+		MicrovmID:                id,
+		State:                    microvmsapi.StatePending,
+		Endpoint:                 v.endpoint,
+		ImageArn:                 in.ImageIdentifier,
+		ImageVersion:             in.ImageVersion,
+		StartedAt:                &started,
+		ExecutionRoleArn:         in.ExecutionRoleArn,
+		IdlePolicy:               in.IdlePolicy,
+		Logging:                  in.Logging,
+		MaximumDurationInSeconds: in.MaximumDurationInSeconds,
+		IngressNetworkConnectors: in.IngressNetworkConnectors,
+		EgressNetworkConnectors:  in.EgressNetworkConnectors,
+	}
+	if v.pub.ImageVersion == "" {
+		v.pub.ImageVersion = DefaultImageVersion
+	}
+	return v
+}
+
+// unstore undoes a Run whose microVM v could not be stored (err): it
+// forgets v, discards its pre-booted sandbox pl (if any) and removes its
+// files.
+func (r *Registry) unstore(v *vm, pl *pooled, err error) error {
+	r.mu.Lock()
+	r.deleteLocked(v)
+	r.mu.Unlock()
+	if pl != nil {
+		r.discardPooled(pl)
+		r.wg.Done()
+	}
+	r.removeFiles([]*vm{v})
+	r.userBootDone()
+	r.log.Error("registry: cannot store a new microVM", "microvm", v.id, "err", err)
+	return fmt.Errorf("registry: store %s: %w", v.id, err)
+}
+
+// waitBooted waits for v's boot, at most Options.RunWait or until ctx
+// ends, and answers v as it is then.
+func (r *Registry) waitBooted(ctx context.Context, v *vm) microvmsapi.Microvm {
 	t := time.NewTimer(r.runWait)
 	defer t.Stop()
 	select {
@@ -598,9 +617,9 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	case <-ctx.Done():
 	}
 	r.mu.Lock()
-	out = clone(v.pub)
+	out := clone(v.pub)
 	r.mu.Unlock()
-	return out, nil
+	return out
 }
 
 // markBooted releases the Run waiting for v's boot.

@@ -242,29 +242,7 @@ func (r *Registry) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registry: read state dir: %w", err)
 	}
-	var loaded []*vm
-	known := map[string]bool{}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, tmpPrefix) {
-			_ = os.Remove(filepath.Join(r.vmsDir, name)) // a write cut short by a crash
-			continue
-		}
-		id, ok := strings.CutSuffix(name, ".json")
-		if !ok || e.IsDir() || !validID(id) {
-			continue
-		}
-		known[id] = true
-		v, err := r.load(id)
-		if err != nil {
-			r.log.Warn("registry: ignoring an unreadable state file", "microvm", id, "err", err)
-			continue
-		}
-		loaded = append(loaded, v)
-		if v.seq > r.seq.Load() {
-			r.seq.Store(v.seq)
-		}
-	}
+	loaded, known := r.loadAll(entries)
 
 	type adoption struct {
 		v    *vm
@@ -310,15 +288,7 @@ func (r *Registry) recover(ctx context.Context) error {
 			// Interrupted while starting or stopping (or RUNNING without
 			// a record): it cannot be trusted, so stop whatever is left.
 			if v.rec != nil {
-				if inst, err := r.launcher.Adopt(*v.rec); err == nil {
-					tctx, cancel := context.WithTimeout(ctx, r.teardownTO)
-					if err := inst.Terminate(tctx); err != nil {
-						r.log.Warn("registry: teardown of an interrupted sandbox failed", "microvm", v.id, "err", err)
-					}
-					cancel()
-				} else if err := r.launcher.Cleanup(*v.rec); err != nil {
-					r.log.Warn("registry: cleanup of a lost sandbox failed", "microvm", v.id, "err", err)
-				}
+				r.stopInterrupted(ctx, v)
 			}
 			if v.pub.State != microvmsapi.StateTerminating || v.pub.StateReason == "" {
 				v.pub.StateReason = ReasonPlatformLost
@@ -352,4 +322,50 @@ func (r *Registry) recover(ctx context.Context) error {
 		go r.lifecycle(v, nil, "", a.inst)
 	}
 	return nil
+}
+
+// loadAll loads the state files among entries (the state dir's), skipping
+// unreadable ones and removing writes cut short; known holds every id with
+// a state file.
+func (r *Registry) loadAll(entries []os.DirEntry) (loaded []*vm, known map[string]bool) {
+	known = map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, tmpPrefix) {
+			_ = os.Remove(filepath.Join(r.vmsDir, name)) // a write cut short by a crash
+			continue
+		}
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok || e.IsDir() || !validID(id) {
+			continue
+		}
+		known[id] = true
+		v, err := r.load(id)
+		if err != nil {
+			r.log.Warn("registry: ignoring an unreadable state file", "microvm", id, "err", err)
+			continue
+		}
+		loaded = append(loaded, v)
+		if v.seq > r.seq.Load() {
+			r.seq.Store(v.seq)
+		}
+	}
+	return loaded, known
+}
+
+// stopInterrupted stops what is left of v's sandbox (by its record), which
+// was interrupted while starting or stopping.
+func (r *Registry) stopInterrupted(ctx context.Context, v *vm) {
+	inst, err := r.launcher.Adopt(*v.rec)
+	if err != nil {
+		if err := r.launcher.Cleanup(*v.rec); err != nil {
+			r.log.Warn("registry: cleanup of a lost sandbox failed", "microvm", v.id, "err", err)
+		}
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, r.teardownTO)
+	defer cancel()
+	if err := inst.Terminate(tctx); err != nil {
+		r.log.Warn("registry: teardown of an interrupted sandbox failed", "microvm", v.id, "err", err)
+	}
 }

@@ -135,6 +135,24 @@ func (b *SandboxBuilder) Build(ctx context.Context, layer string, spec *ptemplat
 		return &BuildError{Reason: localplatform.TemplateReasonLaunchFailed, Step: -1, Message: "the build sandbox did not start"}
 	}
 	procs := raydv1connect.NewProcessServiceClient(hc, "http://"+inst.APIAddr(), connect.WithInterceptors(tokenHeader(token)))
+	if err := runSteps(ctx, procs, log, spec); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "done: %d steps\n", len(spec.Steps))
+	// The sandbox ends before its layer is read.
+	if !stop() {
+		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the build sandbox did not end"}
+	}
+	if err := copyLayer(scratch, layer); err != nil {
+		fmt.Fprintf(log, "the layer could not be saved\n")
+		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the layer could not be saved"}
+	}
+	return saveBase(layer, log)
+}
+
+// runSteps runs spec's steps in the build sandbox through procs, in
+// order, each logged; the first that fails is a *BuildError naming it.
+func runSteps(ctx context.Context, procs raydv1connect.ProcessServiceClient, log io.Writer, spec *ptemplate.Spec) error {
 	user, cwd, envs := ptemplate.UserRoot, "/", map[string]string{}
 	for i, st := range spec.Steps {
 		switch {
@@ -173,16 +191,7 @@ func (b *SandboxBuilder) Build(ctx context.Context, layer string, spec *ptemplat
 			user = st.User
 		}
 	}
-	fmt.Fprintf(log, "done: %d steps\n", len(spec.Steps))
-	// The sandbox ends before its layer is read.
-	if !stop() {
-		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the build sandbox did not end"}
-	}
-	if err := copyLayer(scratch, layer); err != nil {
-		fmt.Fprintf(log, "the layer could not be saved\n")
-		return &BuildError{Reason: localplatform.TemplateReasonInternal, Step: -1, Message: "the layer could not be saved"}
-	}
-	return saveBase(layer, log)
+	return nil
 }
 
 // saveBase keeps the host's /usr as it is at the end of the build under
