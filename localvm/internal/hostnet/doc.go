@@ -6,7 +6,9 @@
 // own services unreachable from sandboxes, nothing forwarded into one,
 // link-local destinations dropped, and, per sandbox with Internet
 // access, an egress accept and a masquerade rule. [EnableForwarding] turns
-// IPv4 forwarding on (never off).
+// IPv4 forwarding on (never off); [FlushConntrack] and [SweepConntrack]
+// delete the connection tracking entries a sandbox's address leaves
+// behind.
 //
 // It does not choose addresses, veth names or table names (its caller
 // does, see [Names]), does not configure anything inside a sandbox beyond
