@@ -257,41 +257,51 @@ func ParseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	default:
 		return cfg, fmt.Errorf("-kernel-start must be lazy, preload or eager, not %q", *kernelStart)
 	}
-	switch cfg.Egress {
-	case EgressAuto, EgressOn, EgressOff:
-	default:
-		return cfg, fmt.Errorf("-egress must be auto, on or off, not %q", cfg.Egress)
-	}
-	switch cfg.Isolation {
-	case "", "full", "rootless", "none":
-	default:
-		return cfg, fmt.Errorf("-isolation must be full, rootless or none, not %q", cfg.Isolation)
-	}
-	if cfg.ReadyFD != -1 && cfg.ReadyFD < 3 {
-		return cfg, fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", cfg.ReadyFD)
-	}
-	if cfg.PlatformDirFD != -1 && cfg.PlatformDirFD < 3 {
-		return cfg, fmt.Errorf("-platform-dir-fd must be -1 or a descriptor above 2, not %d", cfg.PlatformDirFD)
-	}
-	if cfg.HooksFD != -1 && cfg.HooksFD < 3 {
-		return cfg, fmt.Errorf("-hooks-fd must be -1 or a descriptor above 2, not %d", cfg.HooksFD)
-	}
-	if err := cfg.checkMemoryEventsFD(); err != nil {
+	if err := cfg.checkFlags(); err != nil {
 		return cfg, err
-	}
-	if err := cfg.checkLifecycleFD(); err != nil {
-		return cfg, err
-	}
-	if cfg.hooksOverUnix() && cfg.HooksFD == cfg.ReadyFD {
-		return cfg, fmt.Errorf("-hooks-fd and -ready-fd are the same descriptor (%d)", cfg.HooksFD)
-	}
-	if !cfg.hooksOverUnix() && cfg.HooksAddr == "" {
-		return cfg, errors.New("-hooks-addr is empty and there is no -hooks-fd: the platform could not call the hooks")
 	}
 	if *debug {
 		cfg.LogLevel = slog.LevelDebug
 	}
 	return cfg, nil
+}
+
+// checkFlags checks the parsed flags' values and how they go together:
+// the modes, the descriptors, and a way for the platform to call the
+// hooks.
+func (c Config) checkFlags() error {
+	switch c.Egress {
+	case EgressAuto, EgressOn, EgressOff:
+	default:
+		return fmt.Errorf("-egress must be auto, on or off, not %q", c.Egress)
+	}
+	switch c.Isolation {
+	case "", "full", "rootless", "none":
+	default:
+		return fmt.Errorf("-isolation must be full, rootless or none, not %q", c.Isolation)
+	}
+	if c.ReadyFD != -1 && c.ReadyFD < 3 {
+		return fmt.Errorf("-ready-fd must be -1 or a descriptor above 2, not %d", c.ReadyFD)
+	}
+	if c.PlatformDirFD != -1 && c.PlatformDirFD < 3 {
+		return fmt.Errorf("-platform-dir-fd must be -1 or a descriptor above 2, not %d", c.PlatformDirFD)
+	}
+	if c.HooksFD != -1 && c.HooksFD < 3 {
+		return fmt.Errorf("-hooks-fd must be -1 or a descriptor above 2, not %d", c.HooksFD)
+	}
+	if err := c.checkMemoryEventsFD(); err != nil {
+		return err
+	}
+	if err := c.checkLifecycleFD(); err != nil {
+		return err
+	}
+	if c.hooksOverUnix() && c.HooksFD == c.ReadyFD {
+		return fmt.Errorf("-hooks-fd and -ready-fd are the same descriptor (%d)", c.HooksFD)
+	}
+	if !c.hooksOverUnix() && c.HooksAddr == "" {
+		return errors.New("-hooks-addr is empty and there is no -hooks-fd: the platform could not call the hooks")
+	}
+	return nil
 }
 
 var errVersion = errors.New("version requested")
@@ -388,26 +398,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("api listener: %w", err)
 	}
 	defer apiLn.Close()
-	var hooksLns []net.Listener
+	hooksLns, err := listenHooks(cfg)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, ln := range hooksLns {
 			ln.Close()
 		}
 	}()
-	if cfg.hooksOverUnix() {
-		ln, err := unixListenerFD(cfg.HooksFD)
-		if err != nil {
-			return fmt.Errorf("hooks listener (-hooks-fd): %w", err)
-		}
-		hooksLns = append(hooksLns, ln)
-	}
-	if cfg.HooksAddr != "" {
-		ln, err := net.Listen("tcp", cfg.HooksAddr)
-		if err != nil {
-			return fmt.Errorf("hooks listener: %w", err)
-		}
-		hooksLns = append(hooksLns, ln)
-	}
 	hooksAddrs := make([]string, len(hooksLns))
 	for i, ln := range hooksLns {
 		hooksAddrs[i] = ln.Addr().Network() + ":" + ln.Addr().String()
@@ -421,34 +420,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer lcFile.Close()
 	}
 
-	var envdLn, codeLn net.Listener
-	if cfg.E2B {
-		// A default port that is taken (several rayds in one network
-		// namespace) turns that listener off with a warning; an address
-		// given explicitly must work.
-		listen := func(addr string, explicit bool, what, flag string) (net.Listener, error) {
-			ln, err := net.Listen("tcp", addr)
-			switch {
-			case err == nil:
-				return ln, nil
-			case explicit:
-				return nil, fmt.Errorf("%s listener: %w", what, err)
-			}
-			log.Warn(what+" off: cannot listen on its default address (give "+flag+", or -e2b=false)", "addr", addr, "err", err)
-			return nil, nil
-		}
-		if envdLn, err = listen(cfg.E2BAddr, cfg.E2BAddrSet, "E2B envd protocol", "-e2b-addr"); err != nil {
-			return err
-		}
-		if envdLn != nil {
-			defer envdLn.Close()
-		}
-		if codeLn, err = listen(cfg.E2BCodeAddr, cfg.E2BCodeAddrSet, "E2B code interpreter", "-e2b-code-addr"); err != nil {
-			return err
-		}
-		if codeLn != nil {
-			defer codeLn.Close()
-		}
+	envdLn, codeLn, err := listenE2B(cfg, log)
+	if err != nil {
+		return err
+	}
+	if envdLn != nil {
+		defer envdLn.Close()
+	}
+	if codeLn != nil {
+		defer codeLn.Close()
 	}
 
 	d, err := New(cfg, log, nil)
@@ -486,6 +466,61 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return d.StopReason()
+}
+
+// listenHooks opens the hooks' listeners: the Unix socket of -hooks-fd
+// and -hooks-addr, each when given.
+func listenHooks(cfg Config) ([]net.Listener, error) {
+	var lns []net.Listener
+	if cfg.hooksOverUnix() {
+		ln, err := unixListenerFD(cfg.HooksFD)
+		if err != nil {
+			return nil, fmt.Errorf("hooks listener (-hooks-fd): %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	if cfg.HooksAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HooksAddr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("hooks listener: %w", err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// listenE2B opens the E2B protocol's listeners with -e2b (nil without):
+// envd's and the code interpreter's. A default port that is taken (several
+// rayds in one network namespace) turns that listener off with a warning;
+// an address given explicitly must work.
+func listenE2B(cfg Config, log *slog.Logger) (envdLn, codeLn net.Listener, err error) {
+	if !cfg.E2B {
+		return nil, nil, nil
+	}
+	listen := func(addr string, explicit bool, what, flag string) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		switch {
+		case err == nil:
+			return ln, nil
+		case explicit:
+			return nil, fmt.Errorf("%s listener: %w", what, err)
+		}
+		log.Warn(what+" off: cannot listen on its default address (give "+flag+", or -e2b=false)", "addr", addr, "err", err)
+		return nil, nil
+	}
+	if envdLn, err = listen(cfg.E2BAddr, cfg.E2BAddrSet, "E2B envd protocol", "-e2b-addr"); err != nil {
+		return nil, nil, err
+	}
+	if codeLn, err = listen(cfg.E2BCodeAddr, cfg.E2BCodeAddrSet, "E2B code interpreter", "-e2b-code-addr"); err != nil {
+		if envdLn != nil {
+			envdLn.Close()
+		}
+		return nil, nil, err
+	}
+	return envdLn, codeLn, nil
 }
 
 // bootTrimDelay is how long after it serves rayd hands its boot garbage
@@ -603,24 +638,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	d.wireSudo(cfg, builder, log)
 	d.start = templatestart.New(tmpl, sup, builder, log)
 	d.Code = codesvc.New(codesvc.Options{State: d.State, Supervisor: sup, Builder: builder, Logger: log, Eager: cfg.EagerKernel, Preload: cfg.PreloadKernel || cfg.EagerKernel, DetachGrace: k.detachGrace, KernelSpecDirs: k.kernelSpecDirs})
-	d.Hooks = hooks.New(hooks.Options{
-		Lifecycle:        life{d},
-		Logger:           log,
-		OnTerminated:     func() { d.terminated() },
-		PlatformOverUnix: cfg.hooksOverUnix(),
-		PeerOwner:        k.peerOwner,
-		// Kernels start only after /run (nothing unique before it): rayd
-		// is ready to be snapshotted once it serves.
-		Ready:        func() bool { return d.serving.Load() && d.Code.PreloadDone() },
-		StaleSuspend: k.staleSuspend,
-		WatchdogTick: k.watchdogTick,
-		// The network rules are re-verified, and kernels reseed their
-		// random streams (and are probed), on resume.
-		OnResume: func(ctx context.Context) bool {
-			d.Network.OnResume(ctx)
-			return d.Code.OnResume(ctx)
-		},
-	})
+	d.wireHooks(cfg, k, log)
 	fsys, err := safefs.New(safefs.Options{Privileged: d.privileged, RaydDirs: []string{cfg.StateDir}})
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
@@ -631,21 +649,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file layer: %w", err)
 	}
-	healthSvc := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
-	healthSvc.SetSecretGateway(d.Configure.SecretGatewaySupported())
-	healthSvc.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
-	healthSvc.SetTelemetryExport(d.Configure.TelemetryExportSupported())
-	healthSvc.SetS3Mounts(d.Configure.S3MountsSupported())
-	healthSvc.SetKernelReady(d.Code.KernelReady)
-	healthSvc.SetTemplateStart(d.start.Ready)
-	healthSvc.SetEgress(d.Network)
-	healthSvc.SetLifecycle(lifeState{d})
-	healthSvc.SetIsolation(cfg.Isolation)
-	healthSvc.SetRootAllowed(cfg.AllowRoot && d.privileged)
-	healthSvc.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
-	healthSvc.SetLogs(logring.From(log.Handler()))
-	d.sampler = metrics.New(metrics.Options{MemoryLimit: cfg.MemoryLimit, Processes: sup.Live, Logger: log})
-	healthSvc.SetMetrics(d.sampler)
+	healthSvc := d.newHealth(cfg, log, sup)
 	processSvc := process.New(d.State, sup, builder, log)
 	ptySvc := pty.New(d.State, sup, builder, log)
 	filesSvc := files.New(d.State, builder, fsys, log)
@@ -695,10 +699,63 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		},
 		Extra: map[string]http.Handler{files.HTTPPath: filesSvc.HTTPHandler()},
 	})
-	envdFilesSvc := filesSvc.WithFS(envdFsys)
-	envdFiles := envdhttp.New(d.State, envdFilesSvc, d.sampler.Current)
+	d.wireEnvd(filesSvc.WithFS(envdFsys), sup, builder, streams, log)
+	if !d.privileged {
+		log.Warn("rayd runs without root: processes run as rayd's own user; identity switching and limits that need privileges are refused")
+	}
+	return d, nil
+}
+
+// wireHooks makes the platform's lifecycle hooks (k: the tests' knobs).
+func (d *Daemon) wireHooks(cfg Config, k knobs, log *slog.Logger) {
+	d.Hooks = hooks.New(hooks.Options{
+		Lifecycle:        life{d},
+		Logger:           log,
+		OnTerminated:     func() { d.terminated() },
+		PlatformOverUnix: cfg.hooksOverUnix(),
+		PeerOwner:        k.peerOwner,
+		// Kernels start only after /run (nothing unique before it): rayd
+		// is ready to be snapshotted once it serves.
+		Ready:        func() bool { return d.serving.Load() && d.Code.PreloadDone() },
+		StaleSuspend: k.staleSuspend,
+		WatchdogTick: k.watchdogTick,
+		// The network rules are re-verified, and kernels reseed their
+		// random streams (and are probed), on resume.
+		OnResume: func(ctx context.Context) bool {
+			d.Network.OnResume(ctx)
+			return d.Code.OnResume(ctx)
+		},
+	})
+}
+
+// newHealth makes the Health service, which reports what the daemon
+// supports, its state and its metrics (the sampler it starts here).
+func (d *Daemon) newHealth(cfg Config, log *slog.Logger, sup *proc.Supervisor) *health.Service {
+	h := health.New(d.State, d.Hooks.Anomalies, []string{"health", "process", "pty", "files", "lifecycle", "code", "network", "configure"})
+	h.SetSecretGateway(d.Configure.SecretGatewaySupported())
+	h.SetLifecycleEvents(d.Configure.LifecycleEventsSupported())
+	h.SetTelemetryExport(d.Configure.TelemetryExportSupported())
+	h.SetS3Mounts(d.Configure.S3MountsSupported())
+	h.SetKernelReady(d.Code.KernelReady)
+	h.SetTemplateStart(d.start.Ready)
+	h.SetEgress(d.Network)
+	h.SetLifecycle(lifeState{d})
+	h.SetIsolation(cfg.Isolation)
+	h.SetRootAllowed(cfg.AllowRoot && d.privileged)
+	h.SetLimits(cfg.MemoryLimit, uint32(min(cfg.ProcessLimit, math.MaxUint32)))
+	h.SetLogs(logring.From(log.Handler()))
+	d.sampler = metrics.New(metrics.Options{MemoryLimit: cfg.MemoryLimit, Processes: sup.Live, Logger: log})
+	h.SetMetrics(d.sampler)
+	return h
+}
+
+// wireEnvd makes the E2B envd protocol's handlers (processes and files on
+// envdFiles, envd's file layer) and the E2B code interpreter's, sharing
+// the API's stream budget.
+func (d *Daemon) wireEnvd(envdFiles *files.Service, sup *proc.Supervisor, builder *launch.Builder, streams *streamlimit.Limit, log *slog.Logger) {
+	envdHTTP := envdhttp.New(d.State, envdFiles, d.sampler.Current)
 	envdProcessSvc := envdprocess.New(d.State, sup, builder, log)
-	envdFSSvc := envdfs.New(d.State, envdFilesSvc)
+	envdFSSvc := envdfs.New(d.State, envdFiles)
 	d.Envd = apiserver.EnvdHandler(apiserver.Options{
 		Authorizer: d.State,
 		Logger:     log,
@@ -713,7 +770,7 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 				return filesystemconnect.NewFilesystemHandler(envdFSSvc, o...)
 			},
 		},
-		Extra: envdFiles.Routes(),
+		Extra: envdHTTP.Routes(),
 	})
 	d.EnvdCode = apiserver.EnvdHandler(apiserver.Options{
 		Authorizer: d.State,
@@ -723,10 +780,6 @@ func New(cfg Config, log *slog.Logger, sup *proc.Supervisor) (*Daemon, error) {
 		Streams:    streams,
 		Extra:      envdcode.New(d.Code).Routes(),
 	})
-	if !d.privileged {
-		log.Warn("rayd runs without root: processes run as rayd's own user; identity switching and limits that need privileges are refused")
-	}
-	return d, nil
 }
 
 func (d *Daemon) terminated() {

@@ -109,76 +109,16 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 		env = []string{} // nil would make os.StartProcess inherit rayd's environment
 	}
 	if spec.Dir != "" {
-		// The child reports chdir and exec failures with the same errno, so
-		// the directory is checked first to tell the two apart.
-		fi, err := os.Stat(spec.Dir)
-		switch {
-		case errors.Is(err, fs.ErrPermission):
-			return nil, nil, newStartError("working directory not accessible", fs.ErrPermission)
-		case err != nil:
-			return nil, nil, newStartError("working directory not found", fs.ErrNotExist)
-		case !fi.IsDir():
-			return nil, nil, newStartError("working directory is not a directory", fs.ErrNotExist, syscall.ENOTDIR)
-		}
-	}
-
-	var pipes []*os.File // every descriptor opened here, closed on failure
-	closeAll := func() {
-		for _, f := range pipes {
-			_ = f.Close()
-		}
-	}
-	var (
-		outputs    []*os.File // parent ends read by readLoop
-		childFiles []*os.File // the child's fds 0, 1, 2
-		childEnds  []*os.File // closed in the parent once the child has them
-		inW        *os.File   // stdin pipe, write end
-		master     *os.File   // PTY master
-	)
-	if spec.Files != nil {
-		if len(spec.Files) != 3 || slices.Contains(spec.Files, nil) || spec.PTY != nil || spec.Stdin {
-			return nil, nil, newStartError("Files needs three descriptors, without Stdin or PTY", fs.ErrInvalid)
-		}
-		childFiles = spec.Files
-	} else if spec.PTY != nil {
-		spec.Stdin = false
-		cols, rows := spec.PTY.size()
-		m, slave, err := openPTY(cols, rows, spec.Identity)
-		if err != nil {
+		if err := checkDir(spec.Dir); err != nil {
 			return nil, nil, err
 		}
-		pipes = append(pipes, m, slave)
-		master = m
-		outputs = []*os.File{m}
-		childFiles = []*os.File{slave, slave, slave}
-		childEnds = []*os.File{slave}
-	} else {
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		pipes = append(pipes, outR, outW)
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		pipes = append(pipes, errR, errW)
-		childStdin := s.plat.devNull
-		if spec.Stdin {
-			inR, w, err := os.Pipe()
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			pipes = append(pipes, inR, w)
-			childStdin, inW = inR, w
-			childEnds = append(childEnds, inR)
-		}
-		outputs = []*os.File{outR, errR}
-		childFiles = []*os.File{childStdin, outW, errW}
-		childEnds = append(childEnds, outW, errW)
 	}
+	cio, err := s.openIO(&spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	outputs, childFiles, inW, master := cio.outputs, cio.childFiles, cio.inW, cio.master
+	closeAll := cio.closeAll
 
 	oomBase, oomKnown := s.oomBaseline()
 
@@ -215,7 +155,7 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 	s.mu.Unlock()
 
 	// The child has its copies; close the parent's.
-	for _, f := range childEnds {
+	for _, f := range cio.childEnds {
 		_ = f.Close()
 	}
 	var sub *Subscription
@@ -238,6 +178,90 @@ func (s *Supervisor) start(spec Spec, subscribe bool) (*Process, *Subscription, 
 	}
 	s.log.Debug("process started", "pid", pid)
 	return p, sub, nil
+}
+
+// checkDir checks the working directory dir before the fork: the child
+// reports chdir and exec failures with the same errno, so the directory
+// is checked first to tell the two apart.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return newStartError("working directory not accessible", fs.ErrPermission)
+	case err != nil:
+		return newStartError("working directory not found", fs.ErrNotExist)
+	case !fi.IsDir():
+		return newStartError("working directory is not a directory", fs.ErrNotExist, syscall.ENOTDIR)
+	}
+	return nil
+}
+
+// childIO is a child's descriptors as start opens them.
+type childIO struct {
+	pipes      []*os.File // every descriptor opened here, closed on failure
+	outputs    []*os.File // parent ends read by readLoop
+	childFiles []*os.File // the child's fds 0, 1, 2
+	childEnds  []*os.File // closed in the parent once the child has them
+	inW        *os.File   // stdin pipe, write end
+	master     *os.File   // PTY master
+}
+
+// closeAll closes every descriptor opened for the child.
+func (c *childIO) closeAll() {
+	for _, f := range c.pipes {
+		_ = f.Close()
+	}
+}
+
+// openIO opens spec's descriptors: its Files, a PTY (which turns Stdin
+// off) or pipes for stdout, stderr and, with Stdin, stdin.
+func (s *Supervisor) openIO(spec *Spec) (*childIO, error) {
+	c := &childIO{}
+	if spec.Files != nil {
+		if len(spec.Files) != 3 || slices.Contains(spec.Files, nil) || spec.PTY != nil || spec.Stdin {
+			return nil, newStartError("Files needs three descriptors, without Stdin or PTY", fs.ErrInvalid)
+		}
+		c.childFiles = spec.Files
+	} else if spec.PTY != nil {
+		spec.Stdin = false
+		cols, rows := spec.PTY.size()
+		m, slave, err := openPTY(cols, rows, spec.Identity)
+		if err != nil {
+			return nil, err
+		}
+		c.pipes = append(c.pipes, m, slave)
+		c.master = m
+		c.outputs = []*os.File{m}
+		c.childFiles = []*os.File{slave, slave, slave}
+		c.childEnds = []*os.File{slave}
+	} else {
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		c.pipes = append(c.pipes, outR, outW)
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			c.closeAll()
+			return nil, err
+		}
+		c.pipes = append(c.pipes, errR, errW)
+		childStdin := s.plat.devNull
+		if spec.Stdin {
+			inR, w, err := os.Pipe()
+			if err != nil {
+				c.closeAll()
+				return nil, err
+			}
+			c.pipes = append(c.pipes, inR, w)
+			childStdin, c.inW = inR, w
+			c.childEnds = append(c.childEnds, inR)
+		}
+		c.outputs = []*os.File{outR, errR}
+		c.childFiles = []*os.File{childStdin, outW, errW}
+		c.childEnds = append(c.childEnds, outW, errW)
+	}
+	return c, nil
 }
 
 func (s *Supervisor) admit() error {

@@ -37,13 +37,6 @@ type options struct {
 // VAR=value operands before the command.
 func parseArgs(args []string) (*options, error) {
 	o := &options{}
-	needArg := func(i *int, name string) (string, error) {
-		*i++
-		if *i >= len(args) {
-			return "", fmt.Errorf("option requires an argument -- '%s'", name)
-		}
-		return args[*i], nil
-	}
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -54,109 +47,14 @@ func parseArgs(args []string) (*options, error) {
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			break
 		}
+		var err error
 		if strings.HasPrefix(a, "--") {
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			arg := func() (string, error) {
-				if hasVal {
-					return val, nil
-				}
-				return needArg(&i, name)
-			}
-			var err error
-			switch name {
-			case "user":
-				o.req.User, err = arg()
-			case "chdir":
-				o.req.Chdir, err = arg()
-			case "preserve-env":
-				if hasVal {
-					o.req.Preserve = append(o.req.Preserve, splitList(val)...)
-				} else {
-					o.req.PreserveEnv = true
-				}
-			case "login":
-				o.req.Login = true
-			case "shell":
-				o.req.Shell = true
-			case "set-home":
-				o.setHome = true
-			case "non-interactive":
-				o.nonInteractive = true
-			case "stdin":
-				o.stdin = true
-			case "reset-timestamp":
-				o.invalidate = true
-			case "remove-timestamp":
-				o.removeTimestamp = true
-			case "validate":
-				o.validate = true
-			case "list":
-				o.list = true
-			case "help":
-				o.help = true
-			case "version":
-				o.version = true
-			case "prompt", "close-from":
-				_, err = arg()
-			case "askpass", "bell", "preserve-groups":
-			default:
-				return nil, fmt.Errorf("option --%s is not supported by Rayito's sudo", name)
-			}
-			if err != nil {
-				return nil, err
-			}
-			continue
+			err = o.parseLong(args, &i)
+		} else {
+			err = o.parseShort(args, &i)
 		}
-		for j := 1; j < len(a); j++ {
-			c := a[j]
-			// An option's argument is the rest of the word, else the next.
-			optArg := func() (string, error) {
-				if rest := a[j+1:]; rest != "" {
-					j = len(a)
-					return rest, nil
-				}
-				j = len(a)
-				return needArg(&i, string(c))
-			}
-			var err error
-			switch c {
-			case 'u':
-				o.req.User, err = optArg()
-			case 'D':
-				o.req.Chdir, err = optArg()
-			case 'p', 'C':
-				_, err = optArg()
-			case 'E':
-				o.req.PreserveEnv = true
-			case 'i':
-				o.req.Login = true
-			case 's':
-				o.req.Shell = true
-			case 'H':
-				o.setHome = true
-			case 'n':
-				o.nonInteractive = true
-			case 'S':
-				o.stdin = true
-			case 'k':
-				o.invalidate = true
-			case 'K':
-				o.removeTimestamp = true
-			case 'v':
-				o.validate = true
-			case 'l':
-				o.list = true
-			case 'h':
-				o.help = true
-			case 'V':
-				o.version = true
-			case 'A', 'B', 'P':
-			default:
-				return nil, fmt.Errorf("option -%c is not supported by Rayito's sudo", c)
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err != nil {
+			return nil, err
 		}
 	}
 	rest := args[i:]
@@ -173,6 +71,131 @@ func parseArgs(args []string) (*options, error) {
 		return nil, errors.New("you may not specify both the -i and -s options")
 	}
 	return o, nil
+}
+
+// shortOptions are the long names of sudo's short options.
+var shortOptions = map[byte]string{
+	'u': "user", 'D': "chdir", 'p': "prompt", 'C': "close-from",
+	'E': "preserve-env", 'i': "login", 's': "shell", 'H': "set-home",
+	'n': "non-interactive", 'S': "stdin", 'k': "reset-timestamp",
+	'K': "remove-timestamp", 'v': "validate", 'l': "list", 'h': "help",
+	'V': "version", 'A': "askpass", 'B': "bell", 'P': "preserve-groups",
+}
+
+// takesArg says whether the option named long takes an argument.
+func takesArg(long string) bool {
+	switch long {
+	case "user", "chdir", "prompt", "close-from":
+		return true
+	}
+	return false
+}
+
+// setArg sets the option named long (one that takesArg) to v; a prompt
+// and close-from are accepted and ignored.
+func (o *options) setArg(long, v string) {
+	switch long {
+	case "user":
+		o.req.User = v
+	case "chdir":
+		o.req.Chdir = v
+	}
+}
+
+// setFlag sets the option without an argument named long, false when
+// there is none; askpass, bell and preserve-groups are accepted and
+// ignored.
+func (o *options) setFlag(long string) bool {
+	switch long {
+	case "preserve-env":
+		o.req.PreserveEnv = true
+	case "login":
+		o.req.Login = true
+	case "shell":
+		o.req.Shell = true
+	case "set-home":
+		o.setHome = true
+	case "non-interactive":
+		o.nonInteractive = true
+	case "stdin":
+		o.stdin = true
+	case "reset-timestamp":
+		o.invalidate = true
+	case "remove-timestamp":
+		o.removeTimestamp = true
+	case "validate":
+		o.validate = true
+	case "list":
+		o.list = true
+	case "help":
+		o.help = true
+	case "version":
+		o.version = true
+	case "askpass", "bell", "preserve-groups":
+	default:
+		return false
+	}
+	return true
+}
+
+// needArg is the argument after args[*i], which it moves past, for the
+// option name.
+func needArg(args []string, i *int, name string) (string, error) {
+	*i++
+	if *i >= len(args) {
+		return "", fmt.Errorf("option requires an argument -- '%s'", name)
+	}
+	return args[*i], nil
+}
+
+// parseLong parses the long option args[*i] (--name, --name=value or
+// --name value, which moves *i on).
+func (o *options) parseLong(args []string, i *int) error {
+	name, val, hasVal := strings.Cut(args[*i][2:], "=")
+	switch {
+	case name == "preserve-env" && hasVal:
+		o.req.Preserve = append(o.req.Preserve, splitList(val)...)
+	case takesArg(name):
+		if !hasVal {
+			v, err := needArg(args, i, name)
+			if err != nil {
+				return err
+			}
+			val = v
+		}
+		o.setArg(name, val)
+	case !o.setFlag(name):
+		return fmt.Errorf("option --%s is not supported by Rayito's sudo", name)
+	}
+	return nil
+}
+
+// parseShort parses the bundled short options args[*i]; an option's
+// argument is the rest of the word, else the next one (which moves *i
+// on).
+func (o *options) parseShort(args []string, i *int) error {
+	a := args[*i]
+	for j := 1; j < len(a); j++ {
+		c := a[j]
+		long, ok := shortOptions[c]
+		switch {
+		case !ok:
+			return fmt.Errorf("option -%c is not supported by Rayito's sudo", c)
+		case takesArg(long):
+			v := a[j+1:]
+			if v == "" {
+				var err error
+				if v, err = needArg(args, i, string(c)); err != nil {
+					return err
+				}
+			}
+			o.setArg(long, v)
+			return nil
+		default:
+			o.setFlag(long)
+		}
+	}
+	return nil
 }
 
 func splitList(s string) []string {

@@ -342,21 +342,9 @@ func (s *Server) spec(req *Request, cred *unix.Ucred) (proc.Spec, error) {
 	if boot == nil {
 		return proc.Spec{}, errors.New("the sandbox has not started yet")
 	}
-	target := req.User
-	if target == "" {
-		target = "root"
-	}
-	if strings.HasPrefix(target, "#") {
-		// sudo's -u #UID.
-		uid, err := strconv.ParseUint(target[1:], 10, 32)
-		if err != nil {
-			return proc.Spec{}, fmt.Errorf("unknown user %s", target)
-		}
-		id, err := s.Builder.Resolver.ResolveUID(uint32(uid))
-		if err != nil {
-			return proc.Spec{}, fmt.Errorf("unknown user %s", target)
-		}
-		target = id.Username
+	target, err := s.targetUser(req.User)
+	if err != nil {
+		return proc.Spec{}, err
 	}
 	id, err := s.Builder.Identity(boot, target)
 	if err != nil {
@@ -366,49 +354,13 @@ func (s *Server) spec(req *Request, cred *unix.Ucred) (proc.Spec, error) {
 		}
 		return proc.Spec{}, err
 	}
-	caller := strconv.FormatUint(uint64(cred.Uid), 10)
-	if cid, err := s.Builder.Resolver.ResolveUID(cred.Uid); err == nil {
-		caller = cid.Username
-	} else if cred.Uid == 0 {
-		caller = "root"
-	}
-
 	callerEnv := map[string]string{}
 	for _, kv := range req.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok && validName(k) {
 			callerEnv[k] = v
 		}
 	}
-	envs := map[string]string{}
-	keep := func(k string) {
-		if v, ok := callerEnv[k]; ok {
-			envs[k] = v
-		}
-	}
-	for k := range callerEnv {
-		if strings.HasPrefix(k, "LC_") {
-			keep(k)
-		}
-	}
-	for _, k := range keptEnv {
-		keep(k)
-	}
-	if req.PreserveEnv && !req.Login {
-		for k := range callerEnv {
-			keep(k)
-		}
-	}
-	for _, k := range req.Preserve {
-		keep(k)
-	}
-	for _, kv := range req.SetEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		envs[k] = v
-	}
-	// Always the target's: its PATH (sudo's secure_path), and who it is.
-	for _, k := range []string{"PATH", "USER", "LOGNAME", "USERNAME", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND"} {
-		delete(envs, k)
-	}
+	envs := keptEnvs(req, callerEnv)
 	if req.Login {
 		delete(envs, "HOME")
 	}
@@ -442,7 +394,7 @@ func (s *Server) spec(req *Request, cred *unix.Ucred) (proc.Spec, error) {
 	if len(commandLine) > maxCommandLine {
 		commandLine = commandLine[:maxCommandLine]
 	}
-	envs["SUDO_USER"] = caller
+	envs["SUDO_USER"] = s.callerName(cred)
 	envs["SUDO_UID"] = strconv.FormatUint(uint64(cred.Uid), 10)
 	envs["SUDO_GID"] = strconv.FormatUint(uint64(cred.Gid), 10)
 	envs["SUDO_COMMAND"] = commandLine
@@ -481,6 +433,78 @@ func (s *Server) spec(req *Request, cred *unix.Ucred) (proc.Spec, error) {
 		return proc.Spec{}, errors.New("rayd cannot switch users here")
 	}
 	return spec, nil
+}
+
+// targetUser is the account sudo runs as: user, root when empty, and
+// sudo's #UID by its uid.
+func (s *Server) targetUser(user string) (string, error) {
+	target := user
+	if target == "" {
+		target = "root"
+	}
+	if strings.HasPrefix(target, "#") {
+		// sudo's -u #UID.
+		uid, err := strconv.ParseUint(target[1:], 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("unknown user %s", target)
+		}
+		id, err := s.Builder.Resolver.ResolveUID(uint32(uid))
+		if err != nil {
+			return "", fmt.Errorf("unknown user %s", target)
+		}
+		target = id.Username
+	}
+	return target, nil
+}
+
+// callerName is the caller's user name (SUDO_USER), its uid when it has
+// none.
+func (s *Server) callerName(cred *unix.Ucred) string {
+	caller := strconv.FormatUint(uint64(cred.Uid), 10)
+	if cid, err := s.Builder.Resolver.ResolveUID(cred.Uid); err == nil {
+		caller = cid.Username
+	} else if cred.Uid == 0 {
+		caller = "root"
+	}
+	return caller
+}
+
+// keptEnvs are the caller's variables (callerEnv) that sudo keeps: the
+// locale, keptEnv, all with -E (but not with -i), the ones named with
+// --preserve-env, then req's VAR=value; never the target's own (PATH,
+// USER and the SUDO_* variables).
+func keptEnvs(req *Request, callerEnv map[string]string) map[string]string {
+	envs := map[string]string{}
+	keep := func(k string) {
+		if v, ok := callerEnv[k]; ok {
+			envs[k] = v
+		}
+	}
+	for k := range callerEnv {
+		if strings.HasPrefix(k, "LC_") {
+			keep(k)
+		}
+	}
+	for _, k := range keptEnv {
+		keep(k)
+	}
+	if req.PreserveEnv && !req.Login {
+		for k := range callerEnv {
+			keep(k)
+		}
+	}
+	for _, k := range req.Preserve {
+		keep(k)
+	}
+	for _, kv := range req.SetEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		envs[k] = v
+	}
+	// Always the target's: its PATH (sudo's secure_path), and who it is.
+	for _, k := range []string{"PATH", "USER", "LOGNAME", "USERNAME", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND"} {
+		delete(envs, k)
+	}
+	return envs
 }
 
 // readReplies reads the server's lines for the client.
