@@ -116,20 +116,8 @@ func (s *Server) runMicrovm(c *call) (any, *apiErr) {
 	}
 	v := &vm{pub: pub}
 	if s.forwarded() {
-		fin := in
-		fin.ImageIdentifier = imageName
-		fin.IngressNetworkConnectors = managedOnly(in.IngressNetworkConnectors)
-		fin.EgressNetworkConnectors = managedOnly(in.EgressNetworkConnectors)
-		m, err := s.backend.RunMicrovm(c.ctx, &fin)
-		if err != nil {
-			return nil, backendErr(err)
-		}
-		v.backendID, v.backendEndpoint = m.MicrovmID, m.Endpoint
-		if m.StartedAt != nil {
-			v.pub.StartedAt = ptrTime(m.StartedAt.UTC())
-		}
-		if strings.HasPrefix(m.MicrovmID, "microvm-") {
-			v.id = m.MicrovmID
+		if e := s.runOnBackend(c, v, in, imageName); e != nil {
+			return nil, e
 		}
 	}
 	if v.id == "" {
@@ -164,6 +152,28 @@ func (s *Server) runMicrovm(c *call) (any, *apiErr) {
 	// The service answers PENDING, whatever the backend said.
 	out.State = microvmsapi.StatePending
 	return out, nil
+}
+
+// runOnBackend runs in on the backend (image imageName, managed network
+// connectors only) for v, which takes the backend's id, endpoint and start
+// time.
+func (s *Server) runOnBackend(c *call, v *vm, in microvmsapi.RunMicrovmInput, imageName string) *apiErr {
+	fin := in
+	fin.ImageIdentifier = imageName
+	fin.IngressNetworkConnectors = managedOnly(in.IngressNetworkConnectors)
+	fin.EgressNetworkConnectors = managedOnly(in.EgressNetworkConnectors)
+	m, err := s.backend.RunMicrovm(c.ctx, &fin)
+	if err != nil {
+		return backendErr(err)
+	}
+	v.backendID, v.backendEndpoint = m.MicrovmID, m.Endpoint
+	if m.StartedAt != nil {
+		v.pub.StartedAt = ptrTime(m.StartedAt.UTC())
+	}
+	if strings.HasPrefix(m.MicrovmID, "microvm-") {
+		v.id = m.MicrovmID
+	}
+	return nil
 }
 
 // managedOnly keeps the managed network connectors (a backend such as

@@ -243,6 +243,13 @@ func (s *Server) serveData(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 
+	s.forwardData(w, r, v, state, backendID, backendEndpoint, port, forceH2)
+}
+
+// forwardData forwards a data request for v (in state as last seen, the
+// backend's backendID at backendEndpoint) to the backend on port, with a
+// token of the backend's own.
+func (s *Server) forwardData(w http.ResponseWriter, r *http.Request, v *vm, state microvmsapi.State, backendID, backendEndpoint string, port int, forceH2 bool) {
 	if state == microvmsapi.StateSuspended || state == microvmsapi.StateTerminated {
 		// What the fake last saw; the backend decides otherwise.
 		if st, e := s.liveState(r.Context(), v); e == nil {

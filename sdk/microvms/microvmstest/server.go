@@ -606,97 +606,135 @@ func routeOf(method, escapedPath string) (rt route, params []string, allow strin
 		}
 		segs[i] = v
 	}
-	pick := func(m map[string]route, allow string, params ...string) (route, []string, string, bool) {
-		if r, ok := m[method]; ok {
-			return r, params, "", true
-		}
-		return route{}, nil, allow, false
+	var set routeSet
+	switch {
+	case prefix == microvmsapi.TagsAPIVersion:
+		set, ok = tagRoutes(segs)
+	case segs[0] == "microvms":
+		set, ok = microvmRoutes(segs)
+	case segs[0] == "microvm-images":
+		set, ok = imageRoutes(segs)
+	case segs[0] == "managed-microvm-images":
+		set, ok = managedImageRoutes(segs)
 	}
-	if prefix == microvmsapi.TagsAPIVersion {
-		if len(segs) != 2 {
-			return route{}, nil, "", false
-		}
-		return pick(map[string]route{
-			http.MethodPost:   {microvms.OpTagResource, (*Server).tagResource},
-			http.MethodDelete: {microvms.OpUntagResource, (*Server).untagResource},
-			http.MethodGet:    {microvms.OpListTags, (*Server).listTags},
-		}, "DELETE, GET, POST", segs[1])
+	if !ok {
+		return route{}, nil, "", false
 	}
+	if r, ok := set.methods[method]; ok {
+		return r, set.params, "", true
+	}
+	return route{}, nil, set.allow, false
+}
+
+// routeSet is what a path names: its operation by method, the methods it
+// allows and its path parameters.
+type routeSet struct {
+	methods map[string]route
+	allow   string
+	params  []string
+}
+
+// routes is a routeSet.
+func routes(m map[string]route, allow string, params ...string) (routeSet, bool) {
+	return routeSet{methods: m, allow: allow, params: params}, true
+}
+
+// tagRoutes are the operations of tags/<arn> (segs).
+func tagRoutes(segs []string) (routeSet, bool) {
+	if len(segs) != 2 {
+		return routeSet{}, false
+	}
+	return routes(map[string]route{
+		http.MethodPost:   {microvms.OpTagResource, (*Server).tagResource},
+		http.MethodDelete: {microvms.OpUntagResource, (*Server).untagResource},
+		http.MethodGet:    {microvms.OpListTags, (*Server).listTags},
+	}, "DELETE, GET, POST", segs[1])
+}
+
+// microvmRoutes are the operations of microvms[/<id>[/<action>]] (segs).
+func microvmRoutes(segs []string) (routeSet, bool) {
+	switch len(segs) {
+	case 1:
+		return routes(map[string]route{
+			http.MethodPost: {microvms.OpRunMicrovm, (*Server).runMicrovm},
+			http.MethodGet:  {microvms.OpListMicrovms, (*Server).listMicrovms},
+		}, "GET, POST")
+	case 2:
+		return routes(map[string]route{
+			http.MethodGet:    {microvms.OpGetMicrovm, (*Server).getMicrovm},
+			http.MethodDelete: {microvms.OpTerminateMicrovm, (*Server).terminateMicrovm},
+		}, "DELETE, GET", segs[1])
+	case 3:
+		var r route
+		switch segs[2] {
+		case "suspend":
+			r = route{microvms.OpSuspendMicrovm, (*Server).suspendMicrovm}
+		case "resume":
+			r = route{microvms.OpResumeMicrovm, (*Server).resumeMicrovm}
+		case "auth-token":
+			r = route{microvms.OpCreateMicrovmAuthToken, (*Server).createAuthToken}
+		case "shell-auth-token":
+			r = route{microvms.OpCreateMicrovmShellAuthToken, (*Server).createShellAuthToken}
+		default:
+			return routeSet{}, false
+		}
+		return routes(map[string]route{http.MethodPost: r}, "POST", segs[1])
+	}
+	return routeSet{}, false
+}
+
+// imageRoutes are the operations of microvm-images, an image, its
+// versions and their builds (segs).
+func imageRoutes(segs []string) (routeSet, bool) {
 	n := len(segs)
-	switch segs[0] {
-	case "microvms":
-		switch {
-		case n == 1:
-			return pick(map[string]route{
-				http.MethodPost: {microvms.OpRunMicrovm, (*Server).runMicrovm},
-				http.MethodGet:  {microvms.OpListMicrovms, (*Server).listMicrovms},
-			}, "GET, POST")
-		case n == 2:
-			return pick(map[string]route{
-				http.MethodGet:    {microvms.OpGetMicrovm, (*Server).getMicrovm},
-				http.MethodDelete: {microvms.OpTerminateMicrovm, (*Server).terminateMicrovm},
-			}, "DELETE, GET", segs[1])
-		case n == 3:
-			var r route
-			switch segs[2] {
-			case "suspend":
-				r = route{microvms.OpSuspendMicrovm, (*Server).suspendMicrovm}
-			case "resume":
-				r = route{microvms.OpResumeMicrovm, (*Server).resumeMicrovm}
-			case "auth-token":
-				r = route{microvms.OpCreateMicrovmAuthToken, (*Server).createAuthToken}
-			case "shell-auth-token":
-				r = route{microvms.OpCreateMicrovmShellAuthToken, (*Server).createShellAuthToken}
-			default:
-				return route{}, nil, "", false
-			}
-			return pick(map[string]route{http.MethodPost: r}, "POST", segs[1])
-		}
-	case "microvm-images":
-		switch {
-		case n == 1:
-			return pick(map[string]route{
-				http.MethodPost: {microvms.OpCreateMicrovmImage, (*Server).createImage},
-				http.MethodGet:  {microvms.OpListMicrovmImages, (*Server).listImages},
-			}, "GET, POST")
-		case n == 2:
-			return pick(map[string]route{
-				http.MethodGet:    {microvms.OpGetMicrovmImage, (*Server).getImage},
-				http.MethodPut:    {microvms.OpUpdateMicrovmImage, (*Server).updateImage},
-				http.MethodDelete: {microvms.OpDeleteMicrovmImage, (*Server).deleteImage},
-			}, "DELETE, GET, PUT", segs[1])
-		case n == 3 && segs[2] == "versions":
-			return pick(map[string]route{
-				http.MethodGet: {microvms.OpListMicrovmImageVersions, (*Server).listVersions},
-			}, "GET", segs[1])
-		case n == 4 && segs[2] == "versions":
-			return pick(map[string]route{
-				http.MethodGet:    {microvms.OpGetMicrovmImageVersion, (*Server).getVersion},
-				http.MethodPatch:  {microvms.OpUpdateMicrovmImageVersion, (*Server).updateVersion},
-				http.MethodDelete: {microvms.OpDeleteMicrovmImageVersion, (*Server).deleteVersion},
-			}, "DELETE, GET, PATCH", segs[1], segs[3])
-		case n == 5 && segs[2] == "versions" && segs[4] == "builds":
-			return pick(map[string]route{
-				http.MethodGet: {microvms.OpListMicrovmImageBuilds, (*Server).listBuilds},
-			}, "GET", segs[1], segs[3])
-		case n == 6 && segs[2] == "versions" && segs[4] == "builds":
-			return pick(map[string]route{
-				http.MethodGet: {microvms.OpGetMicrovmImageBuild, (*Server).getBuild},
-			}, "GET", segs[1], segs[3], segs[5])
-		}
-	case "managed-microvm-images":
-		switch {
-		case n == 1:
-			return pick(map[string]route{
-				http.MethodGet: {microvms.OpListManagedMicrovmImages, (*Server).listManaged},
-			}, "GET")
-		case n == 3 && segs[2] == "versions":
-			return pick(map[string]route{
-				http.MethodGet: {microvms.OpListManagedMicrovmImageVersions, (*Server).listManagedVersions},
-			}, "GET", segs[1])
-		}
+	switch {
+	case n == 1:
+		return routes(map[string]route{
+			http.MethodPost: {microvms.OpCreateMicrovmImage, (*Server).createImage},
+			http.MethodGet:  {microvms.OpListMicrovmImages, (*Server).listImages},
+		}, "GET, POST")
+	case n == 2:
+		return routes(map[string]route{
+			http.MethodGet:    {microvms.OpGetMicrovmImage, (*Server).getImage},
+			http.MethodPut:    {microvms.OpUpdateMicrovmImage, (*Server).updateImage},
+			http.MethodDelete: {microvms.OpDeleteMicrovmImage, (*Server).deleteImage},
+		}, "DELETE, GET, PUT", segs[1])
+	case n == 3 && segs[2] == "versions":
+		return routes(map[string]route{
+			http.MethodGet: {microvms.OpListMicrovmImageVersions, (*Server).listVersions},
+		}, "GET", segs[1])
+	case n == 4 && segs[2] == "versions":
+		return routes(map[string]route{
+			http.MethodGet:    {microvms.OpGetMicrovmImageVersion, (*Server).getVersion},
+			http.MethodPatch:  {microvms.OpUpdateMicrovmImageVersion, (*Server).updateVersion},
+			http.MethodDelete: {microvms.OpDeleteMicrovmImageVersion, (*Server).deleteVersion},
+		}, "DELETE, GET, PATCH", segs[1], segs[3])
+	case n == 5 && segs[2] == "versions" && segs[4] == "builds":
+		return routes(map[string]route{
+			http.MethodGet: {microvms.OpListMicrovmImageBuilds, (*Server).listBuilds},
+		}, "GET", segs[1], segs[3])
+	case n == 6 && segs[2] == "versions" && segs[4] == "builds":
+		return routes(map[string]route{
+			http.MethodGet: {microvms.OpGetMicrovmImageBuild, (*Server).getBuild},
+		}, "GET", segs[1], segs[3], segs[5])
 	}
-	return route{}, nil, "", false
+	return routeSet{}, false
+}
+
+// managedImageRoutes are the operations of managed-microvm-images and a
+// managed image's versions (segs).
+func managedImageRoutes(segs []string) (routeSet, bool) {
+	switch n := len(segs); {
+	case n == 1:
+		return routes(map[string]route{
+			http.MethodGet: {microvms.OpListManagedMicrovmImages, (*Server).listManaged},
+		}, "GET")
+	case n == 3 && segs[2] == "versions":
+		return routes(map[string]route{
+			http.MethodGet: {microvms.OpListManagedMicrovmImageVersions, (*Server).listManagedVersions},
+		}, "GET", segs[1])
+	}
+	return routeSet{}, false
 }
 
 // unknownOperation is the exception of a path or method that names no
