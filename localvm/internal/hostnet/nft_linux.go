@@ -190,7 +190,7 @@ func (fw *Firewall) lockFile() (f *os.File, again bool) {
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}

@@ -149,12 +149,7 @@ func runInit(args []string) int {
 	syscall.CloseOnExec(initSyncFD)
 	markCloexec()
 
-	var cfg initConfig
-	b, err := io.ReadAll(io.LimitReader(cfgFile, maxConfigLen))
-	cfgFile.Close()
-	if err == nil {
-		err = json.Unmarshal(b, &cfg)
-	}
+	cfg, err := readInitConfig(cfgFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, InitArgv0+": reading the configuration:", err)
 		return 2
@@ -166,65 +161,7 @@ func runInit(args []string) int {
 	if !ok {
 		return 1
 	}
-	fds := map[string]int{}
-	for i, fd := range extra {
-		if i >= len(cfg.ExtraFDs) {
-			_ = unix.Close(fd)
-			continue
-		}
-		if _, dup := fds[cfg.ExtraFDs[i]]; dup {
-			_ = unix.Close(fd)
-			continue
-		}
-		fds[cfg.ExtraFDs[i]] = fd
-	}
-	exitFD := -1
-	if fd, ok := fds[fdSlirpExit]; ok {
-		if cfg.Mode == modeRootless {
-			exitFD = fd
-		} else {
-			_ = unix.Close(fd)
-		}
-	}
-	raydArgs := cfg.RaydArgs
-	for _, f := range []struct{ name, flag string }{{fdMemoryEvents, raydMemoryEventsFlag}, {fdLifecycle, raydLifecycleFlag}} {
-		name, flag := f.name, f.flag
-		if fd, ok := fds[name]; ok {
-			if cfg.Mode == modeIsolated {
-				raydArgs = append(raydArgs, flag, strconv.Itoa(fd))
-			} else {
-				_ = unix.Close(fd)
-			}
-		}
-	}
-
-	// The platform's services directory (services_linux.go): rayd keeps
-	// it for its life; a rootless init keeps it across its exec.
-	platformFD := -1
-	if fd, ok := fds[fdPlatformDir]; ok {
-		platformFD = fd
-		if cfg.Mode == modeRootless {
-			cfg.RaydArgs = append(slices.Clip(cfg.RaydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
-		} else {
-			raydArgs = append(slices.Clip(raydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
-		}
-	}
-
-	cfg.templateFD, cfg.usrIdmapFD = -1, -1
-	if fd, ok := fds[fdTemplate]; ok {
-		if cfg.Mode == modeIsolated && cfg.Template != "" {
-			cfg.templateFD = fd
-		} else {
-			_ = unix.Close(fd)
-		}
-	}
-	if fd, ok := fds[fdUsrIdmap]; ok {
-		if cfg.Mode == modeIsolated && cfg.Template == templateBuild {
-			cfg.usrIdmapFD = fd
-		} else {
-			_ = unix.Close(fd)
-		}
-	}
+	raydArgs, exitFD, platformFD := takeInitFDs(&cfg, initFDs(cfg.ExtraFDs, extra))
 	fail := failer(syncFile)
 	if cfg.Template != "" && cfg.templateFD < 0 {
 		return fail(fmt.Errorf("a template sandbox without its layer"))
@@ -266,6 +203,94 @@ func runInit(args []string) int {
 		return fail(fmt.Errorf("unknown mode %q", cfg.Mode))
 	}
 	return runRayd(syncFile, cfg.Env, raydArgs, fail, false)
+}
+
+// readInitConfig reads the launcher's configuration from f, which it
+// closes.
+func readInitConfig(f *os.File) (initConfig, error) {
+	var cfg initConfig
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigLen))
+	f.Close()
+	if err == nil {
+		err = json.Unmarshal(b, &cfg)
+	}
+	return cfg, err
+}
+
+// initFDs names the descriptors that came with the go byte after the
+// launcher directory's, in the order of names (cfg.ExtraFDs); one beyond
+// them or under a name already taken is closed.
+func initFDs(names []string, extra []int) map[string]int {
+	fds := map[string]int{}
+	for i, fd := range extra {
+		if i >= len(names) {
+			_ = unix.Close(fd)
+			continue
+		}
+		if _, dup := fds[names[i]]; dup {
+			_ = unix.Close(fd)
+			continue
+		}
+		fds[names[i]] = fd
+	}
+	return fds
+}
+
+// takeInitFDs hands each named descriptor to what uses it in cfg.Mode and
+// closes those the mode has no use for: it returns rayd's arguments
+// (cfg.RaydArgs with the memory events, lifecycle and platform directory
+// flags of an isolated sandbox's rayd), the slirp4netns exit pipe of a
+// rootless init and the platform's services directory (-1 when absent),
+// and sets cfg's template descriptors.
+func takeInitFDs(cfg *initConfig, fds map[string]int) (raydArgs []string, exitFD, platformFD int) {
+	exitFD = -1
+	if fd, ok := fds[fdSlirpExit]; ok {
+		if cfg.Mode == modeRootless {
+			exitFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
+	raydArgs = cfg.RaydArgs
+	for _, f := range []struct{ name, flag string }{{fdMemoryEvents, raydMemoryEventsFlag}, {fdLifecycle, raydLifecycleFlag}} {
+		name, flag := f.name, f.flag
+		if fd, ok := fds[name]; ok {
+			if cfg.Mode == modeIsolated {
+				raydArgs = append(raydArgs, flag, strconv.Itoa(fd))
+			} else {
+				_ = unix.Close(fd)
+			}
+		}
+	}
+
+	// The platform's services directory (services_linux.go): rayd keeps
+	// it for its life; a rootless init keeps it across its exec.
+	platformFD = -1
+	if fd, ok := fds[fdPlatformDir]; ok {
+		platformFD = fd
+		if cfg.Mode == modeRootless {
+			cfg.RaydArgs = append(slices.Clip(cfg.RaydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
+		} else {
+			raydArgs = append(slices.Clip(raydArgs), raydPlatformDirFlag, strconv.Itoa(fd))
+		}
+	}
+
+	cfg.templateFD, cfg.usrIdmapFD = -1, -1
+	if fd, ok := fds[fdTemplate]; ok {
+		if cfg.Mode == modeIsolated && cfg.Template != "" {
+			cfg.templateFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
+	if fd, ok := fds[fdUsrIdmap]; ok {
+		if cfg.Mode == modeIsolated && cfg.Template == templateBuild {
+			cfg.usrIdmapFD = fd
+		} else {
+			_ = unix.Close(fd)
+		}
+	}
+	return raydArgs, exitFD, platformFD
 }
 
 // failer returns the init's way to fail: the error on stderr and, as one

@@ -178,7 +178,7 @@ func probe(exe string, isolated, userns bool) error {
 		if isolated {
 			return fmt.Errorf("launcher: starting a process in new namespaces: %w", err)
 		}
-		return fmt.Errorf("launcher: the binary does not answer as a sandbox init (%v): main must call launcher.MaybeRunInit first", err)
+		return fmt.Errorf("launcher: the binary does not answer as a sandbox init (%w): main must call launcher.MaybeRunInit first", err)
 	}
 	if strings.TrimSpace(out.String()) != probeReply {
 		return errors.New("launcher: the binary does not answer as a sandbox init: main must call launcher.MaybeRunInit first")
@@ -568,77 +568,19 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		return nil, err
 	}
 	veth := l.n.vethName(spec.ID)
-	inst := &instance{
-		l:        l,
-		done:     make(chan struct{}),
-		pidfd:    -1,
-		slot:     slot,
-		memBytes: spec.MemoryBytes,
-		pidsMax:  spec.PidsMax,
-		rec: Record{
-			ID: spec.ID, Privileged: true,
-			APIAddr:   netip.AddrPortFrom(guest, guestAPIPort).String(),
-			HooksAddr: netip.AddrPortFrom(guest, guestHooksPort).String(),
-			GuestIP:   guest.String(), HostIP: host.String(), Veth: veth,
-			Internet: spec.Internet, Dir: spec.Dir,
-		},
-	}
+	inst := l.newIsolated(spec, slot, host, guest, veth)
 	defer l.destroyOnError(inst, &err)
-	ld, err := prepareDir(spec.Dir)
+	ld, base, err := l.prepareIsolated(inst, spec)
 	if err != nil {
 		return inst, err
-	}
-	// The sandbox's host identity: root in its user namespace is host uid
-	// base, its user 1000 is base+1000 (0 and 1000 without a user
-	// namespace).
-	var base uint32
-	if l.userns {
-		if base, err = l.allocUIDs(spec.ID); err != nil {
-			return inst, err
-		}
-		inst.rec.UIDBase = base
-	}
-	rootDir := filepath.Join(ld, "root")
-	if err := os.Mkdir(rootDir, 0o700); err != nil {
-		return inst, err
-	}
-	l.linkSudo(ld)
-	// The init reaches them through a descriptor of ld (see release): ld
-	// and the root mount point belong to the sandbox's root.
-	for _, p := range []string{ld, rootDir} {
-		if err := os.Lchown(p, int(base), int(base)); err != nil {
-			return inst, err
-		}
 	}
 	dirs, cgfd, err := l.cg.Create(spec.ID, spec.MemoryBytes, spec.PidsMax)
 	if err != nil {
 		return inst, err
 	}
 	inst.rec.Cgroups = dirs
-	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
-	if l.userns {
-		sys.Cloneflags |= syscall.CLONE_NEWUSER
-		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
-		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
-		sys.GidMappingsEnableSetgroups = true // rayd sets its users' groups
-		// Become the namespace's root before exec (the clone keeps host
-		// uid 0, unmapped there, and exec would drop every capability).
-		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0}
-	}
-	if cgfd >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, cgfd
-	}
-	cfg := &initConfig{
-		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
-		RootDir: "root", Env: mountEnv(spec.Env), Tmpfs: tmpfsSizes(spec.MemoryBytes),
-		RaydArgs: append(append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
-			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax),
-			// Served only when the spec allows root (RAYITO_ALLOW_ROOT).
-			"--sudo-socket", rayd.SudoSocket}, mountArgs()...), l.raydArgs()...),
-	}
-	for _, a := range l.opts.DNS {
-		cfg.DNS = append(cfg.DNS, a.String())
-	}
+	sys := l.isolatedAttr(base, cgfd)
+	cfg := l.isolatedConfig(spec)
 	inst.oomFile = cgroup.MemoryEventsFile(dirs)
 	// rayd's view of its OOM kills and its lifecycle channel (see
 	// suspend_linux.go), when this rayd takes them.
@@ -677,18 +619,8 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		extra = append(extra, fd)
 		cfg.ExtraFDs = append(cfg.ExtraFDs, fdPlatformDir)
 	}
-	if err := prepareTemplate(spec, ld, base); err != nil {
+	if err := configTemplate(cfg, spec, ld, base); err != nil {
 		return inst, err
-	}
-	if spec.Template != nil {
-		// Its descriptor is opened in the init's mount namespace once the
-		// init runs (overlayfs takes only layers of its own namespace).
-		cfg.ExtraFDs = append(cfg.ExtraFDs, fdTemplate)
-		cfg.Template = templateRun
-		if spec.Template.Build {
-			cfg.Template = templateBuild
-			cfg.ExtraFDs = append(cfg.ExtraFDs, fdUsrIdmap)
-		}
 	}
 	if failInit != nil {
 		failInit(cfg)
@@ -706,27 +638,195 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if _, inst.rec.PidStartTime, err = procStat(s.pid); err != nil {
 		return inst, fmt.Errorf("launcher: the sandbox init vanished: %w", err)
 	}
-	if err := protectFromOOM(s.pid); errors.Is(err, fs.ErrPermission) {
-		// Root without CAP_SYS_RESOURCE (some container runtimes drop
-		// it): rayd keeps the platform's score, its processes still start
-		// at 1000 and so are the OOM killer's first victims.
+	if err := l.protectRayd(s.pid); err != nil {
+		return inst, err
+	}
+	if err := l.wireIsolated(s.pid, spec, dirs, veth, host, guest); err != nil {
+		return inst, err
+	}
+	tfds, err := templateFDs(s.pid, spec.Template)
+	if err != nil {
+		return inst, err
+	}
+	defer closeFDs(tfds)
+	extra = append(extra, tfds...)
+	if err = release(ctx, s, ld, extra...); err != nil {
+		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
+	}
+	if lifecycle != nil {
+		inst.startLifecycle(lifecycle)
+	}
+	return inst, nil
+}
+
+// configTemplate prepares the template of spec, if any, in the launcher
+// directory ld for the sandbox's root (host uid base), and tells the init
+// about it in cfg: the layer's descriptor is opened in the init's mount
+// namespace once the init runs (overlayfs takes only layers of its own
+// namespace; see templateFDs).
+func configTemplate(cfg *initConfig, spec Spec, ld string, base uint32) error {
+	if err := prepareTemplate(spec, ld, base); err != nil {
+		return err
+	}
+	if spec.Template != nil {
+		cfg.ExtraFDs = append(cfg.ExtraFDs, fdTemplate)
+		cfg.Template = templateRun
+		if spec.Template.Build {
+			cfg.Template = templateBuild
+			cfg.ExtraFDs = append(cfg.ExtraFDs, fdUsrIdmap)
+		}
+	}
+	return nil
+}
+
+// templateFDs opens, in the mount namespace of the init pid, the
+// descriptors of template t (none when nil) that configTemplate announced:
+// the layer's directory and, for a build, an idmapped /usr. The caller
+// closes them; on an error none is left open.
+func templateFDs(pid int, t *TemplateLayer) ([]int, error) {
+	if t == nil {
+		return nil, nil
+	}
+	fd, err := openInInit(pid, t.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	if !t.Build {
+		return []int{fd}, nil
+	}
+	ufd, err := idmappedUsr(pid)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	return []int{fd, ufd}, nil
+}
+
+// closeFDs closes each of fds.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// newIsolated is the instance of a privileged sandbox launched in slot,
+// with host and guest as its veth's addresses.
+func (l *Launcher) newIsolated(spec Spec, slot netip.Prefix, host, guest netip.Addr, veth string) *instance {
+	return &instance{
+		l:        l,
+		done:     make(chan struct{}),
+		pidfd:    -1,
+		slot:     slot,
+		memBytes: spec.MemoryBytes,
+		pidsMax:  spec.PidsMax,
+		rec: Record{
+			ID: spec.ID, Privileged: true,
+			APIAddr:   netip.AddrPortFrom(guest, guestAPIPort).String(),
+			HooksAddr: netip.AddrPortFrom(guest, guestHooksPort).String(),
+			GuestIP:   guest.String(), HostIP: host.String(), Veth: veth,
+			Internet: spec.Internet, Dir: spec.Dir,
+		},
+	}
+}
+
+// prepareIsolated makes a privileged sandbox's launcher directory (ld)
+// and root mount point, owned by its root, and allocates its host
+// identity: root in its user namespace is host uid base, its user 1000
+// is base+1000 (0 and 1000 without a user namespace).
+func (l *Launcher) prepareIsolated(inst *instance, spec Spec) (ld string, base uint32, err error) {
+	ld, err = prepareDir(spec.Dir)
+	if err != nil {
+		return "", 0, err
+	}
+	if l.userns {
+		if base, err = l.allocUIDs(spec.ID); err != nil {
+			return "", 0, err
+		}
+		inst.rec.UIDBase = base
+	}
+	rootDir := filepath.Join(ld, "root")
+	if err := os.Mkdir(rootDir, 0o700); err != nil {
+		return "", 0, err
+	}
+	l.linkSudo(ld)
+	// The init reaches them through a descriptor of ld (see release): ld
+	// and the root mount point belong to the sandbox's root.
+	for _, p := range []string{ld, rootDir} {
+		if err := os.Lchown(p, int(base), int(base)); err != nil {
+			return "", 0, err
+		}
+	}
+	return ld, base, nil
+}
+
+// isolatedAttr is how a privileged sandbox's init is cloned: in new
+// namespaces, with a user namespace mapping the host ids from base where
+// user namespaces work, and into the cgroup of cgfd (v2) when it is not
+// -1.
+func (l *Launcher) isolatedAttr(base uint32, cgfd int) *syscall.SysProcAttr {
+	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Setsid: true}
+	if l.userns {
+		sys.Cloneflags |= syscall.CLONE_NEWUSER
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRangeSize}}
+		sys.GidMappingsEnableSetgroups = true // rayd sets its users' groups
+		// Become the namespace's root before exec (the clone keeps host
+		// uid 0, unmapped there, and exec would drop every capability).
+		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	if cgfd >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, cgfd
+	}
+	return sys
+}
+
+// isolatedConfig is what a privileged sandbox's init is told (before its
+// descriptors and template are added).
+func (l *Launcher) isolatedConfig(spec Spec) *initConfig {
+	cfg := &initConfig{
+		Mode: modeIsolated, ID: spec.ID, Hostname: hostnameFor(spec.ID),
+		RootDir: "root", Env: mountEnv(spec.Env), Tmpfs: tmpfsSizes(spec.MemoryBytes),
+		RaydArgs: append(append([]string{"--api-addr", ":" + strconv.Itoa(guestAPIPort), "--hooks-addr", ":" + strconv.Itoa(guestHooksPort), "--state-dir", "/run/rayd", "--isolation", string(IsolationFull),
+			"--memory-limit", strconv.FormatInt(spec.MemoryBytes, 10), "--process-limit", strconv.Itoa(spec.PidsMax),
+			// Served only when the spec allows root (RAYITO_ALLOW_ROOT).
+			"--sudo-socket", rayd.SudoSocket}, mountArgs()...), l.raydArgs()...),
+	}
+	for _, a := range l.opts.DNS {
+		cfg.DNS = append(cfg.DNS, a.String())
+	}
+	return cfg
+}
+
+// protectRayd sets the oom_score_adj of the init pid (rayd) to -1000.
+// Root without CAP_SYS_RESOURCE (some container runtimes drop it) cannot:
+// that is logged once, and rayd keeps the platform's score, while its
+// processes still start at 1000 and so are the OOM killer's first
+// victims.
+func (l *Launcher) protectRayd(pid int) error {
+	err := protectFromOOM(pid)
+	if errors.Is(err, fs.ErrPermission) {
 		l.oomOnce.Do(func() {
 			l.log.Warn("launcher: cannot set rayd's oom_score_adj to -1000 (no CAP_SYS_RESOURCE): sandbox processes (oom_score_adj 1000) remain the OOM killer's first victims, but rayd is not exempt", "err", err.Error())
 		})
-	} else if err != nil {
-		return inst, err
+		return nil
 	}
-	// Joining cgroup v1 hierarchies costs a few milliseconds each (the
-	// kernel waits for an RCU grace period): do it while the network is
-	// wired, and join both before the init goes on.
+	return err
+}
+
+// wireIsolated puts the init pid in its cgroup v1 hierarchies (v2 cloned
+// it into its cgroup) and wires its network: veth, forwarding when it has
+// Internet access, nftables rules. Joining cgroup v1 hierarchies costs a
+// few milliseconds each (the kernel waits for an RCU grace period): it is
+// done while the network is wired, and both are done before it returns.
+func (l *Launcher) wireIsolated(pid int, spec Spec, dirs []string, veth string, host, guest netip.Addr) error {
 	cgDone := make(chan error, 1)
 	if l.cg.Version() == cgroup.V1 {
-		go func() { cgDone <- cgroup.AddProc(dirs, s.pid) }()
+		go func() { cgDone <- cgroup.AddProc(dirs, pid) }()
 	} else {
 		cgDone <- nil
 	}
 	netErr := func() error {
-		if err := l.net.Setup(s.pid, veth, host, guest); err != nil {
+		if err := l.net.Setup(pid, veth, host, guest); err != nil {
 			return err
 		}
 		if spec.Internet {
@@ -737,34 +837,9 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 		return l.fw.Install(spec.ID, veth, guest, spec.Internet, true)
 	}()
 	if err := <-cgDone; err != nil {
-		return inst, err
+		return err
 	}
-	if netErr != nil {
-		return inst, netErr
-	}
-	if spec.Template != nil {
-		fd, ferr := openInInit(s.pid, spec.Template.Dir)
-		if ferr != nil {
-			return inst, fmt.Errorf("%w: %w", ErrTemplate, ferr)
-		}
-		defer unix.Close(fd)
-		extra = append(extra, fd)
-		if spec.Template.Build {
-			ufd, uerr := idmappedUsr(s.pid)
-			if uerr != nil {
-				return inst, fmt.Errorf("%w: %w", ErrTemplate, uerr)
-			}
-			defer unix.Close(ufd)
-			extra = append(extra, ufd)
-		}
-	}
-	if err = release(ctx, s, ld, extra...); err != nil {
-		return inst, fmt.Errorf("%w (log: %s)", err, spec.LogPath)
-	}
-	if lifecycle != nil {
-		inst.startLifecycle(lifecycle)
-	}
-	return inst, nil
+	return netErr
 }
 
 // destroyOnError undoes a launch that failed (*err != nil): deferred by

@@ -167,8 +167,10 @@ func setupSandboxBin(root string) error {
 	// relative to it): the kernel resolves overlayfs's layers there too.
 	bin := filepath.Join(root, sandboxBinDir)
 	target := filepath.Join(root, "usr", "local", "bin")
-	if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
-		return fmt.Errorf("the host has no /usr/local/bin: %v", err)
+	if fi, err := os.Stat(target); err != nil {
+		return fmt.Errorf("the host has no /usr/local/bin: %w", err)
+	} else if !fi.IsDir() {
+		return errors.New("the host has no /usr/local/bin: not a directory")
 	}
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return err

@@ -86,7 +86,7 @@ func (l *Launcher) slirpPath() (string, error) {
 	}
 	fd, err := unix.Open(tunDevice, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("%w: Internet access without root needs %s usable by this user for %s (%v; udev makes it 0666): run as root, or use --no-internet", ErrNeedsPrivilege, tunDevice, slirpBinary, err)
+		return "", fmt.Errorf("%w: Internet access without root needs %s usable by this user for %s (%w; udev makes it 0666): run as root, or use --no-internet", ErrNeedsPrivilege, tunDevice, slirpBinary, err)
 	}
 	unix.Close(fd)
 	return path, nil
@@ -200,7 +200,7 @@ func startSlirp(ctx context.Context, bin string, pid int, ld string) (sl *slirp,
 			<-sl.done
 			return fail(fmt.Errorf("exited before it was ready (%s)", cmd.ProcessState))
 		}
-		return fail(fmt.Errorf("waiting until it is ready: %v", err))
+		return fail(fmt.Errorf("waiting until it is ready: %w", err))
 	}
 	return sl, exitW, nil
 }

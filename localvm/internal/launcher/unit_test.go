@@ -5,6 +5,7 @@ package launcher
 import (
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -120,4 +121,24 @@ func TestTableName(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// FuzzParseStat: whatever a sandbox names its processes (the comm field,
+// spaces, parentheses and newlines included), the ppid and start time
+// are read from the fields after it.
+func FuzzParseStat(f *testing.F) {
+	f.Add("bash", 42, uint64(987654))
+	f.Add("a) S 1 2 (b", 1, uint64(0))
+	f.Fuzz(func(t *testing.T, comm string, ppid int, start uint64) {
+		if ppid < 0 || len(comm) > 64 {
+			return
+		}
+		line := "7 (" + comm + ") S " + strconv.Itoa(ppid) + " 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " +
+			strconv.FormatUint(start, 10) + " 0 0\n"
+		gotPpid, gotStart, err := parseStat([]byte(line))
+		if err != nil || gotPpid != ppid || gotStart != start {
+			t.Fatalf("parseStat(%q) = %d, %d, %v", line, gotPpid, gotStart, err)
+		}
+		_, _, _ = parseStat([]byte(comm)) // no panic on anything
+	})
 }
