@@ -242,6 +242,8 @@ type ctxKey struct{}
 // proxy's hooks.
 type route struct {
 	endpoint string
+	id       string // the microVM's, once found
+	port     int    // the guest port, once parsed
 	addr     string
 	status   int    // the status sent, for the log
 	err      string // why the guest could not be reached, for the log
@@ -272,72 +274,18 @@ type route struct {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rt := &route{}
-	var (
-		id   string
-		port int
-	)
-	defer func() {
-		// Runs on ErrAbortHandler panics too (a stream cut mid-way).
-		if !p.log.Enabled(r.Context(), slog.LevelDebug) {
-			return
-		}
-		attrs := []slog.Attr{slog.Int("status", rt.status), slog.Duration("duration", time.Since(start))}
-		if id != "" {
-			attrs = append(attrs, slog.String("microvm", id))
-		}
-		if port != 0 {
-			attrs = append(attrs, slog.Int("port", port))
-		}
-		if rt.err != "" {
-			attrs = append(attrs, slog.String("error", rt.err))
-		}
-		p.log.LogAttrs(r.Context(), slog.LevelDebug, "endpoint request", attrs...)
-	}()
+	// Runs on ErrAbortHandler panics too (a stream cut mid-way).
+	defer p.logRequest(r, rt, start)
 	fail := func(code int, msg string) {
 		rt.status = code
 		writeError(w, code, msg)
 	}
-
-	if v, ok := r.Header[http.CanonicalHeaderKey(EndpointHeader)]; ok {
-		if len(v) == 1 {
-			rt.endpoint = hostname(strings.TrimSpace(v[0]))
-		}
-	} else {
-		rt.endpoint = hostname(r.Host)
-	}
-	var target Target
-	if rt.endpoint != "" {
-		target, _ = p.lookup(rt.endpoint)
-	}
-	if target == nil {
-		fail(http.StatusNotFound, "Endpoint not found")
+	target, claims, code, msg := p.authorize(r, rt)
+	if code != 0 {
+		fail(code, msg)
 		return
 	}
-	id = target.MicrovmID()
-	if !target.Running() && !target.AutoResume() {
-		fail(http.StatusBadGateway, "MicroVM is not running")
-		return
-	}
-
-	tokens := r.Header.Values(microvmsapi.ProxyAuthHeader)
-	if len(tokens) != 1 || tokens[0] == "" {
-		fail(http.StatusForbidden, "Forbidden")
-		return
-	}
-	port, ok := parsePort(r.Header.Values(microvmsapi.ProxyPortHeader))
-	if !ok {
-		fail(http.StatusBadRequest, "Invalid "+microvmsapi.ProxyPortHeader+" header")
-		return
-	}
-	if port == microvmsapi.HooksPort {
-		fail(http.StatusForbidden, "Forbidden")
-		return
-	}
-	claims, err := p.verifier.Verify(tokens[0], id, port)
-	if err != nil {
-		fail(http.StatusForbidden, "Forbidden")
-		return
-	}
+	port := rt.port
 	tunnel := isTunnel(r)
 	if tunnel && !tunnelRequestOK(r) {
 		fail(http.StatusBadRequest, "Invalid tunnel request")
@@ -382,6 +330,66 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// taking the whole body must not leave a reader behind (net/http
 	// panics on it, in a goroutine nothing recovers).
 	duplex.Forward(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)), rp)
+}
+
+// authorize runs steps 1 to 4 of ServeHTTP: it finds r's microVM, checks
+// its state, the token and the port, and notes them in rt. A refusal is
+// its status and message (code 0: authorized).
+func (p *Proxy) authorize(r *http.Request, rt *route) (Target, *authtoken.Claims, int, string) {
+	if v, ok := r.Header[http.CanonicalHeaderKey(EndpointHeader)]; ok {
+		if len(v) == 1 {
+			rt.endpoint = hostname(strings.TrimSpace(v[0]))
+		}
+	} else {
+		rt.endpoint = hostname(r.Host)
+	}
+	var target Target
+	if rt.endpoint != "" {
+		target, _ = p.lookup(rt.endpoint)
+	}
+	if target == nil {
+		return nil, nil, http.StatusNotFound, "Endpoint not found"
+	}
+	rt.id = target.MicrovmID()
+	if !target.Running() && !target.AutoResume() {
+		return nil, nil, http.StatusBadGateway, "MicroVM is not running"
+	}
+	tokens := r.Header.Values(microvmsapi.ProxyAuthHeader)
+	if len(tokens) != 1 || tokens[0] == "" {
+		return nil, nil, http.StatusForbidden, "Forbidden"
+	}
+	port, ok := parsePort(r.Header.Values(microvmsapi.ProxyPortHeader))
+	if !ok {
+		return nil, nil, http.StatusBadRequest, "Invalid " + microvmsapi.ProxyPortHeader + " header"
+	}
+	rt.port = port
+	if port == microvmsapi.HooksPort {
+		return nil, nil, http.StatusForbidden, "Forbidden"
+	}
+	claims, err := p.verifier.Verify(tokens[0], rt.id, port)
+	if err != nil {
+		return nil, nil, http.StatusForbidden, "Forbidden"
+	}
+	return target, claims, 0, ""
+}
+
+// logRequest writes the request's one debug record: status, duration,
+// microVM, port and the guest-side error, never anything of the request.
+func (p *Proxy) logRequest(r *http.Request, rt *route, start time.Time) {
+	if !p.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{slog.Int("status", rt.status), slog.Duration("duration", time.Since(start))}
+	if rt.id != "" {
+		attrs = append(attrs, slog.String("microvm", rt.id))
+	}
+	if rt.port != 0 {
+		attrs = append(attrs, slog.Int("port", rt.port))
+	}
+	if rt.err != "" {
+		attrs = append(attrs, slog.String("error", rt.err))
+	}
+	p.log.LogAttrs(r.Context(), slog.LevelDebug, "endpoint request", attrs...)
 }
 
 // parsePort parses the values of x-aws-proxy-port: none means
