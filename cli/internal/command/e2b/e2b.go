@@ -414,7 +414,7 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	log := serveLogger(f, cmd)
+	log := cliutil.ServerLogger(f.IO.Err, cmd.Bool("debug"), cmd.Bool("json"))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -456,20 +456,6 @@ func serveTemplates(f *cliutil.Factory, cmd *cli.Command) (map[string]string, er
 		return nil, err
 	}
 	return templates, nil
-}
-
-// serveLogger is serve's logger on stderr: text or, with --json, JSON, at
-// debug level with --debug.
-func serveLogger(f *cliutil.Factory, cmd *cli.Command) *slog.Logger {
-	level := slog.LevelInfo
-	if cmd.Bool("debug") {
-		level = slog.LevelDebug
-	}
-	var h slog.Handler = slog.NewTextHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
-	if cmd.Bool("json") {
-		h = slog.NewJSONHandler(f.IO.Err, &slog.HandlerOptions{Level: level})
-	}
-	return slog.New(h)
 }
 
 // listenLocalhost listens on 127.0.0.1:port, and on [::1]:port where the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -225,7 +224,7 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if lg != nil {
 		defer lg.ln.Close()
 	}
-	log := serveLogger(f.IO.Err, cmd)
+	log := cliutil.ServerLogger(f.IO.Err, cmd.Bool("debug"), cmd.Bool("json"))
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A platform owns the sandboxes of its state dir only: another
@@ -306,20 +305,6 @@ func serveAddr(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) (addr,
 		return "", "", cliutil.Usagef("--addr wants HOST:PORT, got %q", addr)
 	}
 	return addr, otherUser, nil
-}
-
-// serveLogger is serve's logger on w: text or, with --json, JSON, at
-// debug level with --debug.
-func serveLogger(w io.Writer, cmd *cli.Command) *slog.Logger {
-	level := slog.LevelInfo
-	if cmd.Bool("debug") {
-		level = slog.LevelDebug
-	}
-	var h slog.Handler = slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
-	if cmd.Bool("json") {
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
-	}
-	return slog.New(h)
 }
 
 // localGateway is serve's E2B gateway: its configuration, listener, token
