@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -104,7 +105,7 @@ func (x *Extractor) Dir(ctx context.Context, rel string, perm os.FileMode) error
 			if err == nil {
 				return nil
 			}
-			if err != unix.EEXIST {
+			if !errors.Is(err, unix.EEXIST) {
 				return errnoErr(op, err)
 			}
 			var st unix.Stat_t
@@ -115,7 +116,7 @@ func (x *Extractor) Dir(ctx context.Context, rel string, perm os.FileMode) error
 				// Writable by the user until Finish.
 				return x.chmodAt(op, dfd, name, 0o700, true)
 			}
-			if err := unix.Unlinkat(dfd, name, 0); err != nil && err != unix.ENOENT {
+			if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 				return errnoErr(op, err)
 			}
 		}
@@ -196,7 +197,7 @@ func (x *Extractor) Symlink(ctx context.Context, rel, target string) error {
 			return errnoErr(op, err)
 		}
 		err = unix.Renameat(dfd, tmp, dfd, name)
-		if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
+		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 			// A directory is there: replaced only when empty.
 			if rerr := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); rerr == nil {
 				err = unix.Renameat(dfd, tmp, dfd, name)

@@ -96,7 +96,7 @@ func followPath(w walker, op string, deny []string, comps []string) (string, boo
 			return "", false, perr(op, "denied", ErrDenied)
 		}
 		kind, target, err := w.open(name, len(pending) == 0)
-		if err == errRetry {
+		if errors.Is(err, errRetry) {
 			if links++; links > MaxSymlinks {
 				return "", false, perr(op, "symlink_loop", ErrSymlinkLoop)
 			}

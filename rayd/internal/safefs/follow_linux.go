@@ -1,6 +1,8 @@
 package safefs
 
 import (
+	"errors"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -67,15 +69,15 @@ func (w *fdWalker) open(name string, last bool) (nodeKind, string, error) {
 		flags = w.lastFlags
 	}
 	fd, err := w.f.openat(w.cur, name, flags, 0)
-	if err == unix.EXDEV {
+	if errors.Is(err, unix.EXDEV) {
 		// openat2's RESOLVE_BENEATH saw the entry leave the current
 		// directory during the lookup (a concurrent rename): look again.
 		return 0, "", errRetry
 	}
-	if err == unix.ELOOP && flags&unix.O_PATH == 0 {
+	if errors.Is(err, unix.ELOOP) && flags&unix.O_PATH == 0 {
 		// O_NOFOLLOW met a symbolic link: look at it as a link.
 		fd, err = w.f.openat(w.cur, name, unix.O_PATH, 0)
-		if err == unix.EXDEV {
+		if errors.Is(err, unix.EXDEV) {
 			return 0, "", errRetry
 		}
 		if err != nil {
@@ -173,7 +175,7 @@ func (w *fdWalker) up() error {
 		// Plain openat: openat2's RESOLVE_BENEATH refuses "..". ".." is
 		// never a link, and the result is verified below.
 		fd, err = unix.Openat(w.cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}

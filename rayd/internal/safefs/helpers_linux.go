@@ -51,7 +51,7 @@ func checkFS(op string, fd int) error {
 func fstatfs(fd int, st *unix.Statfs_t) error {
 	for {
 		err := unix.Fstatfs(fd, st)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
 	}
@@ -66,26 +66,26 @@ func errnoErr(op string, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
-	switch err {
-	case unix.ELOOP:
+	switch {
+	case errors.Is(err, unix.ELOOP):
 		return perr(op, "symlink", ErrSymlink)
-	case unix.ENOENT:
+	case errors.Is(err, unix.ENOENT):
 		return perr(op, "not_found", err)
-	case unix.EACCES, unix.EPERM:
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 		return perr(op, "permission", err)
-	case unix.ENOTDIR:
+	case errors.Is(err, unix.ENOTDIR):
 		return perr(op, "not_dir", ErrNotDir)
-	case unix.EISDIR:
+	case errors.Is(err, unix.EISDIR):
 		return perr(op, "is_dir", ErrIsDir)
-	case unix.EEXIST:
+	case errors.Is(err, unix.EEXIST):
 		return perr(op, "exists", ErrExist)
-	case unix.ENOTEMPTY:
+	case errors.Is(err, unix.ENOTEMPTY):
 		return perr(op, "not_empty", ErrNotEmpty)
-	case unix.ENOSPC, unix.EDQUOT:
+	case errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
 		return perr(op, "disk_full", ErrDiskFull)
-	case unix.ENAMETOOLONG:
+	case errors.Is(err, unix.ENAMETOOLONG):
 		return perr(op, "too_long", ErrInvalidPath)
-	case unix.EXDEV:
+	case errors.Is(err, unix.EXDEV):
 		return perr(op, "cross_device", ErrCrossDevice)
 	}
 	return perr(op, "io", err)
@@ -106,10 +106,10 @@ func (f *FS) openat(dirfd int, name string, flags int, mode uint32) (int, error)
 		how := unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: resolveFlags}
 		for {
 			fd, err := unix.Openat2(dirfd, name, &how)
-			switch err {
-			case unix.EINTR, unix.EAGAIN:
+			switch {
+			case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
 				continue
-			case unix.ENOSYS:
+			case errors.Is(err, unix.ENOSYS):
 				f.noOpenat2.Store(true)
 			default:
 				return fd, err
@@ -119,7 +119,7 @@ func (f *FS) openat(dirfd int, name string, flags int, mode uint32) (int, error)
 	}
 	for {
 		fd, err := unix.Openat(dirfd, name, flags, mode)
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			return fd, err
 		}
 	}
@@ -157,8 +157,8 @@ func (f *FS) walkDir(op string, comps []string, create *creator) (int, error) {
 	}
 	for _, c := range comps {
 		nfd, err := f.openat(fd, c, unix.O_PATH, 0)
-		if err == unix.ENOENT && create != nil {
-			if merr := f.mkdirFor(fd, c, create); merr != nil && merr != unix.EEXIST {
+		if errors.Is(err, unix.ENOENT) && create != nil {
+			if merr := f.mkdirFor(fd, c, create); merr != nil && !errors.Is(merr, unix.EEXIST) {
 				unix.Close(fd)
 				return -1, errnoErr(op, merr)
 			}
@@ -240,7 +240,7 @@ func (f *FS) mkdirFor(dirfd int, name string, c *creator) error {
 		_ = unix.Fchownat(dirfd, name, int(c.u.UID), int(c.u.GID), unix.AT_SYMLINK_NOFOLLOW)
 		return nil
 	}
-	if err != unix.EACCES {
+	if !errors.Is(err, unix.EACCES) {
 		return err
 	}
 	// Search permission on dirfd, as the user (a lookup of "." needs it).
@@ -448,10 +448,10 @@ func splitNul(b []byte) []string {
 func (f *FS) setMetadata(op string, fd int, md map[string]string) error {
 	for k, v := range md {
 		if err := unix.Fsetxattr(fd, f.mdPrefix+k, []byte(v), 0); err != nil {
-			switch err {
-			case unix.EOPNOTSUPP:
+			switch {
+			case errors.Is(err, unix.EOPNOTSUPP):
 				return perr(op, "metadata_unsupported", ErrMetadataUnsupported)
-			case unix.E2BIG, unix.ERANGE, unix.ENOSPC:
+			case errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ERANGE) || errors.Is(err, unix.ENOSPC):
 				return perr(op, "metadata_too_large", ErrMetadataTooLarge)
 			}
 			return errnoErr(op, err)

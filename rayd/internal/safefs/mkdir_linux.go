@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"context"
+	"errors"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +32,7 @@ func (f *FS) MakeDir(ctx context.Context, u User, p string) (Entry, error) {
 		}
 		defer unix.Close(dfd)
 		if err := f.mkdirFor(dfd, name, cr); err != nil {
-			if err != unix.EEXIST {
+			if !errors.Is(err, unix.EEXIST) {
 				return errnoErr(op, err)
 			}
 			var st unix.Stat_t

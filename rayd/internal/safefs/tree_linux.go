@@ -2,6 +2,7 @@ package safefs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -165,73 +166,9 @@ func (w *treeWalker) dir(ctx context.Context, dfd int, rel string, depth int) er
 // entry describes and visits name in dfd.
 func (w *treeWalker) entry(ctx context.Context, dfd int, name, rel string, depth int) error {
 	const op = "walk"
-	var (
-		st     unix.Stat_t
-		target string
-		ofd    = -1
-		why    SkipReason
-	)
-	err := w.f.runAs(w.u, func() error {
-		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			if err == unix.ENOENT {
-				return nil // gone meanwhile
-			}
-			if err == unix.EACCES {
-				why = SkipUnreadable
-				return nil
-			}
-			return errnoErr(op, err)
-		}
-		if st.Dev != w.dev {
-			why = SkipOtherDevice
-			return nil
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			fd, err := w.f.openat(dfd, name, unix.O_PATH, 0)
-			if err != nil {
-				return w.openErr(op, err, &why)
-			}
-			defer unix.Close(fd)
-			t, err := readLink(op, fd)
-			if err != nil {
-				return err
-			}
-			target = t
-		case unix.S_IFREG, unix.S_IFDIR:
-			flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				flags = unix.O_RDONLY | unix.O_DIRECTORY
-			}
-			fd, err := w.f.openat(dfd, name, flags, 0)
-			if err != nil {
-				return w.openErr(op, err, &why)
-			}
-			var ost unix.Stat_t
-			if err := unix.Fstat(fd, &ost); err != nil {
-				unix.Close(fd)
-				return errnoErr(op, err)
-			}
-			if ost.Dev != st.Dev || ost.Ino != st.Ino {
-				// Swapped between the stat and the open: described
-				// by what was opened.
-				st = ost
-				if st.Dev != w.dev {
-					unix.Close(fd)
-					why = SkipOtherDevice
-					return nil
-				}
-			}
-			if err := checkFS(op, fd); err != nil {
-				unix.Close(fd)
-				return err
-			}
-			ofd = fd
-		default:
-			why = SkipSpecial
-		}
-		return nil
-	})
+	n := opened{fd: -1}
+	err := w.f.runAs(w.u, func() error { return w.open(op, dfd, name, &n) })
+	st, target, ofd, why := n.st, n.target, n.fd, n.why
 	if err != nil {
 		closeFD(ofd)
 		return err
@@ -282,16 +219,97 @@ func (w *treeWalker) entry(ctx context.Context, dfd int, name, rel string, depth
 	return w.dir(ctx, ofd, rel, depth+1)
 }
 
+// opened is what [treeWalker.open] found at a name: its stat, a link's
+// target, a descriptor on a file or directory (-1: none), or why the
+// walk leaves it out (0: it does not).
+type opened struct {
+	st     unix.Stat_t
+	target string
+	fd     int
+	why    SkipReason
+}
+
+// open describes name in dfd, as the user: a link's target, or a
+// descriptor on a file or directory (openNode).
+func (w *treeWalker) open(op string, dfd int, name string, n *opened) error {
+	if err := unix.Fstatat(dfd, name, &n.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // gone meanwhile
+		}
+		if errors.Is(err, unix.EACCES) {
+			n.why = SkipUnreadable
+			return nil
+		}
+		return errnoErr(op, err)
+	}
+	if n.st.Dev != w.dev {
+		n.why = SkipOtherDevice
+		return nil
+	}
+	switch n.st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		fd, err := w.f.openat(dfd, name, unix.O_PATH, 0)
+		if err != nil {
+			return w.openErr(op, err, &n.why)
+		}
+		defer unix.Close(fd)
+		t, err := readLink(op, fd)
+		if err != nil {
+			return err
+		}
+		n.target = t
+	case unix.S_IFREG, unix.S_IFDIR:
+		return w.openNode(op, dfd, name, n)
+	default:
+		n.why = SkipSpecial
+	}
+	return nil
+}
+
+// openNode opens the file or directory name in dfd, as the user, and
+// checks that it is what the stat saw (or describes what was opened).
+func (w *treeWalker) openNode(op string, dfd int, name string, n *opened) error {
+	flags := unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY
+	if n.st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		flags = unix.O_RDONLY | unix.O_DIRECTORY
+	}
+	fd, err := w.f.openat(dfd, name, flags, 0)
+	if err != nil {
+		return w.openErr(op, err, &n.why)
+	}
+	var ost unix.Stat_t
+	if err := unix.Fstat(fd, &ost); err != nil {
+		unix.Close(fd)
+		return errnoErr(op, err)
+	}
+	if ost.Dev != n.st.Dev || ost.Ino != n.st.Ino {
+		// Swapped between the stat and the open: described
+		// by what was opened.
+		n.st = ost
+		if n.st.Dev != w.dev {
+			unix.Close(fd)
+			n.why = SkipOtherDevice
+			return nil
+		}
+	}
+	if err := checkFS(op, fd); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	n.fd = fd
+	return nil
+}
+
 // openErr turns a failed open in the walk into a skip (the user may not
 // read it, or it went away) or an error.
 func (w *treeWalker) openErr(op string, err error, why *SkipReason) error {
-	switch err {
-	case unix.EACCES, unix.EPERM:
+	switch {
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 		*why = SkipUnreadable
 		return nil
-	case unix.ENOENT:
+	case errors.Is(err, unix.ENOENT):
 		return nil
-	case unix.ELOOP, unix.ENXIO, unix.ENOTDIR:
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENOTDIR):
 		// Swapped for a link or something else between the stat and
 		// the open: what it is now is not read.
 		*why = SkipSpecial

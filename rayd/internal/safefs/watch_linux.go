@@ -1,6 +1,7 @@
 package safefs
 
 import (
+	"errors"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -56,7 +57,7 @@ func (f *FS) AddWatch(u User, inotifyFD int, p string, mask uint32) (int, error)
 		}
 		for {
 			wd, err = unix.InotifyAddWatch(inotifyFD, "/proc/self/fd/"+strconv.Itoa(fd), mask&^unix.IN_DONT_FOLLOW)
-			if err != unix.EINTR {
+			if !errors.Is(err, unix.EINTR) {
 				break
 			}
 		}

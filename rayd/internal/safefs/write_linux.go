@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"time"
@@ -51,8 +52,7 @@ type writeOptions struct {
 
 func (f *FS) writeFile(ctx context.Context, u User, p string, r io.Reader, o writeOptions) (Entry, error) {
 	const op = "write"
-	metadata := o.metadata
-	if err := ValidateMetadata(metadata); err != nil {
+	if err := ValidateMetadata(o.metadata); err != nil {
 		return Entry{}, err
 	}
 	c, err := f.resolveWrite(u, p)
@@ -66,55 +66,20 @@ func (f *FS) writeFile(ctx context.Context, u User, p string, r io.Reader, o wri
 		return Entry{}, perr(op, "canceled", err)
 	}
 	parent, name := split(c)
-	perm := uint32(o.perm.Perm())
-	keepMode := o.keepMode
-	if keepMode {
-		perm = 0o644
+	w := &pendingWrite{dfd: -1, tfd: -1, perm: uint32(o.perm.Perm())}
+	if o.keepMode {
+		w.perm = 0o644
 	}
-	dfd, tfd, tmpName := -1, -1, ""
-	replacing := false // a file is at p: exchange rather than rename
 	cleanup := func() {
-		if tmpName != "" {
-			_ = f.runAs(u, func() error { return unix.Unlinkat(dfd, tmpName, 0) })
+		if w.tmpName != "" {
+			_ = f.runAs(u, func() error { return unix.Unlinkat(w.dfd, w.tmpName, 0) })
 		}
-		closeFD(tfd)
-		closeFD(dfd)
+		closeFD(w.tfd)
+		closeFD(w.dfd)
 	}
 	// Phase 1, as the user: walk (creating parents) and create the temp file.
 	err = f.runAsSudo(u, func(s sudo) error {
-		var err error
-		dfd, err = f.walkDir(op, parent, f.creatorFor(u, s))
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
-		case err == nil:
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				return perr(op, "is_dir", ErrIsDir)
-			}
-			if keepMode && st.Mode&unix.S_IFMT == unix.S_IFREG {
-				perm = st.Mode & 0o777
-			}
-			replacing = true
-		case err != unix.ENOENT:
-			return errnoErr(op, err)
-		}
-		if err := f.checkReserve(op, dfd, 0); err != nil {
-			return err
-		}
-		var rnd [8]byte
-		rand.Read(rnd[:])
-		tmp := TempCreates + hex.EncodeToString(rnd[:])
-		if replacing {
-			tmp = TempReplaces + hex.EncodeToString(rnd[:])
-		}
-		fd, err := f.openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
-		if err != nil {
-			return errnoErr(op, err)
-		}
-		tfd, tmpName = fd, tmp
-		return nil
+		return f.createTemp(op, f.creatorFor(u, s), parent, name, o.keepMode, w)
 	})
 	if err != nil {
 		cleanup()
@@ -122,47 +87,106 @@ func (f *FS) writeFile(ctx context.Context, u User, p string, r io.Reader, o wri
 	}
 	// Phase 2, as rayd: copy. Writing to an open descriptor needs no
 	// identity, and the caller's reader must not run as the user.
-	if err := f.copyIn(ctx, op, tfd, r); err != nil {
+	if err := f.copyIn(ctx, op, w.tfd, r); err != nil {
 		cleanup()
 		return Entry{}, err
 	}
 	// Phase 3, as the user: mode, metadata, rename into place.
 	var e Entry
 	err = f.runAs(u, func() error {
-		if err := unix.Fchmod(tfd, perm); err != nil {
-			return errnoErr(op, err)
-		}
-		if err := f.setMetadata(op, tfd, metadata); err != nil {
-			return err
-		}
-		if !o.mtime.IsZero() {
-			ts := unix.NsecToTimespec(o.mtime.UnixNano())
-			if err := unix.UtimesNanoAt(dfd, tmpName, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return errnoErr(op, err)
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return perr(op, "canceled", err)
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(tfd, &st); err != nil {
-			return errnoErr(op, err)
-		}
-		if err := replace(dfd, tmpName, name, replacing); err != nil {
-			return err
-		}
-		tmpName = ""
-		e = f.entryFromStat(name, c, &st)
-		if len(metadata) > 0 {
-			e.Metadata = f.readMetadata(tfd)
-		}
-		return nil
+		var err error
+		e, err = f.commitTemp(ctx, op, c, name, o, w)
+		return err
 	})
 	cleanup()
 	if err != nil {
 		return Entry{}, err
 	}
 	f.fillNames(&e)
+	return e, nil
+}
+
+// pendingWrite is a write between its phases: the target directory's and
+// the temporary file's descriptors, the temporary file's name (until it
+// is renamed into place), whether a file is there (replacing: exchange
+// rather than rename) and the mode to give the new file.
+type pendingWrite struct {
+	dfd, tfd  int
+	tmpName   string
+	replacing bool
+	perm      uint32
+}
+
+// createTemp is a write's first phase, as the user: it walks to the
+// parent directory (creating what is missing with create), checks what
+// is at name and the disk reserve, and creates the temporary file.
+func (f *FS) createTemp(op string, create *creator, parent []string, name string, keepMode bool, w *pendingWrite) error {
+	var err error
+	w.dfd, err = f.walkDir(op, parent, create)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	switch err := unix.Fstatat(w.dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil:
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return perr(op, "is_dir", ErrIsDir)
+		}
+		if keepMode && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			w.perm = st.Mode & 0o777
+		}
+		w.replacing = true
+	case !errors.Is(err, unix.ENOENT):
+		return errnoErr(op, err)
+	}
+	if err := f.checkReserve(op, w.dfd, 0); err != nil {
+		return err
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := TempCreates + hex.EncodeToString(rnd[:])
+	if w.replacing {
+		tmp = TempReplaces + hex.EncodeToString(rnd[:])
+	}
+	fd, err := f.openat(w.dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return errnoErr(op, err)
+	}
+	w.tfd, w.tmpName = fd, tmp
+	return nil
+}
+
+// commitTemp is a write's last phase, as the user: the temporary file
+// gets its mode, metadata and modification time, then takes name's place
+// (c is the path the entry shows).
+func (f *FS) commitTemp(ctx context.Context, op, c, name string, o writeOptions, w *pendingWrite) (Entry, error) {
+	if err := unix.Fchmod(w.tfd, w.perm); err != nil {
+		return Entry{}, errnoErr(op, err)
+	}
+	if err := f.setMetadata(op, w.tfd, o.metadata); err != nil {
+		return Entry{}, err
+	}
+	if !o.mtime.IsZero() {
+		ts := unix.NsecToTimespec(o.mtime.UnixNano())
+		if err := unix.UtimesNanoAt(w.dfd, w.tmpName, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return Entry{}, errnoErr(op, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Entry{}, perr(op, "canceled", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(w.tfd, &st); err != nil {
+		return Entry{}, errnoErr(op, err)
+	}
+	if err := replace(w.dfd, w.tmpName, name, w.replacing); err != nil {
+		return Entry{}, err
+	}
+	w.tmpName = ""
+	e := f.entryFromStat(name, c, &st)
+	if len(o.metadata) > 0 {
+		e.Metadata = f.readMetadata(w.tfd)
+	}
 	return e, nil
 }
 

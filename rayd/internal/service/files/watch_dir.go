@@ -95,7 +95,7 @@ func (s *Service) Watch(ctx context.Context, msg *raydv1.WatchDirRequest, send f
 
 	in, err := newInotify()
 	if err != nil {
-		if err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOMEM {
+		if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM) {
 			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many directory watches")
 		}
 		return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_INTERNAL, "watch failed")
@@ -114,24 +114,8 @@ func (s *Service) Watch(ctx context.Context, msg *raydv1.WatchDirRequest, send f
 		return watchErr(err)
 	}
 	if w.recursive {
-		es, err := s.fs.ListDir(ctx, u, root, maxWatchDepth)
-		if err != nil {
-			return rpcerr.From(err)
-		}
-		for _, e := range es {
-			if e.Type != safefs.TypeDir {
-				continue
-			}
-			rel, ok := w.rel(e.Path)
-			if !ok || hiddenName(rel) {
-				continue
-			}
-			if len(w.dirs) >= MaxWatchDirs {
-				return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many watched directories")
-			}
-			if _, err := w.arm(rel); err != nil && !errors.Is(err, unix.ENOENT) {
-				return watchErr(err)
-			}
+		if err := w.armTree(ctx); err != nil {
+			return err
 		}
 	}
 	// The watch is armed on the canonical path without following a final
@@ -143,28 +127,7 @@ func (s *Service) Watch(ctx context.Context, msg *raydv1.WatchDirRequest, send f
 
 	var overflowed atomic.Bool
 	queue := make(chan rawEvent, WatchQueue)
-	go func() {
-		defer close(queue)
-		buf := make([]byte, 64<<10)
-		for {
-			evs, err := in.read(buf)
-			if err != nil {
-				return
-			}
-			for _, ev := range evs {
-				if ev.mask&unix.IN_Q_OVERFLOW != 0 {
-					overflowed.Store(true)
-					return
-				}
-				select {
-				case queue <- ev:
-				default:
-					overflowed.Store(true)
-					return
-				}
-			}
-		}
-	}()
+	go pumpEvents(in, queue, &overflowed)
 
 	w.out = keepalive.Start(interval, send, func() *raydv1.WatchDirResponse {
 		return &raydv1.WatchDirResponse{Event: &raydv1.WatchDirResponse_Keepalive{Keepalive: &raydv1.KeepAlive{}}}
@@ -196,6 +159,57 @@ func (s *Service) Watch(ctx context.Context, msg *raydv1.WatchDirRequest, send f
 				return nil
 			default:
 				return err
+			}
+		}
+	}
+}
+
+// armTree arms a watch on every directory under the root (a recursive
+// watch), up to maxWatchDepth and MaxWatchDirs.
+func (w *watcher) armTree(ctx context.Context) error {
+	es, err := w.s.fs.ListDir(ctx, w.u, w.root, maxWatchDepth)
+	if err != nil {
+		return rpcerr.From(err)
+	}
+	for _, e := range es {
+		if e.Type != safefs.TypeDir {
+			continue
+		}
+		rel, ok := w.rel(e.Path)
+		if !ok || hiddenName(rel) {
+			continue
+		}
+		if len(w.dirs) >= MaxWatchDirs {
+			return rpcerr.New(raydv1.ErrorReason_ERROR_REASON_RESOURCE_EXHAUSTED, "too many watched directories")
+		}
+		if _, err := w.arm(rel); err != nil && !errors.Is(err, unix.ENOENT) {
+			return watchErr(err)
+		}
+	}
+	return nil
+}
+
+// pumpEvents reads in's events into queue until in is closed, or until
+// the kernel's queue or queue overflows (then overflowed is set); it
+// closes queue when it returns.
+func pumpEvents(in *inotify, queue chan<- rawEvent, overflowed *atomic.Bool) {
+	defer close(queue)
+	buf := make([]byte, 64<<10)
+	for {
+		evs, err := in.read(buf)
+		if err != nil {
+			return
+		}
+		for _, ev := range evs {
+			if ev.mask&unix.IN_Q_OVERFLOW != 0 {
+				overflowed.Store(true)
+				return
+			}
+			select {
+			case queue <- ev:
+			default:
+				overflowed.Store(true)
+				return
 			}
 		}
 	}
