@@ -343,12 +343,7 @@ func TestIsolatedOnCgroupV2(t *testing.T) {
 	if l.cg.Version() == cgroup.V2 {
 		t.Skip("the other tests already run on cgroup v2 here")
 	}
-	cg, err := cgroup.UnifiedWithoutLimits(testNames.cgroupParent)
-	if err != nil {
-		t.Skip("needs a cgroup2 hierarchy: ", err)
-	}
-	l.cg = cg
-	t.Cleanup(func() { _ = os.Remove(cg.Roots()[0]) })
+	cg := useUnifiedV2(t, l)
 	spec := newSpec(t, l)
 	inst := launch(t, l, spec)
 	rec := inst.Record()

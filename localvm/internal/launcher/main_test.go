@@ -130,6 +130,20 @@ func privileged(t *testing.T, stateDir string) *Launcher {
 	return l
 }
 
+// useUnifiedV2 makes l create its sandboxes' cgroups on this machine's
+// cgroup2 hierarchy, without limits (the controller-less unified
+// hierarchy of a hybrid machine), or skips the test without one.
+func useUnifiedV2(t *testing.T, l *Launcher) *cgroup.Layout {
+	t.Helper()
+	cg, err := cgroup.UnifiedWithoutLimits(testNames.cgroupParent)
+	if err != nil {
+		t.Skip("needs a cgroup2 hierarchy: ", err)
+	}
+	l.cg = cg
+	t.Cleanup(func() { _ = os.Remove(cg.Roots()[0]) })
+	return cg
+}
+
 // newSpec returns a spec with a fresh id, its Dir under the launcher's
 // state dir and its log inside it.
 func newSpec(t *testing.T, l *Launcher) Spec {

@@ -381,12 +381,7 @@ func runQuiet(apiAddr, token, script string) (int64, error) {
 func TestFreezeOnCgroupV2(t *testing.T) {
 	l := privileged(t, "")
 	if l.cg.Version() != cgroup.V2 {
-		cg, err := cgroup.UnifiedWithoutLimits(testNames.cgroupParent)
-		if err != nil {
-			t.Skip("needs a cgroup2 hierarchy: ", err)
-		}
-		l.cg = cg
-		t.Cleanup(func() { _ = os.Remove(cg.Roots()[0]) })
+		useUnifiedV2(t, l)
 	}
 	spec := newSpec(t, l)
 	inst := launch(t, l, spec)
