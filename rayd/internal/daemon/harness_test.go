@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"io"
-	"log/slog"
 	"os"
 	"testing"
 
@@ -38,17 +36,13 @@ func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
 // adjusted by configure before rayd is built.
 func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	// The harness runs rayd in the test's own network namespace: the
 	// network stays off unless a test gives rayd a namespace of its own.
 	cfg := Config{StateDir: t.TempDir(), Egress: EgressOff}
 	if configure != nil {
 		configure(&cfg)
 	}
-	d, err := New(cfg, log, raydtest.Supervisor())
+	d, err := New(cfg, raydtest.Logger(), raydtest.Supervisor())
 	if err != nil {
 		t.Fatal(err)
 	}

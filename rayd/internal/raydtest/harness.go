@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -209,3 +211,12 @@ func Attach(t *testing.T, apiURL, hooksURL, token string) *Harness {
 
 // T is the test the harness serves.
 func (h *Harness) T() *testing.T { return h.t }
+
+// Logger is the logger a harness's rayd logs to: nowhere, or stderr at
+// debug level under go test -v.
+func Logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}

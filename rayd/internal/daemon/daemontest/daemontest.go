@@ -16,9 +16,6 @@
 package daemontest
 
 import (
-	"io"
-	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/rayito-dev/rayito/rayd/internal/daemon"
@@ -41,17 +38,13 @@ func New(t *testing.T) *Harness { return NewWith(t, nil) }
 // daemon.Config.SetTestKnobs) adjusted by configure before rayd is built.
 func NewWith(t *testing.T, configure func(*daemon.Config)) *Harness {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	// The harness runs rayd in the test's own network namespace: the
 	// network stays off unless a test gives rayd a namespace of its own.
 	cfg := daemon.Config{StateDir: t.TempDir(), Egress: daemon.EgressOff}
 	if configure != nil {
 		configure(&cfg)
 	}
-	d, err := daemon.New(cfg, log, raydtest.Supervisor())
+	d, err := daemon.New(cfg, raydtest.Logger(), raydtest.Supervisor())
 	if err != nil {
 		t.Fatal(err)
 	}
