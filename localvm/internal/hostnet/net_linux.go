@@ -157,7 +157,7 @@ func (hn *Veths) Setup(pid int, veth string, host, guest netip.Addr) (err error)
 	return nil
 }
 
-// ipNet is a with a /bits mask.
+// ipNet is address a with an IPv4 mask of bits bits.
 func ipNet(a netip.Addr, bits int) *net.IPNet {
 	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, 32)}
 }
