@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // E2B Secrets: network.rules {host: [{transform: {headers}}]} makes the
@@ -69,19 +69,19 @@ func parseRules(raw json.RawMessage) ([]headerRule, error) {
 
 // sdkHeaderRules turns rules into the SDK's, their values in a store of
 // their own (this process's memory only).
-func sdkHeaderRules(ctx context.Context, rules []headerRule) (rayito.SecretStore, []rayito.HeaderRule, error) {
-	store := rayito.NewMemorySecretStore()
-	out := make([]rayito.HeaderRule, 0, len(rules))
+func sdkHeaderRules(ctx context.Context, rules []headerRule) (secrets.Store, []secrets.HeaderRule, error) {
+	store := secrets.NewMemoryStore()
+	out := make([]secrets.HeaderRule, 0, len(rules))
 	for i, r := range rules {
-		hs := map[string]rayito.HeaderValue{}
+		hs := map[string]secrets.HeaderValue{}
 		for j, name := range slices.Sorted(maps.Keys(r.Headers)) {
-			ref := rayito.SecretRef{Name: fmt.Sprintf("e2b-rule-%d-%d", i, j)}
+			ref := secrets.Ref{Name: fmt.Sprintf("e2b-rule-%d-%d", i, j)}
 			if _, err := store.CreateSecret(ctx, ref.Name, []byte(r.Headers[name])); err != nil {
 				return nil, nil, fmt.Errorf("network.rules[%q].headers[%q]: the value is empty or too long", r.Host, name)
 			}
-			hs[name] = rayito.Plain(ref)
+			hs[name] = secrets.Plain(ref)
 		}
-		out = append(out, rayito.HeaderRule{Host: r.Host, Headers: hs})
+		out = append(out, secrets.HeaderRule{Host: r.Host, Headers: hs})
 	}
 	return store, out, nil
 }

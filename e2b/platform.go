@@ -7,6 +7,7 @@ import (
 	"time"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // createSpec is a create as the gateway understood it.
@@ -100,7 +101,7 @@ func (p *rayitoPlatform) create(ctx context.Context, spec createSpec) (sandbox, 
 		if err != nil {
 			return nil, &httpError{http.StatusBadRequest, err.Error()}
 		}
-		o = append(o, rayito.WithSecretStore(store), rayito.WithHeaderRules(rules...))
+		o = append(o, secrets.WithStore(store), secrets.WithHeaderRules(rules...))
 	}
 	sbx, err := rayito.Create(ctx, p.with(o...)...)
 	if err != nil {
@@ -115,11 +116,11 @@ func (p *rayitoPlatform) setHeaderRules(ctx context.Context, id string, rules []
 		return &httpError{http.StatusBadRequest, err.Error()}
 	}
 	// A handle of its own, which reads the values from their store.
-	sbx, err := rayito.Connect(ctx, id, p.with(rayito.WithSecretStore(store))...)
+	sbx, err := rayito.Connect(ctx, id, p.with(secrets.WithStore(store))...)
 	if err != nil {
 		return err
 	}
-	return sbx.UpdateHeaderRules(ctx, rs...)
+	return secrets.UpdateHeaderRules(ctx, sbx, rs...)
 }
 
 func (p *rayitoPlatform) connect(ctx context.Context, id string) (sandbox, error) {

@@ -49,8 +49,8 @@ const (
 )
 
 // AgentModel is the model an agent uses. The key never reaches the
-// sandbox: Gateway names the sandbox's secret gateway route (WithGateways,
-// e.g. OpenAICompatibleGateway) that adds it, and the runtime is given
+// sandbox: Gateway names the sandbox's secret gateway route (secrets.WithGateways,
+// e.g. secrets.OpenAICompatibleGateway) that adds it, and the runtime is given
 // only that route's loopback URL followed by BasePath.
 type AgentModel struct {
 	Provider AgentProvider
@@ -226,7 +226,7 @@ type Agent struct {
 }
 
 // Agent is the sandbox's coding agent. The sandbox needs a template built
-// with AgentTemplate and a gateway route to the model (WithGateways);
+// with AgentTemplate and a gateway route to the model (secrets.WithGateways);
 // create it with Internet access denied so the gateway is the only way
 // out. One run at a time per sandbox (AgentBusy), across processes.
 func (s *Sandbox) Agent() *Agent { return &Agent{sbx: s} }

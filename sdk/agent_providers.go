@@ -9,10 +9,10 @@ import (
 // meant for, and the API each runtime speaks through the route:
 //
 //   - ProviderOpenAI, ProviderOpenAICompatible: OpenAIGateway,
-//     OpenAICompatibleGateway (and the other OpenAI-style presets); chat
+//     secrets.OpenAICompatibleGateway (and the other OpenAI-style presets); chat
 //     completions at the route's URL followed by AgentModel.BasePath
 //     (default "/v1").
-//   - ProviderAnthropic: AnthropicGateway; the Messages API, POST
+//   - ProviderAnthropic: secrets.AnthropicGateway; the Messages API, POST
 //     /v1/messages (x-api-key).
 //   - ProviderGoogle: GeminiGateway with the model among its models; POST
 //     /v1beta/models/ID:streamGenerateContent (x-goog-api-key).

@@ -11,7 +11,7 @@ import (
 // enough for prepare.
 func agentTestSandbox(routes map[string]uint16) *Sandbox {
 	s := &Sandbox{}
-	s.secrets.routes = routes
+	s.gateways.routes = routes
 	return s
 }
 

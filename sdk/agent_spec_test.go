@@ -12,7 +12,7 @@ import (
 // specSandbox is a sandbox with two gateway routes, model and mcp.
 func specSandbox() *Agent {
 	s := &Sandbox{}
-	s.secrets.routes = map[string]uint16{"model": 4001, "mcp": 4002}
+	s.gateways.routes = map[string]uint16{"model": 4001, "mcp": 4002}
 	return s.Agent()
 }
 

@@ -43,7 +43,7 @@ type codeConfig struct {
 	onStderr  func([]byte)
 	onResult  func(Result)
 
-	callSecrets // WithSecrets
+	callExts // the extensions' values (sdk/secrets' WithSecrets)
 }
 
 type codeOption func(*codeConfig)
@@ -194,7 +194,7 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 		return nil, fmt.Errorf("%w: code of %d bytes (at most %d)", ErrInvalidArgument, len(code), MaxCodeBytes)
 	}
 	cc := codeOpts(opts)
-	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	envs, err := c.sbx.extensionEnvs(ctx, cc.envs, cc.exts)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ type CodeContext struct {
 // other context shares): WithLanguage (default python), WithCwd, WithEnvs.
 func (c *Interpreter) CreateContext(ctx context.Context, opts ...CodeOption) (*CodeContext, error) {
 	cc := codeOpts(opts)
-	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	envs, err := c.sbx.extensionEnvs(ctx, cc.envs, cc.exts)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ type commandConfig struct {
 	onStdout       func([]byte)
 	onStderr       func([]byte)
 	maxOutputBytes int
-	callSecrets    // WithSecrets
+	callExts       // the extensions' values (sdk/secrets' WithSecrets)
 }
 
 // commandOption is a CommandOption made of a function.
@@ -166,7 +166,7 @@ func (c *Commands) StartExec(ctx context.Context, argv []string, opts ...Command
 		return nil, fmt.Errorf("%w: empty command", ErrInvalidArgument)
 	}
 	cc := commandOpts(opts)
-	envs, err := c.sbx.secretEnvs(ctx, cc.envs, cc.secrets)
+	envs, err := c.sbx.extensionEnvs(ctx, cc.envs, cc.exts)
 	if err != nil {
 		return nil, err
 	}

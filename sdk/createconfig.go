@@ -3,8 +3,6 @@ package rayito
 import (
 	"context"
 
-	"connectrpc.com/connect"
-
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	ps3 "github.com/rayito-dev/rayito/proto/s3mount"
 )
@@ -18,11 +16,11 @@ import (
 // mounts). An error means the sandbox must not be handed out.
 func (s *Sandbox) createConfigure(ctx context.Context, cfg *config) error {
 	req := &raydv1.ConfigureRequest{RequestId: newRequestID()}
-	secrets := cfg.gateways != nil || cfg.placeholders != nil || cfg.headerRules != nil
-	if secrets {
-		if err := s.secretSections(ctx, req, cfg.gateways, cfg.placeholders, cfg.headerRules, false); err != nil {
-			return err
-		}
+	// The extensions' sections (sdk/secrets: gateway routes,
+	// placeholders, header rules) come first.
+	exts, err := s.configureExtensions(ctx, req)
+	if err != nil {
+		return err
 	}
 	if cfg.events != nil {
 		// Its created event leaves once the daemon holds its key.
@@ -51,18 +49,15 @@ func (s *Sandbox) createConfigure(ctx context.Context, cfg *config) error {
 		ctx, cancel = context.WithTimeout(ctx, MountWait)
 		defer cancel()
 	}
-	if !secrets && req.LifecycleEvents == nil && req.TelemetryExport == nil && req.S3Mounts == nil {
+	if exts == nil && req.LifecycleEvents == nil && req.TelemetryExport == nil && req.S3Mounts == nil {
 		return nil
 	}
-	resp, err := s.dp.config.Configure(ctx, connect.NewRequest(req))
+	results, err := s.configure(ctx, req)
 	if err != nil {
-		return rpcErr("configure", err)
+		return err
 	}
-	results := resp.Msg.GetResults()
-	if secrets {
-		if err := s.recordSecrets(results, cfg.gateways, cfg.placeholders, cfg.headerRules); err != nil {
-			return err
-		}
+	if err := s.extensionsConfigured(exts, results); err != nil {
+		return err
 	}
 	if req.LifecycleEvents != nil {
 		if err := sectionResult(results, raydv1.ConfigSection_CONFIG_SECTION_LIFECYCLE_EVENTS, "lifecycle events"); err != nil {

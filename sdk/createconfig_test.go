@@ -11,6 +11,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
+	"github.com/rayito-dev/rayito/sdk/internal/hook"
 )
 
 // fakeNetwork counts UpdateNetwork calls and answers with state.
@@ -61,12 +62,6 @@ func appliedAll(r *raydv1.ConfigureRequest) []*raydv1.SectionResult {
 // refused section kills the sandbox, keep-on-failure or not.
 func TestCreateOneTransaction(t *testing.T) {
 	t.Parallel()
-	store := NewMemorySecretStore()
-	if _, err := store.CreateSecret(t.Context(), "api-key", []byte("sk-canary-71")); err != nil {
-		t.Fatal(err)
-	}
-	gw := SecretGateway{Name: "llm", Upstream: "https://api.example.com", Headers: map[string]HeaderValue{"Authorization": Bearer(SecretRef{Name: "api-key"})},
-		Allow: []GatewayRule{{Method: "POST", Path: "/v1/*"}}}
 	policy := NetworkPolicy{AllowOut: []string{"api.example.com"}}
 	setup := func(t *testing.T, run raydv1.RunNetwork) (*platform, *fakeConfigure, *fakeNetwork) {
 		p := newPlatform(t)
@@ -78,7 +73,7 @@ func TestCreateOneTransaction(t *testing.T) {
 		return p, fc, fn
 	}
 	opts := func(t *testing.T, p *platform, more ...Option) []Option {
-		return p.opts(t, append([]Option{WithNetwork(policy), WithGateways(gw), WithSecretStore(store), WithTelemetry(testExport())}, more...)...)
+		return p.opts(t, append([]Option{WithNetwork(policy), withTestGateway(), WithTelemetry(testExport())}, more...)...)
 	}
 
 	t.Run("in force", func(t *testing.T) {
@@ -157,3 +152,27 @@ func TestCreateOneTransaction(t *testing.T) {
 		}
 	})
 }
+
+// testGateway is an extension value (hook.Configurer, as sdk/secrets'
+// gateways are) that adds a secret gateway route to Create's Configure.
+type testGateway struct{ configured *bool }
+
+type testGatewayKey struct{}
+
+func withTestGateway() Option {
+	return hook.NewOption(testGatewayKey{}, func(any) any { return testGateway{configured: new(bool)} }).(Option)
+}
+
+func (testGateway) ConfigureSandbox(_ context.Context, _ any, req *raydv1.ConfigureRequest) (bool, error) {
+	req.SecretGateway = &raydv1.SecretGatewayConfig{Routes: []*raydv1.GatewayRoute{{Name: "llm", Upstream: "https://api.example.com",
+		Headers: []*raydv1.GatewayHeader{{Name: "Authorization", Prefix: "Bearer ", Secret: "sk-canary-71"}},
+		Rules:   []*raydv1.GatewayRule{{Method: "POST", Path: "/v1/*"}}}}}
+	return true, nil
+}
+
+func (g testGateway) SandboxConfigured(_ any, results []*raydv1.SectionResult) error {
+	*g.configured = true
+	return sectionResult(results, raydv1.ConfigSection_CONFIG_SECTION_SECRET_GATEWAY, "secret gateway")
+}
+
+func (testGateway) NeedsEgress() bool { return true }

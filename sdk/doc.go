@@ -109,4 +109,16 @@
 // endpoint: the AWS configuration is loaded only when the backend is aws.
 // The local platform itself (module localvm) and the guest daemon (rayd)
 // are never linked into a program that imports the SDK.
+//
+// # Packages
+//
+// The root package is the sandbox core: Sandbox, Commands, Pty, Files,
+// Code, errors and options. Built on it, and never imported by it:
+// sdk/secrets (secret stores, the cache, gateway routes, placeholders,
+// header rules, the audit trail; only programs that import it link AWS
+// Secrets Manager's client) and sdk/git (git with one-command
+// credentials). Below it, sdk/internal/* (the extension hook, the
+// Secrets Manager calls of lifecycle events, the token store). A test
+// (layers_test.go) keeps every arrow pointing down. docs/sdk-migration.md
+// maps the names that moved.
 package rayito

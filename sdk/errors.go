@@ -87,9 +87,9 @@ var (
 	// the network (ReasonEgressUnavailable).
 	ErrUnimplemented = errors.New("rayito: not supported by this sandbox")
 	// ErrSecretNotFound: the secret (or the version of it) does not exist
-	// in the SecretStore. It also matches ErrNotFound.
+	// in the secret store (sdk/secrets). It also matches ErrNotFound.
 	ErrSecretNotFound = errors.New("rayito: secret not found")
-	// ErrSecretExists: CreateSecret of a name the SecretStore holds. It
+	// ErrSecretExists: CreateSecret of a name the secret store (sdk/secrets) holds. It
 	// also matches ErrAlreadyExists.
 	ErrSecretExists = errors.New("rayito: secret already exists")
 	// ErrBusy: another checkpoint or restore of the sandbox is running

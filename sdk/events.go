@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/smjson"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/rayito-dev/rayito/proto/events"
 	"github.com/rayito-dev/rayito/proto/localplatform"
@@ -408,16 +408,12 @@ func sandboxEventsKey(ctx context.Context, cfg *config, id string) ([]byte, erro
 		if cfg.awsConfig == nil {
 			return nil, newError(ReasonUnauthenticated, "WithEvents on AWS needs the AWS configuration of the SDK")
 		}
-		res, err := secretsmanager.NewFromConfig(*cfg.awsConfig).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &arn})
+		stack, err := smjson.New(*cfg.awsConfig).GetSecretValue(ctx, arn)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			return nil, newError(ReasonPermissionDenied, "the events stack key could not be read (secretsmanager:GetSecretValue; EventsLauncherPolicy)", ErrPermissionDenied)
-		}
-		stack := res.SecretBinary
-		if len(stack) == 0 && res.SecretString != nil {
-			stack = []byte(*res.SecretString)
 		}
 		if len(stack) < 32 {
 			return nil, newError(ReasonInvalidArgument, "the events stack key is shorter than 32 bytes")

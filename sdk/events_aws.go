@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/smjson"
+
 	"context"
 	"fmt"
 	"sort"
@@ -12,8 +14,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/rayito-dev/rayito/proto/events"
@@ -38,7 +38,7 @@ func WithEventsTable(name string) Option {
 // eventsAWS is one call's clients.
 type eventsAWS struct {
 	db    *dynamodb.Client
-	sm    *secretsmanager.Client
+	sm    *smjson.Client
 	table string
 }
 
@@ -54,7 +54,7 @@ func newEventsAWS(ctx context.Context, cfg *config) (*eventsAWS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &eventsAWS{db: dynamodb.NewFromConfig(awsCfg), sm: secretsmanager.NewFromConfig(awsCfg), table: table}, nil
+	return &eventsAWS{db: dynamodb.NewFromConfig(awsCfg), sm: smjson.New(awsCfg), table: table}, nil
 }
 
 // callerAWSConfig is the AWS configuration of the calls made with the
@@ -131,11 +131,11 @@ func (e *eventsAWS) register(ctx context.Context, url string, types []EventType,
 	}
 	id := events.NewWebhookID()
 	name := events.WebhookSecretPrefix + id
-	if _, err := e.sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
-		Name:         aws.String(name),
-		SecretString: aws.String(secret),
-		Description:  aws.String("Rayito webhook signing secret"),
-		Tags:         []smtypes.Tag{{Key: aws.String("rayito:webhook-id"), Value: aws.String(id)}},
+	if err := e.sm.CreateSecret(ctx, smjson.CreateSecretInput{
+		Name:         name,
+		SecretString: secret,
+		Description:  "Rayito webhook signing secret",
+		Tags:         []smjson.Tag{{Key: "rayito:webhook-id", Value: id}},
 	}); err != nil {
 		if awsErrorCode(err) == "AccessDeniedException" {
 			return Webhook{}, newError(ReasonPermissionDenied, "rayito: secrets manager CreateSecret of the webhook's secret was denied (the events stack's "+webhookAdminPolicy+")")
@@ -166,7 +166,7 @@ func (e *eventsAWS) register(ctx context.Context, url string, types []EventType,
 		// Take the secret back, even when ctx has ended.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, _ = e.sm.DeleteSecret(cctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
+		_ = e.sm.DeleteSecret(cctx, name, true)
 		return Webhook{}, dynamoErr("PutItem", webhookAdminPolicy, err)
 	}
 	return Webhook{ID: id, URL: url, Types: types, CreatedAt: now.Truncate(time.Millisecond)}, nil
@@ -274,9 +274,7 @@ func (e *eventsAWS) remove(ctx context.Context, id string) error {
 		}
 		return dynamoErr("DeleteItem", webhookAdminPolicy, err)
 	}
-	_, err = e.sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{
-		SecretId: aws.String(events.WebhookSecretPrefix + id), ForceDeleteWithoutRecovery: aws.Bool(true),
-	})
+	err = e.sm.DeleteSecret(ctx, events.WebhookSecretPrefix+id, true)
 	if err != nil && awsErrorCode(err) != "ResourceNotFoundException" {
 		return newError(ReasonInternal, "rayito: the webhook is removed but its secret "+events.WebhookSecretPrefix+id+" is not: "+awsErr("secrets manager", "DeleteSecret", err).Error())
 	}

@@ -142,3 +142,9 @@ func TestSandboxEventsKeyAWS(t *testing.T) {
 		t.Fatalf("no ARN: %v, %d calls", err, len(calls()))
 	}
 }
+
+// awsCall is one JSON call a fake AWS service received.
+type awsCall struct {
+	target string
+	body   map[string]any
+}

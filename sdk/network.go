@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/hook"
+
 	"context"
 	"fmt"
 	"slices"
@@ -190,7 +192,15 @@ func networkPlan(cfg *config) (p *NetworkPolicy, required bool, err error) {
 
 // secretEgress reports whether rayd calls upstreams for the sandbox (its
 // gateway routes or placeholders), which needs the route out.
-func (c *config) secretEgress() bool { return len(c.gateways) > 0 || len(c.placeholders) > 0 }
+// (hook.Egresser).
+func (c *config) secretEgress() bool {
+	for _, v := range c.exts {
+		if e, ok := v.(hook.Egresser); ok && e.NeedsEgress() {
+			return true
+		}
+	}
+	return false
+}
 
 // checkRunNetwork runs once a created sandbox is ready, when a policy was
 // asked for. The run payload installed it before /run answered, and the

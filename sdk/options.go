@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -176,8 +175,7 @@ type config struct {
 	metadataFilter map[string]string
 	endReasons     bool
 
-	secretConfig  // WithSecretStore, WithSecretCache, WithSecrets
-	gatewayConfig // WithGateways, WithSecretPlaceholders
+	extConfig // the extensions' values (sdk/secrets' options; extension.go)
 
 	telemetryConfig // WithTelemetry (telemetry.go)
 	mountsConfig    // WithMounts (mounts.go)
@@ -206,7 +204,6 @@ type config struct {
 
 func newConfig(opts []Option) *config {
 	c := &config{timeout: DefaultTimeout, readyTimeout: DefaultReadyTimeout, internet: true, getenv: os.Getenv}
-	c.secretMu = new(sync.Mutex)
 	for _, o := range opts {
 		if o != nil {
 			o.applySandbox(c)

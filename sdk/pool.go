@@ -159,7 +159,7 @@ func NewPool(ctx context.Context, pc PoolConfig) (*SandboxPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.checkSecrets(); err != nil {
+	if err := cfg.checkExtensions(); err != nil {
 		return nil, err
 	}
 	lifetime := time.Duration(plan.maxDuration) * time.Second
@@ -197,8 +197,8 @@ func NewPool(ctx context.Context, pc PoolConfig) (*SandboxPool, error) {
 }
 
 // TakeOption configures SandboxPool.Take: WithWait, and the secret
-// options of Create (WithSecrets, WithSecretStore, WithSecretCache,
-// WithGateways, WithSecretPlaceholders, WithHeaderRules), which the taken
+// options of Create (sdk/secrets: WithSecrets, WithStore, WithCache,
+// WithGateways, WithPlaceholders, WithHeaderRules), which the taken
 // sandbox gets (a resumed slot is configured after its resume; a
 // fallback is created with them). Take refuses every other option with
 // ErrInvalidArgument: the sandbox's other settings are the pool's.
@@ -227,8 +227,7 @@ func takeOptions(opts []TakeOption) (wait bool, rest []Option, err error) {
 		}
 		c := &config{}
 		o.applySandbox(c)
-		c.secretConfig = secretConfig{}
-		c.gatewayConfig = gatewayConfig{}
+		c.extConfig = extConfig{}
 		if !reflect.ValueOf(*c).IsZero() {
 			return false, nil, newError(ReasonInvalidArgument, "pool: Take accepts WithWait and the secret options only (the sandbox's other settings are the pool's Create options)")
 		}
@@ -253,7 +252,7 @@ func (p *SandboxPool) Take(ctx context.Context, opts ...TakeOption) (*Sandbox, e
 		return nil, err
 	}
 	cfg := newConfig(append(slices.Clone(p.create), extra...))
-	if err := cfg.checkSecrets(); err != nil {
+	if err := cfg.checkExtensions(); err != nil {
 		return nil, err
 	}
 	for {
@@ -349,11 +348,9 @@ func (p *SandboxPool) handOut(ctx context.Context, slot PoolSlot, live *Sandbox,
 		s.dp.close()
 		return nil, true, err
 	}
-	if cfg.gateways != nil || cfg.placeholders != nil || cfg.headerRules != nil {
-		if err := s.configureSecrets(ctx, cfg.gateways, cfg.placeholders, cfg.headerRules, false); err != nil {
-			s.dp.close()
-			return nil, false, err
-		}
+	if err := s.configureOnly(ctx); err != nil {
+		s.dp.close()
+		return nil, false, err
 	}
 	return s, false, nil
 }

@@ -421,8 +421,8 @@ func TestPoolRefusesBadConfig(t *testing.T) {
 			t.Errorf("Take with a sandbox option = %v", err)
 		}
 	}
-	if _, _, err := takeOptions([]TakeOption{WithWait(), WithSecrets(map[string]SecretRef{"K": {Name: "k"}}), WithGateways(), nil}); err != nil {
-		t.Errorf("secret options refused: %v", err)
+	if _, _, err := takeOptions([]TakeOption{WithWait(), withTestGateway(), nil}); err != nil {
+		t.Errorf("an extension's option (sdk/secrets') refused: %v", err)
 	}
 }
 

@@ -26,7 +26,7 @@ type ptyConfig struct {
 	timeout    time.Duration
 	onData     func([]byte)
 
-	callSecrets // WithSecrets
+	callExts // the extensions' values (sdk/secrets' WithSecrets)
 }
 
 // ptyOption is a PtyOption made of a function.
@@ -60,7 +60,7 @@ func ptyOpts(opts []PtyOption) *ptyConfig {
 // WithCwd, WithUser, WithShell, WithTimeout and OnData configure it.
 func (p *Pty) Create(ctx context.Context, opts ...PtyOption) (*PtyHandle, error) {
 	c := ptyOpts(opts)
-	envs, err := p.sbx.secretEnvs(ctx, maps.Clone(c.envs), c.secrets)
+	envs, err := p.sbx.extensionEnvs(ctx, maps.Clone(c.envs), c.exts)
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,10 @@ type Sandbox struct {
 	dp          *dataPlane
 	// newerAgent makes the "newer agent" warning once per Sandbox.
 	newerAgent sync.Once
-	// secrets: the gateway routes and placeholders in force.
-	secrets secretsState
+	// gateways: the gateway routes and placeholders in force.
+	gateways gatewayState
+	// extMu guards cfg.exts, which extensions may add to (hook.Value).
+	extMu sync.Mutex
 	// ports: the ways into the sandbox's own ports (Port).
 	portsMu sync.Mutex
 	ports   map[int]*Port
@@ -128,7 +130,7 @@ func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.checkSecrets(); err != nil {
+	if err := cfg.checkExtensions(); err != nil {
 		return nil, err
 	}
 	if err := cfg.checkIndex(); err != nil {
@@ -386,7 +388,7 @@ func (s *Sandbox) checkAgentOnConnect(ctx context.Context) error {
 		// The gateway routes and placeholders of the sandbox (Gateway,
 		// Placeholder).
 		sctx, cancel := context.WithTimeout(ctx, connectHealthTimeout)
-		s.loadSecrets(sctx)
+		s.loadGateways(sctx)
 		cancel()
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 	"github.com/rayito-dev/rayito/tests/agentllm"
 )
 
@@ -44,8 +45,8 @@ func withAgentProviderHosts(m map[string]netip.Addr) map[string]netip.Addr {
 // (the gateway's), on the provider's API, for the spec's model. Also:
 // AgentModel.Region refused for another provider than bedrock, and
 // OpenCode's small model reaching its own provider.
-func agentProviders(t *testing.T, ctx context.Context, p *platform, store rayito.SecretStore, model *scriptSwitch, canary string) {
-	key := rayito.SecretRef{Name: "model-key"}
+func agentProviders(t *testing.T, ctx context.Context, p *platform, store secrets.Store, model *scriptSwitch, canary string) {
+	key := secrets.Ref{Name: "model-key"}
 	const (
 		anthropicID = "claude-test-1"
 		geminiID    = "gemini-test-1"
@@ -53,13 +54,13 @@ func agentProviders(t *testing.T, ctx context.Context, p *platform, store rayito
 		azureID     = "dep-test-1"
 		bedrockID   = "anthropic.claude-test-v1:0"
 	)
-	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store),
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), secrets.WithStore(store),
 		rayito.WithAllowInternetAccess(false), rayito.WithTimeout(15*time.Minute),
-		rayito.WithGateways(
-			rayito.AnthropicGateway(key),
-			rayito.GeminiGateway(key, geminiID, geminiSmall),
-			rayito.AzureOpenAIGateway(agentAzureResource, key, azureID),
-			rayito.BedrockGateway(agentBedrockRegion, key, bedrockID),
+		secrets.WithGateways(
+			secrets.AnthropicGateway(key),
+			secrets.GeminiGateway(key, geminiID, geminiSmall),
+			secrets.AzureOpenAIGateway(agentAzureResource, key, azureID),
+			secrets.BedrockGateway(agentBedrockRegion, key, bedrockID),
 		))...)
 	if err != nil {
 		t.Fatal(err)

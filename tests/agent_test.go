@@ -21,6 +21,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 	"github.com/rayito-dev/rayito/tests/agentllm"
 )
 
@@ -192,7 +193,7 @@ func TestAgent(t *testing.T) {
 		o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, logWriter()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	defer p.stop(true)
-	store, err := rayito.NewLocalSecretStore(filepath.Join(t.TempDir(), "secrets"))
+	store, err := secrets.NewLocalStore(filepath.Join(t.TempDir(), "secrets"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +201,11 @@ func TestAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The subtests outlast the default 5 minutes on a loaded machine.
-	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), rayito.WithSecretStore(store), rayito.WithTimeout(20*time.Minute),
+	sbx, err := rayito.Create(ctx, p.opts(rayito.WithTemplate("agent"), secrets.WithStore(store), rayito.WithTimeout(20*time.Minute),
 		rayito.WithAllowInternetAccess(false),
-		rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL"),
-			rayito.SecretGateway{Name: "mcp", Upstream: "https://model.test", Headers: map[string]rayito.HeaderValue{"Authorization": rayito.Bearer(rayito.SecretRef{Name: "model-key"})},
-				Allow: []rayito.GatewayRule{{Method: "POST", Path: "/mcp"}, {Method: "GET", Path: "/mcp"}, {Method: "DELETE", Path: "/mcp"}}}))...)
+		secrets.WithGateways(secrets.OpenAICompatibleGateway("model", "https://model.test", "/v1", secrets.Ref{Name: "model-key"}, "OPENAI_BASE_URL"),
+			secrets.Gateway{Name: "mcp", Upstream: "https://model.test", Headers: map[string]secrets.HeaderValue{"Authorization": secrets.Bearer(secrets.Ref{Name: "model-key"})},
+				Allow: []secrets.GatewayRule{{Method: "POST", Path: "/mcp"}, {Method: "GET", Path: "/mcp"}, {Method: "DELETE", Path: "/mcp"}}}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,8 +479,8 @@ func TestAgent(t *testing.T) {
 		if _, err := agent.Run(ctx, "x", rayito.WithAgentSpec(rayito.AgentSpec{Model: spec.Model, SubAgents: []rayito.AgentSubAgent{{Name: "a"}}})); !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("a sub-agent without a description: %v", err)
 		}
-		plain, err := rayito.Create(ctx, p.opts(rayito.WithAllowInternetAccess(false), rayito.WithSecretStore(store),
-			rayito.WithGateways(rayito.OpenAICompatibleGateway("model", "https://model.test", "/v1", rayito.SecretRef{Name: "model-key"}, "OPENAI_BASE_URL")))...)
+		plain, err := rayito.Create(ctx, p.opts(rayito.WithAllowInternetAccess(false), secrets.WithStore(store),
+			secrets.WithGateways(secrets.OpenAICompatibleGateway("model", "https://model.test", "/v1", secrets.Ref{Name: "model-key"}, "OPENAI_BASE_URL")))...)
 		if err != nil {
 			t.Fatal(err)
 		}

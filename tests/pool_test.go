@@ -10,6 +10,7 @@ import (
 
 	rayito "github.com/rayito-dev/rayito/sdk"
 	"github.com/rayito-dev/rayito/sdk/microvms"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // poolWarmup writes a file naming the sandbox and starts a process:
@@ -186,7 +187,7 @@ func TestPoolTakeSecrets(t *testing.T) {
 	defer p.stop(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	store := rayito.NewMemorySecretStore()
+	store := secrets.NewMemoryStore()
 	if _, err := store.CreateSecret(ctx, "api/key", []byte("s3cr3t-value")); err != nil {
 		t.Fatal(err)
 	}
@@ -202,10 +203,10 @@ func TestPoolTakeSecrets(t *testing.T) {
 	if st := pool.Stats(); st.Ready != 1 || st.Taken != 0 {
 		t.Fatalf("a refused Take used a slot: %+v", st)
 	}
-	secrets := []rayito.Option{rayito.WithSecretStore(store), rayito.WithSecrets(map[string]rayito.SecretRef{"API_KEY": {Name: "api/key"}})}
+	secretOpts := []rayito.Option{secrets.WithStore(store), secrets.WithSecrets(map[string]secrets.Ref{"API_KEY": {Name: "api/key"}})}
 	// The second Take is a fallback unless the refill beat it.
 	for i, want := range []string{"hit", "second"} {
-		sbx, err := pool.Take(ctx, secrets...)
+		sbx, err := pool.Take(ctx, secretOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // TestSecretAudit: a sandbox's audit trail counts each secret per host
@@ -63,7 +64,7 @@ func TestSecretAudit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	store, err := rayito.NewLocalSecretStore(filepath.Join(t.TempDir(), "secrets"))
+	store, err := secrets.NewLocalStore(filepath.Join(t.TempDir(), "secrets"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,20 +73,20 @@ func TestSecretAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	up, otherRef := rayito.SecretRef{Name: "up-key"}, rayito.SecretRef{Name: "other-key"}
-	sbx, err := rayito.Create(ctx, p.opts(rayito.WithSecretStore(store),
-		rayito.WithSecretPlaceholders(
-			rayito.SecretPlaceholder{Env: "UP_KEY", Secret: up, Host: "upstream.test"},
-			rayito.SecretPlaceholder{Env: "OTHER_KEY", Secret: otherRef, Host: "other.test"}),
-		rayito.WithHeaderRules(rayito.HeaderRule{Host: "other.test", Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(up)}}),
-		rayito.WithGateways(rayito.SecretGateway{Name: "up", Upstream: "https://upstream.test",
-			Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(up)},
-			Allow:   []rayito.GatewayRule{{Method: "POST", Path: "/v1/*"}}, Env: "GATEWAY_URL"}))...)
+	up, otherRef := secrets.Ref{Name: "up-key"}, secrets.Ref{Name: "other-key"}
+	sbx, err := rayito.Create(ctx, p.opts(secrets.WithStore(store),
+		secrets.WithPlaceholders(
+			secrets.Placeholder{Env: "UP_KEY", Secret: up, Host: "upstream.test"},
+			secrets.Placeholder{Env: "OTHER_KEY", Secret: otherRef, Host: "other.test"}),
+		secrets.WithHeaderRules(secrets.HeaderRule{Host: "other.test", Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(up)}}),
+		secrets.WithGateways(secrets.Gateway{Name: "up", Upstream: "https://upstream.test",
+			Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(up)},
+			Allow:   []secrets.GatewayRule{{Method: "POST", Path: "/v1/*"}}, Env: "GATEWAY_URL"}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sbx.Kill(context.Background()) }()
-	if a, err := sbx.SecretAudit(ctx); err != nil || len(a.Records) != 0 {
+	if a, err := secrets.Audit(ctx, sbx); err != nil || len(a.Records) != 0 {
 		t.Fatalf("the audit before any request: %+v %v", a, err)
 	}
 	for _, c := range []struct{ cmd, want string }{
@@ -111,7 +112,7 @@ func TestSecretAudit(t *testing.T) {
 		}
 	}
 
-	a, err := sbx.SecretAudit(ctx)
+	a, err := secrets.Audit(ctx, sbx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // The secrets tests' peer namespace: a TLS upstream that wants a key, and
@@ -155,18 +156,18 @@ func TestSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	store, err := rayito.NewLocalSecretStore(filepath.Join(t.TempDir(), "secrets"))
+	store, err := secrets.NewLocalStore(filepath.Join(t.TempDir(), "secrets"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.CreateSecret(ctx, "upstream-key", []byte(canary)); err != nil {
 		t.Fatal(err)
 	}
-	ref := rayito.SecretRef{Name: "upstream-key"}
+	ref := secrets.Ref{Name: "upstream-key"}
 	var errs []error // every error of the run, searched for the canary
 	create := func(opts ...rayito.Option) *rayito.Sandbox {
 		t.Helper()
-		sbx, err := rayito.Create(ctx, p.opts(append([]rayito.Option{rayito.WithSecretStore(store)}, opts...)...)...)
+		sbx, err := rayito.Create(ctx, p.opts(append([]rayito.Option{secrets.WithStore(store)}, opts...)...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,10 +218,10 @@ func TestSecrets(t *testing.T) {
 	}
 
 	t.Run("gateway", func(t *testing.T) {
-		sbx := create(rayito.WithGateways(rayito.SecretGateway{
+		sbx := create(secrets.WithGateways(secrets.Gateway{
 			Name: "up", Upstream: "https://upstream.test",
-			Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(ref)},
-			Allow:   []rayito.GatewayRule{{Method: "POST", Path: "/v1/messages"}, {Method: "GET", Path: "/v1/echo"}},
+			Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(ref)},
+			Allow:   []secrets.GatewayRule{{Method: "POST", Path: "/v1/messages"}, {Method: "GET", Path: "/v1/echo"}},
 			Env:     "GATEWAY_URL",
 		}))
 		url := sbx.Gateway("up").URL()
@@ -252,7 +253,7 @@ func TestSecrets(t *testing.T) {
 		if out, _ := run(sbx, `curl -sS -m 10 -o /dev/null -w '%{http_code}' -X POST "$GATEWAY_URL/v1/messages"`); out != "401" {
 			t.Errorf("before Refresh: %q", out)
 		}
-		if err := sbx.Refresh(ctx); err != nil {
+		if err := secrets.Refresh(ctx, sbx); err != nil {
 			t.Fatal(err)
 		}
 		if got := sbx.Gateway("up").URL(); got != url {
@@ -265,7 +266,7 @@ func TestSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 		keyv.Store(canary)
-		if err := sbx.Refresh(ctx); err != nil {
+		if err := secrets.Refresh(ctx, sbx); err != nil {
 			t.Fatal(err)
 		}
 		// Connect learns the routes.
@@ -282,19 +283,19 @@ func TestSecrets(t *testing.T) {
 		// WithSecrets: the value in one command's environment only (the
 		// sandbox's code can read it: the residual risk of env injection).
 		sbx := create()
-		res, err := sbx.Commands.Run(ctx, "printenv TOKEN", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		res, err := sbx.Commands.Run(ctx, "printenv TOKEN", secrets.WithSecrets(map[string]secrets.Ref{"TOKEN": ref}))
 		if err != nil || strings.TrimSpace(res.Stdout) != canary {
 			t.Fatalf("an injected secret: %v", err)
 		}
 		if out, _ := run(sbx, "printenv TOKEN; true"); strings.TrimSpace(out) != "" {
 			t.Errorf("another command got the secret")
 		}
-		_, err = sbx.Commands.Run(ctx, "true", rayito.WithEnvs(map[string]string{"TOKEN": "x"}), rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		_, err = sbx.Commands.Run(ctx, "true", rayito.WithEnvs(map[string]string{"TOKEN": "x"}), secrets.WithSecrets(map[string]secrets.Ref{"TOKEN": ref}))
 		if !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("an env and a secret of one name: %v", err)
 		}
 		errs = append(errs, err)
-		_, err = sbx.Commands.Run(ctx, "true", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": {Name: "missing"}}))
+		_, err = sbx.Commands.Run(ctx, "true", secrets.WithSecrets(map[string]secrets.Ref{"TOKEN": {Name: "missing"}}))
 		if !errors.Is(err, rayito.ErrSecretNotFound) {
 			t.Errorf("a missing secret: %v", err)
 		}
@@ -302,7 +303,7 @@ func TestSecrets(t *testing.T) {
 		// A terminal and a code cell get it the same way.
 		want := strconv.Itoa(len(canary))
 		var screen syncBuf
-		h, err := sbx.Pty.Create(ctx, rayito.OnData(screen.write), rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		h, err := sbx.Pty.Create(ctx, rayito.OnData(screen.write), secrets.WithSecrets(map[string]secrets.Ref{"TOKEN": ref}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestSecrets(t *testing.T) {
 		}
 		screen.waitFor(t, "len="+want)
 		_, _ = h.Wait(ctx)
-		ex, err := sbx.RunCode(ctx, "import os; print(len(os.environ.get('TOKEN', '')))", rayito.WithSecrets(map[string]rayito.SecretRef{"TOKEN": ref}))
+		ex, err := sbx.RunCode(ctx, "import os; print(len(os.environ.get('TOKEN', '')))", secrets.WithSecrets(map[string]secrets.Ref{"TOKEN": ref}))
 		if err != nil || strings.TrimSpace(strings.Join(ex.Logs.Stdout, "")) != want {
 			t.Errorf("a code cell's secret: %v", err)
 		}
@@ -322,7 +323,7 @@ func TestSecrets(t *testing.T) {
 	})
 
 	t.Run("placeholder", func(t *testing.T) {
-		sbx := create(rayito.WithSecretPlaceholders(rayito.SecretPlaceholder{
+		sbx := create(secrets.WithPlaceholders(secrets.Placeholder{
 			Env: "UPSTREAM_KEY", Secret: ref, Host: "upstream.test",
 		}))
 		ph := sbx.Placeholder("UPSTREAM_KEY")
@@ -368,10 +369,10 @@ func TestSecrets(t *testing.T) {
 	t.Run("deny-all", func(t *testing.T) {
 		// The agent's set-up: nothing leaves but through the secrets.
 		sbx := create(rayito.WithAllowInternetAccess(false),
-			rayito.WithSecretPlaceholders(rayito.SecretPlaceholder{Env: "UPSTREAM_KEY", Secret: ref, Host: "upstream.test"}),
-			rayito.WithGateways(rayito.SecretGateway{Name: "up", Upstream: "https://upstream.test",
-				Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(ref)},
-				Allow:   []rayito.GatewayRule{{Method: "POST", Path: "/v1/messages"}}, Env: "GATEWAY_URL"}))
+			secrets.WithPlaceholders(secrets.Placeholder{Env: "UPSTREAM_KEY", Secret: ref, Host: "upstream.test"}),
+			secrets.WithGateways(secrets.Gateway{Name: "up", Upstream: "https://upstream.test",
+				Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(ref)},
+				Allow:   []secrets.GatewayRule{{Method: "POST", Path: "/v1/messages"}}, Env: "GATEWAY_URL"}))
 		for _, cmd := range []string{
 			`curl -sS -m 10 -X POST -H "x-api-key: $UPSTREAM_KEY" https://upstream.test/v1/messages`,
 			`curl -sS -m 10 -X POST "$GATEWAY_URL/v1/messages"`,
@@ -395,12 +396,12 @@ func TestSecrets(t *testing.T) {
 		// E2B Secrets' model: a header added to every HTTPS request to a
 		// host, its value from a store the sandbox never sees.
 		key := keyv.Load().(string)
-		mem := rayito.NewMemorySecretStore()
+		mem := secrets.NewMemoryStore()
 		if _, err := mem.CreateSecret(ctx, "rule-key", []byte(key)); err != nil {
 			t.Fatal(err)
 		}
-		rule := rayito.HeaderRule{Host: "upstream.test", Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(rayito.SecretRef{Name: "rule-key"})}}
-		sbx := create(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rule))
+		rule := secrets.HeaderRule{Host: "upstream.test", Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(secrets.Ref{Name: "rule-key"})}}
+		sbx := create(secrets.WithStore(mem), secrets.WithHeaderRules(rule))
 		// -k: without a rule the answer comes from the upstream itself,
 		// whose test CA only rayd trusts.
 		status := `curl -sS -m 10 -k -o /dev/null -w '%{http_code}' -X POST -H 'x-api-key: forged' https://upstream.test/v1/messages`
@@ -420,25 +421,25 @@ func TestSecrets(t *testing.T) {
 		}
 		noKey(t, sbx)
 		// UpdateHeaderRules: none, then the rule again.
-		if err := sbx.UpdateHeaderRules(ctx); err != nil {
+		if err := secrets.UpdateHeaderRules(ctx, sbx); err != nil {
 			t.Fatal(err)
 		}
 		if out, _ := run(sbx, status); out != "401" {
 			t.Errorf("without rules: %q, want 401", out)
 		}
-		if err := sbx.UpdateHeaderRules(ctx, rule); err != nil {
+		if err := secrets.UpdateHeaderRules(ctx, sbx, rule); err != nil {
 			t.Fatal(err)
 		}
 		if out, _ := run(sbx, status); out != "200" {
 			t.Errorf("with the rule again: %q, want 200", out)
 		}
 		// A rule grants nothing: a deny-all sandbox does not reach the host.
-		closed := create(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rule), rayito.WithNetwork(rayito.DenyAllNetwork()))
+		closed := create(secrets.WithStore(mem), secrets.WithHeaderRules(rule), rayito.WithNetwork(rayito.DenyAllNetwork()))
 		if out, ok := run(closed, status); ok && (out == "200" || out == "401") {
 			t.Errorf("a deny-all sandbox reached a rule's host: %q", out)
 		}
 		// Bad rules fail the create before the sandbox is handed out.
-		if _, err := rayito.Create(ctx, p.opts(rayito.WithSecretStore(mem), rayito.WithHeaderRules(rayito.HeaderRule{Host: "*", Headers: rule.Headers}))...); !errors.Is(err, rayito.ErrInvalidArgument) {
+		if _, err := rayito.Create(ctx, p.opts(secrets.WithStore(mem), secrets.WithHeaderRules(secrets.HeaderRule{Host: "*", Headers: rule.Headers}))...); !errors.Is(err, rayito.ErrInvalidArgument) {
 			t.Errorf("a bad rule: %v, want ErrInvalidArgument", err)
 		} else if strings.Contains(err.Error(), key) {
 			t.Error("the error carries the value")

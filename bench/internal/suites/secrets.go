@@ -29,6 +29,7 @@ import (
 	"github.com/rayito-dev/rayito/localvm"
 	"github.com/rayito-dev/rayito/localvm/localvmtest"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // Names of the secrets suite's results.
@@ -134,7 +135,7 @@ func Secrets(ctx context.Context, e *Env) harness.Result {
 		return failed(SecretsSuite, err)
 	}
 	defer stop()
-	store, err := rayito.NewLocalSecretStore(filepath.Join(e.Tmp, "secrets-store"))
+	store, err := secrets.NewLocalStore(filepath.Join(e.Tmp, "secrets-store"))
 	if err != nil {
 		return failed(SecretsSuite, err)
 	}
@@ -213,11 +214,11 @@ func secretsModes(key string) []*secretsMode {
 // (F with the test CA, G with the gateway, P with the placeholder, each
 // reading its key from store), writes the client into each and pins them.
 // The caller kills them, on errors too.
-func secretsSandboxes(ctx context.Context, e *Env, ep string, store *rayito.LocalSecretStore, modes []*secretsMode, caPEM []byte) error {
-	ref := rayito.SecretRef{Name: "bench-key"}
+func secretsSandboxes(ctx context.Context, e *Env, ep string, store *secrets.LocalStore, modes []*secretsMode, caPEM []byte) error {
+	ref := secrets.Ref{Name: "bench-key"}
 	create := func(opts ...rayito.Option) (*rayito.Sandbox, error) {
 		base := []rayito.Option{rayito.WithBackend(rayito.BackendLocal), rayito.WithEndpoint(ep),
-			rayito.WithTokenStoreDir(filepath.Join(e.Tmp, "secrets-tokens")), rayito.WithSecretStore(store)}
+			rayito.WithTokenStoreDir(filepath.Join(e.Tmp, "secrets-tokens")), secrets.WithStore(store)}
 		return rayito.Create(ctx, append(base, opts...)...)
 	}
 	url := "https://" + secretsHost
@@ -228,17 +229,17 @@ func secretsSandboxes(ctx context.Context, e *Env, ep string, store *rayito.Loca
 	if _, err := modes[0].sbx.Files.Write(ctx, "/tmp/bench-ca.pem", caPEM); err != nil {
 		return err
 	}
-	if modes[1].sbx, err = create(rayito.WithGateways(rayito.SecretGateway{
+	if modes[1].sbx, err = create(secrets.WithGateways(secrets.Gateway{
 		Name: "up", Upstream: url,
-		Headers: map[string]rayito.HeaderValue{"x-api-key": rayito.Plain(ref)},
-		Allow:   []rayito.GatewayRule{{Method: "POST", Path: "/v1/messages"}},
+		Headers: map[string]secrets.HeaderValue{"x-api-key": secrets.Plain(ref)},
+		Allow:   []secrets.GatewayRule{{Method: "POST", Path: "/v1/messages"}},
 		// The default (600/min) would throttle the benchmark itself.
 		RatePerMinute: 6000,
 		Env:           "GATEWAY_URL",
 	})); err != nil {
 		return fmt.Errorf("create (gateway): %w", err)
 	}
-	if modes[2].sbx, err = create(rayito.WithSecretPlaceholders(rayito.SecretPlaceholder{
+	if modes[2].sbx, err = create(secrets.WithPlaceholders(secrets.Placeholder{
 		Env: "UPSTREAM_KEY", Secret: ref, Host: secretsHost, RatePerMinute: 6000,
 	})); err != nil {
 		return fmt.Errorf("create (placeholder): %w", err)

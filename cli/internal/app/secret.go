@@ -15,11 +15,12 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/platform"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // secretCommand is `rayito secret`: the secrets sandboxes get with
-// rayito.WithSecrets. The store is --store, else aws when RAYITO_BACKEND
-// is aws, else local (--dir, default rayito.DefaultLocalSecretDir). A
+// secrets.WithSecrets. The store is --store, else aws when RAYITO_BACKEND
+// is aws, else local (--dir, default secrets.DefaultLocalDir). A
 // value is read from stdin or from the variable --from-env names, never
 // from a flag; only `get --reveal` prints one.
 func secretCommand(f *cliutil.Factory) *cli.Command {
@@ -48,7 +49,7 @@ func secretStoreFlags(more ...cli.Flag) []cli.Flag {
 }
 
 // secretStore opens the store the flags and the environment pick.
-func secretStore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) (rayito.SecretStore, error) {
+func secretStore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) (secrets.Store, error) {
 	return platform.SecretStore(ctx, f.Getenv, cmd.String("store"), cmd.String("dir"))
 }
 
@@ -61,7 +62,7 @@ func secretName(cmd *cli.Command) (string, error) {
 		return "", cliutil.Usagef("want one secret name, got %d arguments", cmd.Args().Len())
 	}
 	name := cmd.Args().First()
-	if err := rayito.ValidateSecretName(name); err != nil {
+	if err := secrets.ValidateName(name); err != nil {
 		return "", cliutil.Usage(err)
 	}
 	return name, nil
@@ -86,7 +87,7 @@ type secretJSON struct {
 	ValueBase64 *string   `json:"value_base64,omitempty"`
 }
 
-func secretInfoJSON(in rayito.SecretInfo) secretJSON {
+func secretInfoJSON(in secrets.Info) secretJSON {
 	return secretJSON{Name: in.Name, Version: in.Version, CreatedAt: in.CreatedAt}
 }
 
@@ -111,7 +112,7 @@ func secretPutCommand(f *cliutil.Factory, name, usage string) *cli.Command {
 				if cliutil.IsTerminal(f.IO.In) {
 					return cliutil.Usagef("pipe the value on stdin, or use --from-env VAR")
 				}
-				value, err = io.ReadAll(io.LimitReader(f.IO.In, rayito.MaxSecretValueBytes+1))
+				value, err = io.ReadAll(io.LimitReader(f.IO.In, secrets.MaxValueBytes+1))
 				if err != nil {
 					return fmt.Errorf("reading stdin: %w", err)
 				}
@@ -119,8 +120,8 @@ func secretPutCommand(f *cliutil.Factory, name, usage string) *cli.Command {
 					return cliutil.Usagef("the value on stdin is empty")
 				}
 			}
-			if len(value) > rayito.MaxSecretValueBytes {
-				return cliutil.Usagef("the value is larger than %d bytes", rayito.MaxSecretValueBytes)
+			if len(value) > secrets.MaxValueBytes {
+				return cliutil.Usagef("the value is larger than %d bytes", secrets.MaxValueBytes)
 			}
 			store, err := secretStore(ctx, f, cmd)
 			if err != nil {
@@ -165,13 +166,13 @@ func secretGetCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			sec, err := store.GetSecret(ctx, rayito.SecretRef{Name: sname, Version: cmd.String("version")})
+			sec, err := store.GetSecret(ctx, secrets.Ref{Name: sname, Version: cmd.String("version")})
 			if err != nil {
 				return describeSecretErr(sname, err)
 			}
 			reveal := cmd.Bool("reveal")
 			if cmd.Bool("json") {
-				out := secretInfoJSON(sec.SecretInfo)
+				out := secretInfoJSON(sec.Info)
 				if reveal {
 					v := sec.Value()
 					if utf8.Valid(v) {

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // SecretFlags are the secret flags of create and run. They name secrets
@@ -19,19 +20,19 @@ func SecretFlags() []cli.Flag {
 }
 
 // secretRef parses NAME[@VERSION].
-func secretRef(flag, s string) (rayito.SecretRef, error) {
+func secretRef(flag, s string) (secrets.Ref, error) {
 	name, version, _ := strings.Cut(s, "@")
-	if err := rayito.ValidateSecretName(name); err != nil {
-		return rayito.SecretRef{}, Usagef("%s: %v", flag, err)
+	if err := secrets.ValidateName(name); err != nil {
+		return secrets.Ref{}, Usagef("%s: %v", flag, err)
 	}
-	return rayito.SecretRef{Name: name, Version: version}, nil
+	return secrets.Ref{Name: name, Version: version}, nil
 }
 
 // SecretOptions returns the SDK options of the secret flags.
 func SecretOptions(cmd *cli.Command) ([]rayito.Option, error) {
 	var opts []rayito.Option
 	if kvs := cmd.StringSlice("secret"); len(kvs) > 0 {
-		m := map[string]rayito.SecretRef{}
+		m := map[string]secrets.Ref{}
 		for _, kv := range kvs {
 			env, name, ok := strings.Cut(kv, "=")
 			if !ok || env == "" {
@@ -43,9 +44,9 @@ func SecretOptions(cmd *cli.Command) ([]rayito.Option, error) {
 			}
 			m[env] = ref
 		}
-		opts = append(opts, rayito.WithSecrets(m))
+		opts = append(opts, secrets.WithSecrets(m))
 	}
-	var routes []rayito.SecretGateway
+	var routes []secrets.Gateway
 	for _, spec := range cmd.StringSlice("gateway") {
 		g, err := parseGateway(spec)
 		if err != nil {
@@ -54,9 +55,9 @@ func SecretOptions(cmd *cli.Command) ([]rayito.Option, error) {
 		routes = append(routes, g)
 	}
 	if len(routes) > 0 {
-		opts = append(opts, rayito.WithGateways(routes...))
+		opts = append(opts, secrets.WithGateways(routes...))
 	}
-	var phs []rayito.SecretPlaceholder
+	var phs []secrets.Placeholder
 	for _, kv := range cmd.StringSlice("placeholder") {
 		env, rest, ok := strings.Cut(kv, "=")
 		at := strings.LastIndexByte(rest, '@')
@@ -67,22 +68,22 @@ func SecretOptions(cmd *cli.Command) ([]rayito.Option, error) {
 		if err != nil {
 			return nil, err
 		}
-		phs = append(phs, rayito.SecretPlaceholder{Env: env, Secret: ref, Host: rest[at+1:]})
+		phs = append(phs, secrets.Placeholder{Env: env, Secret: ref, Host: rest[at+1:]})
 	}
 	if len(phs) > 0 {
-		opts = append(opts, rayito.WithSecretPlaceholders(phs...))
+		opts = append(opts, secrets.WithPlaceholders(phs...))
 	}
 	return opts, nil
 }
 
 // parseGateway parses one --gateway.
-func parseGateway(spec string) (rayito.SecretGateway, error) {
-	bad := func(format string, args ...any) (rayito.SecretGateway, error) {
-		return rayito.SecretGateway{}, Usagef("--gateway: "+format, args...)
+func parseGateway(spec string) (secrets.Gateway, error) {
+	bad := func(format string, args ...any) (secrets.Gateway, error) {
+		return secrets.Gateway{}, Usagef("--gateway: "+format, args...)
 	}
 	var preset, presetSecret, region string
 	var models []string
-	var g rayito.SecretGateway
+	var g secrets.Gateway
 	for i, part := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
@@ -110,27 +111,27 @@ func parseGateway(spec string) (rayito.SecretGateway, error) {
 			}
 			ref, err := secretRef("--gateway header", secret)
 			if err != nil {
-				return rayito.SecretGateway{}, err
+				return secrets.Gateway{}, err
 			}
 			if g.Headers == nil {
-				g.Headers = map[string]rayito.HeaderValue{}
+				g.Headers = map[string]secrets.HeaderValue{}
 			}
-			g.Headers[name] = rayito.Plain(ref)
+			g.Headers[name] = secrets.Plain(ref)
 		case "bearer":
 			ref, err := secretRef("--gateway bearer", v)
 			if err != nil {
-				return rayito.SecretGateway{}, err
+				return secrets.Gateway{}, err
 			}
 			if g.Headers == nil {
-				g.Headers = map[string]rayito.HeaderValue{}
+				g.Headers = map[string]secrets.HeaderValue{}
 			}
-			g.Headers["Authorization"] = rayito.Bearer(ref)
+			g.Headers["Authorization"] = secrets.Bearer(ref)
 		case "allow":
 			method, path, ok := strings.Cut(v, ":")
 			if !ok {
 				return bad("allow wants METHOD:PATH")
 			}
-			g.Allow = append(g.Allow, rayito.GatewayRule{Method: method, Path: path})
+			g.Allow = append(g.Allow, secrets.GatewayRule{Method: method, Path: path})
 		default:
 			return bad("unknown key %q", k)
 		}
@@ -143,11 +144,11 @@ func parseGateway(spec string) (rayito.SecretGateway, error) {
 	}
 	ref, err := secretRef("--gateway", presetSecret)
 	if err != nil {
-		return rayito.SecretGateway{}, err
+		return secrets.Gateway{}, err
 	}
 	out, err := gatewayPreset(preset, ref, region, models)
 	if err != nil {
-		return rayito.SecretGateway{}, err
+		return secrets.Gateway{}, err
 	}
 	if (len(models) > 0 || region != "") && preset != "gemini" && preset != "bedrock" {
 		return bad("preset:%s takes no model= or region=", preset)
@@ -163,36 +164,36 @@ func parseGateway(spec string) (rayito.SecretGateway, error) {
 
 // gatewayPreset is the route of preset (preset:PROVIDER=SECRET) with the
 // key ref; gemini and bedrock take the models (and bedrock the region).
-func gatewayPreset(preset string, ref rayito.SecretRef, region string, models []string) (rayito.SecretGateway, error) {
-	bad := func(format string, args ...any) (rayito.SecretGateway, error) {
-		return rayito.SecretGateway{}, Usagef("--gateway: "+format, args...)
+func gatewayPreset(preset string, ref secrets.Ref, region string, models []string) (secrets.Gateway, error) {
+	bad := func(format string, args ...any) (secrets.Gateway, error) {
+		return secrets.Gateway{}, Usagef("--gateway: "+format, args...)
 	}
-	var out rayito.SecretGateway
+	var out secrets.Gateway
 	switch preset {
 	case "anthropic":
-		out = rayito.AnthropicGateway(ref)
+		out = secrets.AnthropicGateway(ref)
 	case "openai":
-		out = rayito.OpenAIGateway(ref)
+		out = secrets.OpenAIGateway(ref)
 	case "openrouter":
-		out = rayito.OpenRouterGateway(ref)
+		out = secrets.OpenRouterGateway(ref)
 	case "groq":
-		out = rayito.GroqGateway(ref)
+		out = secrets.GroqGateway(ref)
 	case "mistral":
-		out = rayito.MistralGateway(ref)
+		out = secrets.MistralGateway(ref)
 	case "deepseek":
-		out = rayito.DeepSeekGateway(ref)
+		out = secrets.DeepSeekGateway(ref)
 	case "xai":
-		out = rayito.XAIGateway(ref)
+		out = secrets.XAIGateway(ref)
 	case "gemini":
 		if len(models) == 0 {
 			return bad("preset:gemini needs model=M (the gateway opens only the given models)")
 		}
-		out = rayito.GeminiGateway(ref, models...)
+		out = secrets.GeminiGateway(ref, models...)
 	case "bedrock":
 		if len(models) == 0 || region == "" {
 			return bad("preset:bedrock needs region=R and model=M (the gateway never opens /model/*)")
 		}
-		out = rayito.BedrockGateway(region, ref, models...)
+		out = secrets.BedrockGateway(region, ref, models...)
 	default:
 		return bad("unknown preset %q", preset)
 	}

@@ -8,13 +8,13 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
-	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // SecretStore opens the secret store of kind ("local" or "aws"; "" is
 // the backend's: aws when RAYITO_BACKEND is aws, else local), the local
-// one in dir ("" is rayito.DefaultLocalSecretDir's).
-func SecretStore(ctx context.Context, getenv func(string) string, kind, dir string) (rayito.SecretStore, error) {
+// one in dir ("" is secrets.DefaultLocalDir's).
+func SecretStore(ctx context.Context, getenv func(string) string, kind, dir string) (secrets.Store, error) {
 	if kind == "" {
 		b, err := Backend(getenv)
 		if err != nil {
@@ -26,11 +26,11 @@ func SecretStore(ctx context.Context, getenv func(string) string, kind, dir stri
 	case "local":
 		if dir == "" {
 			var err error
-			if dir, err = rayito.DefaultLocalSecretDir(getenv); err != nil {
+			if dir, err = secrets.DefaultLocalDir(getenv); err != nil {
 				return nil, err
 			}
 		}
-		return rayito.NewLocalSecretStore(dir)
+		return secrets.NewLocalStore(dir)
 	case "aws":
 		if dir != "" {
 			return nil, cliutil.Usagef("--dir is for the local store")
@@ -39,7 +39,7 @@ func SecretStore(ctx context.Context, getenv func(string) string, kind, dir stri
 		if err != nil {
 			return nil, errors.New("cannot load the AWS configuration (credentials, profile)")
 		}
-		return rayito.NewAWSSecretStore(cfg), nil
+		return secrets.NewAWSStore(cfg), nil
 	}
 	return nil, cliutil.Usagef("--store must be local or aws, got %q", kind)
 }

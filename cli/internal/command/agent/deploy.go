@@ -22,6 +22,7 @@ import (
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
 	"github.com/rayito-dev/rayito/cli/internal/platform"
 	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 	"github.com/rayito-dev/rayito/sdk/template"
 )
 
@@ -143,7 +144,7 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 		rayito.WithNetwork(rayito.NetworkPolicy{AllowOut: pl.AllowOut}), rayito.WithAllowInternetAccess(false))
 	create = append(create, life...)
 	if gw != nil {
-		create = append(create, rayito.WithGateways(*gw))
+		create = append(create, secrets.WithGateways(*gw))
 	}
 	fmt.Fprintf(f.IO.Err, "agent %s: starting its sandbox\n", p.Name)
 	sbx, err := rayito.Create(ctx, create...)
@@ -156,13 +157,13 @@ func deployMicroVM(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, di
 			_ = sbx.Kill(context.WithoutCancel(ctx))
 		}
 	}()
-	envs, secrets, err := hostEnv(ctx, f, pl)
+	envs, secretEnvs, err := hostEnv(ctx, f, pl)
 	if err != nil {
 		return err
 	}
 	runOpts := []rayito.CommandOption{rayito.WithEnvs(envs), rayito.WithCwd("/opt/agent/app"), rayito.WithTag("rayito-agent-host"), rayito.WithStdin()}
-	if len(secrets) > 0 {
-		runOpts = append(runOpts, rayito.WithSecrets(secrets))
+	if len(secretEnvs) > 0 {
+		runOpts = append(runOpts, secrets.WithSecrets(secretEnvs))
 	}
 	h, err := sbx.Commands.StartExec(ctx, pl.Host, runOpts...)
 	if err != nil {
@@ -230,16 +231,16 @@ func buildAgentTemplate(ctx context.Context, f *cliutil.Factory, p *project.Proj
 // hostEnv is the agent host's environment and secrets: each secret_env
 // entry by reference, but a JSON key ([[secret_env_from]]) read here with
 // the caller's credentials, and the list of their names.
-func hostEnv(ctx context.Context, f *cliutil.Factory, pl *mvPlan) (map[string]string, map[string]rayito.SecretRef, error) {
-	secrets := map[string]rayito.SecretRef{}
+func hostEnv(ctx context.Context, f *cliutil.Factory, pl *mvPlan) (map[string]string, map[string]secrets.Ref, error) {
+	refs := map[string]secrets.Ref{}
 	var names []string
 	envs := map[string]string{}
-	var store rayito.SecretStore
+	var store secrets.Store
 	var err error
 	for _, e := range pl.SecretEnv {
 		names = append(names, e.Name)
 		if e.Key == "" {
-			secrets[e.Name] = rayito.SecretRef{Name: e.Secret}
+			refs[e.Name] = secrets.Ref{Name: e.Secret}
 			continue
 		}
 		// A JSON key ([[secret_env_from]]): the value is read here, with the
@@ -259,7 +260,7 @@ func hostEnv(ctx context.Context, f *cliutil.Factory, pl *mvPlan) (map[string]st
 	if len(names) > 0 {
 		envs[secretenv.NamesVariable] = strings.Join(names, ",")
 	}
-	return envs, secrets, nil
+	return envs, refs, nil
 }
 
 // maxLifetime is --max-lifetime's default: the platform's cap on a
@@ -287,8 +288,8 @@ func lifetime(max, idle time.Duration) ([]rayito.Option, error) {
 
 // secretKeyValue is e's value: e.Key of the JSON secret e.Secret. The
 // error names the variable, never the secret or a value.
-func secretKeyValue(ctx context.Context, store rayito.SecretStore, e secretenv.Entry) (string, error) {
-	sec, err := store.GetSecret(ctx, rayito.SecretRef{Name: e.Secret})
+func secretKeyValue(ctx context.Context, store secrets.Store, e secretenv.Entry) (string, error) {
+	sec, err := store.GetSecret(ctx, secrets.Ref{Name: e.Secret})
 	if err != nil {
 		if errors.Is(err, rayito.ErrSecretNotFound) {
 			return "", &secretenv.Error{Code: secretenv.CodeNotFound, Name: e.Name}

@@ -11,7 +11,7 @@ import (
 	"github.com/rayito-dev/rayito/agenthost/project"
 	"github.com/rayito-dev/rayito/agenthost/secretenv"
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
-	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // mvPlan is what deploy --target microvm creates.
@@ -37,26 +37,26 @@ type mvGateway struct {
 
 // gatewayOf is the project model's gateway route (nil without a model
 // key): the provider's preset, the key added by the gateway.
-func gatewayOf(p *project.Project) (*rayito.SecretGateway, error) {
+func gatewayOf(p *project.Project) (*secrets.Gateway, error) {
 	m := p.Model
 	if m == nil || m.KeySecret == "" {
 		return nil, nil
 	}
-	key := rayito.SecretRef{Name: m.KeySecret}
-	var g rayito.SecretGateway
+	key := secrets.Ref{Name: m.KeySecret}
+	var g secrets.Gateway
 	switch m.Provider {
 	case "bedrock":
-		g = rayito.BedrockGateway(m.Region, key, m.ID)
+		g = secrets.BedrockGateway(m.Region, key, m.ID)
 	case "anthropic":
-		g = rayito.AnthropicGateway(key)
+		g = secrets.AnthropicGateway(key)
 	case "openai":
-		g = rayito.OpenAIGateway(key)
+		g = secrets.OpenAIGateway(key)
 	case "openai-compatible":
 		u, err := url.Parse(m.BaseURL)
 		if err != nil || u.Host == "" {
 			return nil, cliutil.Usagef("model.base_url is not a URL")
 		}
-		g = rayito.OpenAICompatibleGateway("model", "https://"+u.Host, u.Path, key, "OPENAI_BASE_URL")
+		g = secrets.OpenAICompatibleGateway("model", "https://"+u.Host, u.Path, key, "OPENAI_BASE_URL")
 	default:
 		return nil, cliutil.Usagef("model.provider %q has no gateway", m.Provider)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/rayito-dev/rayito/cli/internal/cliutil"
-	rayito "github.com/rayito-dev/rayito/sdk"
+	"github.com/rayito-dev/rayito/sdk/secrets"
 )
 
 // auditOut is one record of `sandbox audit --json`.
@@ -45,7 +45,7 @@ func auditCommand(f *cliutil.Factory) *cli.Command {
 			if err != nil {
 				return err
 			}
-			a, err := sbx.SecretAudit(ctx)
+			a, err := secrets.Audit(ctx, sbx)
 			if err != nil {
 				return cliutil.OnSandbox(sbx.ID(), err)
 			}
@@ -80,7 +80,7 @@ func auditCommand(f *cliutil.Factory) *cli.Command {
 	}
 }
 
-func auditRecords(recs []rayito.SecretAuditRecord) []auditOut {
+func auditRecords(recs []secrets.AuditRecord) []auditOut {
 	out := make([]auditOut, 0, len(recs))
 	for _, r := range recs {
 		o := auditOut{Mechanism: string(r.Mechanism), Name: r.Name, Header: r.Header, Host: r.Host, Port: r.Port, Outcome: string(r.Outcome), Count: r.Count}

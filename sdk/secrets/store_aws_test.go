@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 type awsCall struct {
@@ -20,7 +22,7 @@ type awsCall struct {
 	body   map[string]any
 }
 
-func awsTestStore(t *testing.T, answer func(target string) (int, string)) (*AWSSecretStore, func() []awsCall) {
+func awsTestStore(t *testing.T, answer func(target string) (int, string)) (*AWSStore, func() []awsCall) {
 	var mu sync.Mutex
 	var calls []awsCall
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +47,7 @@ func awsTestStore(t *testing.T, answer func(target string) (int, string)) (*AWSS
 			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "SECRET"}, nil
 		}),
 	}
-	return NewAWSSecretStore(cfg), func() []awsCall { mu.Lock(); defer mu.Unlock(); return append([]awsCall(nil), calls...) }
+	return NewAWSStore(cfg), func() []awsCall { mu.Lock(); defer mu.Unlock(); return append([]awsCall(nil), calls...) }
 }
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -71,11 +73,11 @@ func TestAWSSecretStoreWire(t *testing.T) {
 	if err != nil || !uuidV4.MatchString(up.Version) || up.Version == info.Version {
 		t.Fatal(up, err)
 	}
-	sec, err := s.GetSecret(ctx, SecretRef{Name: "db/pw", Version: "11111111-1111-4111-8111-111111111111"})
+	sec, err := s.GetSecret(ctx, Ref{Name: "db/pw", Version: "11111111-1111-4111-8111-111111111111"})
 	if err != nil || string(sec.Value()) != secretCanary || sec.Version != "11111111-1111-4111-8111-111111111111" || sec.CreatedAt.Unix() != 1700000000 {
 		t.Fatal(sec, err)
 	}
-	if _, err := s.GetSecret(ctx, SecretRef{Name: "db/pw"}); err != nil {
+	if _, err := s.GetSecret(ctx, Ref{Name: "db/pw"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteSecret(ctx, "db/pw"); err != nil {
@@ -138,17 +140,17 @@ func TestAWSSecretStoreErrors(t *testing.T) {
 			t.Errorf("error leaks: %v", err)
 		}
 	}
-	_, err := s.GetSecret(ctx, SecretRef{Name: "x"})
-	check(err, ErrSecretNotFound)
+	_, err := s.GetSecret(ctx, Ref{Name: "x"})
+	check(err, rayito.ErrSecretNotFound)
 	_, err = s.UpdateSecret(ctx, "x", []byte(secretCanary))
-	check(err, ErrSecretNotFound)
-	check(s.DeleteSecret(ctx, "x"), ErrSecretNotFound)
+	check(err, rayito.ErrSecretNotFound)
+	check(s.DeleteSecret(ctx, "x"), rayito.ErrSecretNotFound)
 	typ = "ResourceExistsException"
 	_, err = s.CreateSecret(ctx, "x", []byte(secretCanary))
-	check(err, ErrSecretExists)
+	check(err, rayito.ErrSecretExists)
 	typ = "com.amazonaws#AccessDeniedException"
 	_, err = s.CreateSecret(ctx, "x", []byte(secretCanary))
-	check(err, ErrPermissionDenied)
+	check(err, rayito.ErrPermissionDenied)
 	if err == nil || !strings.Contains(err.Error(), "CreateSecret") || !strings.Contains(err.Error(), "AccessDeniedException") {
 		t.Errorf("summary: %v", err)
 	}

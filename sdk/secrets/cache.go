@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -6,27 +6,29 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-// Bounds of a SecretCache's TTL.
+// Bounds of a Cache's TTL.
 const (
-	DefaultSecretTTL = 300 * time.Second
-	MinSecretTTL     = time.Second
-	MaxSecretTTL     = 86400 * time.Second
+	DefaultTTL = 300 * time.Second
+	MinTTL     = time.Second
+	MaxTTL     = 86400 * time.Second
 )
 
-// SecretCache reads secrets through a SecretStore and keeps each value
+// Cache reads secrets through a Store and keeps each value
 // for a TTL. Concurrent Gets of one reference make one call to the store.
 // It is safe for concurrent use and meant to be shared by many sandboxes
-// (WithSecretCache). Errors are not cached. Printing it never shows a
+// (WithCache). Errors are not cached. Printing it never shows a
 // value.
-type SecretCache struct {
-	store SecretStore
+type Cache struct {
+	store Store
 	ttl   time.Duration
 	now   func() time.Time
 
 	mu      sync.Mutex
-	entries map[SecretRef]*secretEntry
+	entries map[Ref]*secretEntry
 }
 
 // secretEntry is a value read, or being read (done open).
@@ -37,49 +39,49 @@ type secretEntry struct {
 	expires time.Time
 }
 
-// SecretCacheOption configures NewSecretCache.
-type SecretCacheOption interface{ applySecretCache(*secretCacheConfig) }
+// CacheOption configures NewCache.
+type CacheOption interface{ applyCache(*cacheConfig) }
 
-type secretCacheConfig struct {
+type cacheConfig struct {
 	ttl time.Duration
 	now func() time.Time
 }
 
-type secretCacheOption func(*secretCacheConfig)
+type cacheOption func(*cacheConfig)
 
-func (f secretCacheOption) applySecretCache(c *secretCacheConfig) { f(c) }
+func (f cacheOption) applyCache(c *cacheConfig) { f(c) }
 
-// WithSecretTTL sets how long a value stays cached: 1 s to 86400 s
+// WithTTL sets how long a value stays cached: 1 s to 86400 s
 // (default 300 s).
-func WithSecretTTL(d time.Duration) SecretCacheOption {
-	return secretCacheOption(func(c *secretCacheConfig) { c.ttl = d })
+func WithTTL(d time.Duration) CacheOption {
+	return cacheOption(func(c *cacheConfig) { c.ttl = d })
 }
 
-// withSecretClock replaces time.Now, for tests.
-func withSecretClock(now func() time.Time) SecretCacheOption {
-	return secretCacheOption(func(c *secretCacheConfig) { c.now = now })
+// withClock replaces time.Now, for tests.
+func withClock(now func() time.Time) CacheOption {
+	return cacheOption(func(c *cacheConfig) { c.now = now })
 }
 
-// NewSecretCache makes a cache over store.
-func NewSecretCache(store SecretStore, opts ...SecretCacheOption) (*SecretCache, error) {
+// NewCache makes a cache over store.
+func NewCache(store Store, opts ...CacheOption) (*Cache, error) {
 	if store == nil {
-		return nil, newError(ReasonInvalidArgument, "rayito: a secret cache needs a store")
+		return nil, rayito.NewError(rayito.ReasonInvalidArgument, "rayito: a secret cache needs a store")
 	}
-	c := secretCacheConfig{ttl: DefaultSecretTTL, now: time.Now}
+	c := cacheConfig{ttl: DefaultTTL, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
-			o.applySecretCache(&c)
+			o.applyCache(&c)
 		}
 	}
-	if c.ttl < MinSecretTTL || c.ttl > MaxSecretTTL {
-		return nil, newError(ReasonInvalidArgument, "rayito: the secret TTL must be 1s to 86400s")
+	if c.ttl < MinTTL || c.ttl > MaxTTL {
+		return nil, rayito.NewError(rayito.ReasonInvalidArgument, "rayito: the secret TTL must be 1s to 86400s")
 	}
-	return &SecretCache{store: store, ttl: c.ttl, now: c.now, entries: map[SecretRef]*secretEntry{}}, nil
+	return &Cache{store: store, ttl: c.ttl, now: c.now, entries: map[Ref]*secretEntry{}}, nil
 }
 
 // Get returns a copy of the value of ref, from the cache while it is
 // fresh, else from the store (one call for every concurrent Get of ref).
-func (c *SecretCache) Get(ctx context.Context, ref SecretRef) ([]byte, error) {
+func (c *Cache) Get(ctx context.Context, ref Ref) ([]byte, error) {
 	if err := validateSecretRef(ref); err != nil {
 		return nil, err
 	}
@@ -121,7 +123,7 @@ func (e *secretEntry) ready() bool {
 }
 
 // fetch reads ref into e, which the caller put in the map.
-func (c *SecretCache) fetch(ctx context.Context, ref SecretRef, e *secretEntry) ([]byte, error) {
+func (c *Cache) fetch(ctx context.Context, ref Ref, e *secretEntry) ([]byte, error) {
 	sec, err := c.store.GetSecret(ctx, ref)
 	c.mu.Lock()
 	if err != nil {
@@ -142,20 +144,20 @@ func (c *SecretCache) fetch(ctx context.Context, ref SecretRef, e *secretEntry) 
 }
 
 // Invalidate forgets ref: the next Get reads the store again.
-func (c *SecretCache) Invalidate(ref SecretRef) {
+func (c *Cache) Invalidate(ref Ref) {
 	c.mu.Lock()
 	delete(c.entries, ref)
 	c.mu.Unlock()
 }
 
 // TTL is how long a value stays cached.
-func (c *SecretCache) TTL() time.Duration { return c.ttl }
+func (c *Cache) TTL() time.Duration { return c.ttl }
 
 // String never shows a value or a name.
-func (c *SecretCache) String() string { return fmt.Sprintf("rayito.SecretCache{TTL:%s}", c.ttl) }
+func (c *Cache) String() string { return fmt.Sprintf("rayito.Cache{TTL:%s}", c.ttl) }
 
 // GoString is String.
-func (c *SecretCache) GoString() string { return c.String() }
+func (c *Cache) GoString() string { return c.String() }
 
 // Format prints String for every verb.
-func (c *SecretCache) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(c.String())) }
+func (c *Cache) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(c.String())) }

@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 func TestLocalSecretStore(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "a", "secrets")
-	s, err := NewLocalSecretStore(dir)
+	s, err := NewLocalStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +25,7 @@ func TestLocalSecretStore(t *testing.T) {
 	if err != nil || len(info.Version) != 16 || info.Name != "db/pw" || info.CreatedAt.IsZero() {
 		t.Fatal(info, err)
 	}
-	if _, err := s.CreateSecret(ctx, "db/pw", []byte("x")); !errors.Is(err, ErrSecretExists) {
+	if _, err := s.CreateSecret(ctx, "db/pw", []byte("x")); !errors.Is(err, rayito.ErrSecretExists) {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -44,18 +46,18 @@ func TestLocalSecretStore(t *testing.T) {
 		}
 		versions = append(versions, in.Version)
 	}
-	got, err := s.GetSecret(ctx, SecretRef{Name: "db/pw"})
+	got, err := s.GetSecret(ctx, Ref{Name: "db/pw"})
 	if err != nil || string(got.Value()) != "k" || got.Version != versions[11] {
 		t.Fatal(got, err)
 	}
-	if got, err := s.GetSecret(ctx, SecretRef{Name: "db/pw", Version: versions[2]}); err != nil || string(got.Value()) != "b" {
+	if got, err := s.GetSecret(ctx, Ref{Name: "db/pw", Version: versions[2]}); err != nil || string(got.Value()) != "b" {
 		t.Fatal(got, err)
 	}
 	// Only the last 10 versions are kept.
-	if _, err := s.GetSecret(ctx, SecretRef{Name: "db/pw", Version: versions[1]}); !errors.Is(err, ErrSecretNotFound) {
+	if _, err := s.GetSecret(ctx, Ref{Name: "db/pw", Version: versions[1]}); !errors.Is(err, rayito.ErrSecretNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateSecret(ctx, "nope", []byte("x")); !errors.Is(err, ErrSecretNotFound) {
+	if _, err := s.UpdateSecret(ctx, "nope", []byte("x")); !errors.Is(err, rayito.ErrSecretNotFound) {
 		t.Fatal(err)
 	}
 	if _, err := s.CreateSecret(ctx, "a", []byte("1")); err != nil {
@@ -68,18 +70,18 @@ func TestLocalSecretStore(t *testing.T) {
 	if err := s.DeleteSecret(ctx, "db/pw"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteSecret(ctx, "db/pw"); !errors.Is(err, ErrSecretNotFound) {
+	if err := s.DeleteSecret(ctx, "db/pw"); !errors.Is(err, rayito.ErrSecretNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := s.GetSecret(ctx, SecretRef{Name: "db/pw"}); !errors.Is(err, ErrSecretNotFound) {
+	if _, err := s.GetSecret(ctx, Ref{Name: "db/pw"}); !errors.Is(err, rayito.ErrSecretNotFound) {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"../../etc/passwd", "/abs", "a//b"} {
-		if _, err := s.CreateSecret(ctx, bad, []byte(secretCanary)); !errors.Is(err, ErrInvalidArgument) || strings.Contains(err.Error(), secretCanary) {
+		if _, err := s.CreateSecret(ctx, bad, []byte(secretCanary)); !errors.Is(err, rayito.ErrInvalidArgument) || strings.Contains(err.Error(), secretCanary) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if _, err := s.CreateSecret(ctx, "big", make([]byte, MaxSecretValueBytes+1)); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := s.CreateSecret(ctx, "big", make([]byte, MaxValueBytes+1)); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Fatal(err)
 	}
 }
@@ -93,19 +95,19 @@ func TestLocalSecretStoreRefusesUnsafeDirs(t *testing.T) {
 	if err := os.Chmod(wide, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewLocalSecretStore(wide); !errors.Is(err, ErrPermissionDenied) {
+	if _, err := NewLocalStore(wide); !errors.Is(err, rayito.ErrPermissionDenied) {
 		t.Errorf("world-writable: %v", err)
 	}
 	target := filepath.Join(base, "target")
 	_ = os.Mkdir(target, 0o700)
 	link := filepath.Join(base, "link")
 	_ = os.Symlink(target, link)
-	if _, err := NewLocalSecretStore(link); !errors.Is(err, ErrPermissionDenied) {
+	if _, err := NewLocalStore(link); !errors.Is(err, rayito.ErrPermissionDenied) {
 		t.Errorf("symlink: %v", err)
 	}
 	file := filepath.Join(base, "file")
 	_ = os.WriteFile(file, nil, 0o600)
-	if _, err := NewLocalSecretStore(file); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewLocalStore(file); !errors.Is(err, rayito.ErrInvalidArgument) {
 		t.Errorf("file: %v", err)
 	}
 }
@@ -114,7 +116,7 @@ func TestLocalSecretStoreNoPartialFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o700)
-	s, err := NewLocalSecretStore(dir)
+	s, err := NewLocalStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func TestLocalSecretStoreNoPartialFile(t *testing.T) {
 			t.Errorf("left %s", e.Name())
 		}
 	}
-	if got, err := s.GetSecret(ctx, SecretRef{Name: "k"}); err != nil || string(got.Value()) != "v" {
+	if got, err := s.GetSecret(ctx, Ref{Name: "k"}); err != nil || string(got.Value()) != "v" {
 		t.Fatal(got, err)
 	}
 }
@@ -150,12 +152,12 @@ func TestDefaultLocalSecretDir(t *testing.T) {
 		{map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}, "/x/rayito/secrets"},
 		{map[string]string{"HOME": "/h"}, "/h/.config/rayito/secrets"},
 	} {
-		got, err := DefaultLocalSecretDir(func(k string) string { return c.env[k] })
+		got, err := DefaultLocalDir(func(k string) string { return c.env[k] })
 		if err != nil || got != c.want {
 			t.Errorf("%v: %q, %v", c.env, got, err)
 		}
 	}
-	if _, err := DefaultLocalSecretDir(func(string) string { return "" }); err == nil {
+	if _, err := DefaultLocalDir(func(string) string { return "" }); err == nil {
 		t.Error("no HOME")
 	}
 }

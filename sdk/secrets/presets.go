@@ -1,8 +1,8 @@
-package rayito
+package secrets
 
 import "strings"
 
-// Presets for model providers. Each returns a SecretGateway that opens only
+// Presets for model providers. Each returns a Gateway that opens only
 // the endpoints a model client needs, with the provider's key header and a
 // variable its official clients read for their base URL. Where the model
 // travels in the request body (OpenAI-style APIs) the gateway cannot limit
@@ -11,8 +11,8 @@ import "strings"
 // AnthropicGateway is Anthropic's Messages API (api.anthropic.com) with
 // key in x-api-key: POST /v1/messages and /v1/messages/count_tokens.
 // Sandbox code finds the URL in ANTHROPIC_BASE_URL.
-func AnthropicGateway(key SecretRef) SecretGateway {
-	return SecretGateway{
+func AnthropicGateway(key Ref) Gateway {
+	return Gateway{
 		Name: "anthropic", Upstream: "https://api.anthropic.com",
 		Headers: map[string]HeaderValue{"x-api-key": Plain(key)},
 		Allow:   []GatewayRule{{"POST", "/v1/messages"}, {"POST", "/v1/messages/count_tokens"}},
@@ -26,9 +26,9 @@ func AnthropicGateway(key SecretRef) SecretGateway {
 // env names the variable that receives the URL with basePath (e.g.
 // OPENAI_BASE_URL). The model travels in the body: cap spend at the
 // provider.
-func OpenAICompatibleGateway(name, upstream, basePath string, key SecretRef, env string) SecretGateway {
+func OpenAICompatibleGateway(name, upstream, basePath string, key Ref, env string) Gateway {
 	base := strings.TrimSuffix(basePath, "/")
-	return SecretGateway{
+	return Gateway{
 		Name: name, Upstream: upstream,
 		Headers: map[string]HeaderValue{"Authorization": Bearer(key)},
 		Allow: []GatewayRule{
@@ -40,38 +40,38 @@ func OpenAICompatibleGateway(name, upstream, basePath string, key SecretRef, env
 }
 
 // OpenAIGateway is api.openai.com (OPENAI_BASE_URL).
-func OpenAIGateway(key SecretRef) SecretGateway {
+func OpenAIGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("openai", "https://api.openai.com", "/v1", key, "OPENAI_BASE_URL")
 }
 
 // OpenRouterGateway is openrouter.ai (OPENAI_BASE_URL).
-func OpenRouterGateway(key SecretRef) SecretGateway {
+func OpenRouterGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("openrouter", "https://openrouter.ai", "/api/v1", key, "OPENAI_BASE_URL")
 }
 
 // GroqGateway is api.groq.com's OpenAI-compatible API (GROQ_BASE_URL).
-func GroqGateway(key SecretRef) SecretGateway {
+func GroqGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("groq", "https://api.groq.com", "/openai/v1", key, "GROQ_BASE_URL")
 }
 
 // MistralGateway is api.mistral.ai (MISTRAL_BASE_URL).
-func MistralGateway(key SecretRef) SecretGateway {
+func MistralGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("mistral", "https://api.mistral.ai", "/v1", key, "MISTRAL_BASE_URL")
 }
 
 // DeepSeekGateway is api.deepseek.com (DEEPSEEK_BASE_URL).
-func DeepSeekGateway(key SecretRef) SecretGateway {
+func DeepSeekGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("deepseek", "https://api.deepseek.com", "/v1", key, "DEEPSEEK_BASE_URL")
 }
 
 // XAIGateway is api.x.ai (XAI_BASE_URL).
-func XAIGateway(key SecretRef) SecretGateway {
+func XAIGateway(key Ref) Gateway {
 	return OpenAICompatibleGateway("xai", "https://api.x.ai", "/v1", key, "XAI_BASE_URL")
 }
 
 // LiteLLMGateway is a LiteLLM proxy of yours at upstream (https://host)
 // with its virtual key (OPENAI_BASE_URL).
-func LiteLLMGateway(upstream string, key SecretRef) SecretGateway {
+func LiteLLMGateway(upstream string, key Ref) Gateway {
 	return OpenAICompatibleGateway("litellm", upstream, "/v1", key, "OPENAI_BASE_URL")
 }
 
@@ -80,8 +80,8 @@ func LiteLLMGateway(upstream string, key SecretRef) SecretGateway {
 // completions, completions and embeddings of the given deployments only,
 // and the v1 API's chat completions and responses (the model in the body).
 // The URL is in AZURE_OPENAI_ENDPOINT.
-func AzureOpenAIGateway(resource string, key SecretRef, deployments ...string) SecretGateway {
-	g := SecretGateway{
+func AzureOpenAIGateway(resource string, key Ref, deployments ...string) Gateway {
+	g := Gateway{
 		Name: "azure-openai", Upstream: "https://" + resource + ".openai.azure.com",
 		Headers: map[string]HeaderValue{"api-key": Plain(key)},
 		Allow:   []GatewayRule{{"POST", "/openai/v1/chat/completions"}, {"POST", "/openai/v1/responses"}},
@@ -100,8 +100,8 @@ func AzureOpenAIGateway(resource string, key SecretRef, deployments ...string) S
 // Converse and ConverseStream of the given model ids only (never
 // /model/*; at most 8 models). The URL is in
 // AWS_ENDPOINT_URL_BEDROCK_RUNTIME, which the AWS SDKs read.
-func BedrockGateway(region string, key SecretRef, models ...string) SecretGateway {
-	g := SecretGateway{
+func BedrockGateway(region string, key Ref, models ...string) Gateway {
+	g := Gateway{
 		Name: "bedrock", Upstream: "https://bedrock-runtime." + region + ".amazonaws.com",
 		Headers: map[string]HeaderValue{"Authorization": Bearer(key)},
 		Env:     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
@@ -118,8 +118,8 @@ func BedrockGateway(region string, key SecretRef, models ...string) SecretGatewa
 // key in x-goog-api-key: generateContent, streamGenerateContent and
 // countTokens of the given models only. The URL is in
 // GOOGLE_GEMINI_BASE_URL.
-func GeminiGateway(key SecretRef, models ...string) SecretGateway {
-	g := SecretGateway{
+func GeminiGateway(key Ref, models ...string) Gateway {
+	g := Gateway{
 		Name: "gemini", Upstream: "https://generativelanguage.googleapis.com",
 		Headers: map[string]HeaderValue{"x-goog-api-key": Plain(key)},
 		Env:     "GOOGLE_GEMINI_BASE_URL",

@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -8,63 +8,63 @@ import (
 	"time"
 )
 
-// MemorySecretStore is a SecretStore in the process's memory, with one
+// MemoryStore is a Store in the process's memory, with one
 // version per secret (an update replaces it): for programs that receive
 // the values they hand to sandboxes (a gateway that serves another API)
 // and for tests. Nothing is written anywhere. It is safe for concurrent
 // use.
-type MemorySecretStore struct {
+type MemoryStore struct {
 	mu      sync.Mutex
 	secrets map[string]memorySecret
 }
 
 type memorySecret struct {
-	info  SecretInfo
+	info  Info
 	value []byte
 }
 
-var _ SecretStore = (*MemorySecretStore)(nil)
+var _ Store = (*MemoryStore)(nil)
 
-// NewMemorySecretStore returns an empty MemorySecretStore.
-func NewMemorySecretStore() *MemorySecretStore {
-	return &MemorySecretStore{secrets: map[string]memorySecret{}}
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{secrets: map[string]memorySecret{}}
 }
 
-func (s *MemorySecretStore) put(name string, value []byte) SecretInfo {
-	info := SecretInfo{Name: name, Version: "1", CreatedAt: time.Now()}
+func (s *MemoryStore) put(name string, value []byte) Info {
+	info := Info{Name: name, Version: "1", CreatedAt: time.Now()}
 	s.secrets[name] = memorySecret{info: info, value: slices.Clone(value)}
 	return info
 }
 
-// CreateSecret stores a new secret; ErrSecretExists if it exists.
-func (s *MemorySecretStore) CreateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error) {
+// CreateSecret stores a new secret; rayito.ErrSecretExists if it exists.
+func (s *MemoryStore) CreateSecret(ctx context.Context, name string, value []byte) (Info, error) {
 	if err := checkPut(ctx, name, value); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.secrets[name]; ok {
-		return SecretInfo{}, errSecretExists()
+		return Info{}, errSecretExists()
 	}
 	return s.put(name, value), nil
 }
 
-// UpdateSecret replaces a secret's value; ErrSecretNotFound if it does
+// UpdateSecret replaces a secret's value; rayito.ErrSecretNotFound if it does
 // not exist.
-func (s *MemorySecretStore) UpdateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error) {
+func (s *MemoryStore) UpdateSecret(ctx context.Context, name string, value []byte) (Info, error) {
 	if err := checkPut(ctx, name, value); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.secrets[name]; !ok {
-		return SecretInfo{}, errSecretNotFound()
+		return Info{}, errSecretNotFound()
 	}
 	return s.put(name, value), nil
 }
 
 // GetSecret reads a secret (Version "" or "1").
-func (s *MemorySecretStore) GetSecret(ctx context.Context, ref SecretRef) (Secret, error) {
+func (s *MemoryStore) GetSecret(ctx context.Context, ref Ref) (Secret, error) {
 	if err := validateSecretRef(ref); err != nil {
 		return Secret{}, err
 	}
@@ -80,9 +80,9 @@ func (s *MemorySecretStore) GetSecret(ctx context.Context, ref SecretRef) (Secre
 	return newSecret(m.info, slices.Clone(m.value)), nil
 }
 
-// DeleteSecret removes a secret; ErrSecretNotFound if it does not exist.
-func (s *MemorySecretStore) DeleteSecret(ctx context.Context, name string) error {
-	if err := ValidateSecretName(name); err != nil {
+// DeleteSecret removes a secret; rayito.ErrSecretNotFound if it does not exist.
+func (s *MemoryStore) DeleteSecret(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -98,16 +98,16 @@ func (s *MemorySecretStore) DeleteSecret(ctx context.Context, name string) error
 }
 
 // ListSecrets describes every secret, sorted by name.
-func (s *MemorySecretStore) ListSecrets(ctx context.Context) ([]SecretInfo, error) {
+func (s *MemoryStore) ListSecrets(ctx context.Context) ([]Info, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SecretInfo, 0, len(s.secrets))
+	out := make([]Info, 0, len(s.secrets))
 	for _, m := range s.secrets {
 		out = append(out, m.info)
 	}
-	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -15,20 +15,22 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // localSecretVersions is how many versions of a secret the local store
 // keeps.
 const localSecretVersions = 10
 
-// LocalSecretStore is a SecretStore of files on this machine: one 0600
+// LocalStore is a Store of files on this machine: one 0600
 // file per secret in a 0700 directory of the user's, named by the
 // SHA-256 of the secret's name (so a name never becomes a path), holding
 // the last 10 versions. Writes are atomic (a temporary file, fsync,
 // rename), and an advisory lock on the directory's .lock file orders the
 // processes that share it. Values are stored as they are, not encrypted:
 // the directory's permissions protect them. It is safe for concurrent use.
-type LocalSecretStore struct {
+type LocalStore struct {
 	dir string
 }
 
@@ -44,11 +46,11 @@ type localSecretVersion struct {
 	Value     []byte    `json:"value"` // base64
 }
 
-// DefaultLocalSecretDir is the local secret store's directory for the
+// DefaultLocalDir is the local secret store's directory for the
 // environment getenv reads (nil: the process's): $RAYITO_SECRETS_DIR,
 // else $XDG_CONFIG_HOME/rayito/secrets, else
 // $HOME/.config/rayito/secrets.
-func DefaultLocalSecretDir(getenv func(string) string) (string, error) {
+func DefaultLocalDir(getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -61,64 +63,64 @@ func DefaultLocalSecretDir(getenv func(string) string) (string, error) {
 	if h := getenv("HOME"); h != "" {
 		return filepath.Join(h, ".config", "rayito", "secrets"), nil
 	}
-	return "", newError(ReasonInvalidArgument, "rayito: no directory for the local secret store: set RAYITO_SECRETS_DIR or HOME")
+	return "", rayito.NewError(rayito.ReasonInvalidArgument, "rayito: no directory for the local secret store: set RAYITO_SECRETS_DIR or HOME")
 }
 
-// NewLocalSecretStore opens the store in dir, creating it (mode 0700)
+// NewLocalStore opens the store in dir, creating it (mode 0700)
 // when it does not exist. It refuses a dir that is a symbolic link, is
 // not a directory, is writable by the group or others, or belongs to
 // another user.
-func NewLocalSecretStore(dir string) (*LocalSecretStore, error) {
+func NewLocalStore(dir string) (*LocalStore, error) {
 	if dir == "" {
-		return nil, newError(ReasonInvalidArgument, "rayito: empty secret store directory")
+		return nil, rayito.NewError(rayito.ReasonInvalidArgument, "rayito: empty secret store directory")
 	}
 	dir = filepath.Clean(dir)
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, newError(ReasonPermissionDenied, "rayito: cannot create the secret store directory", err)
+			return nil, rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot create the secret store directory", err)
 		}
 	}
 	if err := checkSecretDir(dir); err != nil {
 		return nil, err
 	}
-	return &LocalSecretStore{dir: dir}, nil
+	return &LocalStore{dir: dir}, nil
 }
 
 // checkSecretDir refuses a directory others could tamper with.
 func checkSecretDir(dir string) error {
 	st, err := os.Lstat(dir)
 	if err != nil {
-		return newError(ReasonPermissionDenied, "rayito: cannot read the secret store directory", err)
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot read the secret store directory", err)
 	}
 	switch {
 	case st.Mode()&fs.ModeSymlink != 0:
-		return newError(ReasonPermissionDenied, "rayito: the secret store directory is a symbolic link")
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: the secret store directory is a symbolic link")
 	case !st.IsDir():
-		return newError(ReasonInvalidArgument, "rayito: the secret store directory is not a directory")
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: the secret store directory is not a directory")
 	case st.Mode().Perm()&0o022 != 0:
-		return newError(ReasonPermissionDenied, "rayito: the secret store directory is writable by the group or others (chmod 700 it)")
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: the secret store directory is writable by the group or others (chmod 700 it)")
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
-		return newError(ReasonPermissionDenied, "rayito: the secret store directory belongs to another user")
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: the secret store directory belongs to another user")
 	}
 	return nil
 }
 
 // Dir is the store's directory.
-func (s *LocalSecretStore) Dir() string { return s.dir }
+func (s *LocalStore) Dir() string { return s.dir }
 
 // path is the file of a (valid) name.
-func (s *LocalSecretStore) path(name string) string {
+func (s *LocalStore) path(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	return filepath.Join(s.dir, hex.EncodeToString(sum[:])+".json")
 }
 
 // lock takes the directory's advisory lock (exclusive or shared) and
 // returns its release.
-func (s *LocalSecretStore) lock(exclusive bool) (func(), error) {
+func (s *LocalStore) lock(exclusive bool) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, newError(ReasonPermissionDenied, "rayito: cannot lock the secret store", err)
+		return nil, rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot lock the secret store", err)
 	}
 	how := syscall.LOCK_SH
 	if exclusive {
@@ -132,13 +134,13 @@ func (s *LocalSecretStore) lock(exclusive bool) (func(), error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, newError(ReasonInternal, "rayito: cannot lock the secret store", err)
+		return nil, rayito.NewError(rayito.ReasonInternal, "rayito: cannot lock the secret store", err)
 	}
 	return func() { f.Close() }, nil // closing releases the lock
 }
 
-// read loads the file of name; ErrSecretNotFound when there is none.
-func (s *LocalSecretStore) read(name string) (*localSecretDoc, error) {
+// read loads the file of name; rayito.ErrSecretNotFound when there is none.
+func (s *LocalStore) read(name string) (*localSecretDoc, error) {
 	doc, err := readSecretFile(s.path(name))
 	if err != nil {
 		return nil, err
@@ -155,21 +157,21 @@ func readSecretFile(path string) (*localSecretDoc, error) {
 		return nil, errSecretNotFound()
 	}
 	if err != nil {
-		return nil, newError(ReasonPermissionDenied, "rayito: cannot read a secret's file", err)
+		return nil, rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot read a secret's file", err)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, newError(ReasonInvalidArgument, "rayito: a secret's file is not a regular file")
+		return nil, rayito.NewError(rayito.ReasonInvalidArgument, "rayito: a secret's file is not a regular file")
 	}
 	// The JSON of 10 versions of 64 KiB, base64, with room to spare.
 	data, err := io.ReadAll(io.LimitReader(f, 2<<20))
 	if err != nil {
-		return nil, newError(ReasonInternal, "rayito: cannot read a secret's file", err)
+		return nil, rayito.NewError(rayito.ReasonInternal, "rayito: cannot read a secret's file", err)
 	}
 	var doc localSecretDoc
 	if err := json.Unmarshal(data, &doc); err != nil || len(doc.Versions) == 0 {
 		// Never the JSON error: it may quote the file.
-		return nil, newError(ReasonInternal, "rayito: a secret's file is corrupt")
+		return nil, rayito.NewError(rayito.ReasonInternal, "rayito: a secret's file is corrupt")
 	}
 	return &doc, nil
 }
@@ -177,14 +179,14 @@ func readSecretFile(path string) (*localSecretDoc, error) {
 // write replaces name's file atomically: a temporary file in the
 // directory, fsync, rename, and fsync of the directory. Nothing is left
 // behind on error.
-func (s *LocalSecretStore) write(doc *localSecretDoc) (err error) {
+func (s *LocalStore) write(doc *localSecretDoc) (err error) {
 	data, err := json.Marshal(doc)
 	if err != nil {
-		return newError(ReasonInternal, "rayito: cannot encode a secret")
+		return rayito.NewError(rayito.ReasonInternal, "rayito: cannot encode a secret")
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
-		return newError(ReasonPermissionDenied, "rayito: cannot write the secret store", err)
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot write the secret store", err)
 	}
 	defer func() {
 		if err != nil {
@@ -193,7 +195,7 @@ func (s *LocalSecretStore) write(doc *localSecretDoc) (err error) {
 		}
 	}()
 	if err := tmp.Chmod(0o600); err != nil {
-		return newError(ReasonPermissionDenied, "rayito: cannot write the secret store", err)
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot write the secret store", err)
 	}
 	if _, err := tmp.Write(data); err != nil {
 		return writeErr(err)
@@ -213,9 +215,9 @@ func (s *LocalSecretStore) write(doc *localSecretDoc) (err error) {
 
 func writeErr(err error) error {
 	if errors.Is(err, syscall.ENOSPC) {
-		return newError(ReasonDiskFull, "rayito: the secret store's disk is full", err)
+		return rayito.NewError(rayito.ReasonDiskFull, "rayito: the secret store's disk is full", err)
 	}
-	return newError(ReasonInternal, "rayito: cannot write the secret store", err)
+	return rayito.NewError(rayito.ReasonInternal, "rayito: cannot write the secret store", err)
 }
 
 func syncDir(dir string) {
@@ -229,71 +231,71 @@ func syncDir(dir string) {
 func newLocalVersion(value []byte) (localSecretVersion, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return localSecretVersion{}, newError(ReasonInternal, "rayito: no randomness for a secret version", err)
+		return localSecretVersion{}, rayito.NewError(rayito.ReasonInternal, "rayito: no randomness for a secret version", err)
 	}
 	return localSecretVersion{ID: hex.EncodeToString(b[:]), CreatedAt: time.Now().UTC(), Value: slices.Clone(value)}, nil
 }
 
-func (d *localSecretDoc) info(v localSecretVersion) SecretInfo {
-	return SecretInfo{Name: d.Name, Version: v.ID, CreatedAt: v.CreatedAt}
+func (d *localSecretDoc) info(v localSecretVersion) Info {
+	return Info{Name: d.Name, Version: v.ID, CreatedAt: v.CreatedAt}
 }
 
 // CreateSecret stores a new secret.
-func (s *LocalSecretStore) CreateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error) {
+func (s *LocalStore) CreateSecret(ctx context.Context, name string, value []byte) (Info, error) {
 	if err := checkPut(ctx, name, value); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	unlock, err := s.lock(true)
 	if err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	defer unlock()
 	if _, err := s.read(name); err == nil {
-		return SecretInfo{}, errSecretExists()
-	} else if !errors.Is(err, ErrSecretNotFound) {
-		return SecretInfo{}, err
+		return Info{}, errSecretExists()
+	} else if !errors.Is(err, rayito.ErrSecretNotFound) {
+		return Info{}, err
 	}
 	v, err := newLocalVersion(value)
 	if err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	doc := &localSecretDoc{Name: name, Versions: []localSecretVersion{v}}
 	if err := s.write(doc); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	return doc.info(v), nil
 }
 
 // UpdateSecret stores a new current version, keeping the last 10.
-func (s *LocalSecretStore) UpdateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error) {
+func (s *LocalStore) UpdateSecret(ctx context.Context, name string, value []byte) (Info, error) {
 	if err := checkPut(ctx, name, value); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	unlock, err := s.lock(true)
 	if err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	defer unlock()
 	doc, err := s.read(name)
 	if err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	v, err := newLocalVersion(value)
 	if err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	doc.Versions = append(doc.Versions, v)
 	if n := len(doc.Versions); n > localSecretVersions {
 		doc.Versions = slices.Clone(doc.Versions[n-localSecretVersions:])
 	}
 	if err := s.write(doc); err != nil {
-		return SecretInfo{}, err
+		return Info{}, err
 	}
 	return doc.info(v), nil
 }
 
 func checkPut(ctx context.Context, name string, value []byte) error {
-	if err := ValidateSecretName(name); err != nil {
+	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := validateSecretValue(value); err != nil {
@@ -303,7 +305,7 @@ func checkPut(ctx context.Context, name string, value []byte) error {
 }
 
 // GetSecret reads a version of a secret (Version "": the current one).
-func (s *LocalSecretStore) GetSecret(ctx context.Context, ref SecretRef) (Secret, error) {
+func (s *LocalStore) GetSecret(ctx context.Context, ref Ref) (Secret, error) {
 	if err := validateSecretRef(ref); err != nil {
 		return Secret{}, err
 	}
@@ -331,8 +333,8 @@ func (s *LocalSecretStore) GetSecret(ctx context.Context, ref SecretRef) (Secret
 }
 
 // DeleteSecret removes a secret and its versions.
-func (s *LocalSecretStore) DeleteSecret(ctx context.Context, name string) error {
-	if err := ValidateSecretName(name); err != nil {
+func (s *LocalStore) DeleteSecret(ctx context.Context, name string) error {
+	if err := ValidateName(name); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -347,7 +349,7 @@ func (s *LocalSecretStore) DeleteSecret(ctx context.Context, name string) error 
 		return err
 	}
 	if err := os.Remove(s.path(name)); err != nil {
-		return newError(ReasonPermissionDenied, "rayito: cannot delete a secret's file", err)
+		return rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot delete a secret's file", err)
 	}
 	syncDir(s.dir)
 	return nil
@@ -355,7 +357,7 @@ func (s *LocalSecretStore) DeleteSecret(ctx context.Context, name string) error 
 
 // ListSecrets describes every secret's current version, sorted by name.
 // Files that are not the store's are skipped.
-func (s *LocalSecretStore) ListSecrets(ctx context.Context) ([]SecretInfo, error) {
+func (s *LocalStore) ListSecrets(ctx context.Context) ([]Info, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -366,20 +368,20 @@ func (s *LocalSecretStore) ListSecrets(ctx context.Context) ([]SecretInfo, error
 	defer unlock()
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
-		return nil, newError(ReasonPermissionDenied, "rayito: cannot read the secret store directory", err)
+		return nil, rayito.NewError(rayito.ReasonPermissionDenied, "rayito: cannot read the secret store directory", err)
 	}
-	out := []SecretInfo{}
+	out := []Info{}
 	for _, e := range entries {
 		base, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || len(base) != 64 || !e.Type().IsRegular() {
 			continue
 		}
 		doc, err := readSecretFile(filepath.Join(s.dir, e.Name()))
-		if err != nil || ValidateSecretName(doc.Name) != nil || s.path(doc.Name) != filepath.Join(s.dir, e.Name()) {
+		if err != nil || ValidateName(doc.Name) != nil || s.path(doc.Name) != filepath.Join(s.dir, e.Name()) {
 			continue
 		}
 		out = append(out, doc.info(doc.Versions[len(doc.Versions)-1]))
 	}
-	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

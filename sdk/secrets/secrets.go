@@ -1,4 +1,4 @@
-package rayito
+package secrets
 
 import (
 	"context"
@@ -8,25 +8,27 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // Limits of secrets.
 const (
-	// MaxSecretNameLen is the longest secret name.
-	MaxSecretNameLen = 256
-	// MaxSecretValueBytes is the largest secret value (64 KiB).
-	MaxSecretValueBytes = 64 << 10
+	// MaxNameLen is the longest secret name.
+	MaxNameLen = 256
+	// MaxValueBytes is the largest secret value (64 KiB).
+	MaxValueBytes = 64 << 10
 )
 
-// SecretRef names a secret and, optionally, one of its versions (Version
+// Ref names a secret and, optionally, one of its versions (Version
 // "" is the current one).
-type SecretRef struct {
+type Ref struct {
 	Name    string
 	Version string
 }
 
-// SecretInfo describes one version of a secret, without its value.
-type SecretInfo struct {
+// Info describes one version of a secret, without its value.
+type Info struct {
 	Name      string
 	Version   string
 	CreatedAt time.Time
@@ -36,7 +38,7 @@ type SecretInfo struct {
 // Format (every verb) and LogValue never show the value; Value returns
 // it.
 type Secret struct {
-	SecretInfo
+	Info
 	// value is behind two pointers: fmt prints a nested pointer as an
 	// address, even where it cannot call Format (a Secret in an
 	// unexported field of another struct, with any verb).
@@ -46,8 +48,8 @@ type Secret struct {
 type secretBytes struct{ b *[]byte }
 
 // newSecret makes a Secret holding value (not copied).
-func newSecret(info SecretInfo, value []byte) Secret {
-	return Secret{SecretInfo: info, value: &secretBytes{b: &value}}
+func newSecret(info Info, value []byte) Secret {
+	return Secret{Info: info, value: &secretBytes{b: &value}}
 }
 
 // Value returns a copy of the secret's value.
@@ -79,54 +81,54 @@ func (s Secret) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("name", s.Name), slog.String("version", s.Version), slog.String("value", "<redacted>"))
 }
 
-// SecretStore keeps secrets: LocalSecretStore (files on this machine) and
-// AWSSecretStore (AWS Secrets Manager) implement it. Names are 1 to 256
+// Store keeps secrets: LocalStore (files on this machine) and
+// AWSStore (AWS Secrets Manager) implement it. Names are 1 to 256
 // characters of [A-Za-z0-9/_+=.@-], without a leading '/', ".." or "//";
 // values are 1 byte to 64 KiB. Errors never carry a value.
-type SecretStore interface {
-	// CreateSecret stores a new secret; ErrSecretExists if it exists.
-	CreateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error)
+type Store interface {
+	// CreateSecret stores a new secret; rayito.ErrSecretExists if it exists.
+	CreateSecret(ctx context.Context, name string, value []byte) (Info, error)
 	// GetSecret reads a version of a secret (the current one for Version
-	// ""); ErrSecretNotFound if the secret or the version does not exist.
-	GetSecret(ctx context.Context, ref SecretRef) (Secret, error)
-	// UpdateSecret stores a new current version; ErrSecretNotFound if the
+	// ""); rayito.ErrSecretNotFound if the secret or the version does not exist.
+	GetSecret(ctx context.Context, ref Ref) (Secret, error)
+	// UpdateSecret stores a new current version; rayito.ErrSecretNotFound if the
 	// secret does not exist.
-	UpdateSecret(ctx context.Context, name string, value []byte) (SecretInfo, error)
+	UpdateSecret(ctx context.Context, name string, value []byte) (Info, error)
 	// DeleteSecret removes a secret and all its versions;
-	// ErrSecretNotFound if it does not exist.
+	// rayito.ErrSecretNotFound if it does not exist.
 	DeleteSecret(ctx context.Context, name string) error
 	// ListSecrets describes the current version of every secret, sorted
 	// by name.
-	ListSecrets(ctx context.Context) ([]SecretInfo, error)
+	ListSecrets(ctx context.Context) ([]Info, error)
 }
 
 // errSecretNotFound and errSecretExists are the stores' errors (the
 // messages never name the secret).
 func errSecretNotFound() error {
-	return newError(ReasonSecretNotFound, "rayito: secret not found", ErrNotFound)
+	return rayito.NewError(rayito.ReasonSecretNotFound, "rayito: secret not found", rayito.ErrNotFound)
 }
 func errSecretExists() error {
-	return newError(ReasonSecretExists, "rayito: secret already exists", ErrAlreadyExists)
+	return rayito.NewError(rayito.ReasonSecretExists, "rayito: secret already exists", rayito.ErrAlreadyExists)
 }
 
-// ValidateSecretName checks a secret name (see SecretStore); the error
-// matches ErrInvalidArgument.
-func ValidateSecretName(name string) error {
+// ValidateName checks a secret name (see Store); the error
+// matches rayito.ErrInvalidArgument.
+func ValidateName(name string) error {
 	switch {
 	case name == "":
-		return newError(ReasonInvalidArgument, "rayito: empty secret name")
-	case len(name) > MaxSecretNameLen:
-		return newError(ReasonInvalidArgument, fmt.Sprintf("rayito: secret name longer than %d characters", MaxSecretNameLen))
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: empty secret name")
+	case len(name) > MaxNameLen:
+		return rayito.NewError(rayito.ReasonInvalidArgument, fmt.Sprintf("rayito: secret name longer than %d characters", MaxNameLen))
 	case name[0] == '/':
-		return newError(ReasonInvalidArgument, "rayito: secret name starts with '/'")
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret name starts with '/'")
 	case strings.Contains(name, ".."):
-		return newError(ReasonInvalidArgument, "rayito: secret name contains \"..\"")
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret name contains \"..\"")
 	case strings.Contains(name, "//"):
-		return newError(ReasonInvalidArgument, "rayito: secret name contains \"//\"")
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret name contains \"//\"")
 	}
 	for i := 0; i < len(name); i++ {
 		if !secretNameChar(name[i]) {
-			return newError(ReasonInvalidArgument, "rayito: secret name has a character outside [A-Za-z0-9/_+=.@-]")
+			return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret name has a character outside [A-Za-z0-9/_+=.@-]")
 		}
 	}
 	return nil
@@ -144,9 +146,9 @@ func secretNameChar(c byte) bool {
 func validateSecretValue(value []byte) error {
 	switch {
 	case len(value) == 0:
-		return newError(ReasonInvalidArgument, "rayito: empty secret value")
-	case len(value) > MaxSecretValueBytes:
-		return newError(ReasonInvalidArgument, fmt.Sprintf("rayito: secret value larger than %d bytes", MaxSecretValueBytes))
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: empty secret value")
+	case len(value) > MaxValueBytes:
+		return rayito.NewError(rayito.ReasonInvalidArgument, fmt.Sprintf("rayito: secret value larger than %d bytes", MaxValueBytes))
 	}
 	return nil
 }
@@ -158,20 +160,20 @@ func validateSecretVersion(v string) error {
 		return nil
 	}
 	if len(v) > 64 {
-		return newError(ReasonInvalidArgument, "rayito: secret version longer than 64 characters")
+		return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret version longer than 64 characters")
 	}
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
-			return newError(ReasonInvalidArgument, "rayito: secret version has a character outside [A-Za-z0-9-]")
+			return rayito.NewError(rayito.ReasonInvalidArgument, "rayito: secret version has a character outside [A-Za-z0-9-]")
 		}
 	}
 	return nil
 }
 
 // validateSecretRef checks a reference.
-func validateSecretRef(ref SecretRef) error {
-	if err := ValidateSecretName(ref.Name); err != nil {
+func validateSecretRef(ref Ref) error {
+	if err := ValidateName(ref.Name); err != nil {
 		return err
 	}
 	return validateSecretVersion(ref.Version)
