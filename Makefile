@@ -130,12 +130,17 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 10000x: a smoke run tha
 	scripts/fuzz.sh ./cli/internal/cfnstack FuzzOneLine FuzzSanitize
 	scripts/fuzz.sh ./localvm FuzzScanLines
 	scripts/fuzz.sh ./localvm/internal/templates FuzzArtifact
+	scripts/fuzz.sh ./localvm/internal/cgroup FuzzParseMountinfo FuzzParseOOMKill
+	scripts/fuzz.sh ./localvm/internal/rootfs FuzzResolvConf
+	scripts/fuzz.sh ./localvm/internal/hostnet FuzzFlowHas
+	scripts/fuzz.sh ./localvm/internal/launcher FuzzParseStat
 	scripts/fuzz.sh ./proto/s3mount FuzzS3Mounts
 	scripts/fuzz.sh ./cli/internal/command/sandbox FuzzMountFlag
 	scripts/fuzz.sh ./rayd/internal/sudo FuzzDecodeRequest
 	scripts/fuzz.sh ./rayd/internal/envdpath FuzzResolve
 	scripts/fuzz.sh ./rayd/internal/metrics FuzzParseStat FuzzParseMeminfo
-	scripts/fuzz.sh ./sdk FuzzParseGitStatus FuzzParseGitBranches FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry FuzzAgentRawConfig
+	scripts/fuzz.sh ./sdk/git FuzzParseGitStatus FuzzParseGitBranches
+	scripts/fuzz.sh ./sdk FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry FuzzAgentRawConfig
 	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
 	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
 	scripts/fuzz.sh ./rayd/internal/jupyter FuzzDecode FuzzHandle
