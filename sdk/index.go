@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"fmt"
@@ -304,7 +306,7 @@ func (ic *indexClient) getRows(ctx context.Context, ids []string) (map[string]in
 			}
 		}
 		req := map[string]ddbtypes.KeysAndAttributes{ic.idx.Table: {Keys: keys, ConsistentRead: aws.Bool(false)}}
-		backoff := idxFirstBackoff
+		retry := backoff.New(idxFirstBackoff, idxMaxBackoff)
 		for attempt := 0; ; attempt++ {
 			resp, err := ic.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
@@ -322,12 +324,9 @@ func (ic *indexClient) getRows(ctx context.Context, ids []string) (map[string]in
 			if attempt+1 >= idxBatchAttempts {
 				return nil, newError(ReasonRateLimited, "rayito: dynamodb BatchGetItem left keys of the metadata index unprocessed after retries")
 			}
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
+			if err := retry.Wait(ctx); err != nil {
+				return nil, err
 			}
-			backoff = min(2*backoff, idxMaxBackoff)
 			req = map[string]ddbtypes.KeysAndAttributes{ic.idx.Table: left}
 		}
 	}

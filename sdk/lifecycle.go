@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"regexp"
@@ -414,7 +416,7 @@ func resume(ctx context.Context, cfg *config, mv *microvms.Client, id string) er
 // states are waited out; an ended sandbox is a *SandboxEndedError.
 func transition(ctx context.Context, cfg *config, mv *microvms.Client, id, verb string, want, from microvmsapi.State,
 	ask func(context.Context, string) error) error {
-	delay := cfg.timings.transition
+	poll := backoff.New(cfg.timings.transition, cfg.timings.transitionMax)
 	var asked time.Time
 	for {
 		vm, err := mv.GetMicrovm(ctx, id)
@@ -445,14 +447,13 @@ func transition(ctx context.Context, cfg *config, mv *microvms.Client, id, verb 
 				}
 			}
 			asked = time.Now()
-			delay = cfg.timings.transition
+			poll.Reset()
 			// The local platform answers once the change is done: read
 			// the state again at once.
 			continue
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := poll.Wait(ctx); err != nil {
 			return err
 		}
-		delay = min(2*delay, cfg.timings.transitionMax)
 	}
 }

@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"fmt"
@@ -449,7 +451,7 @@ func (p *SandboxPool) refillAfter(d time.Duration) {
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		if sleep(p.ctx, d) == nil {
+		if backoff.Sleep(p.ctx, d) == nil {
 			p.refill()
 		}
 	}()
@@ -467,7 +469,7 @@ func (p *SandboxPool) refillLocked() {
 
 // fillBackoff is the wait after the n-th failed fill in a row.
 func fillBackoff(n int) time.Duration {
-	return min(time.Second<<min(n-1, 6), time.Minute)
+	return backoff.Nth(time.Second, time.Minute, n)
 }
 
 // fill creates one slot: Create, record, Warmup, Pause (unless the
@@ -482,7 +484,7 @@ func (p *SandboxPool) fill() {
 		p.failStreak++
 		delay := fillBackoff(p.failStreak)
 		p.mu.Unlock()
-		_ = sleep(p.ctx, delay)
+		_ = backoff.Sleep(p.ctx, delay)
 		p.mu.Lock()
 	} else {
 		p.failStreak = 0

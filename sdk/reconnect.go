@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"time"
@@ -53,10 +55,10 @@ func defaultTimings(b Backend) timings {
 // reconnect is the state of one follower's (or watcher's) reconnection:
 // the budget left, the backoff, and whether a suspend cut the stream.
 type reconnect struct {
-	t     *timings
-	left  time.Duration
-	delay time.Duration
-	tries int
+	t      *timings
+	left   time.Duration
+	health backoff.Backoff // between Health tries
+	tries  int
 	// suspendAt is set when a suspend cut the stream: until a paused
 	// state is seen (sawPaused), RUNNING is not believed for
 	// suspendGrace.
@@ -67,13 +69,14 @@ type reconnect struct {
 }
 
 func newReconnect(t *timings) reconnect {
-	return reconnect{t: t, left: t.reconnect, delay: t.healthPoll}
+	return reconnect{t: t, left: t.reconnect, health: backoff.New(t.healthPoll, t.healthPollMax)}
 }
 
 // progress resets the budget and the backoff: the stream delivered
 // something new.
 func (r *reconnect) progress() {
-	r.left, r.delay, r.tries = r.t.reconnect, r.t.healthPoll, 0
+	r.left, r.tries = r.t.reconnect, 0
+	r.health.Reset()
 }
 
 // cut records the error that ended a stream.
@@ -128,14 +131,13 @@ func isSuspending(err error) bool {
 // answer comes out of r's budget; errReconnectBudget when it is spent.
 func (s *Sandbox) awaitReachable(ctx context.Context, r *reconnect) error {
 	t := r.t
-	statePoll := t.statePoll
+	statePoll := backoff.New(t.statePoll, t.statePollMax)
 	for {
 		start := time.Now()
 		if r.tries > 0 {
-			if err := sleep(ctx, min(r.delay, max(r.left, 0))); err != nil {
+			if err := backoff.Sleep(ctx, min(r.health.Next(), max(r.left, 0))); err != nil {
 				return err
 			}
-			r.delay = min(2*r.delay, t.healthPollMax)
 		}
 		r.tries++
 		vm, err := s.mv.GetMicrovm(ctx, s.id)
@@ -154,14 +156,14 @@ func (s *Sandbox) awaitReachable(ctx context.Context, r *reconnect) error {
 		case running && !r.suspendAt.IsZero() && !r.sawPaused && time.Since(r.suspendAt) < t.suspendGrace:
 			// Paused, pausing or starting; or a suspend began and the
 			// control plane does not show it yet.
-			r.tries, r.delay = 0, t.healthPoll
-			if err := sleep(ctx, statePoll); err != nil {
+			r.tries = 0
+			r.health.Reset()
+			if err := statePoll.Wait(ctx); err != nil {
 				return err
 			}
-			statePoll = min(2*statePoll, t.statePollMax)
 			continue
 		}
-		statePoll = t.statePoll
+		statePoll.Reset()
 		// The backoff and the control plane's answer are spent on a
 		// sandbox that runs (or cannot be read): they count, also when
 		// rayd answers now and the next stream is cut again at once.
@@ -208,19 +210,4 @@ func (s *Sandbox) endOf(ctx context.Context) error {
 func (s *Sandbox) gone() error {
 	s.cfg.forget(s.id)
 	return &SandboxEndedError{ID: s.id, Reason: EndUnknown}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

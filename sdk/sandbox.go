@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"fmt"
@@ -300,9 +302,9 @@ func (s *Sandbox) waitReady(ctx context.Context) error {
 func (s *Sandbox) awaitReady(ctx context.Context) (*raydv1.HealthResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.readyTimeout)
 	defer cancel()
-	delay := firstPollAWS
+	poll := backoff.New(firstPollAWS, maxPoll)
 	if s.cfg.backend == BackendLocal {
-		delay = firstPollLocal
+		poll = backoff.New(firstPollLocal, maxPoll)
 	}
 	lastGet := time.Now()
 	for {
@@ -319,15 +321,12 @@ func (s *Sandbox) awaitReady(ctx context.Context) (*raydv1.HealthResponse, error
 				return nil, endedErr(s.cfg, vm)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if err := poll.Wait(ctx); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
 				return nil, newError(ReasonNotReady, fmt.Sprintf("sandbox %s did not become ready within %s", s.id, s.cfg.readyTimeout))
 			}
-			return nil, ctx.Err()
-		case <-time.After(delay):
+			return nil, err
 		}
-		delay = min(2*delay, maxPoll)
 	}
 }
 

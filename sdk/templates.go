@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"context"
 	"errors"
 	"fmt"
@@ -171,7 +173,7 @@ func TemplateLogs(ctx context.Context, name string, w io.Writer, opts ...Option)
 // WaitTemplate waits until a template is no longer BUILDING: its state
 // when READY, else a *TemplateBuildError (errors.Is ErrTemplateBuild).
 func WaitTemplate(ctx context.Context, name string, opts ...Option) (*TemplateInfo, error) {
-	delay := 100 * time.Millisecond
+	poll := backoff.New(100*time.Millisecond, 2*time.Second)
 	for {
 		t, err := GetTemplate(ctx, name, opts...)
 		if err != nil {
@@ -183,12 +185,9 @@ func WaitTemplate(ctx context.Context, name string, opts ...Option) (*TemplateIn
 		case TemplateFailed:
 			return t, &TemplateBuildError{Name: name, Reason: t.Reason, Message: t.Message, Step: t.Step}
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(delay):
+		if err := poll.Wait(ctx); err != nil {
+			return nil, err
 		}
-		delay = min(2*delay, 2*time.Second)
 	}
 }
 

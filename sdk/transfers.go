@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -478,10 +480,8 @@ func (f *Files) waitTransfer(ctx context.Context, id string) (*TransferStatus, e
 		if s.Ended() {
 			return s, s.Err
 		}
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := backoff.Sleep(ctx, time.Second); err != nil {
+			return nil, err
 		}
 	}
 }
