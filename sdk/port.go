@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/transport"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -17,7 +19,7 @@ type Port struct {
 	number int
 	url    string
 	host   string
-	tokens *tokenStore
+	tokens *transport.Tokens
 	client *http.Client
 }
 
@@ -47,7 +49,7 @@ func (s *Sandbox) Port(port int) (*Port, error) {
 		number: port, url: s.dp.baseURL, host: s.endpoint, tokens: tokens,
 		// HTTP/1.1: uploads through the AWS proxy are much faster than on
 		// one h2 stream, and WebSocket upgrades need it.
-		client: &http.Client{Transport: &proxyTransport{base: s.dp.http1, host: s.endpoint, port: port, tokens: tokens}},
+		client: &http.Client{Transport: &transport.Proxy{Base: s.dp.http1, Host: s.endpoint, Port: port, Tokens: tokens}},
 	}
 	if s.ports == nil {
 		s.ports = map[int]*Port{}
@@ -73,7 +75,7 @@ func (p *Port) Client() *http.Client { return p.client }
 // x-aws-proxy-port. The auth token in them is valid for up to an hour
 // and covers this port only; treat it as a secret.
 func (p *Port) Headers(ctx context.Context) (http.Header, error) {
-	tok, err := p.tokens.get(ctx)
+	tok, err := p.tokens.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
