@@ -98,7 +98,7 @@ var errSuspendingStream = connect.NewError(connect.CodeUnavailable, errors.New("
 // isSuspending reports whether err is rayd's "this stream ends because the
 // sandbox is being suspended".
 func isSuspending(err error) bool {
-	if err == errSuspendingStream {
+	if errors.Is(err, errSuspendingStream) {
 		return true
 	}
 	var ce *connect.Error

@@ -132,70 +132,15 @@ func Create(ctx context.Context, opts ...Option) (created *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.checkExtensions(); err != nil {
-		return nil, err
-	}
-	if err := cfg.checkIndex(); err != nil {
-		return nil, err
-	}
-	if cfg.telemetry != nil {
-		if _, err := telemetrySection(cfg.telemetry); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.mounts != nil {
-		if _, err := mountList(cfg.mounts); err != nil {
-			return nil, err
-		}
-	}
-	template := cfg.template
-	if template == "" {
-		if cfg.backend == BackendAWS {
-			return nil, newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
-		}
-		template = LocalTemplate
-	}
-	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate && !ptemplate.ValidName(template) {
-		// The local platform has its two images and the templates built
-		// on it (BuildTemplate), each named like this.
-		return nil, newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has %q, %q (root allowed) and the templates built on it: %q cannot name one", LocalTemplate, LocalRootTemplate, template))
-	}
-	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
-		if err := checkLocalTemplate(ctx, cfg, template); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.sizeMiB != 0 {
-		if template, err = sizedTemplate(cfg, template); err != nil {
-			return nil, err
-		}
-	}
-	token, err := accesstoken.New()
+	template, err := createTemplate(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	digest, _ := accesstoken.Digest(token)
-	netPolicy, netRequired, err := networkPlan(cfg)
+	run, err := createRunInput(cfg, plan)
 	if err != nil {
 		return nil, err
 	}
-	persist, err := persistPlan(cfg)
-	if err != nil {
-		return nil, err
-	}
-	payload, err := runpayload.Encode(&runpayload.Payload{
-		V: 1, TokenSHA256: digest,
-		Envs: cfg.envs, Metadata: cfg.metadata, User: cfg.user, Workdir: cfg.workdir,
-		Lifecycle: plan.lifecycle, Network: payloadNetwork(netPolicy), Persist: persist,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	in := &microvmsapi.RunMicrovmInput{
-		RunHookPayload:           payload,
-		MaximumDurationInSeconds: plan.maxDuration,
-		IdlePolicy:               plan.idle,
-	}
+	in, token, netPolicy, netRequired := run.in, run.token, run.netPolicy, run.netRequired
 	// The configuration is loaded (no call yet: it names the region the
 	// connectors are in), then everything that can be checked here is,
 	// before any call.
@@ -816,4 +761,86 @@ func matches(md, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// createTemplate checks Create's options that need no call but the local
+// template lookup, and returns the template to run.
+func createTemplate(ctx context.Context, cfg *config) (string, error) {
+	if err := cfg.checkExtensions(); err != nil {
+		return "", err
+	}
+	if err := cfg.checkIndex(); err != nil {
+		return "", err
+	}
+	if cfg.telemetry != nil {
+		if _, err := telemetrySection(cfg.telemetry); err != nil {
+			return "", err
+		}
+	}
+	if cfg.mounts != nil {
+		if _, err := mountList(cfg.mounts); err != nil {
+			return "", err
+		}
+	}
+	template := cfg.template
+	if template == "" {
+		if cfg.backend == BackendAWS {
+			return "", newError(ReasonInvalidArgument, "the aws backend needs a template (an image ARN or name, e.g. from RAYITO_TEMPLATE)")
+		}
+		template = LocalTemplate
+	}
+	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate && !ptemplate.ValidName(template) {
+		// The local platform has its two images and the templates built
+		// on it (BuildTemplate), each named like this.
+		return "", newError(ReasonInvalidArgument, fmt.Sprintf("the local platform has %q, %q (root allowed) and the templates built on it: %q cannot name one", LocalTemplate, LocalRootTemplate, template))
+	}
+	if cfg.backend == BackendLocal && template != LocalTemplate && template != LocalRootTemplate {
+		if err := checkLocalTemplate(ctx, cfg, template); err != nil {
+			return "", err
+		}
+	}
+	if cfg.sizeMiB != 0 {
+		return sizedTemplate(cfg, template)
+	}
+	return template, nil
+}
+
+// createRun is Create's RunMicrovm request and what it was made of.
+type createRun struct {
+	in          *microvmsapi.RunMicrovmInput
+	token       string
+	netPolicy   *NetworkPolicy
+	netRequired bool
+}
+
+// createRunInput makes the access token and the run payload (network
+// policy, persistence, lifecycle) of Create's RunMicrovm.
+func createRunInput(cfg *config, plan runPlan) (createRun, error) {
+	token, err := accesstoken.New()
+	if err != nil {
+		return createRun{}, err
+	}
+	digest, _ := accesstoken.Digest(token)
+	netPolicy, netRequired, err := networkPlan(cfg)
+	if err != nil {
+		return createRun{}, err
+	}
+	persist, err := persistPlan(cfg)
+	if err != nil {
+		return createRun{}, err
+	}
+	payload, err := runpayload.Encode(&runpayload.Payload{
+		V: 1, TokenSHA256: digest,
+		Envs: cfg.envs, Metadata: cfg.metadata, User: cfg.user, Workdir: cfg.workdir,
+		Lifecycle: plan.lifecycle, Network: payloadNetwork(netPolicy), Persist: persist,
+	})
+	if err != nil {
+		return createRun{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	in := &microvmsapi.RunMicrovmInput{
+		RunHookPayload:           payload,
+		MaximumDurationInSeconds: plan.maxDuration,
+		IdlePolicy:               plan.idle,
+	}
+	return createRun{in: in, token: token, netPolicy: netPolicy, netRequired: netRequired}, nil
 }

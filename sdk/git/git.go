@@ -96,15 +96,15 @@ func (e *Error) Error() string {
 		what = "timed out"
 	case e.Status == rayito.StatusSandboxTimeout:
 		what = "ended by the sandbox's timeout"
-	case e.Kind == ErrAuth:
+	case errors.Is(e.Kind, ErrAuth):
 		what = "authentication failed"
-	case e.Kind == ErrConflict:
+	case errors.Is(e.Kind, ErrConflict):
 		what = "conflict"
-	case e.Kind == ErrUpstream:
+	case errors.Is(e.Kind, ErrUpstream):
 		what = "no upstream branch"
-	case e.Kind == ErrNotRepository:
+	case errors.Is(e.Kind, ErrNotRepository):
 		what = "not a git repository"
-	case e.Kind == ErrIdentity:
+	case errors.Is(e.Kind, ErrIdentity):
 		what = "no author identity: give an author or configure the user's name and email"
 	}
 	if e.Status == rayito.StatusExited || e.Status == "" {

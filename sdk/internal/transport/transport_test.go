@@ -111,4 +111,3 @@ func TestProxyKeepsRaydErrors(t *testing.T) {
 		t.Fatalf("rayd's 403 was retried (%d calls)", calls.Load())
 	}
 }
-
