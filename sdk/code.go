@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
+
 	"context"
 	"encoding/base64"
 	"errors"
@@ -172,14 +174,14 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts ...CodeOption) 
 
 // codeShape reads CodeService streams: every event but keepalives carries
 // a seq; the end, a timeout or a stream error ends it.
-var codeShape = streamShape[raydv1.ExecuteEvent]{
-	seq: func(m *raydv1.ExecuteEvent) (uint64, bool) {
+var codeShape = follow.Shape[raydv1.ExecuteEvent]{
+	Seq: func(m *raydv1.ExecuteEvent) (uint64, bool) {
 		return m.GetSeq(), m.GetSeq() > 0 && m.GetKeepalive() == nil
 	},
-	end: func(m *raydv1.ExecuteEvent) bool {
+	End: func(m *raydv1.ExecuteEvent) bool {
 		return m.GetEnd() != nil || m.GetStreamError() != nil
 	},
-	keepalive: func(m *raydv1.ExecuteEvent) bool { return m.GetKeepalive() != nil },
+	Keepalive: func(m *raydv1.ExecuteEvent) bool { return m.GetKeepalive() != nil },
 }
 
 // Run runs code (at most MaxCodeBytes) in a context of the interpreter,
@@ -214,7 +216,7 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 	if err != nil {
 		return nil, rpcErr("run code", err)
 	}
-	first, err := openStream(stream)
+	first, err := follow.Open(stream)
 	if err != nil {
 		return nil, rpcErr("run code", err)
 	}
@@ -229,23 +231,22 @@ func (c *Interpreter) Run(ctx context.Context, code string, opts ...CodeOption) 
 		contextID = "default-" + defaultLanguage(cc.language)
 	}
 	var mu sync.Mutex
-	fol := &follower[raydv1.ExecuteEvent]{
-		sbx:   c.sbx,
-		shape: codeShape,
-		op:    "run code",
-		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ExecuteEvent], error) {
+	fol := &follow.Follower[raydv1.ExecuteEvent]{
+		Shape: codeShape,
+		Env:   c.sbx.followEnv("run code"),
+		Attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ExecuteEvent], error) {
 			return c.sbx.dp.code.Reattach(ctx, connect.NewRequest(&raydv1.ReattachRequest{ContextId: contextID, ExecutionId: ex.ID, FromSeq: from}))
 		},
-		onData: func(m *raydv1.ExecuteEvent) {
+		OnData: func(m *raydv1.ExecuteEvent) {
 			mu.Lock()
 			defer mu.Unlock()
 			ex.apply(m, cc)
 		},
 	}
 	if seq := first.GetSeq(); seq > 0 {
-		fol.lastSeq = seq
+		fol.SetLast(seq)
 	}
-	last, err := fol.run(ctx, stream)
+	last, err := fol.Run(ctx, stream)
 	if err != nil {
 		if ctx.Err() != nil {
 			c.interrupt(ctx, contextID, ex.ID)

@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
+
 	"context"
 	"errors"
 	"fmt"
@@ -190,7 +192,7 @@ func (c *Commands) StartExec(ctx context.Context, argv []string, opts ...Command
 		return nil, rpcErr("start", err)
 	}
 	// The first message is start{pid}, or the start failed.
-	first, err := openStream(stream)
+	first, err := follow.Open(stream)
 	if err != nil {
 		cancel()
 		return nil, rpcErr("start", err)
@@ -213,7 +215,7 @@ type CommandHandle struct {
 	pid    int
 	cancel context.CancelFunc
 	done   chan struct{}
-	fol    *follower[raydv1.ProcessEvent]
+	fol    *follow.Follower[raydv1.ProcessEvent]
 
 	mu     sync.Mutex
 	stdout capped
@@ -223,29 +225,28 @@ type CommandHandle struct {
 }
 
 // processShape reads ProcessService streams.
-var processShape = streamShape[raydv1.ProcessEvent]{
-	seq: func(m *raydv1.ProcessEvent) (uint64, bool) {
+var processShape = follow.Shape[raydv1.ProcessEvent]{
+	Seq: func(m *raydv1.ProcessEvent) (uint64, bool) {
 		if d := m.GetData(); d != nil {
 			return d.GetSeq(), true
 		}
 		return 0, false
 	},
-	end:       func(m *raydv1.ProcessEvent) bool { end, _ := endEvent(m.GetEnd()); return end },
-	cut:       func(m *raydv1.ProcessEvent) bool { _, cut := endEvent(m.GetEnd()); return cut },
-	keepalive: func(m *raydv1.ProcessEvent) bool { return m.GetKeepalive() != nil },
+	End:       func(m *raydv1.ProcessEvent) bool { end, _ := endEvent(m.GetEnd()); return end },
+	Cut:       func(m *raydv1.ProcessEvent) bool { _, cut := endEvent(m.GetEnd()); return cut },
+	Keepalive: func(m *raydv1.ProcessEvent) bool { return m.GetKeepalive() != nil },
 }
 
 // newHandle makes the handle of pid, whose streams live on ctx.
 func (c *Commands) newHandle(ctx context.Context, cancel context.CancelFunc, pid int, cc *commandConfig) *CommandHandle {
 	h := &CommandHandle{cmds: c, cfg: cc, pid: pid, cancel: cancel, done: make(chan struct{})}
-	h.fol = &follower[raydv1.ProcessEvent]{
-		sbx:   c.sbx,
-		shape: processShape,
-		op:    "follow",
-		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error) {
+	h.fol = &follow.Follower[raydv1.ProcessEvent]{
+		Shape: processShape,
+		Env:   c.sbx.followEnv("follow"),
+		Attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.ProcessEvent], error) {
 			return c.sbx.dp.process.Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid), FromSeq: from}))
 		},
-		onData: h.onData,
+		OnData: h.onData,
 	}
 	return h
 }
@@ -257,7 +258,7 @@ func (h *CommandHandle) Pid() int { return h.pid }
 func (h *CommandHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.ProcessEvent]) {
 	defer close(h.done)
 	defer h.cancel()
-	last, err := h.fol.run(ctx, stream)
+	last, err := h.fol.Run(ctx, stream)
 	h.finish(last.GetEnd(), err)
 }
 
@@ -384,7 +385,7 @@ func (c *Commands) Connect(ctx context.Context, pid int, opts ...CommandOption) 
 		cancel()
 		return nil, rpcErr("connect", err)
 	}
-	if _, err := openStream(stream); err != nil {
+	if _, err := follow.Open(stream); err != nil {
 		cancel()
 		return nil, rpcErr("connect", err)
 	}

@@ -109,12 +109,3 @@ func (d *dataPlane) close() {
 		}
 	}
 }
-
-// drainStream reads what follows the last event of a stream (its end
-// message) so that the response body reaches EOF: on HTTP/1.1 a body
-// closed early costs its connection, and the next call dials again. A
-// server that keeps talking is cut after a few messages.
-func drainStream[T any](s *connect.ServerStreamForClient[T]) {
-	for i := 0; i < 4 && s.Receive(); i++ {
-	}
-}

@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
+
 	"context"
 	"errors"
 	"maps"
@@ -103,20 +105,20 @@ func (p *Pty) Connect(ctx context.Context, pid int, opts ...PtyOption) (*PtyHand
 }
 
 // ptyShape reads PtyService streams.
-var ptyShape = streamShape[raydv1.PtyServerMessage]{
-	seq: func(m *raydv1.PtyServerMessage) (uint64, bool) {
+var ptyShape = follow.Shape[raydv1.PtyServerMessage]{
+	Seq: func(m *raydv1.PtyServerMessage) (uint64, bool) {
 		if _, ok := m.Event.(*raydv1.PtyServerMessage_Data); ok {
 			return m.GetSeq(), true
 		}
 		return 0, false
 	},
-	end:       func(m *raydv1.PtyServerMessage) bool { end, _ := endEvent(m.GetExited()); return end },
-	cut:       func(m *raydv1.PtyServerMessage) bool { _, cut := endEvent(m.GetExited()); return cut },
-	keepalive: func(m *raydv1.PtyServerMessage) bool { return m.GetKeepalive() != nil },
+	End:       func(m *raydv1.PtyServerMessage) bool { end, _ := endEvent(m.GetExited()); return end },
+	Cut:       func(m *raydv1.PtyServerMessage) bool { _, cut := endEvent(m.GetExited()); return cut },
+	Keepalive: func(m *raydv1.PtyServerMessage) bool { return m.GetKeepalive() != nil },
 }
 
 func (p *Pty) attach(ctx context.Context, cancel context.CancelFunc, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage], onData func([]byte)) (*PtyHandle, error) {
-	first, err := openStream(stream)
+	first, err := follow.Open(stream)
 	if err != nil {
 		cancel()
 		return nil, rpcErr("pty", err)
@@ -129,16 +131,15 @@ func (p *Pty) attach(ctx context.Context, cancel context.CancelFunc, stream *con
 	}
 	pid := int(st.GetPid())
 	h := &PtyHandle{pty: p, pid: pid, cancel: cancel, done: make(chan struct{})}
-	h.fol = &follower[raydv1.PtyServerMessage]{
-		sbx:   p.sbx,
-		shape: ptyShape,
-		op:    "pty",
-		attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.PtyServerMessage], error) {
+	h.fol = &follow.Follower[raydv1.PtyServerMessage]{
+		Shape: ptyShape,
+		Env:   p.sbx.followEnv("pty"),
+		Attach: func(ctx context.Context, from uint64) (*connect.ServerStreamForClient[raydv1.PtyServerMessage], error) {
 			return p.sbx.dp.pty.Connect(ctx, connect.NewRequest(&raydv1.ConnectRequest{Pid: uint32(pid), FromSeq: from}))
 		},
 	}
 	if onData != nil {
-		h.fol.onData = func(m *raydv1.PtyServerMessage) { onData(m.GetData()) }
+		h.fol.OnData = func(m *raydv1.PtyServerMessage) { onData(m.GetData()) }
 	}
 	go h.follow(ctx, stream)
 	return h, nil
@@ -150,7 +151,7 @@ type PtyHandle struct {
 	pid    int
 	cancel context.CancelFunc
 	done   chan struct{}
-	fol    *follower[raydv1.PtyServerMessage]
+	fol    *follow.Follower[raydv1.PtyServerMessage]
 
 	mu  sync.Mutex
 	end *raydv1.EndEvent
@@ -164,7 +165,7 @@ func (h *PtyHandle) Pid() int { return h.pid }
 func (h *PtyHandle) follow(ctx context.Context, stream *connect.ServerStreamForClient[raydv1.PtyServerMessage]) {
 	defer close(h.done)
 	defer h.cancel()
-	last, err := h.fol.run(ctx, stream)
+	last, err := h.fol.Run(ctx, stream)
 	h.mu.Lock()
 	h.end, h.err = last.GetExited(), err
 	h.mu.Unlock()

@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
+
 	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 
 	"context"
@@ -89,11 +91,11 @@ func (r *reconnect) cut(err error) {
 
 // errReconnectBudget: the sandbox runs but did not answer within the
 // reconnect budget.
-var errReconnectBudget = errors.New("the sandbox did not answer within the reconnect timeout")
+var errReconnectBudget = follow.ErrBudget
 
 // errSuspendingStream stands for a stream rayd ended with the status (or
 // in-stream code) "suspending" rather than the UNAVAILABLE error.
-var errSuspendingStream = connect.NewError(connect.CodeUnavailable, errors.New("the sandbox is being paused"))
+var errSuspendingStream = follow.ErrSuspending
 
 // isSuspending reports whether err is rayd's "this stream ends because the
 // sandbox is being suspended".

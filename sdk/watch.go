@@ -1,6 +1,8 @@
 package rayito
 
 import (
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
+
 	"context"
 	"errors"
 	"io"
@@ -94,7 +96,7 @@ func (w *Watcher) open() (*connect.ServerStreamForClient[raydv1.WatchDirResponse
 	if err != nil {
 		return nil, err
 	}
-	first, err := openStream(stream)
+	first, err := follow.Open(stream)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func (w *Watcher) Next() (FileEvent, error) {
 			w.mu.Unlock()
 			return FileEvent{Resynced: true}, nil
 		}
-		if w.ctx.Err() != nil || !resumable(err) {
+		if w.ctx.Err() != nil || !follow.Resumable(err) {
 			return FileEvent{}, w.stop(w.fail(err))
 		}
 		w.r.cut(err)
@@ -189,7 +191,7 @@ func (w *Watcher) read(stream *connect.ServerStreamForClient[raydv1.WatchDirResp
 	switch {
 	case w.ctx.Err() != nil || err == nil || connect.CodeOf(err) == connect.CodeCanceled:
 		return FileEvent{}, nil, io.EOF
-	case !resumable(err):
+	case !follow.Resumable(err):
 		return FileEvent{}, nil, w.fail(err)
 	}
 	return FileEvent{}, err, nil
