@@ -529,70 +529,90 @@ func (a *Agent) Stream(ctx context.Context, task string, opts ...AgentOption) it
 		// the reader.
 		stop := context.AfterFunc(runCtx, func() { _ = pr.CloseWithError(context.Cause(runCtx)) })
 		defer stop()
-		lines := bufio.NewReaderSize(pr, 64<<10)
-		var outBytes int64
-		var total int64
-		for {
-			line, rerr := readAgentLine(lines)
-			outBytes += int64(len(line))
-			if outBytes > c.limits.MaxOutputBytes {
-				kill()
-				failed(AgentOutputLimit, nil)
+		st := &agentStream{yield: yield, kill: kill, failedFn: failed, usage: &spanUsage, reason: &spanReason}
+		a.readEvents(ctx, runCtx, st, bufio.NewReaderSize(pr, 64<<10), c, rt.Version)
+	}
+}
+
+// agentStream is what reading one Stream run's events needs of the run:
+// its caller's yield, how it is killed and failed, and what its span ends
+// with.
+type agentStream struct {
+	yield    func(AgentEvent, error) bool
+	kill     func()
+	failedFn func(AgentReason, error)
+	usage    *AgentUsage
+	reason   *AgentReason
+}
+
+func (st *agentStream) failed(reason AgentReason, cause error) { st.failedFn(reason, cause) }
+
+// readEvents yields the runner's events from lines until the run is done,
+// fails, passes a limit or the caller stops; every way out but done kills
+// the runner.
+func (a *Agent) readEvents(ctx, runCtx context.Context, st *agentStream, lines *bufio.Reader, c *agentConfig, rtVersion string) {
+	var outBytes int64
+	var total int64
+	for {
+		line, rerr := readAgentLine(lines)
+		outBytes += int64(len(line))
+		if outBytes > c.limits.MaxOutputBytes {
+			st.kill()
+			st.failed(AgentOutputLimit, nil)
+			return
+		}
+		if len(line) > 0 {
+			ev, perr := parseAgentEvent(line)
+			if perr != nil {
+				st.kill()
+				st.failed(AgentRuntimeFailed, nil)
 				return
 			}
-			if len(line) > 0 {
-				ev, perr := parseAgentEvent(line)
-				if perr != nil {
-					kill()
-					failed(AgentRuntimeFailed, nil)
+			switch ev.Type {
+			case AgentEventStepStarted:
+				if ev.Step > c.limits.MaxSteps {
+					st.kill()
+					st.failed(AgentMaxSteps, nil)
 					return
 				}
-				switch ev.Type {
-				case AgentEventStepStarted:
-					if ev.Step > c.limits.MaxSteps {
-						kill()
-						failed(AgentMaxSteps, nil)
-						return
-					}
-				case AgentEventStepFinished:
-					total += ev.Usage.Total()
-					spanUsage.InputTokens += ev.Usage.InputTokens
-					spanUsage.OutputTokens += ev.Usage.OutputTokens
-				case AgentEventFailed:
-					kill()
-					failed(ev.Reason, nil)
-					return
-				case AgentEventDone:
-					ev.Result.Runtime, ev.Result.RuntimeVersion = c.runtime, rt.Version
-					spanReason = ""
-				}
-				if !yield(ev, nil) {
-					kill()
-					return
-				}
-				if ev.Type == AgentEventDone {
-					return
-				}
-				if total > c.limits.MaxTokens {
-					kill()
-					failed(AgentTokenBudget, nil)
-					return
-				}
+			case AgentEventStepFinished:
+				total += ev.Usage.Total()
+				st.usage.InputTokens += ev.Usage.InputTokens
+				st.usage.OutputTokens += ev.Usage.OutputTokens
+			case AgentEventFailed:
+				st.kill()
+				st.failed(ev.Reason, nil)
+				return
+			case AgentEventDone:
+				ev.Result.Runtime, ev.Result.RuntimeVersion = c.runtime, rtVersion
+				*st.reason = ""
 			}
-			if rerr != nil {
-				kill()
-				if errors.Is(rerr, errAgentLineTooLong) {
-					failed(AgentOutputLimit, nil)
-					return
-				}
-				if r := a.ctxReason(ctx, runCtx); r != "" {
-					failed(r, nil)
-					return
-				}
-				// The runner ended without done or agent_failed.
-				failed(AgentRuntimeFailed, nil)
+			if !st.yield(ev, nil) {
+				st.kill()
 				return
 			}
+			if ev.Type == AgentEventDone {
+				return
+			}
+			if total > c.limits.MaxTokens {
+				st.kill()
+				st.failed(AgentTokenBudget, nil)
+				return
+			}
+		}
+		if rerr != nil {
+			st.kill()
+			if errors.Is(rerr, errAgentLineTooLong) {
+				st.failed(AgentOutputLimit, nil)
+				return
+			}
+			if r := a.ctxReason(ctx, runCtx); r != "" {
+				st.failed(r, nil)
+				return
+			}
+			// The runner ended without done or agent_failed.
+			st.failed(AgentRuntimeFailed, nil)
+			return
 		}
 	}
 }
