@@ -67,7 +67,7 @@ func (s Secret) bytes() []byte {
 
 // String reads rayito.Secret{Name:…, Version:…, Value:<redacted>}.
 func (s Secret) String() string {
-	return fmt.Sprintf("rayito.Secret{Name:%q, Version:%q, Value:<redacted>}", s.Name, s.Version)
+	return fmt.Sprintf("secrets.Secret{Name:%q, Version:%q, Value:<redacted>}", s.Name, s.Version)
 }
 
 // GoString is String: %#v never shows the value either.

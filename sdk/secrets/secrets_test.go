@@ -33,7 +33,7 @@ func TestSecretRedaction(t *testing.T) {
 			t.Errorf("%T printed the value: %s", v, got)
 		}
 	}
-	if got := sec.String(); got != `rayito.Secret{Name:"db/pw", Version:"v1", Value:<redacted>}` {
+	if got := sec.String(); got != `secrets.Secret{Name:"db/pw", Version:"v1", Value:<redacted>}` {
 		t.Errorf("String = %s", got)
 	}
 	var b strings.Builder
