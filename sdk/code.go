@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/follow"
-
 	"context"
 	"encoding/base64"
 	"errors"
@@ -14,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
 )
 
 // MaxCodeBytes is the largest cell RunCode sends (rayd's limit).

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/transport"
-
 	"context"
 	"net/http"
 	"strings"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/internal/transport"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 

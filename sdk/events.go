@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/smjson"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/events"
 	"github.com/rayito-dev/rayito/proto/localplatform"
+	"github.com/rayito-dev/rayito/sdk/internal/smjson"
 	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 )
 

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/smjson"
-
 	"context"
 	"fmt"
 	"sort"
@@ -17,6 +15,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/rayito-dev/rayito/proto/events"
+	"github.com/rayito-dev/rayito/sdk/internal/smjson"
 )
 
 // The webhook and event calls on AWS talk to the events stack with the

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 

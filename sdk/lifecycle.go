@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 

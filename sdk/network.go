@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/hook"
-
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +9,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/runpayload"
+	"github.com/rayito-dev/rayito/sdk/internal/hook"
 )
 
 // NetworkPolicy is a sandbox's outbound network policy, enforced inside

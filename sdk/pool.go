@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 

@@ -1,14 +1,13 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/transport"
-
 	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/internal/transport"
 )
 
 // Port is one TCP port of the sandbox (a server its code runs), reached

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/follow"
-
 	"context"
 	"errors"
 	"maps"
@@ -12,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
 )
 
 // Pty drives interactive terminals in a sandbox.

@@ -1,10 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/follow"
-
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"time"
@@ -13,6 +9,8 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
 )
 
 // timings are the SDK's waits, one set per config so that tests can

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/proto/runpayload"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 	"github.com/rayito-dev/rayito/sdk/internal/tokenstore"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/rayito-dev/rayito/proto/localplatform"
 	ptemplate "github.com/rayito-dev/rayito/proto/template"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 )
 
 // Template states (TemplateInfo.State).

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -24,6 +22,7 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/localplatform"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 )
 
 // Pre-signed transfers (the security model's T16): a file moves between a

@@ -1,8 +1,6 @@
 package rayito
 
 import (
-	"github.com/rayito-dev/rayito/sdk/internal/follow"
-
 	"context"
 	"errors"
 	"io"
@@ -11,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
+	"github.com/rayito-dev/rayito/sdk/internal/follow"
 )
 
 // FileEvent is one change under a watched directory, or a Resynced mark.
