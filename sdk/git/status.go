@@ -2,9 +2,10 @@ package git
 
 import (
 	"fmt"
-	rayito "github.com/rayito-dev/rayito/sdk"
 	"strconv"
 	"strings"
+
+	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
 // Status is a repository's state (Client.Status).
