@@ -13,15 +13,13 @@ func endEvent(e *raydv1.EndEvent) (end, cut bool) {
 }
 
 // followEnv is what the stream follower (sdk/internal/follow) needs of
-// the sandbox: it waits for it as awaitReachable says (the control plane
-// first: a paused sandbox is only waited for, never woken), and a stream
-// it gives up on is the sandbox's end when the control plane says it
-// ended (asked once), else an *RPCError of op.
+// the sandbox: it waits for it as follow.Reconnect.Await says (the
+// control plane first: a paused sandbox is only waited for, never
+// woken), and a stream it gives up on is the sandbox's end when the
+// control plane says it ended (asked once), else an *RPCError of op.
 func (s *Sandbox) followEnv(op string) follow.Env {
 	return follow.Env{
-		NewReconnect: func() follow.Reconnector {
-			return &sandboxReconnect{s: s, r: newReconnect(&s.cfg.timings)}
-		},
+		NewReconnect: func() follow.Reconnector { return s.newReconnect() },
 		Fail: func(ctx context.Context, err error) error {
 			if end := s.endOf(ctx); end != nil {
 				return end
@@ -29,17 +27,4 @@ func (s *Sandbox) followEnv(op string) follow.Env {
 			return rpcErr(op, err)
 		},
 	}
-}
-
-// sandboxReconnect is a reconnect as a follow.Reconnector.
-type sandboxReconnect struct {
-	s *Sandbox
-	r reconnect
-}
-
-func (a *sandboxReconnect) Progress()     { a.r.progress() }
-func (a *sandboxReconnect) Cut(err error) { a.r.cut(err) }
-func (a *sandboxReconnect) Last() error   { return a.r.last }
-func (a *sandboxReconnect) Await(ctx context.Context) error {
-	return a.s.awaitReachable(ctx, &a.r)
 }

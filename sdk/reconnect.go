@@ -9,7 +9,6 @@ import (
 
 	raydv1 "github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
-	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 	"github.com/rayito-dev/rayito/sdk/internal/follow"
 )
 
@@ -52,39 +51,16 @@ func defaultTimings(b Backend) timings {
 	return t
 }
 
-// reconnect is the state of one follower's (or watcher's) reconnection:
-// the budget left, the backoff, and whether a suspend cut the stream.
-type reconnect struct {
-	t      *timings
-	left   time.Duration
-	health backoff.Backoff // between Health tries
-	tries  int
-	// suspendAt is set when a suspend cut the stream: until a paused
-	// state is seen (sawPaused), RUNNING is not believed for
-	// suspendGrace.
-	suspendAt time.Time
-	sawPaused bool
-	// last is the error that cut the last stream.
-	last error
+// followTimings are the reconnection waits of t.
+func (t *timings) follow() follow.Timings {
+	return follow.Timings{StatePoll: t.statePoll, StatePollMax: t.statePollMax, HealthPoll: t.healthPoll,
+		HealthPollMax: t.healthPollMax, Budget: t.reconnect, SuspendGrace: t.suspendGrace}
 }
 
-func newReconnect(t *timings) reconnect {
-	return reconnect{t: t, left: t.reconnect, health: backoff.New(t.healthPoll, t.healthPollMax)}
-}
-
-// progress resets the budget and the backoff: the stream delivered
-// something new.
-func (r *reconnect) progress() {
-	r.left, r.tries = r.t.reconnect, 0
-	r.health.Reset()
-}
-
-// cut records the error that ended a stream.
-func (r *reconnect) cut(err error) {
-	r.last = err
-	if isSuspending(err) && r.suspendAt.IsZero() {
-		r.suspendAt, r.sawPaused = time.Now(), false
-	}
+// newReconnect is a reconnection of the sandbox (sdk/internal/follow's
+// algorithm, this package's control plane and Health).
+func (s *Sandbox) newReconnect() *follow.Reconnect {
+	return follow.NewReconnect(s.cfg.timings.follow(), sandboxProbe{s})
 }
 
 // errReconnectBudget: the sandbox runs but did not answer within the
@@ -95,92 +71,28 @@ var errReconnectBudget = follow.ErrBudget
 // in-stream code) "suspending" rather than the UNAVAILABLE error.
 var errSuspendingStream = follow.ErrSuspending
 
-// isSuspending reports whether err is rayd's "this stream ends because the
-// sandbox is being suspended".
-func isSuspending(err error) bool {
-	if errors.Is(err, errSuspendingStream) {
-		return true
+// sandboxProbe is how a reconnection sees the sandbox: GetMicrovm (which
+// never wakes a paused sandbox; TERMINATING or TERMINATED, or gone, is a
+// *SandboxEndedError) and Health.
+type sandboxProbe struct{ s *Sandbox }
+
+func (p sandboxProbe) State(ctx context.Context) (follow.State, error) {
+	s := p.s
+	vm, err := s.mv.GetMicrovm(ctx, s.id)
+	switch {
+	case err == nil && ended(vm.State):
+		return 0, endedErr(s.cfg, vm)
+	case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
+		return 0, s.gone()
+	case err != nil:
+		return follow.Unreadable, nil
+	case vm.State == microvmsapi.StateRunning:
+		return follow.Running, nil
 	}
-	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable {
-		return false
-	}
-	for _, d := range ce.Details() {
-		if v, derr := d.Value(); derr == nil {
-			if info, ok := v.(*raydv1.ErrorInfo); ok && info.GetReason() == raydv1.ErrorReason_ERROR_REASON_SUSPENDING {
-				return true
-			}
-		}
-	}
-	return false
+	return follow.NotRunning, nil
 }
 
-// awaitReachable waits until the sandbox can take a new stream after one
-// was cut, asking the control plane first, which never wakes a paused
-// sandbox:
-//
-//   - TERMINATING or TERMINATED (or gone): a *SandboxEndedError;
-//   - SUSPENDING, SUSPENDED or PENDING: GetMicrovm again every 1 s,
-//     growing to 5 s, and nothing else: the sandbox's endpoint is not
-//     touched (a request there could resume it) and the budget is not
-//     spent;
-//   - RUNNING: Health, backing off from 0.5 s to 4 s (each try after a
-//     new GetMicrovm); nil once rayd answers ready for this sandbox.
-//
-// The time spent on a running (or unreadable) sandbox that does not
-// answer comes out of r's budget; errReconnectBudget when it is spent.
-func (s *Sandbox) awaitReachable(ctx context.Context, r *reconnect) error {
-	t := r.t
-	statePoll := backoff.New(t.statePoll, t.statePollMax)
-	for {
-		start := time.Now()
-		if r.tries > 0 {
-			if err := backoff.Sleep(ctx, min(r.health.Next(), max(r.left, 0))); err != nil {
-				return err
-			}
-		}
-		r.tries++
-		vm, err := s.mv.GetMicrovm(ctx, s.id)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		running := err == nil && vm.State == microvmsapi.StateRunning
-		switch {
-		case err == nil && ended(vm.State):
-			return endedErr(s.cfg, vm)
-		case err != nil && errors.Is(controlPlaneErr(s.cfg, s.id, err), ErrNotFound):
-			return s.gone()
-		case err == nil && !running:
-			r.sawPaused = true
-			fallthrough
-		case running && !r.suspendAt.IsZero() && !r.sawPaused && time.Since(r.suspendAt) < t.suspendGrace:
-			// Paused, pausing or starting; or a suspend began and the
-			// control plane does not show it yet.
-			r.tries = 0
-			r.health.Reset()
-			if err := statePoll.Wait(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		statePoll.Reset()
-		// The backoff and the control plane's answer are spent on a
-		// sandbox that runs (or cannot be read): they count, also when
-		// rayd answers now and the next stream is cut again at once.
-		r.left -= time.Since(start)
-		if r.left <= 0 {
-			return errReconnectBudget
-		}
-		if running {
-			asked := time.Now()
-			if s.answers(ctx) {
-				r.suspendAt, r.sawPaused = time.Time{}, false
-				return nil
-			}
-			r.left -= time.Since(asked)
-		}
-	}
-}
+func (p sandboxProbe) Answers(ctx context.Context) bool { return p.s.answers(ctx) }
 
 // answers reports whether rayd answers Health ready for this sandbox.
 func (s *Sandbox) answers(ctx context.Context) bool {

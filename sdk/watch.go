@@ -56,7 +56,7 @@ type Watcher struct {
 	req    *raydv1.WatchDirRequest
 	ctx    context.Context
 	cancel context.CancelFunc
-	r      reconnect
+	r      *follow.Reconnect
 
 	mu     sync.Mutex
 	stream *connect.ServerStreamForClient[raydv1.WatchDirResponse]
@@ -79,7 +79,7 @@ func (f *Files) Watch(ctx context.Context, dir string, opts ...WatchOption) (*Wa
 		req.User = &raydv1.User{Username: c.user}
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{sbx: f.sbx, req: req, ctx: sctx, cancel: cancel, r: newReconnect(&f.sbx.cfg.timings)}
+	w := &Watcher{sbx: f.sbx, req: req, ctx: sctx, cancel: cancel, r: f.sbx.newReconnect()}
 	stream, err := w.open()
 	if err != nil {
 		cancel()
@@ -137,11 +137,11 @@ func (w *Watcher) Next() (FileEvent, error) {
 	case cut == nil:
 		return FileEvent{}, w.stop(err)
 	}
-	w.r.cut(cut)
+	w.r.Cut(cut)
 	for {
-		if err := w.sbx.awaitReachable(w.ctx, &w.r); err != nil {
+		if err := w.r.Await(w.ctx); err != nil {
 			if errors.Is(err, errReconnectBudget) {
-				err = w.fail(w.r.last)
+				err = w.fail(w.r.Last())
 			}
 			return FileEvent{}, w.stop(err)
 		}
@@ -160,7 +160,7 @@ func (w *Watcher) Next() (FileEvent, error) {
 		if w.ctx.Err() != nil || !follow.Resumable(err) {
 			return FileEvent{}, w.stop(w.fail(err))
 		}
-		w.r.cut(err)
+		w.r.Cut(err)
 	}
 }
 
@@ -178,11 +178,11 @@ func (w *Watcher) read(stream *connect.ServerStreamForClient[raydv1.WatchDirResp
 			return FileEvent{}, nil, streamErr("watch", se)
 		}
 		if fe := m.GetFilesystem(); fe != nil {
-			w.r.progress()
+			w.r.Progress()
 			return FileEvent{Name: fe.GetName(), Op: watchOps[fe.GetType()], Entry: entryOf(fe.GetEntry())}, nil, nil
 		}
 		if m.GetKeepalive() != nil {
-			w.r.progress()
+			w.r.Progress()
 		}
 	}
 	err = stream.Err()
