@@ -117,8 +117,10 @@
 // sdk/secrets (secret stores, the cache, gateway routes, placeholders,
 // header rules, the audit trail; only programs that import it link AWS
 // Secrets Manager's client) and sdk/git (git with one-command
-// credentials). Below it, sdk/internal/* (the extension hook, the
-// Secrets Manager calls of lifecycle events, the token store). A test
+// credentials). Below it, sdk/internal/*: the data plane's transport,
+// the stream follower and its reconnection, the one backoff helper, the
+// Secrets Manager calls of lifecycle events, the token store and the
+// extension hook. A test
 // (layers_test.go) keeps every arrow pointing down. docs/sdk-migration.md
 // maps the names that moved.
 package rayito
