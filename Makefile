@@ -140,6 +140,7 @@ test-fuzz: ## Run each fuzz target for FUZZTIME (default 10000x: a smoke run tha
 	scripts/fuzz.sh ./rayd/internal/envdpath FuzzResolve
 	scripts/fuzz.sh ./rayd/internal/metrics FuzzParseStat FuzzParseMeminfo
 	scripts/fuzz.sh ./sdk/git FuzzParseGitStatus FuzzParseGitBranches
+	scripts/fuzz.sh ./sdk/internal/smjson FuzzAPIError
 	scripts/fuzz.sh ./sdk FuzzParseIndexRow FuzzDecodePoolFile FuzzParseEndReason FuzzAgentEvents FuzzAgentManifest FuzzAgentModelEntry FuzzAgentRawConfig
 	scripts/fuzz.sh ./sdk/template FuzzFromDockerfile FuzzIgnore
 	scripts/fuzz.sh ./rayd/internal/oomcount FuzzParse
