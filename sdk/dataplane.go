@@ -3,6 +3,7 @@ package rayito
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/rayito-dev/rayito/proto/gen/rayito/rayd/v1/raydv1connect"
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
 	"github.com/rayito-dev/rayito/sdk/internal/transport"
+	"github.com/rayito-dev/rayito/sdk/internal/tunnel"
 	"github.com/rayito-dev/rayito/sdk/microvms"
 )
 
@@ -34,7 +36,10 @@ type dataPlane struct {
 	base, http1 http.RoundTripper
 	// own: base and http1 are this sandbox's alone (close closes their
 	// idle connections); otherwise they are the process's shared ones.
-	own    bool
+	own bool
+	// tunnel carries the calls to rayd on the local platform (nil on
+	// AWS): this sandbox's own tunnels, closed by close.
+	tunnel http.RoundTripper
 	client *http.Client
 	// files carries the HTTP/1.1 file endpoints.
 	files   *http.Client
@@ -70,6 +75,19 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 	tokens := portTokens(mv, id, microvmsapi.DefaultProxyPort)
 	hc := &http.Client{Transport: &transport.Proxy{Base: base, Host: endpoint, Port: microvmsapi.DefaultProxyPort, Tokens: tokens, AccessToken: accessToken, ForceH2: !local}}
 	fc := &http.Client{Transport: &transport.Proxy{Base: http1, Host: endpoint, Port: microvmsapi.DefaultProxyPort, Tokens: tokens, AccessToken: accessToken}}
+	var tun http.RoundTripper
+	if u, err := url.Parse(baseURL); local && err == nil && u.Host != "" {
+		// Locally every connection to rayd is a tunnel of the endpoint
+		// proxy, authorized once when it opens (decision 0010): the proxy
+		// copies its bytes and parses no request. The sandbox's other
+		// ports keep the per-request path (Sandbox.Port).
+		tun = &tunnel.Auto{
+			Tunnel:     tunnel.Transport(&tunnel.Dialer{Addr: u.Host, Endpoint: endpoint, Port: microvmsapi.DefaultProxyPort, Tokens: tokens}, accessToken),
+			PerRequest: fc.Transport,
+		}
+		hc = &http.Client{Transport: tun}
+		fc = hc
+	}
 	// On this machine the link is not the bottleneck: compressing output
 	// in rayd (and inflating it here) only costs CPU, so the local backend
 	// does not accept gzip. Through the AWS endpoint (a few MB/s) it does.
@@ -80,6 +98,7 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 	return &dataPlane{
 		baseURL: baseURL,
 		own:     tr.Own,
+		tunnel:  tun,
 		base:    base,
 		http1:   http1,
 		client:  hc,
@@ -99,6 +118,9 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 // process's shared ones are left to their idle timeout (their connections
 // serve every sandbox).
 func (d *dataPlane) close() {
+	if t, ok := d.tunnel.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
 	if !d.own {
 		return
 	}

@@ -98,6 +98,11 @@ func tunnelCtxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	// The connection's deadline (ctx's) can fire a moment before ctx's
+	// own timer does.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
 	return fmt.Errorf("tunnel: %w", err)
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/rayito-dev/rayito/proto/localplatform"
@@ -108,3 +109,63 @@ func (t *hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections closes the idle tunnels.
 func (t *hostTransport) CloseIdleConnections() { t.base.CloseIdleConnections() }
+
+// Auto carries requests through Tunnel and answers every refused tunnel
+// through PerRequest, the endpoint proxy's per-request path, so that a
+// refusal (a token, a sandbox that is gone or not running) reads exactly
+// as it always has. When the platform does not open tunnels at all (one
+// older than them answers the upgrade as a plain request), Auto stops
+// trying and uses PerRequest from then on.
+type Auto struct {
+	Tunnel, PerRequest http.RoundTripper
+	off                atomic.Bool
+}
+
+// RoundTrip implements http.RoundTripper.
+func (a *Auto) RoundTrip(req *http.Request) (*http.Response, error) {
+	if a.off.Load() {
+		return a.PerRequest.RoundTrip(req)
+	}
+	resp, err := a.Tunnel.RoundTrip(req)
+	var te *localplatform.TunnelError
+	if err == nil || !errors.As(err, &te) {
+		return resp, err
+	}
+	if !proxyRefusal(te) {
+		a.off.Store(true)
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return nil, err
+		}
+		body, berr := req.GetBody()
+		if berr != nil {
+			return nil, err
+		}
+		req = req.Clone(req.Context())
+		req.Body = body
+	}
+	return a.PerRequest.RoundTrip(req)
+}
+
+// Tunneling reports whether a still tries tunnels.
+func (a *Auto) Tunneling() bool { return !a.off.Load() }
+
+// CloseIdleConnections closes the idle tunnels.
+func (a *Auto) CloseIdleConnections() {
+	if t, ok := a.Tunnel.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// proxyRefusal reports whether te is the endpoint proxy refusing this
+// tunnel (its JSON answer: a token, an unknown endpoint, a microVM that is
+// not running or a guest port that does not answer), as opposed to a
+// platform that does not know tunnels.
+func proxyRefusal(te *localplatform.TunnelError) bool {
+	switch te.Status {
+	case http.StatusForbidden, http.StatusNotFound, http.StatusBadGateway:
+		return te.Message != ""
+	}
+	return false
+}

@@ -176,3 +176,56 @@ func TestDialTimeout(t *testing.T) {
 		t.Fatal("the dial outlived its timeout")
 	}
 }
+
+// perRequest records the requests it answers.
+type perRequest struct {
+	n    atomic.Int32
+	body atomic.Value
+}
+
+func (p *perRequest) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.n.Add(1)
+	if req.Body != nil {
+		b, _ := io.ReadAll(req.Body)
+		p.body.Store(string(b))
+	}
+	return &http.Response{StatusCode: 299, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+}
+
+// TestAutoFallsBack: a refused tunnel is answered by the per-request path
+// (the body replayed); a platform that does not know tunnels (its answer
+// is not the proxy's JSON) turns them off, the proxy's own refusals do not.
+func TestAutoFallsBack(t *testing.T) {
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NotFound(w, r) // a platform older than tunnels: rayd's 404 for GET /
+	}))
+	defer old.Close()
+	p := newFakeProxy(t, backend(t))
+	for _, tc := range []struct {
+		name, addr, token string
+		tunneling         bool
+	}{
+		{"older platform", old.Listener.Addr().String(), "good", false},
+		{"refused token", p.srv.Listener.Addr().String(), "bad", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr := &perRequest{}
+			a := &Auto{Tunnel: Transport(&Dialer{Addr: tc.addr, Endpoint: "vm.example", Port: 8080, Tokens: &tokens{list: []string{tc.token}}}, ""), PerRequest: pr}
+			req, _ := http.NewRequest("POST", "http://127.0.0.1:1/x", strings.NewReader("payload"))
+			res, err := a.RoundTrip(req)
+			if err != nil || res.StatusCode != 299 || pr.n.Load() != 1 || pr.body.Load() != "payload" {
+				t.Fatalf("got %v, %v after %d per-request calls (body %v)", res, err, pr.n.Load(), pr.body.Load())
+			}
+			if a.Tunneling() != tc.tunneling {
+				t.Fatalf("Tunneling() = %v, want %v", a.Tunneling(), tc.tunneling)
+			}
+		})
+	}
+	// Through a working proxy nothing takes the per-request path.
+	pr := &perRequest{}
+	a := &Auto{Tunnel: Transport(&Dialer{Addr: p.srv.Listener.Addr().String(), Endpoint: "vm.example", Port: 8080, Tokens: &tokens{list: []string{"good"}}}, ""), PerRequest: pr}
+	if got := get(t, &http.Client{Transport: a}); got["host"] != "vm.example" || pr.n.Load() != 0 {
+		t.Fatalf("rayd saw %v; per-request calls %d", got, pr.n.Load())
+	}
+	a.CloseIdleConnections()
+}
