@@ -105,7 +105,8 @@ type Proxy struct {
 	suffix   string
 	h1, h2c  *http.Transport
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	bufs     *copyBuffers
+	bufs     *copyBuffers // requests' bodies
+	tunBufs  *copyBuffers // tunnels'
 	tunnels  tunnelSet
 	rpH1     *httputil.ReverseProxy
 	rpH2C    *httputil.ReverseProxy
@@ -136,7 +137,8 @@ func New(opts Options) *Proxy {
 	h2c.SetUnencryptedHTTP2(true)
 	p.h1 = newTransport(h1, p.dial)
 	p.h2c = newTransport(h2c, p.dial)
-	p.bufs = newCopyBuffers()
+	p.bufs = newCopyBuffers(copyBufferSize)
+	p.tunBufs = newCopyBuffers(tunnelBufferSize)
 	p.rpH1 = newReverseProxy(p.h1, p.bufs)
 	p.rpH2C = newReverseProxy(p.h2c, p.bufs)
 	return p
@@ -180,20 +182,30 @@ func newReverseProxy(t http.RoundTripper, bufs httputil.BufferPool) *httputil.Re
 // and the default 32 KiB splits rayd's 64 KiB output messages in three.
 const copyBufferSize = 256 << 10
 
-// copyBuffers is the reverse proxies' httputil.BufferPool.
-type copyBuffers struct{ pool sync.Pool }
+// tunnelBufferSize is the size of a tunnel's two copy buffers: a tunnel
+// holds them while it is open, idle ones in a client's pool too, so they
+// are smaller than a request's (still one of rayd's 64 KiB output
+// messages per read).
+const tunnelBufferSize = 64 << 10
 
-func newCopyBuffers() *copyBuffers {
-	c := &copyBuffers{}
-	c.pool.New = func() any { b := make([]byte, copyBufferSize); return &b }
+// copyBuffers is a pool of buffers of one size; the reverse proxies' is
+// their httputil.BufferPool.
+type copyBuffers struct {
+	pool sync.Pool
+	size int
+}
+
+func newCopyBuffers(size int) *copyBuffers {
+	c := &copyBuffers{size: size}
+	c.pool.New = func() any { b := make([]byte, size); return &b }
 	return c
 }
 
 func (c *copyBuffers) Get() []byte { return *c.pool.Get().(*[]byte) }
 
 func (c *copyBuffers) Put(b []byte) {
-	if cap(b) == copyBufferSize {
-		b = b[:copyBufferSize]
+	if cap(b) == c.size {
+		b = b[:c.size]
 		c.pool.Put(&b)
 	}
 }

@@ -100,7 +100,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, rt *route, target
 		writeError(w, http.StatusInternalServerError, "Internal error")
 		return
 	}
-	t := &tunnelConn{client: client, guest: guest, target: target, meter: target.Activity(), bufs: p.bufs, set: &p.tunnels}
+	t := &tunnelConn{client: client, guest: guest, target: target, meter: target.Activity(), bufs: p.tunBufs, set: &p.tunnels}
 	if !p.tunnels.add(t) {
 		// The proxy closed between the dial and now.
 		t.close()
@@ -160,9 +160,8 @@ func (t *tunnelConn) run(fromClient io.Reader, expiry time.Time) {
 // auto-resumes before its bytes go on. At src's end it half-closes dst so
 // the other direction can finish; on an error it closes both.
 func (t *tunnelConn) copy(dst net.Conn, src io.Reader, toGuest bool) {
-	bp := t.bufs.pool.Get().(*[]byte)
-	defer t.bufs.pool.Put(bp)
-	buf := *bp
+	buf := t.bufs.Get()
+	defer t.bufs.Put(buf)
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
