@@ -15,6 +15,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/rayito-dev/rayito/proto/microvmsapi"
+	"github.com/rayito-dev/rayito/sdk/internal/backoff"
 )
 
 // Client calls the MicroVMs API. It is safe for concurrent use; its rate
@@ -52,7 +53,7 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 		backoffBase: DefaultBackoffBase,
 		backoffMax:  DefaultBackoffMax,
 		monoNow:     time.Now,
-		sleep:       sleepContext,
+		sleep:       backoff.Sleep,
 	}
 	for _, o := range opts {
 		o(&s)
@@ -178,18 +179,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func sleepContext(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
