@@ -80,7 +80,9 @@ func newDataPlane(cfg *config, mv *microvms.Client, id, endpoint, accessToken st
 		// Locally every connection to rayd is a tunnel of the endpoint
 		// proxy, authorized once when it opens (decision 0010): the proxy
 		// copies its bytes and parses no request. The sandbox's other
-		// ports keep the per-request path (Sandbox.Port).
+		// ports keep the per-request path (Sandbox.Port). A refused
+		// tunnel is retried on the per-request path (tunnel.Auto), so a
+		// refusal reads exactly as it would there.
 		tun = &tunnel.Auto{
 			Tunnel:     tunnel.Transport(&tunnel.Dialer{Addr: u.Host, Endpoint: endpoint, Port: microvmsapi.DefaultProxyPort, Tokens: tokens}, accessToken),
 			PerRequest: fc.Transport,

@@ -46,9 +46,15 @@ const tunnelWakeTimeout = time.Minute
 
 // isTunnel reports whether r asks for a tunnel.
 func isTunnel(r *http.Request) bool {
-	for _, v := range r.Header.Values("Upgrade") {
+	return headerHas(r.Header, "Upgrade", localplatform.TunnelProtocol)
+}
+
+// headerHas reports whether one of the comma-separated tokens of header
+// name is token, case-insensitively.
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
 		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), localplatform.TunnelProtocol) {
+			if strings.EqualFold(strings.TrimSpace(tok), token) {
 				return true
 			}
 		}
@@ -65,14 +71,7 @@ func tunnelRequestOK(r *http.Request) bool {
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		return false
 	}
-	for _, v := range r.Header.Values("Connection") {
-		for _, tok := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
+	return headerHas(r.Header, "Connection", "upgrade")
 }
 
 // tunnel dials addr, takes over the client's connection and copies bytes
