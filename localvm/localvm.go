@@ -529,6 +529,16 @@ func (s *Server) Scope() string { return s.claim.scope }
 // TERMINATED or ctx ends.
 func (s *Server) TerminateAll(ctx context.Context) error { return s.reg.TerminateAll(ctx) }
 
+// Drain is how a platform that is going away ends its sandboxes: call it
+// while Serve still runs, then stop serving and Close. From now on
+// RunMicrovm answers "The local platform is shutting down." and the pool
+// boots no more; then every microVM is terminated (platform_shutdown), and
+// Drain waits until all are TERMINATED or ctx ends. A client following a
+// sandbox (a command's output, a watch) reads that it ended and why,
+// instead of finding the platform gone and waiting out its reconnect
+// timeout.
+func (s *Server) Drain(ctx context.Context) error { return s.reg.Drain(ctx) }
+
 // Prebooted reports how many pre-booted sandboxes are ready for
 // RunMicrovm and how many the platform keeps (0 without a pool: see
 // Options.Prebooted).

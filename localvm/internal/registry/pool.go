@@ -130,7 +130,7 @@ func (r *Registry) userBootDone() {
 // until it may.
 func (r *Registry) poolWantLocked() (bool, time.Duration) {
 	p := &r.pool
-	if r.closed || p.booting || len(p.ready) >= p.target || p.users > 0 ||
+	if r.closed || r.draining || p.booting || len(p.ready) >= p.target || p.users > 0 ||
 		r.activeLocked()+len(p.ready)+1 > r.max {
 		return false, 0
 	}

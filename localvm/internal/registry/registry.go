@@ -308,8 +308,11 @@ type Registry struct {
 	// guarded by mu.
 	pool pool
 
-	mu         sync.Mutex
-	closed     bool
+	mu     sync.Mutex
+	closed bool
+	// draining: Drain has begun; Run answers ErrClosed and the pool
+	// boots no more, while everything else still answers.
+	draining   bool
 	vms        map[string]*vm
 	byEndpoint map[string]*vm
 	byToken    map[string]*vm
@@ -463,7 +466,7 @@ func (r *Registry) Run(ctx context.Context, in microvmsapi.RunMicrovmInput) (mic
 	spec := img.spec("", "", in.EgressNetworkConnectors)
 
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || r.draining {
 		r.mu.Unlock()
 		return microvmsapi.Microvm{}, ErrClosed
 	}
@@ -871,6 +874,18 @@ func (r *Registry) TerminateAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Drain shuts the platform's sandboxes down while it still serves: from
+// now on Run answers ErrClosed and the pool boots no more, then every
+// microVM is terminated (TerminateAll, reason platform_shutdown). A client
+// that follows a sandbox reads why it ended, instead of finding the
+// platform gone. Close follows it.
+func (r *Registry) Drain(ctx context.Context) error {
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	return r.TerminateAll(ctx)
 }
 
 // Close stops the registry's timers and background work and waits for it,

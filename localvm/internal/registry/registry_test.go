@@ -826,3 +826,26 @@ func TestRunWait(t *testing.T) {
 		close(e.l.LaunchGate)
 	})
 }
+
+// TestDrain: Drain terminates every microVM (platform_shutdown) while the
+// registry still answers reads; afterwards Run is refused as shutting
+// down, and the pool boots no more.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := e.open(t)
+	a := running(t, r, microvmsapi.RunMicrovmInput{})
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Get(a.MicrovmID)
+	if err != nil || got.State != microvmsapi.StateTerminated || registry.ReasonCode(got.StateReason) != "platform_shutdown" {
+		t.Fatalf("after Drain: %+v %v", got, err)
+	}
+	if _, err := r.List(registry.ListInput{}); err != nil {
+		t.Fatalf("List after Drain: %v", err)
+	}
+	if _, err := r.Run(t.Context(), microvmsapi.RunMicrovmInput{ImageIdentifier: "local"}); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("Run after Drain: %v, want ErrClosed", err)
+	}
+}

@@ -206,8 +206,8 @@ func serveFlags() []cli.Flag {
 }
 
 // runServe runs the local platform, and the E2B gateway with --e2b-addr,
-// until ctx ends or a signal comes, then ends its sandboxes (unless
-// --keep-sandboxes) and closes it.
+// until a signal comes (or ctx ends), then ends its sandboxes while still
+// serving (unless --keep-sandboxes), stops serving and closes it.
 func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	pool, err := prebooted(cmd)
 	if err != nil {
@@ -225,7 +225,7 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 		defer lg.ln.Close()
 	}
 	log := cliutil.ServerLogger(f.IO.Err, cmd.Bool("debug"), cmd.Bool("json"))
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A platform owns the sandboxes of its state dir only: another
 	// one with another state dir (XDG_STATE_HOME, --state-dir) runs
@@ -235,7 +235,7 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	srv, err := localvm.New(ctx, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
+	srv, err := localvm.New(sig, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
 		EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA})
 	if err != nil {
 		return err
@@ -249,34 +249,53 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if otherUser != "" {
 		log.Warn(otherUser + ": serving on a free port instead")
 	}
+	// On a signal the sandboxes end (unless --keep-sandboxes) while the
+	// platform still serves, so that a client following one reads why it
+	// ended; then serving stops.
+	serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		select {
+		case <-sig.Done():
+		case <-serving.Done():
+			return
+		}
+		if !cmd.Bool("keep-sandboxes") {
+			down, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			if err := srv.Drain(down); err != nil {
+				log.Error("terminating sandboxes", "err", err)
+			}
+			cancel()
+		}
+		stopServing()
+	}()
 	served := make(chan string, 1)
 	e2bDone := make(chan error, 1)
-	e2bCtx, e2bStop := context.WithCancel(ctx)
+	e2bCtx, e2bStop := context.WithCancel(serving)
 	defer e2bStop()
 	if lg != nil {
 		go func() { e2bDone <- lg.serve(e2bCtx, served, log) }()
 	} else {
 		e2bDone <- nil
 	}
-	serveErr := srv.ListenAndServe(ctx, func(endpoint string) {
+	serveErr := srv.ListenAndServe(serving, func(endpoint string) {
 		log.Info("local platform serving", "endpoint", endpoint, "state_dir", stateDir(cmd))
 		served <- endpoint
 	})
+	stopServing()
+	<-drained
 	e2bStop()
 	if err := <-e2bDone; err != nil && serveErr == nil {
 		log.Error("E2B gateway", "err", err)
 	}
 	down, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if !cmd.Bool("keep-sandboxes") {
-		if err := srv.TerminateAll(down); err != nil {
-			log.Error("terminating sandboxes", "err", err)
-		}
-	}
 	if err := srv.Close(down); err != nil {
 		return err
 	}
-	if serveErr != nil && ctx.Err() == nil {
+	if serveErr != nil && sig.Err() == nil {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
