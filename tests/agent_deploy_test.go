@@ -86,6 +86,7 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
 // other process the sandbox's user can read; `rayito agent delete`
 // removes the sandbox, the template and the record.
 func TestAgentDeploy(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests; the only one whose platform the CLI starts (the default subnet: testSubnet)
 	if !isRoot() {
 		t.Skip("TestAgentDeploy needs root: the local platform's sandboxes (run the tests as root)")
 	}

@@ -128,6 +128,7 @@ func checkRequests(t *testing.T, script *agentllm.Script, n int) {
 // prompt injection reaches no other host, and the key is nowhere in the
 // sandbox or the logs.
 func TestAgent(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: templates, network namespaces and the root platform")
 	}

@@ -22,6 +22,7 @@ import (
 // be mapped is refused naming the step. The templates land on the
 // platform as e2b-<name>.
 func TestE2BTemplateBuild(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: templates are built by the root local platform (user namespaces, overlayfs, an idmapped /usr)")
 	}

@@ -148,6 +148,7 @@ func serveE2B(t *testing.T, srv *e2b.Server) string {
 // in-process, in front of an in-process local platform; then debug mode
 // (E2B_DEBUG=true with E2B_SANDBOX_URL) against one sandbox.
 func TestE2BSDK(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: the root local platform (pause/resume uses its cgroup freezer; the network steps use network namespaces)")
 	}

@@ -145,6 +145,7 @@ func (s *gitServer) counts() (requests, authed int, evil []string) {
 // timed-out commands leave the clean URL; errors are typed and name the
 // action, not the URL.
 func TestGit(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: network namespaces and the root platform")
 	}

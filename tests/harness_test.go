@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,7 +94,7 @@ func startPlatform(t *testing.T, stateDir string, configure ...func(*localvm.Opt
 	ctx, cancel := context.WithCancel(context.Background())
 	// The tests' own scope and subnet: they never touch a real platform's
 	// sandboxes on this machine.
-	opts := localvm.Options{StateDir: stateDir, Logger: log, Subnet: netip.MustParsePrefix("10.215.0.0/16")}
+	opts := localvm.Options{StateDir: stateDir, Logger: log, Subnet: testSubnet(t)}
 	for _, c := range configure {
 		c(&opts)
 	}
@@ -109,6 +110,34 @@ func startPlatform(t *testing.T, stateDir string, configure ...func(*localvm.Opt
 	}
 	p := &platform{t: t, srv: srv, endpoint: "http://" + ln.Addr().String(), stateDir: stateDir, cancel: cancel, done: make(chan error, 1), accepted: &atomic.Int64{}, conns: &connSet{}}
 	go func() { p.done <- srv.Serve(ctx, countingListener{ln, p.accepted, p.conns}) }()
+	return p
+}
+
+// testSubnets hands each top-level test a /20 of 10.215.0.0/16 of its
+// own (a second platform of the same test, on the same state directory,
+// gets the same one): the tests marked parallel run their platforms side
+// by side, and two launchers never share a pool of /30s. A platform that
+// the CLI starts has the default subnet: at most one parallel test may
+// start one.
+var testSubnets struct {
+	sync.Mutex
+	of   map[string]netip.Prefix
+	next int
+}
+
+func testSubnet(t *testing.T) netip.Prefix {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	testSubnets.Lock()
+	defer testSubnets.Unlock()
+	if p, ok := testSubnets.of[top]; ok {
+		return p
+	}
+	if testSubnets.of == nil {
+		testSubnets.of = map[string]netip.Prefix{}
+	}
+	p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, byte(16 * (testSubnets.next % 16)), 0}), 20)
+	testSubnets.next++
+	testSubnets.of[top] = p
 	return p
 }
 

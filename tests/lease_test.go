@@ -17,6 +17,7 @@ import (
 // is paused a few seconds after the lease ends (after its pre-pause
 // hook), and a new lease resumes it.
 func TestLease(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: the root local platform (pause uses its cgroup freezer)")
 	}

@@ -87,6 +87,7 @@ func checkMCPScenario(t *testing.T, p *platform, out mcpOut) {
 // TestMCPClient drives `rayito mcp` with the official MCP TypeScript SDK
 // over stdio and over HTTP, against a local platform.
 func TestMCPClient(t *testing.T) {
+	t.Parallel() // a long wait on sandboxes: beside the other parallel tests (each has its own subnet, testSubnet)
 	if !isRoot() {
 		t.Skip("needs root: the root local platform (the sandboxes' code interpreter and isolation)")
 	}
