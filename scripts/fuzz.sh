@@ -14,7 +14,7 @@ name=$(echo "${pkg#./}" | tr / _)
 bin=$root/.tmp/fuzz/$name.test
 mkdir -p "$root/.tmp/fuzz"
 # Any -fuzz pattern makes go test build with the fuzzing instrumentation.
-go test -c -fuzz "^$1\$" -o "$bin" "$pkg"
+go test -c -ldflags=-w -fuzz "^$1\$" -o "$bin" "$pkg"
 cd "$root/${pkg#./}"
 for t in "$@"; do
 	echo "fuzz $pkg $t"

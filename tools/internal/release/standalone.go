@@ -56,7 +56,11 @@ func (s Standalone) Env(base []string) ([]string, error) {
 		// the checksum database.
 		"GONOSUMDB="+strings.TrimSuffix(PathPrefix, "/"),
 		"GOMODCACHE="+s.ModCache,
-		"GOFLAGS="+strings.TrimSpace(flags+" -modcacherw"),
+		// -trimpath: a package's build no longer depends on where its
+		// module cache is, so what one environment compiled (make
+		// standalone's vet) is reused by another's (the outsider test's
+		// builds) for the same module versions.
+		"GOFLAGS="+strings.TrimSpace(flags+" -modcacherw -trimpath"),
 		// The build cache's module index assumes that a module version's
 		// files never change; ours do (the tree under the same version),
 		// so a stale index would hide new packages and imports.
