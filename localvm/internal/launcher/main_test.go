@@ -177,8 +177,10 @@ func launch(t *testing.T, l *Launcher, spec Spec) Instance {
 }
 
 // httpClient keeps no idle connections, so that descriptor counts in the
-// leak test are stable.
-var httpClient = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+// leak test are stable. Its timeout bounds a whole streamed command: one
+// minute, because TestHostIdentity's 600 forks under a loaded CI (a race
+// build of rayd, the other packages' tests beside it) once took over 15 s.
+var httpClient = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 
 func postJSON(t *testing.T, url string, body any) map[string]any {
 	t.Helper()
