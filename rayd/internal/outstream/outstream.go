@@ -30,6 +30,13 @@ type Shape[T any] struct {
 	End  func(end *raydv1.EndEvent) *T
 }
 
+// MaxBatch bounds the output one message carries: the chunks that piled up
+// while the previous message was sent go out together (proc's NextBatch),
+// up to this many bytes, so a stream that outruns its client pays the
+// per-message cost (framing, flush, the client's decoding) once per batch
+// instead of once per pipe read.
+const MaxBatch = 256 << 10
+
 // Pump sends the opening message, then every event of sub, then the end.
 // It returns when the end was sent, the client went away, or the
 // subscriber was cut for falling behind (the end then says
@@ -46,7 +53,7 @@ func Pump[T any](ctx context.Context, p *proc.Process, sub *proc.Subscription, s
 		return err
 	}
 	for {
-		ev, err := sub.Next(ctx)
+		ev, err := sub.NextBatch(ctx, MaxBatch)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}

@@ -1151,3 +1151,61 @@ func TestStartSubscribedMissesNothing(t *testing.T) {
 	}
 	waitDone(t, p, 10*time.Second)
 }
+
+// TestNextBatch: chunks already in the ring go out together, split where
+// the stream changes and where max would be passed; an event's Seq is its
+// last chunk's, and a subscription from Seq+1 goes on right after it.
+func TestNextBatch(t *testing.T) {
+	s := newTestSupervisor(t, Options{})
+	p := start(t, s, sh("for i in 1 2 3; do echo out$i; sleep 0.05; done; echo err >&2; sleep 0.05; echo last"))
+	waitDone(t, p, 5*time.Second)
+	chunks := collect(t, p, 0).events // one event per chunk
+	if len(chunks) < 5 {
+		t.Fatalf("%d chunks, want one per write: %+v", len(chunks), chunks)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	batches := func(from uint64, max int) (evs []Event) {
+		sub, err := p.Subscribe(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		for {
+			ev, err := sub.NextBatch(ctx, max)
+			if err != nil || ev.Kind == End {
+				return evs
+			}
+			evs = append(evs, ev)
+		}
+	}
+	type ev struct {
+		seq    uint64
+		stream Stream
+		data   string
+	}
+	flat := func(evs []Event) (out []ev) {
+		for _, e := range evs {
+			out = append(out, ev{e.Seq, e.Stream, string(e.Data)})
+		}
+		return out
+	}
+	n := uint64(len(chunks))
+	want := []ev{{n - 2, Stdout, "out1\nout2\nout3\n"}, {n - 1, Stderr, "err\n"}, {n, Stdout, "last\n"}}
+	if got := flat(batches(0, 1<<20)); !slices.Equal(got, want) {
+		t.Fatalf("batches %+v, want %+v", got, want)
+	}
+	// max 10 bytes: "out1\nout2\n" fits, "out3\n" goes alone.
+	if got := flat(batches(0, 10)); len(got) != 4 || got[0].data != "out1\nout2\n" || got[0].seq != 2 || got[1].data != "out3\n" {
+		t.Fatalf("batches within 10 bytes: %+v", got)
+	}
+	// Resume after the first batch.
+	first := batches(0, 1<<20)[0]
+	if got := flat(batches(first.Seq+1, 1<<20)); !slices.Equal(got, want[1:]) {
+		t.Fatalf("from %d: %+v, want %+v", first.Seq+1, got, want[1:])
+	}
+	// max 0 is Next: one chunk each.
+	if got := batches(0, 0); len(got) != len(chunks) {
+		t.Fatalf("max 0: %d events, want %d", len(got), len(chunks))
+	}
+}

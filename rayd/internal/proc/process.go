@@ -540,7 +540,15 @@ func (s *Subscription) wakeLocked() {
 // done (it then returns ctx.Err()). Data events come in Seq order, followed
 // by exactly one End event; after that, after a Truncated event, or after
 // Close, Next returns io.EOF.
-func (s *Subscription) Next(ctx context.Context) (Event, error) {
+func (s *Subscription) Next(ctx context.Context) (Event, error) { return s.NextBatch(ctx, 0) }
+
+// NextBatch is Next, except that a Data event also carries the chunks that
+// follow its first one in the ring, of the same stream and already there,
+// while its Data stays within max bytes (0: one chunk). A subscriber that
+// keeps up gets each chunk as it comes, as from Next; one that fell behind
+// catches up in fewer, larger events, with no wait added. The event's Seq
+// is its last chunk's: Subscribe(Seq+1) resumes right after it.
+func (s *Subscription) NextBatch(ctx context.Context, max int) (Event, error) {
 	p := s.p
 	for {
 		if err := ctx.Err(); err != nil {
@@ -561,7 +569,11 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 		if c := p.ring.get(s.cursor); c != nil {
 			ev := Event{Kind: Data, Stream: c.stream, Seq: c.seq, Data: c.data}
 			s.cursor++
-			if ev.Seq < p.ring.winStart {
+			first := ev.Seq
+			if max > 0 {
+				ev = s.gatherLocked(ev, max)
+			}
+			if first < p.ring.winStart {
 				p.trimLocked() // this subscriber may have been holding the oldest chunk
 				p.paced.Broadcast()
 			}
@@ -596,6 +608,31 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 			return Event{}, err
 		}
 	}
+}
+
+// gatherLocked appends to ev, a Data event of the chunk before the
+// cursor, the chunks at the cursor of the same stream while ev.Data stays
+// within max bytes, and moves the cursor past them. ev.Data is then a
+// copy: the ring's chunks are shared.
+func (s *Subscription) gatherLocked(ev Event, max int) Event {
+	r := &s.p.ring
+	total, end := len(ev.Data), s.cursor
+	for c := r.get(end); c != nil && c.stream == ev.Stream && total+len(c.data) <= max; c = r.get(end) {
+		total += len(c.data)
+		end++
+	}
+	if end == s.cursor {
+		return ev
+	}
+	data := make([]byte, 0, total)
+	data = append(data, ev.Data...)
+	for ; s.cursor < end; s.cursor++ {
+		c := r.get(s.cursor)
+		data = append(data, c.data...)
+		ev.Seq = c.seq
+	}
+	ev.Data = data
+	return ev
 }
 
 // Close detaches the subscriber and releases the output it was holding.

@@ -420,8 +420,11 @@ func (*ProcessEvent_End) isProcessEvent_Event() {}
 
 func (*ProcessEvent_Keepalive) isProcessEvent_Event() {}
 
-// DataEvent carries output. Seq numbers are shared by stdout and stderr and
-// increase by one per message, starting at 1.
+// DataEvent carries output: one or more consecutive chunks of one stream
+// (chunks that piled up while the previous message was sent go out
+// together). Chunks are numbered from 1 across stdout and stderr; seq is
+// the message's last chunk's, so it grows with every message and
+// ConnectRequest.from_seq = seq + 1 resumes right after it.
 type DataEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Output:

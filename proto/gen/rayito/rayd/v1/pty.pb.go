@@ -170,7 +170,8 @@ type PtyServerMessage struct {
 	//	*PtyServerMessage_Exited
 	//	*PtyServerMessage_Keepalive
 	Event isPtyServerMessage_Event `protobuf_oneof:"event"`
-	// Set on data only.
+	// Set on data only: the seq of the message's last output chunk, as in
+	// DataEvent.
 	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
