@@ -22,7 +22,12 @@ func TestMain(m *testing.M) {
 	// The platform launches each sandbox's init by re-executing this
 	// binary.
 	localvm.MaybeRunInit()
-	os.Exit(m.Run())
+	code := m.Run()
+	// The rayito binary the CLI tests built (rayitoBin), about 80 MB.
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 // platform is an in-process local platform for one test.
