@@ -327,6 +327,7 @@ func (m *Manager) upload(ctx context.Context, store Store, bucket, key string, r
 // parts uploads first and the rest of r as the parts of uploadID, then
 // completes it.
 func (m *Manager) parts(ctx context.Context, store Store, bucket, key, uploadID string, first []byte, r io.Reader, prog *progress) (int64, error) {
+	caller := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	const inFlight = 2
@@ -388,6 +389,11 @@ func (m *Manager) parts(ctx context.Context, store Store, bucket, key, uploadID 
 	wg.Wait()
 	if readErr != nil {
 		return 0, readErr
+	}
+	// The caller's end reads as its ctx.Err(), whatever its cause, as on
+	// every other path of a checkpoint; a part's failure as that failure.
+	if err := caller.Err(); err != nil {
+		return 0, err
 	}
 	if err := context.Cause(ctx); err != nil {
 		return 0, err
