@@ -94,8 +94,8 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	else echo "deps: installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
 .PHONY: test
-test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite (about 10 min on 2 cores, mostly waiting on sandboxes) goes first and the CLI's (its scripts: about 5 min) second, so that the other packages fill the other slot around them instead of one running alone at the end. -vet=off: make lint has run the full go vet; -ldflags=-w: no DWARF in the ~150 test binaries (a sixth off each link; stack traces and race reports use the symbol table).
-	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -vet=off -ldflags=-w -timeout 30m $(addsuffix /...,$(addprefix ./,tests cli $(filter-out tests cli,$(MODULES))))
+test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite (about 10 min on 2 cores, mostly waiting on sandboxes) goes first: the other packages share the other slot while it runs, instead of it running alone at the end. -vet=off: make lint has run the full go vet; -ldflags=-w: no DWARF in the ~150 test binaries (a sixth off each link; stack traces and race reports use the symbol table).
+	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -vet=off -ldflags=-w -timeout 30m $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (default 10000x: a smoke run that keeps make ci near its time budget; longer with FUZZTIME=200000x or 10m; a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
