@@ -1,9 +1,9 @@
 // Package rayd exposes the entry point of the guest daemon for the
 // programs that embed it (the local platform runs rayd inside each
 // sandbox by re-executing its own binary, without a separate build step),
-// the sandbox's sudo client, and the one piece of rayd the local platform
-// shares: who owns the client end of a local TCP connection. Everything
-// else about rayd is internal.
+// the sandbox's sudo client, its version and revision, and the one piece
+// of rayd the local platform shares: who owns the client end of a local
+// TCP connection. Everything else about rayd is internal.
 package rayd
 
 import (
@@ -13,6 +13,7 @@ import (
 	"github.com/rayito-dev/rayito/rayd/internal/daemon"
 	"github.com/rayito-dev/rayito/rayd/internal/peercred"
 	"github.com/rayito-dev/rayito/rayd/internal/sudo"
+	"github.com/rayito-dev/rayito/rayd/internal/version"
 )
 
 // SudoSocket is where a sandbox's rayd serves sudo (its -sudo-socket)
@@ -27,6 +28,16 @@ const SudoSocket = sudo.SocketPath
 func SudoMain(args []string, stdout, stderr io.Writer) int {
 	return sudo.Main(args, stdout, stderr)
 }
+
+// Version is rayd's semantic version without the leading v (its Health
+// reports it as agent_version).
+const Version = version.Version
+
+// BuildRevision returns the commit this rayd was built from: the revision
+// a release build links in, else the one the go command stamped ("-dirty"
+// added for a work tree with changes), else "unknown" (go install
+// module@version, go test).
+func BuildRevision() string { return version.BuildRevision() }
 
 // Main runs rayd with command-line args (without the program name) and
 // returns its exit code. See `rayd -h` for the flags.

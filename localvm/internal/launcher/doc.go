@@ -21,8 +21,9 @@
 // # Privileged mode (root)
 //
 // When the launcher runs as root and namespaces can be created, [Launcher.Launch]
-// re-executes the current binary (/proc/self/exe) with argv[0] = [InitArgv0]
-// in new namespaces. That child is the sandbox's init: it waits until the
+// re-executes the current binary (/proc/self/exe; or starts
+// Options.Binary, a rayito-sandbox, through the descriptor New opened:
+// binary_linux.go) with argv[0] = [InitArgv0] in new namespaces. That child is the sandbox's init: it waits until the
 // launcher has put it in its cgroups and wired its network, builds a root
 // filesystem (package rootfs's steps, composed in sandboxfs_linux.go) in
 // its private mount namespace (a tmpfs with a read-only /usr,

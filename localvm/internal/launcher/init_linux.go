@@ -134,6 +134,7 @@ func MaybeRunInit() {
 func runInit(args []string) int {
 	if len(args) > 0 && args[0] == probeArg {
 		fmt.Fprintln(os.Stdout, probeReply)
+		fmt.Fprintln(os.Stdout, BuildStamp())
 		return 0
 	}
 	if len(args) == 4 && args[0] == raydStageArg {

@@ -31,6 +31,10 @@ var ErrUnisolated = errors.New("launcher: sandboxes cannot be isolated")
 // privilege or package.
 var ErrNeedsPrivilege = errors.New("launcher: not enforceable without privileges")
 
+// ErrBinary is New's error for an Options.Binary it cannot use: not a
+// safe executable, not a sandbox init, or from another release.
+var ErrBinary = errors.New("launcher: unusable sandbox binary")
+
 // ErrNoPool is the error of PoolSupport for launchers whose sandboxes
 // cannot be pre-booted.
 var ErrNoPool = errors.New("launcher: pre-booted sandboxes need the root platform")
@@ -108,6 +112,16 @@ type Options struct {
 	// store of HOME persistence), served on a socket only that rayd
 	// reaches (services_linux.go). Nil: none (rayd then looks for AWS's).
 	Services func(sandboxID string) http.Handler
+	// Binary, when set, is the absolute path of the executable sandboxes
+	// start from instead of this binary: one whose main calls
+	// MaybeRunInit first and links little else (localvm's
+	// cmd/rayito-sandbox), so that every sandbox's init, rayd, sudo and
+	// mount helper run none of this binary's other package
+	// initialization. It is opened once, by New, and must be a regular
+	// executable file of root or of this user that nobody else can
+	// write, from the same release (BuildStamp); otherwise New fails
+	// with an error wrapping ErrBinary.
+	Binary string
 
 	// Test hooks (unexported on purpose).
 

@@ -43,8 +43,12 @@ const cloneFlags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NE
 
 // Launcher starts and manages sandboxes. It is safe for concurrent use.
 type Launcher struct {
-	opts   Options
-	log    *slog.Logger
+	opts Options
+	log  *slog.Logger
+	// exe is the path sandboxes start from: selfExe, or bin's
+	// /proc/self/fd path (Options.Binary).
+	exe    string
+	bin    *os.File
 	n      names
 	subnet netip.Prefix
 	priv   bool
@@ -73,9 +77,10 @@ type Launcher struct {
 	insts   map[string]*instance    // live instances (launched or adopted)
 }
 
-// New returns a Launcher. It starts this binary once as a probe: the probe
-// checks that main calls MaybeRunInit and, as root, that namespaces can be
-// created. Without root, or when they cannot, the launcher runs in
+// New returns a Launcher. It starts the sandboxes' executable (this
+// binary, or Options.Binary, which it opens and checks first) as a probe:
+// the probe checks that main calls MaybeRunInit and, as root, that
+// namespaces can be created. Without root, or when they cannot, the launcher runs in
 // unprivileged mode (see the package documentation).
 func New(opts Options) (*Launcher, error) {
 	if opts.StateDir == "" || !filepath.IsAbs(opts.StateDir) {
@@ -106,11 +111,61 @@ func New(opts Options) (*Launcher, error) {
 		slots: map[netip.Prefix]string{},
 		insts: map[string]*instance{},
 	}
+	l.exe = selfExe
+	if opts.Binary != "" {
+		if l.bin, err = openBinary(opts.Binary); err != nil {
+			return nil, err
+		}
+		l.exe = fdPath(l.bin)
+		if err := checkBinary(opts.Binary, l.exe); err != nil {
+			l.bin.Close()
+			return nil, err
+		}
+	}
+	if err := l.probeIsolation(); err != nil {
+		l.closeBinary()
+		return nil, err
+	}
+	return l, nil
+}
+
+// CheckBinary reports whether New would accept path as Options.Binary
+// (a safe executable that answers as a sandbox init, of this binary's
+// release): nil, or an error wrapping ErrBinary that says why not.
+func CheckBinary(path string) error {
+	f, err := openBinary(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return checkBinary(path, fdPath(f))
+}
+
+// checkBinary starts exe, the opened path, as a probe, unisolated, and
+// checks its answer and build stamp.
+func checkBinary(path, exe string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	out, err := runProbe(execProbe(ctx, exe))
+	if err == nil {
+		var stamp string
+		if stamp, err = probeAnswer(out); err == nil {
+			return checkBinaryStamp(path, stamp)
+		}
+	}
+	return fmt.Errorf("%w: %s: %w", ErrBinary, path, err)
+}
+
+// probeIsolation finds how the launcher isolates sandboxes (root and
+// namespaces, rootless, or none) by probing its executable; it fails
+// when it can isolate none and Options.AllowUnisolated is not set.
+func (l *Launcher) probeIsolation() error {
+	opts, log := l.opts, l.log
 	var why string // why sandboxes cannot be isolated
 	if os.Geteuid() == 0 && !opts.forceUnprivileged {
-		if err := probe("/proc/self/exe", true, true); err == nil {
+		if err := probe(l.exe, true, true); err == nil {
 			l.priv, l.userns = true, true
-		} else if err2 := probe("/proc/self/exe", true, false); err2 == nil {
+		} else if err2 := probe(l.exe, true, false); err2 == nil {
 			l.priv = true
 			log.Warn("launcher: user namespaces are not usable: every sandbox's user is host uid 1000 and its rayd host root (per-uid limits, file ownership and signals are shared between sandboxes)", "err", err.Error())
 		} else {
@@ -120,47 +175,46 @@ func New(opts Options) (*Launcher, error) {
 		why = "forced unprivileged mode (test)"
 	} else if opts.noRootless || os.Getenv(NoUserNamespacesEnv) == "1" {
 		why = "not root, and unprivileged user namespaces are turned off (" + NoUserNamespacesEnv + "=1)"
-	} else if err := probeRootless("/proc/self/exe"); err == nil {
+	} else if err := probeRootless(l.exe); err == nil {
 		l.rootless = true
 	} else {
 		why = "not root, and unprivileged user namespaces are not usable here (" + err.Error() +
 			"; check sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone and AppArmor's kernel.apparmor_restrict_unprivileged_userns)"
 	}
 	if !l.priv {
-		if err := probe("/proc/self/exe", false, false); err != nil {
-			return nil, err
+		if err := probe(l.exe, false, false); err != nil {
+			return err
 		}
 		if l.rootless {
 			log.Debug("launcher: rootless mode: unprivileged user namespaces, loopback-only networks, no cgroup limits")
-			return l, nil
+			return nil
 		}
 		if !opts.AllowUnisolated {
-			return nil, fmt.Errorf("%w: %s. Run as root for full isolation, allow unprivileged user namespaces for rootless isolation, or opt in to sandboxes that are NOT isolated (plain processes with your access to the machine)", ErrUnisolated, why)
+			return fmt.Errorf("%w: %s. Run as root for full isolation, allow unprivileged user namespaces for rootless isolation, or opt in to sandboxes that are NOT isolated (plain processes with your access to the machine)", ErrUnisolated, why)
 		}
 		log.Warn("launcher: unisolated mode (opted in): sandboxes are NOT isolated (no namespaces, cgroups or network policy); their code runs with this user's access to the machine", "why", why)
-		return l, nil
+		return nil
 	}
 	if swept := hostnet.SweepLockFiles(hostnet.LockDir, l.fw.Dial, isTableName); swept > 0 {
 		log.Debug("launcher: removed stale nftables lock files", "files", swept)
 	}
-	l.cg, l.cgErr = cgroup.Detect(n.cgroupParent)
+	l.cg, l.cgErr = cgroup.Detect(l.n.cgroupParent)
 	if l.cgErr != nil {
 		log.Error("launcher: no usable cgroups: privileged launches will fail", "err", l.cgErr.Error())
 	} else {
 		log.Debug("launcher: privileged mode", "cgroups", l.cg.Version().String())
 	}
-	return l, nil
+	return nil
 }
 
-// probe starts exe (this binary) as InitArgv0 with the probe argument (in
-// new namespaces when isolated, and a user namespace mapping its root to an
-// unprivileged host uid when userns) and checks its answer.
+// probe starts exe (the sandboxes' executable) as InitArgv0 with the
+// probe argument (in new namespaces when isolated, and a user namespace
+// mapping its root to an unprivileged host uid when userns) and checks its
+// answer.
 func probe(exe string, isolated, userns bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := execProbe(ctx, exe)
-	var out bytes.Buffer
-	cmd.Stdout = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if isolated {
 		cmd.SysProcAttr.Cloneflags = cloneFlags
@@ -174,16 +228,25 @@ func probe(exe string, isolated, userns bool) error {
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 	}
-	if err := cmd.Run(); err != nil {
+	out, err := runProbe(cmd)
+	if err != nil {
 		if isolated {
 			return fmt.Errorf("launcher: starting a process in new namespaces: %w", err)
 		}
 		return fmt.Errorf("launcher: the binary does not answer as a sandbox init (%w): main must call launcher.MaybeRunInit first", err)
 	}
-	if strings.TrimSpace(out.String()) != probeReply {
-		return errors.New("launcher: the binary does not answer as a sandbox init: main must call launcher.MaybeRunInit first")
+	if _, err := probeAnswer(out); err != nil {
+		return fmt.Errorf("launcher: %w", err)
 	}
 	return nil
+}
+
+// runProbe runs a probe command and returns its output.
+func runProbe(cmd *exec.Cmd) (string, error) {
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err := cmd.Run()
+	return out.String(), err
 }
 
 // NoUserNamespacesEnv, set to 1 in a launcher's environment, makes a
@@ -193,7 +256,7 @@ func probe(exe string, isolated, userns bool) error {
 // isolate anyway.
 const NoUserNamespacesEnv = "RAYITO_LOCALVM_NO_USERNS"
 
-// execProbe is the command of a probe: this binary as InitArgv0.
+// execProbe is the command of a probe: exe as InitArgv0.
 func execProbe(ctx context.Context, exe string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, exe, probeArg)
 	cmd.Args[0] = InitArgv0
@@ -427,8 +490,9 @@ type started struct {
 	pid  int
 }
 
-// startInit starts the init with cfg on fd 3 and the sync socket on fd 4.
-func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath string) (*started, error) {
+// startInit starts the init (exe) with cfg on fd 3 and the sync socket on
+// fd 4.
+func startInit(exe string, cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath string) (*started, error) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("launcher: opening the log: %w", err)
@@ -454,7 +518,7 @@ func startInit(cfg *initConfig, env []string, sys *syscall.SysProcAttr, logPath 
 	defer theirs.Close()
 
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        exe,
 		Args:        []string{InitArgv0, cfg.ID},
 		Env:         env,
 		Dir:         "/",
@@ -625,7 +689,7 @@ func (l *Launcher) launchIsolated(ctx context.Context, spec Spec) (_ *instance, 
 	if failInit != nil {
 		failInit(cfg)
 	}
-	s, err := startInit(cfg, baseEnv(true), sys, spec.LogPath)
+	s, err := startInit(l.exe, cfg, baseEnv(true), sys, spec.LogPath)
 	if cgfd >= 0 {
 		unix.Close(cgfd)
 	}
@@ -910,7 +974,7 @@ func (l *Launcher) launchPlain(ctx context.Context, spec Spec) (_ *instance, err
 		inst.svc = svc
 		platformDir, cfg.PlatformDir = filepath.Join(spec.Dir, servicesDirName), true
 	}
-	s, err := startInit(cfg, baseEnv(false), sys, spec.LogPath)
+	s, err := startInit(l.exe, cfg, baseEnv(false), sys, spec.LogPath)
 	if err != nil {
 		return inst, err
 	}
@@ -1195,6 +1259,7 @@ func (l *Launcher) Sweep(keep []Record) error {
 // `rayito run`'s) otherwise leaves a table whose input chain every packet
 // of the host goes through.
 func (l *Launcher) Release() error {
+	l.closeBinary()
 	// The platform stops: so do its sandboxes' services (the next
 	// platform serves them again when it adopts them).
 	l.mu.Lock()

@@ -57,3 +57,6 @@ func (l *Launcher) SuspendSupport() error { return ErrUnsupported }
 
 // PoolSupport returns ErrUnsupported.
 func (l *Launcher) PoolSupport() error { return ErrUnsupported }
+
+// CheckBinary returns ErrUnsupported.
+func CheckBinary(path string) error { return ErrUnsupported }

@@ -88,18 +88,18 @@ func rootlessSysProcAttr() *syscall.SysProcAttr {
 // sandboxUID is the uid and gid of the sandbox's user.
 const sandboxUID = 1000
 
-// probeRootless checks that this binary can be started as a sandbox init
+// probeRootless checks that exe can be started as a sandbox init
 // the way launchRootless starts one.
 func probeRootless(exe string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := execProbe(ctx, exe)
 	cmd.SysProcAttr = rootlessSysProcAttr()
-	out, err := cmd.Output()
+	out, err := runProbe(cmd)
 	if err != nil {
 		return fmt.Errorf("starting a process in an unprivileged user namespace: %w", err)
 	}
-	if strings.TrimSpace(string(out)) != probeReply {
+	if _, err := probeAnswer(out); err != nil {
 		return errors.New("the probe in an unprivileged user namespace did not answer")
 	}
 	return nil
@@ -152,7 +152,7 @@ func (l *Launcher) launchRootless(ctx context.Context, spec Spec) (_ *instance, 
 	if failInit != nil {
 		failInit(cfg)
 	}
-	s, err := startInit(cfg, baseEnv(true), rootlessSysProcAttr(), spec.LogPath)
+	s, err := startInit(l.exe, cfg, baseEnv(true), rootlessSysProcAttr(), spec.LogPath)
 	if err != nil {
 		return inst, err
 	}

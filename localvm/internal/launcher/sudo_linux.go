@@ -28,7 +28,7 @@ const (
 // without sudo.
 func (l *Launcher) sudoBinary() (string, error) {
 	l.sudoOnce.Do(func() {
-		l.sudoPath, l.sudoErr = placeSelf(l.opts.StateDir)
+		l.sudoPath, l.sudoErr = placeBinary(l.exe, l.opts.StateDir)
 		if l.sudoErr != nil {
 			l.log.Warn("launcher: sandboxes get no sudo", "err", l.sudoErr)
 		}
@@ -36,30 +36,33 @@ func (l *Launcher) sudoBinary() (string, error) {
 	return l.sudoPath, l.sudoErr
 }
 
-// placeSelf puts this binary at dir/sudoStateFile, replacing what is
-// there (a former platform's binary).
-func placeSelf(dir string) (string, error) {
+// placeBinary puts the executable exe (the sandboxes') at
+// dir/sudoStateFile, replacing what is there (a former platform's binary).
+func placeBinary(exe, dir string) (string, error) {
 	dst := filepath.Join(dir, sudoStateFile)
 	tmp := dst + ".tmp-" + strconv.Itoa(os.Getpid())
 	_ = os.Remove(tmp)
-	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/exe", unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW)
+	err := unix.Linkat(unix.AT_FDCWD, exe, unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW)
 	if err != nil {
 		// Another filesystem (or a binary deleted since it started):
 		// copy it.
-		if err = copySelf(tmp); err != nil {
+		if err = copyBinary(exe, tmp); err != nil {
 			_ = os.Remove(tmp)
 			return "", fmt.Errorf("placing this binary in the state directory: %w", err)
 		}
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		_ = os.Remove(tmp)
+	err = os.Rename(tmp, dst)
+	// A rename between two links of one file (dst already is this
+	// binary) does nothing and leaves tmp: it goes either way.
+	_ = os.Remove(tmp)
+	if err != nil {
 		return "", err
 	}
 	return dst, nil
 }
 
-func copySelf(dst string) error {
-	src, err := os.Open("/proc/self/exe")
+func copyBinary(exe, dst string) error {
+	src, err := os.Open(exe)
 	if err != nil {
 		return err
 	}
