@@ -163,6 +163,20 @@ type Options struct {
 	// the system roots (a local receiver's private CA).
 	EventsRootCAs []byte
 
+	// SandboxBinary, when set, is the absolute path of the executable
+	// every sandbox starts from, instead of re-executing this binary: a
+	// build of cmd/rayito-sandbox of the same release, which holds only
+	// the sandbox's init, rayd, sudo and S3 mount helper. A sandbox then
+	// runs none of this binary's other package initialization (a CLI
+	// linking the AWS SDK spends tens of milliseconds and megabytes of
+	// heap there), so it starts sooner and idles in less memory. New opens
+	// the file once and fails with an error wrapping ErrSandboxBinary
+	// unless it is a regular executable file of root or of the platform's
+	// user that nobody else can write, answers as a sandbox init, and was
+	// built from the same versions of localvm, rayd and proto (a build
+	// from a work tree matches any).
+	SandboxBinary string
+
 	// IdleUnit is the length of one "second" of an idle policy's durations
 	// (maxIdleDurationSeconds, suspendedDurationSeconds); 0 means a second.
 	// Tests shorten it to wait out a one-minute policy in seconds; the API

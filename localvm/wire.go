@@ -30,6 +30,25 @@ func MaybeRunInit() { launcher.MaybeRunInit() }
 // privilege and the ways out.
 var ErrUnisolated = launcher.ErrUnisolated
 
+// ErrSandboxBinary is New's error for an Options.SandboxBinary it cannot
+// use; the message says why.
+var ErrSandboxBinary = launcher.ErrBinary
+
+// SandboxBinaryName is the file name of cmd/rayito-sandbox's binary, as
+// releases ship it beside rayito.
+const SandboxBinaryName = "rayito-sandbox"
+
+// CheckSandboxBinary reports whether New would accept path as
+// Options.SandboxBinary: nil, or an error wrapping ErrSandboxBinary that
+// says why not. It starts the binary once, as a probe.
+func CheckSandboxBinary(path string) error { return launcher.CheckBinary(path) }
+
+// SandboxBinaryStamp names the versions of localvm, rayd and proto that
+// this binary's sandboxes would run, as a sandbox binary's must
+// (Options.SandboxBinary): "localvm@v0.2.0 rayd@v0.2.0 proto@v0.2.0", or
+// "devel" for a build from a work tree.
+func SandboxBinaryStamp() string { return launcher.BuildStamp() }
+
 // Isolation is how a platform's sandboxes are isolated.
 type Isolation = launcher.Isolation
 
@@ -91,7 +110,7 @@ func wire(opts Options, wc wireConfig) (deps, error) {
 	if err != nil {
 		return deps{}, fmt.Errorf("localvm: %w", err)
 	}
-	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, UpstreamCAs: opts.UpstreamCAs, DNS: opts.DNS, Services: svc.Sandbox})
+	l, err := launcher.New(launcher.Options{StateDir: opts.StateDir, Subnet: wc.subnet, Logger: opts.Logger, Scope: wc.scope, AllowUnisolated: opts.AllowUnisolated, KernelStart: opts.KernelStart, UpstreamCAs: opts.UpstreamCAs, DNS: opts.DNS, Services: svc.Sandbox, Binary: opts.SandboxBinary})
 	if errors.Is(err, launcher.ErrUnisolated) {
 		return deps{}, fmt.Errorf("localvm: %w (localvm.Options.AllowUnisolated; rayito: --unisolated or RAYITO_UNISOLATED=1)", err)
 	}
