@@ -41,6 +41,7 @@ var environment = []envVar{
 	{"AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3", "aws backend: another endpoint for the MicroVMs API (the first two, in that order) and for S3 (`image publish`, `stack deploy`); S3 is then addressed path-style"},
 	{"AWS_ENDPOINT_URL_CLOUDFORMATION", "aws backend: another endpoint for CloudFormation (`stack`; else AWS_ENDPOINT_URL)"},
 	{"RAYITO_UNISOLATED", "1: like --unisolated (`run`, `local serve|up`): where sandboxes cannot be isolated (no root, no unprivileged user namespaces), start them anyway, NOT isolated; every such sandbox says so on stderr"},
+	{"RAYITO_SANDBOX_BINARY", "like --sandbox-binary (`run`, `local serve|up`): the rayito-sandbox every local sandbox starts from (default: the one beside rayito, else rayito itself)"},
 	{"RAYITO_LOCALVM_NO_USERNS", "1, for tests only: a local platform without root behaves as if user namespaces were unusable (it can never weaken root's isolation)"},
 	{"PATH, TMPDIR", "unisolated local platform: the sandboxes' PATH and TMPDIR (they run as this user's processes)"},
 	{"GODEBUG, GOTRACEBACK, GORACE, GOCOVERDIR", "passed on to the sandboxes' init and rayd (Go runtime knobs)"},

@@ -218,6 +218,10 @@ func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer, a
 		errors.As(err, &ne)
 		fmt.Fprintf(stderr, "rayito: %s; this command runs on a platform of its own, started in this process\n", ne.probe.OtherUserText(ne.endpoint))
 	}
+	bin, err := SandboxBinary(getenv, "", func(w string) { fmt.Fprintln(stderr, "rayito: "+w) })
+	if err != nil {
+		return nil, err
+	}
 	stateDir, err := os.MkdirTemp("", "rayito-run-")
 	if err != nil {
 		return nil, err
@@ -232,6 +236,7 @@ func Ensure(ctx context.Context, getenv func(string) string, stderr io.Writer, a
 		StateDir: stateDir, Logger: log,
 		Subnet:          netip.MustParsePrefix("10.216.0.0/16"),
 		AllowUnisolated: allowUnisolated || getenv(UnisolatedEnv) == "1",
+		SandboxBinary:   bin,
 	})
 	if err != nil {
 		os.RemoveAll(stateDir)

@@ -159,6 +159,12 @@ func eventsCA(cmd *cli.Command) ([]byte, error) {
 	return b, nil
 }
 
+// sandboxBinaryFlag names the executable sandboxes start from
+// (localvm.Options.SandboxBinary).
+func sandboxBinaryFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "sandbox-binary", Usage: "start every sandbox from `FILE`, a rayito-sandbox of this release (smaller than rayito: sandboxes start sooner and idle in less memory); default: $" + platform.SandboxBinaryEnv + ", else the rayito-sandbox beside rayito when there is one, else rayito itself"}
+}
+
 // kernelStartFlag picks when each sandbox's default Python kernel starts
 // (localvm.Options.KernelStart).
 func kernelStartFlag() *cli.StringFlag {
@@ -192,6 +198,7 @@ func serveFlags() []cli.Flag {
 		awsQuotasFlag(),
 		prebootedFlag(),
 		kernelStartFlag(),
+		sandboxBinaryFlag(),
 		eventsAllowLoopbackFlag(),
 		eventsCAFlag(),
 		&cli.BoolFlag{Name: "keep-sandboxes", Usage: "leave sandboxes running on exit (a restarted platform re-adopts them)"},
@@ -235,10 +242,17 @@ func runServe(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	srv, err := localvm.New(sig, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
-		EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA})
+	bin, err := platform.SandboxBinary(f.Getenv, cmd.String(sandboxBinaryFlag().Name), func(w string) { log.Warn(w) })
 	if err != nil {
 		return err
+	}
+	srv, err := localvm.New(sig, localvm.Options{Addr: addr, StateDir: stateDir(cmd), Logger: log, AWSQuotas: cmd.Bool(awsQuotasFlag().Name), AllowUnisolated: unisolated, Prebooted: pool, KernelStart: cmd.String(kernelStartFlag().Name),
+		EventsAllowLoopback: cmd.Bool(eventsAllowLoopbackFlag().Name), EventsRootCAs: evCA, SandboxBinary: bin})
+	if err != nil {
+		return err
+	}
+	if bin != "" {
+		log.Info("sandboxes start from " + bin)
 	}
 	switch srv.Isolation() {
 	case localvm.IsolationNone:

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ func upCommand(f *cliutil.Factory) *cli.Command {
 	return &cli.Command{
 		Name:  "up",
 		Usage: "start the local platform in the background",
-		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), eventsAllowLoopbackFlag(), eventsCAFlag(), unisolatedFlag(), e2bAddrFlag(), e2bDomainFlag(), e2bTLSFlag(), e2bTemplateFlag(), cliutil.JSONFlag()},
+		Flags: []cli.Flag{stateDirFlag(), awsQuotasFlag(), prebootedFlag(), kernelStartFlag(), sandboxBinaryFlag(), eventsAllowLoopbackFlag(), eventsCAFlag(), unisolatedFlag(), e2bAddrFlag(), e2bDomainFlag(), e2bTLSFlag(), e2bTemplateFlag(), cliutil.JSONFlag()},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return runUp(ctx, f, cmd)
 		},
@@ -99,6 +100,7 @@ func runUp(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 		return err
 	}
 	defer logf.Close()
+	logStart, _ := logf.Seek(0, io.SeekEnd)
 	args, err := serveArgs(cmd, dir, addr, pool)
 	if err != nil {
 		return err
@@ -113,7 +115,7 @@ func runUp(ctx context.Context, f *cliutil.Factory, cmd *cli.Command) error {
 	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(out.Pid)+"\n"), 0o600); err != nil {
 		return err
 	}
-	if out.Endpoint, err = waitServing(ctx, child, dir, out.Log); err != nil {
+	if out.Endpoint, err = waitServing(ctx, child, dir, out.Log, logStart); err != nil {
 		return err
 	}
 	_ = child.Process.Release()
@@ -156,6 +158,13 @@ func serveArgs(cmd *cli.Command, dir, addr string, pool int) ([]string, error) {
 	if cmd.IsSet(kernelStartFlag().Name) {
 		args = append(args, "--kernel-start", cmd.String(kernelStartFlag().Name))
 	}
+	if bin := cmd.String(sandboxBinaryFlag().Name); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			return nil, cliutil.Usagef("--sandbox-binary: %v", err)
+		}
+		args = append(args, "--sandbox-binary", abs)
+	}
 	if cmd.Bool(eventsAllowLoopbackFlag().Name) {
 		args = append(args, "--events-allow-loopback")
 	}
@@ -174,8 +183,10 @@ func serveArgs(cmd *cli.Command, dir, addr string, pool int) ([]string, error) {
 
 // waitServing waits until the platform child started in dir records the
 // endpoint it serves and answers there (at most 30 s), and returns it;
-// logPath is its log, named in the errors.
-func waitServing(ctx context.Context, child *exec.Cmd, dir, logPath string) (string, error) {
+// logPath is its log, named in the errors, which the child writes from
+// offset logStart on: when it exits at start, the error is its last
+// error line there.
+func waitServing(ctx context.Context, child *exec.Cmd, dir, logPath string, logStart int64) (string, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
 	// The platform records the endpoint it serves once it listens.
@@ -187,6 +198,9 @@ func waitServing(ctx context.Context, child *exec.Cmd, dir, logPath string) (str
 		select {
 		case <-exited:
 			_ = os.Remove(pidFile(dir))
+			if why := startError(logPath, logStart); why != "" {
+				return "", fmt.Errorf("the local platform exited at start: %s (log: %s)", why, logPath)
+			}
 			return "", fmt.Errorf("the local platform exited at start; see %s", logPath)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -195,6 +209,32 @@ func waitServing(ctx context.Context, child *exec.Cmd, dir, logPath string) (str
 			return "", fmt.Errorf("the local platform did not answer within 30s; see %s", logPath)
 		}
 	}
+}
+
+// startError is the last error line ("rayito: ...") a platform that
+// failed to start wrote to its log from offset on, without the prefix;
+// "" when there is none. At most the last 16 KiB are read.
+func startError(logPath string, offset int64) string {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const maxTail = 16 << 10
+	if st, err := f.Stat(); err == nil && st.Size()-offset > maxTail {
+		offset = st.Size() - maxTail
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, maxTail))
+	if err != nil {
+		return ""
+	}
+	why := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "rayito: "); ok && rest != "" {
+			why = rest
+		}
+	}
+	return why
 }
 
 // e2bEnv is up's line about the E2B gateway at addr: what an E2B program
@@ -215,7 +255,7 @@ func e2bEnv(gw *e2bGateway, addr string, out *statusOut) string {
 // only apply when a platform starts.
 func startFlagsSet(cmd *cli.Command) []string {
 	var set []string
-	for _, name := range []string{e2bAddrFlag().Name, e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name, eventsAllowLoopbackFlag().Name, eventsCAFlag().Name} {
+	for _, name := range []string{e2bAddrFlag().Name, e2bDomainFlag().Name, e2bTLSFlag().Name, e2bTemplateFlag().Name, prebootedFlag().Name, kernelStartFlag().Name, sandboxBinaryFlag().Name, awsQuotasFlag().Name, unisolatedFlag().Name, eventsAllowLoopbackFlag().Name, eventsCAFlag().Name} {
 		if cmd.IsSet(name) {
 			set = append(set, "--"+name)
 		}
