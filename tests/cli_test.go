@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rayito-dev/rayito/localvm"
 	rayito "github.com/rayito-dev/rayito/sdk"
 )
 
-// rayitoBin builds the real rayito binary once per test run.
+// rayitoBin builds the real rayito binary once per test run, with the
+// rayito-sandbox beside it that its local platforms then start sandboxes
+// from, as releases ship them.
 func rayitoBin(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -27,9 +30,14 @@ func rayitoBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "rayito")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/rayito-dev/rayito/cli/cmd/rayito").CombinedOutput()
-		if err != nil {
-			binErr = errors.New(string(out))
+		for _, b := range []struct{ out, pkg string }{
+			{binPath, "github.com/rayito-dev/rayito/cli/cmd/rayito"},
+			{filepath.Join(dir, localvm.SandboxBinaryName), "github.com/rayito-dev/rayito/localvm/cmd/rayito-sandbox"},
+		} {
+			if out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
+				binErr = errors.New(string(out))
+				return
+			}
 		}
 	})
 	if binErr != nil {
@@ -62,7 +70,13 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 
 func runCLIInput(t *testing.T, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.Command(rayitoBin(t), args...)
+	return runBinInput(t, rayitoBin(t), env, stdin, args...)
+}
+
+// runBinInput runs bin, a rayito binary, with env, stdin and args.
+func runBinInput(t *testing.T, bin string, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
