@@ -33,6 +33,7 @@ func main() {
 	pinFlag := flag.Bool("pin", false, "pin the harness to CPU 1 and sandboxes, peer and floor children to CPU 0")
 	subnet := flag.String("subnet", "10.217.0.0/16", "localvm subnet of this run's platform")
 	prebooted := flag.Int("prebooted", 2, fmt.Sprintf("pool size of the second platform, with pre-booted sandboxes, that the create suite also measures (0 to %d; 0: none)", localvm.MaxPrebooted))
+	sandboxBinary := flag.String("sandbox-binary", "", "start every sandbox from this rayito-sandbox build (go build ./localvm/cmd/rayito-sandbox; localvm.Options.SandboxBinary), as a released rayito does; default: re-execute this harness binary, as a go-installed rayito does")
 	kernelStart := flag.String("kernel-start", "lazy", "when each sandbox's Python kernel starts on the main platform: lazy, preload or eager (localvm.Options.KernelStart)")
 	prebootedSubnet := flag.String("prebooted-subnet", "10.212.0.0/16", "localvm subnet of that second platform")
 	densityMax := flag.Int("density-max", 100, "last level of the density ramp (levels 10,25,50,100,150,200 up to it)")
@@ -81,7 +82,7 @@ func main() {
 	defer stop()
 	err = runner.Run(ctx, runner.Config{
 		Suites: strings.Split(*suite, ","), Iterations: *iters, Warmup: *warmup, JSON: *jsonOut,
-		Peer: *peerPath, Pin: *pinFlag, Subnet: prefix, Prebooted: *prebooted, PrebootedSubnet: pprefix, KernelStart: *kernelStart,
+		Peer: *peerPath, Pin: *pinFlag, Subnet: prefix, Prebooted: *prebooted, PrebootedSubnet: pprefix, KernelStart: *kernelStart, SandboxBinary: *sandboxBinary,
 		DensityMax: *densityMax, DensityWorkers: *densityWorkers, MemoryN: *memoryN, Idle: *idle,
 		Args: strings.Join(os.Args[1:], " "), PlatformLog: *platformLog, Stdout: os.Stdout, Stderr: os.Stderr,
 	})

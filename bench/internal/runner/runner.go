@@ -42,7 +42,10 @@ type Config struct {
 	Prebooted       int
 	PrebootedSubnet netip.Prefix
 	// KernelStart is the main platform's localvm.Options.KernelStart.
-	KernelStart    string
+	KernelStart string
+	// SandboxBinary is both platforms' localvm.Options.SandboxBinary: a
+	// rayito-sandbox build, or "" to re-execute the harness binary.
+	SandboxBinary  string
 	DensityMax     int
 	DensityWorkers int
 	MemoryN        int
@@ -104,11 +107,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	maxSbx := max(cfg.DensityMax, cfg.MemoryN) + 32
 	srv, err := localvm.New(ctx, localvm.Options{
-		StateDir:     filepath.Join(tmp, "state"),
-		Logger:       platformLogger(logOut),
-		Subnet:       cfg.Subnet,
-		MaxSandboxes: maxSbx,
-		KernelStart:  cfg.KernelStart,
+		StateDir:      filepath.Join(tmp, "state"),
+		Logger:        platformLogger(logOut),
+		Subnet:        cfg.Subnet,
+		MaxSandboxes:  maxSbx,
+		KernelStart:   cfg.KernelStart,
+		SandboxBinary: cfg.SandboxBinary,
 	})
 	if err != nil {
 		return fmt.Errorf("localvm: %w", err)
@@ -292,11 +296,12 @@ func (pp *prebootedPlatform) start(ctx context.Context) (*suites.PrebootedPlatfo
 	}
 	pp.started = true
 	srv, err := localvm.New(ctx, localvm.Options{
-		StateDir:    pp.dir,
-		Logger:      platformLogger(pp.log),
-		Subnet:      pp.cfg.PrebootedSubnet,
-		Prebooted:   pp.cfg.Prebooted,
-		KernelStart: pp.cfg.KernelStart,
+		StateDir:      pp.dir,
+		Logger:        platformLogger(pp.log),
+		Subnet:        pp.cfg.PrebootedSubnet,
+		Prebooted:     pp.cfg.Prebooted,
+		KernelStart:   pp.cfg.KernelStart,
+		SandboxBinary: pp.cfg.SandboxBinary,
 	})
 	if err != nil {
 		pp.err = fmt.Errorf("localvm (pre-booted): %w", err)
