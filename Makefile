@@ -94,8 +94,8 @@ deps: ## Install the system packages the tests use (slirp4netns; python3-ipykern
 	else echo "deps: installing chromium"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
 
 .PHONY: test
-test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite (about 10 min on 2 cores, mostly waiting on sandboxes) goes first: the other packages share the other slot while it runs, instead of it running alone at the end. -vet=off: make lint has run the full go vet; -ldflags=-w: no DWARF in the ~150 test binaries (a sixth off each link; stack traces and race reports use the symbol table).
-	RAYITO_BUF=$(BIN)/buf go test -race -count=1 -vet=off -ldflags=-w -timeout 30m $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
+test: tools deps ## Run every test with -race (root-only tests skip with a reason when not root; the contract tests use the pinned buf). The tests module's end-to-end suite (about 10 min on 2 cores, mostly waiting on sandboxes) goes first: the other packages share the other slot while it runs, instead of it running alone at the end. -vet=off: make lint has run the full go vet; -ldflags=-w: no DWARF in the ~150 test binaries (a sixth off each link; stack traces and race reports use the symbol table). GORACE=atexit_sleep_ms=0: a race-built process otherwise sleeps 1 s when it exits (for late reports of goroutines still running), and the tests start thousands: every test binary, and the platforms' probes, sudo and helpers re-executed from it (the launcher's tests 127 → 78 s).
+	GORACE=atexit_sleep_ms=0 RAYITO_BUF=$(BIN)/buf go test -race -count=1 -vet=off -ldflags=-w -timeout 30m $(addsuffix /...,$(addprefix ./,tests $(filter-out tests,$(MODULES))))
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZTIME (default 10000x: a smoke run that keeps make ci near its time budget; longer with FUZZTIME=200000x or 10m; a count: a deadline can flake on a busy machine), one instrumented build per package (scripts/fuzz.sh).
@@ -203,7 +203,7 @@ lint-workflows: tools ## actionlint (with shellcheck when installed) and the wor
 	cd tools && GOWORK=off go test -count=1 ./internal/workflowcheck/
 
 # Release artifacts (scripts/dist.sh): per component that ships a binary
-# (cli → rayito, rayd → rayd, events → the three rayito-events-* Lambdas, dashboard → the rayito-dashboard-stack Lambda, agenthost → rayito-agent-host), static linux/amd64 and linux/arm64 builds named
+# (cli → rayito and rayito-sandbox, rayd → rayd, events → the three rayito-events-* Lambdas, dashboard → the rayito-dashboard-stack Lambda, agenthost → rayito-agent-host), static linux/amd64 and linux/arm64 builds named
 # by the component's versions.yaml version, one CycloneDX SBOM each, and
 # SHA256SUMS. Built in workspace mode (go.work), stamped with HEAD's sha
 # ("-dirty" added when the working tree has uncommitted changes).

@@ -3,7 +3,8 @@
 #
 #   scripts/dist.sh [-C SRC] [-o OUT] [-r REVISION] COMPONENT...
 #
-# For each COMPONENT (cli → rayito, rayd → rayd, dashboard → rayito-dashboard-stack,
+# For each COMPONENT (cli → rayito and rayito-sandbox, the binary its local
+# platform starts sandboxes from when it lies beside rayito; rayd → rayd, dashboard → rayito-dashboard-stack,
 # the dashboard stack's Lambda, events → rayito-events-
 # forwarder, -deliverer and -reconciler, the Lambdas) and each of linux/amd64 and
 # linux/arm64 it writes into OUT (default SRC/dist, emptied first):
@@ -64,9 +65,10 @@ version() {
 # The Go environment is spelled out, not inherited: nothing from the
 # caller's GOFLAGS, GOAMD64 or GOWORK reaches the build.
 goenv=(GOWORK="$src/go.work" GOFLAGS= CGO_ENABLED=0 GOOS=linux GOAMD64=v1 GOARM64=v8.0)
-# Every Revision is set in every binary: rayito links rayd (the local
-# platform runs it from its own binary), and -X of a package a binary does
-# not link is ignored.
+# Every Revision is set in every binary: rayito and rayito-sandbox link
+# rayd (the local platform runs it from either, and accepts a
+# rayito-sandbox only of its own revision), and -X of a package a binary
+# does not link is ignored.
 ldflags="-s -w -buildid= -X github.com/rayito-dev/rayito/cli/internal/version.Revision=$rev -X github.com/rayito-dev/rayito/rayd/internal/version.Revision=$rev"
 
 rm -rf "$out"
@@ -78,7 +80,7 @@ for component in "$@"; do
 	# one as the function's `bootstrap`.
 	tags=''
 	case $component in
-	cli) binaries=(rayito:./cli/cmd/rayito) ;;
+	cli) binaries=(rayito:./cli/cmd/rayito rayito-sandbox:./localvm/cmd/rayito-sandbox) ;;
 	rayd) binaries=(rayd:./rayd/cmd/rayd rayito-mount-s3:./rayd/cmd/rayito-mount-s3) ;;
 	events)
 		binaries=(rayito-events-forwarder:./events/cmd/forwarder rayito-events-deliverer:./events/cmd/deliverer rayito-events-reconciler:./events/cmd/reconciler)
