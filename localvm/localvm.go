@@ -173,8 +173,9 @@ type Options struct {
 	// the file once and fails with an error wrapping ErrSandboxBinary
 	// unless it is a regular executable file of root or of the platform's
 	// user that nobody else can write, answers as a sandbox init, and was
-	// built from the same versions of localvm, rayd and proto (a build
-	// from a work tree matches any).
+	// built from the same code: the same versions of localvm, rayd and
+	// proto, or the same release revision (SandboxBinaryStamp; a binary
+	// that knows neither, such as a test binary, matches any).
 	SandboxBinary string
 
 	// IdleUnit is the length of one "second" of an idle policy's durations

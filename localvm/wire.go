@@ -43,10 +43,12 @@ const SandboxBinaryName = "rayito-sandbox"
 // says why not. It starts the binary once, as a probe.
 func CheckSandboxBinary(path string) error { return launcher.CheckBinary(path) }
 
-// SandboxBinaryStamp names the versions of localvm, rayd and proto that
-// this binary's sandboxes would run, as a sandbox binary's must
-// (Options.SandboxBinary): "localvm@v0.2.0 rayd@v0.2.0 proto@v0.2.0", or
-// "devel" for a build from a work tree.
+// SandboxBinaryStamp names the code this binary's sandboxes would run,
+// which a sandbox binary's must match (Options.SandboxBinary): the
+// versions of localvm, rayd and proto ("localvm@v0.2.0 rayd@v0.2.0
+// proto@v0.2.0") when the go command recorded them, else rayd's version
+// and the release revision linked in ("rayd 0.2.0 <commit>"), else
+// "devel", which matches any.
 func SandboxBinaryStamp() string { return launcher.BuildStamp() }
 
 // Isolation is how a platform's sandboxes are isolated.

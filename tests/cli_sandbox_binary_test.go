@@ -13,7 +13,8 @@ import (
 // TestCLISandboxBinary: the local platforms rayito starts (`local up`,
 // and `run`'s own) run their sandboxes from the rayito-sandbox beside
 // rayito, as releases ship it; without one, or with one the platform must
-// refuse (others can write it), from rayito itself, saying why.
+// refuse (others can write it or its directory), from rayito itself,
+// saying why.
 // --sandbox-binary and RAYITO_SANDBOX_BINARY name one, and a bad one
 // fails the start with the reason. Which binary a sandbox runs shows in
 // its sudo (/usr/local/bin/sudo is that binary).
@@ -100,6 +101,20 @@ func TestCLISandboxBinary(t *testing.T) {
 	got, stderr := sudoSize(unsafe, cliEnv(t))
 	if got != size(bin) || !strings.Contains(stderr, "not using") || !strings.Contains(stderr, "writable by its group or others") {
 		t.Errorf("a writable rayito-sandbox beside rayito: the sandbox's binary has %s bytes (want rayito's %s), stderr %q", got, size(bin), stderr)
+	}
+
+	// Nor is one in a directory others can write (rayito run from /tmp).
+	shared := alone(func(dir string) {
+		if err := os.Link(sbx, filepath.Join(dir, localvm.SandboxBinaryName)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	})
+	got, stderr = sudoSize(shared, cliEnv(t))
+	if got != size(bin) || !strings.Contains(stderr, "its directory is writable by others") {
+		t.Errorf("a rayito-sandbox in a directory others can write: the sandbox's binary has %s bytes (want rayito's %s), stderr %q", got, size(bin), stderr)
 	}
 
 	// A binary named by the user that the platform cannot use fails the

@@ -20,7 +20,8 @@ const SandboxBinaryEnv = "RAYITO_SANDBOX_BINARY"
 // rayito itself. A path the user named is made absolute and returned as
 // is: localvm refuses a bad one with an error that says why. A binary
 // found beside rayito that the platform would refuse (another release, a
-// file others can write) is skipped, and warn gets why.
+// file others can write), or in a directory others can write, is skipped,
+// and warn gets why.
 func SandboxBinary(getenv func(string) string, flag string, warn func(string)) (string, error) {
 	named, from := flag, "--sandbox-binary"
 	if named == "" {
@@ -37,8 +38,15 @@ func SandboxBinary(getenv func(string) string, flag string, warn func(string)) (
 	if err != nil {
 		return "", nil
 	}
-	beside := filepath.Join(filepath.Dir(self), localvm.SandboxBinaryName)
+	dir := filepath.Dir(self)
+	beside := filepath.Join(dir, localvm.SandboxBinaryName)
 	if _, err := os.Stat(beside); err != nil {
+		return "", nil
+	}
+	// Not from a directory others can write (rayito run from /tmp): a
+	// file planted there would be run, as a probe, by this user.
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm()&0o022 != 0 {
+		warn(fmt.Sprintf("not using %s: its directory is writable by others; sandboxes start from rayito itself", beside))
 		return "", nil
 	}
 	if err := localvm.CheckSandboxBinary(beside); err != nil {
