@@ -2,11 +2,13 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,9 +25,11 @@ func TestMain(m *testing.M) {
 	// binary.
 	localvm.MaybeRunInit()
 	code := m.Run()
-	// The rayito binary the CLI tests built (rayitoBin), about 80 MB.
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
+	// The binaries the tests built (rayitoBin, about 100 MB; sandboxBin).
+	for _, p := range []string{binPath, sbxPath} {
+		if p != "" {
+			_ = os.RemoveAll(filepath.Dir(p))
+		}
 	}
 	os.Exit(code)
 }
@@ -99,7 +103,7 @@ func startPlatform(t *testing.T, stateDir string, configure ...func(*localvm.Opt
 	ctx, cancel := context.WithCancel(context.Background())
 	// The tests' own scope and subnet: they never touch a real platform's
 	// sandboxes on this machine.
-	opts := localvm.Options{StateDir: stateDir, Logger: log, Subnet: testSubnet(t)}
+	opts := localvm.Options{StateDir: stateDir, Logger: log, Subnet: testSubnet(t), SandboxBinary: sandboxBin(t)}
 	for _, c := range configure {
 		c(&opts)
 	}
@@ -185,4 +189,39 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+
+	sbxOnce sync.Once
+	sbxPath string
+	sbxErr  error
 )
+
+// sandboxBin builds localvm's rayito-sandbox once per run, with -race
+// when the tests run with it: every in-process platform starts its
+// sandboxes from it (localvm.Options.SandboxBinary), as a released rayito
+// does, instead of re-executing this test binary, whose package
+// initialization (about 130 ms race-built) would run in every sandbox.
+// Re-execution stays covered by localvm's own tests and by
+// TestCLISandboxBinary.
+func sandboxBin(t *testing.T) string {
+	t.Helper()
+	sbxOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "rayito-sandbox-bin-")
+		if err != nil {
+			sbxErr = err
+			return
+		}
+		sbxPath = filepath.Join(dir, localvm.SandboxBinaryName)
+		args := []string{"build", "-o", sbxPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/rayito-dev/rayito/localvm/cmd/rayito-sandbox")...).CombinedOutput()
+		if err != nil {
+			sbxErr = errors.New(string(out))
+		}
+	})
+	if sbxErr != nil {
+		t.Fatalf("build rayito-sandbox: %v", sbxErr)
+	}
+	return sbxPath
+}
