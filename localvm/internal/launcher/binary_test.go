@@ -5,7 +5,6 @@ package launcher
 import (
 	"errors"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -223,13 +222,7 @@ func TestAsUserRootlessBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLauncher(t, "", func(o *Options) { o.Binary = exe })
-	if l.Isolation() != IsolationRootless {
-		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
-	}
-	orig := httpClient.Transport
-	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
-	t.Cleanup(func() { httpClient.Transport = orig })
+	l := rootlessLauncher(t, func(o *Options) { o.Binary = exe })
 	inst := launch(t, l, newSpec(t, l))
 	t.Cleanup(func() { _ = inst.Terminate(t.Context()) })
 	if h := health(t, inst.APIAddr()); h["isolation"] != "ISOLATION_ROOTLESS" {

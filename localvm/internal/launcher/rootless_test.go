@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -77,19 +76,7 @@ func TestRootless(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(home, "launcher.test")
-	src, err := os.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err == nil {
-		_, err = io.Copy(dst, src)
-		dst.Close()
-	}
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, exe, bin, 0o755)
 	if err := os.Chown(bin, int(uid), int(gid)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +96,22 @@ func TestRootless(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestAsUserRootless") && !strings.Contains(string(out), "--- SKIP: TestAsUserRootless") {
 		t.Fatal("TestAsUserRootless did not run")
 	}
+}
+
+// rootlessLauncher returns a rootless launcher (newLauncher with mod) and
+// points the tests' HTTP client at its sandboxes through its dialer for
+// the test's duration, or skips the test where unprivileged user
+// namespaces are not usable.
+func rootlessLauncher(t *testing.T, mod func(*Options)) *Launcher {
+	t.Helper()
+	l := newLauncher(t, "", mod)
+	if l.Isolation() != IsolationRootless {
+		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
+	}
+	orig := httpClient.Transport
+	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
+	t.Cleanup(func() { httpClient.Transport = orig })
+	return l
 }
 
 func asUser(t *testing.T) {
@@ -151,15 +154,7 @@ func TestAsUserGate(t *testing.T) {
 // isolates.
 func TestAsUserRootless(t *testing.T) {
 	asUser(t)
-	l := newLauncher(t, "", nil)
-	if l.Isolation() != IsolationRootless {
-		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
-	}
-	// The test's HTTP client reaches rootless sandboxes through the
-	// launcher's dialer.
-	orig := httpClient.Transport
-	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
-	t.Cleanup(func() { httpClient.Transport = orig })
+	l := rootlessLauncher(t, nil)
 
 	spec := newSpec(t, l)
 	spec.Internet = true
@@ -270,14 +265,7 @@ func startError(t *testing.T, apiAddr, token, user string) string {
 // over the hooks socket, still work, /terminate included.
 func TestAsUserRootlessHooks(t *testing.T) {
 	asUser(t)
-	l := newLauncher(t, "", nil)
-	if l.Isolation() != IsolationRootless {
-		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
-	}
-	orig := httpClient.Transport
-	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
-	t.Cleanup(func() { httpClient.Transport = orig })
-
+	l := rootlessLauncher(t, nil)
 	inst := launch(t, l, newSpec(t, l))
 	t.Cleanup(func() { _ = inst.Terminate(t.Context()) })
 	if !strings.HasSuffix(strings.Split(inst.HooksAddr(), ":")[0], rootlessHooksHostSuffix) {

@@ -105,13 +105,7 @@ func TestServicesOnlyForRayd(t *testing.T) {
 func TestAsUserServicesRootless(t *testing.T) {
 	asUser(t)
 	rec := &recorder{}
-	l := newLauncher(t, "", func(o *Options) { o.Services = rec.handler })
-	if l.Isolation() != IsolationRootless {
-		t.Skipf("unprivileged user namespaces are not usable here (isolation %q)", l.Isolation())
-	}
-	orig := httpClient.Transport
-	httpClient.Transport = &http.Transport{DisableKeepAlives: true, DialContext: l.DialContext}
-	t.Cleanup(func() { httpClient.Transport = orig })
+	l := rootlessLauncher(t, func(o *Options) { o.Services = rec.handler })
 	servicesCheck(t, l, newSpec(t, l), rec)
 }
 
