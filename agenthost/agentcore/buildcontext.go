@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -57,12 +58,17 @@ func (e *ContextError) Is(target error) bool { return target == ErrBuildContext 
 // repository of lower-case letters, digits and . _ - / :, an optional
 // tag, then @sha256: and 64 hex digits. Nothing else (no space, no
 // newline: it is written into the Dockerfile).
-var baseImageRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+// Compiled on first use (sync.OnceValue): a counted repetition such as
+// {1,512} compiles to a program of hundreds of KB, which every start of
+// the CLI would otherwise build.
+var baseImageRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+})
 
 // CheckBaseImage accepts only an image reference pinned by digest
 // (REGISTRY/REPO[:TAG]@sha256:HEX).
 func CheckBaseImage(ref string) error {
-	if len(ref) > 512 || !baseImageRE.MatchString(ref) {
+	if len(ref) > 512 || !baseImageRE().MatchString(ref) {
 		return &ContextError{What: "the base image", Why: "must be pinned by digest: REGISTRY/REPOSITORY[:TAG]@sha256:<64 hex digits>"}
 	}
 	return nil

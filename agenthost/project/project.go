@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -78,7 +79,12 @@ var ErrInvalid = errors.New("invalid agent project")
 var (
 	namePattern   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
 	regionPattern = regexp.MustCompile(`^[a-z]{2}(-gov)?-[a-z]+-\d$`)
-	hostPattern   = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+	// Compiled on first use (sync.OnceValue): a counted repetition such as
+	// {1,512} compiles to a program of hundreds of KB, which every start of
+	// the CLI would otherwise build.
+	hostPattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)
+	})
 )
 
 // Providers are the model providers a project may name.
@@ -175,7 +181,7 @@ func (p *Project) Check() error {
 			return bad("egress.allow has over 64 hosts")
 		}
 		for _, h := range e.Allow {
-			if !hostPattern.MatchString(h) {
+			if !hostPattern().MatchString(h) {
 				return bad("egress.allow entries must be host names (api.example.com, *.example.com)")
 			}
 		}

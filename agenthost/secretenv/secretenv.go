@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Variable is the environment variable that carries the entries (names
@@ -94,8 +95,11 @@ type Entry struct {
 }
 
 var (
-	namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	keyPattern  = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
+	// Compiled on first use (sync.OnceValue): a counted repetition such as
+	// {1,512} compiles to a program of hundreds of KB, which every start of
+	// the CLI would otherwise build.
+	namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
+	keyPattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`) })
 )
 
 // reservedPrefixes are prefixes no secret may set.
@@ -146,7 +150,7 @@ func ReservedTable() []string {
 // CheckName checks a variable name: a portable name ([A-Za-z_][A-Za-z0-9_]*,
 // at most 128 bytes) that is not reserved.
 func CheckName(name string) error {
-	if !namePattern.MatchString(name) {
+	if !namePattern().MatchString(name) {
 		return &Error{Code: CodeInvalid}
 	}
 	if Reserved(name) {
@@ -174,7 +178,7 @@ func Check(entries []Entry) error {
 		if !printable(e.Secret) || len(e.Secret) > 2048 {
 			return &Error{Code: CodeInvalid, Name: e.Name}
 		}
-		if e.Key != "" && !keyPattern.MatchString(e.Key) {
+		if e.Key != "" && !keyPattern().MatchString(e.Key) {
 			return &Error{Code: CodeInvalid, Name: e.Name}
 		}
 	}

@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,8 +30,13 @@ const (
 )
 
 var (
-	labelPattern      = regexp.MustCompile(`\A[a-z0-9][a-z0-9_-]{0,31}\z`)
-	roleARNPattern    = regexp.MustCompile(`\Aarn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}\z`)
+	labelPattern = regexp.MustCompile(`\A[a-z0-9][a-z0-9_-]{0,31}\z`)
+	// Compiled on first use (sync.OnceValue): a counted repetition such as
+	// {1,512} compiles to a program of hundreds of KB, which every start of
+	// the CLI would otherwise build.
+	roleARNPattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\Aarn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}\z`)
+	})
 	externalIDPattern = regexp.MustCompile(`\A[A-Za-z0-9+=,.@:/_-]+\z`)
 )
 
@@ -54,7 +60,7 @@ func checkAccounts(backend string, accounts []Account) error {
 			return fmt.Errorf("%w: account label %q (1 to 32 of a-z, 0-9, _ and -, not %q)", ErrInvalidOption, a.Label, DefaultAccount)
 		case seen[a.Label]:
 			return fmt.Errorf("%w: account label %q given twice", ErrInvalidOption, a.Label)
-		case !roleARNPattern.MatchString(a.RoleARN):
+		case !roleARNPattern().MatchString(a.RoleARN):
 			return fmt.Errorf("%w: account %q: the role must be an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)", ErrInvalidOption, a.Label)
 		case a.ExternalID != "" && (len(a.ExternalID) < 2 || len(a.ExternalID) > 1224 || !externalIDPattern.MatchString(a.ExternalID)):
 			return fmt.Errorf("%w: account %q: the external id is 2 to 1224 of A-Z a-z 0-9 + = , . @ : / _ -", ErrInvalidOption, a.Label)

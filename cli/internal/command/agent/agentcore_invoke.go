@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,7 +22,10 @@ import (
 
 // sessionRE is an AgentCore runtime session id: at least 33 characters
 // (AgentCore's minimum), at most 256, of letters, digits, - and _.
-var sessionRE = regexp.MustCompile(`^[A-Za-z0-9_-]{33,256}$`)
+// Compiled on first use (sync.OnceValue): a counted repetition such as
+// {1,512} compiles to a program of hundreds of KB, which every start of
+// the CLI would otherwise build.
+var sessionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{33,256}$`) })
 
 // newSessionID is a new runtime session id: "rayito-" and 32 random hex
 // digits (39 characters).
@@ -43,7 +47,7 @@ func invokeAgentCore(ctx context.Context, f *cliutil.Factory, cmd *cli.Command, 
 		if session, err = newSessionID(); err != nil {
 			return err
 		}
-	} else if !sessionRE.MatchString(session) {
+	} else if !sessionRE().MatchString(session) {
 		return cliutil.Usagef("--session: 33 to 256 letters, digits, - or _ (AgentCore's runtime session id)")
 	}
 	aw, err := loadAgentCoreAWS(ctx, r.Region)

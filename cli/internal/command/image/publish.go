@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -66,7 +67,12 @@ const (
 
 var (
 	bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-	roleRE   = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+	// Compiled on first use (sync.OnceValue): a counted repetition such as
+	// {1,512} compiles to a program of hundreds of KB, which every start of
+	// the CLI would otherwise build.
+	roleRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+	})
 	prefixRE = regexp.MustCompile(`^[A-Za-z0-9!_.*'()/-]*$`)
 	baseVeRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*$`)
 	wordRE   = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
@@ -230,7 +236,7 @@ func ParseTarget(f *cliutil.Factory, cmd *cli.Command, name string) (*Target, er
 	switch {
 	case s.role == "":
 		return nil, cliutil.Usagef("--build-role is required: the IAM role ARN the image is built with (BuildRoleArn of infra/iam.yaml)")
-	case !roleRE.MatchString(s.role):
+	case !roleRE().MatchString(s.role):
 		return nil, cliutil.Usagef("--build-role %q is not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)", s.role)
 	}
 	if !baseVeRE.MatchString(s.baseVersion) {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,8 +38,11 @@ const DefaultPrefix = "rayito/stacks/events/"
 var zipTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var (
-	bucketRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-	logGroupRE = regexp.MustCompile(`^[.\-_/#A-Za-z0-9]{1,512}$`)
+	bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	// Compiled on first use (sync.OnceValue): a counted repetition such as
+	// {1,512} compiles to a program of hundreds of KB, which every start of
+	// the CLI would otherwise build.
+	logGroupRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[.\-_/#A-Za-z0-9]{1,512}$`) })
 	prefixRE   = regexp.MustCompile(`^[A-Za-z0-9!_.*'()/-]*$`)
 )
 
@@ -144,7 +148,7 @@ func parseDeploy(cmd *cli.Command) (*deploySpec, error) {
 		return nil, cliutil.Usagef("--bucket %q is not an S3 bucket name", s.bucket)
 	case s.logGroup == "":
 		return nil, cliutil.Usagef("--log-group is required: the log group the image's rayd writes to (e.g. /rayito/rayito-base)")
-	case !logGroupRE.MatchString(s.logGroup):
+	case !logGroupRE().MatchString(s.logGroup):
 		return nil, cliutil.Usagef("--log-group %q is not a log group name (1 to 512 of A-Z a-z 0-9 . - _ / #)", s.logGroup)
 	case s.dir == "":
 		return nil, cliutil.Usagef("--artifacts is empty")
